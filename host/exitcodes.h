@@ -1,0 +1,16 @@
+/* exitcodes.h: the process exit codes, one per kind of outcome an operator
+ * or a Job's backoff must tell apart. Documented in the README; never reuse
+ * a number for another meaning. */
+#ifndef COZY_EXITCODES_H
+#define COZY_EXITCODES_H
+enum {
+    EXIT_OK = 0,
+    EXIT_FAILED = 1,        /* a migration (or a script) failed */
+    EXIT_USAGE = 2,         /* unknown command or flag, bad flag value */
+    EXIT_PACKAGING = 3,     /* invalid migrations tree, header, manifest */
+    EXIT_FLOOR = 4,         /* cluster older than the retention floor */
+    EXIT_LOCK = 5,          /* the runner lock is held by someone else */
+    EXIT_CLUSTER = 6,       /* no config, unreachable, unauthorized, forbidden */
+    EXIT_LEDGER = 7,        /* the ledger holds something that cannot be trusted */
+};
+#endif

@@ -1,0 +1,325 @@
+/* http.c: the apiserver connection (libcurl easy handle, reused).
+ *
+ * Owns TLS and credentials for every request and the capture of the status,
+ * body, Content-Type, Retry-After and Warning headers. Must never retry,
+ * interpret a status, or log a credential: retry policy and error meaning
+ * belong to kube.c. */
+#include "http.h"
+
+#include <curl/curl.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "util.h"
+
+struct http_client {
+    CURL *curl;
+    char *server;
+    char *token;            /* current bearer token, if any */
+    char *token_file;
+    double token_read_at;
+    long connects;
+    struct curl_slist *connect_to;
+};
+
+static int curl_ready;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    struct http_response *r = ud;
+    size_t add = size * n;
+    char *nb = realloc(r->body, r->len + add + 1);
+    if (!nb)
+        return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+    memcpy(nb + r->len, p, add);
+    r->len += add;
+    nb[r->len] = '\0';
+    r->body = nb;
+    return add;
+}
+
+static void trim_copy(char *dst, size_t cap, const char *src, size_t len)
+{
+    while (len && isspace((unsigned char)*src)) {
+        src++;
+        len--;
+    }
+    while (len && isspace((unsigned char)src[len - 1]))
+        len--;
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    struct http_response *r = ud;
+    size_t len = size * n;
+    /* A new status line (after a 100-continue or a redirect) starts over. */
+    if (len > 5 && strncmp(p, "HTTP/", 5) == 0) {
+        r->retry_after = -1;
+        r->content_type[0] = '\0';
+        return len;
+    }
+    char *colon = memchr(p, ':', len);
+    if (!colon)
+        return len;
+    size_t klen = (size_t)(colon - p);
+    const char *v = colon + 1;
+    size_t vlen = len - klen - 1;
+    if (klen == 12 && strncasecmp(p, "Content-Type", 12) == 0) {
+        trim_copy(r->content_type, sizeof r->content_type, v, vlen);
+    } else if (klen == 11 && strncasecmp(p, "Retry-After", 11) == 0) {
+        char buf[64];
+        trim_copy(buf, sizeof buf, v, vlen);
+        char *end;
+        double s = strtod(buf, &end);
+        /* An HTTP-date form is rare from the apiserver; treat it as 1s. */
+        r->retry_after = (end != buf && s >= 0) ? s : 1;
+    } else if (klen == 7 && strncasecmp(p, "Warning", 7) == 0) {
+        char buf[1024];
+        trim_copy(buf, sizeof buf, v, vlen);
+        log_warn("apiserver warning: %s", buf);
+    }
+    return len;
+}
+
+static int load_token(struct http_client *c)
+{
+    if (!c->token_file)
+        return 0;
+    if (c->token && now_mono() - c->token_read_at < 60)
+        return 0;
+    size_t len;
+    char *t = read_file(c->token_file, &len);
+    if (!t) {
+        /* Keep using the previous token through a rotation hiccup. */
+        if (c->token)
+            return 0;
+        return -1;
+    }
+    while (len && isspace((unsigned char)t[len - 1]))
+        t[--len] = '\0';
+    free(c->token);
+    c->token = t;
+    c->token_read_at = now_mono();
+    return 0;
+}
+
+static int set_blob(CURL *curl, CURLoption opt, const char *data, size_t len)
+{
+    struct curl_blob b = {.data = (void *)data, .len = len, .flags = CURL_BLOB_COPY};
+    return curl_easy_setopt(curl, opt, &b) == CURLE_OK ? 0 : -1;
+}
+
+/* tls-server-name: the URL names the certificate's host (so SNI and
+ * verification use it) and CONNECT_TO sends the connection to the real one. */
+static int use_server_name(struct http_client *c, const char *name, char *err, size_t errlen)
+{
+    const char *hp = strstr(c->server, "://");
+    hp = hp ? hp + 3 : c->server;
+    const char *slash = strchr(hp, '/');
+    size_t hlen = slash ? (size_t)(slash - hp) : strlen(hp);
+    char host[512], port[16] = "443";
+    if (hlen >= sizeof host) {
+        snprintf(err, errlen, "server %s: host too long", c->server);
+        return -1;
+    }
+    memcpy(host, hp, hlen);
+    host[hlen] = '\0';
+    char *colon = strrchr(host, ':');
+    if (colon && !strchr(colon, ']')) {
+        snprintf(port, sizeof port, "%s", colon + 1);
+        *colon = '\0';
+    }
+    char conn[1200], url[1200];
+    snprintf(conn, sizeof conn, "%s:%s:%s:%s", name, port, host, port);
+    snprintf(url, sizeof url, "https://%s:%s%s", name, port, slash ? slash : "");
+    struct curl_slist *l = curl_slist_append(NULL, conn);
+    char *nu = strdup(url);
+    if (!l || !nu || curl_easy_setopt(c->curl, CURLOPT_CONNECT_TO, l) != CURLE_OK) {
+        curl_slist_free_all(l);
+        free(nu);
+        snprintf(err, errlen, "cannot apply tls-server-name %s", name);
+        return -1;
+    }
+    c->connect_to = l;
+    free(c->server);
+    c->server = nu;
+    return 0;
+}
+
+struct http_client *http_client_new(const struct kube_config *cfg, char *err, size_t errlen)
+{
+    if (!curl_ready) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            snprintf(err, errlen, "libcurl failed to initialise");
+            return NULL;
+        }
+        curl_ready = 1;
+    }
+    struct http_client *c = calloc(1, sizeof *c);
+    if (!c || !(c->curl = curl_easy_init()) || !(c->server = strdup(cfg->server))) {
+        snprintf(err, errlen, "out of memory");
+        http_client_free(c);
+        return NULL;
+    }
+    CURL *h = c->curl;
+    int bad = 0;
+    bad |= curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "") != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_USERAGENT, "cozy-migrate/1") != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK;
+    if (cfg->insecure) {
+        bad |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L) != CURLE_OK;
+    }
+    if (cfg->ca_pem)
+        bad |= set_blob(h, CURLOPT_CAINFO_BLOB, cfg->ca_pem, cfg->ca_len);
+    else if (cfg->ca_file)
+        bad |= curl_easy_setopt(h, CURLOPT_CAINFO, cfg->ca_file) != CURLE_OK;
+    if (cfg->cert_pem)
+        bad |= set_blob(h, CURLOPT_SSLCERT_BLOB, cfg->cert_pem, cfg->cert_len);
+    else if (cfg->cert_file)
+        bad |= curl_easy_setopt(h, CURLOPT_SSLCERT, cfg->cert_file) != CURLE_OK;
+    if (cfg->key_pem)
+        bad |= set_blob(h, CURLOPT_SSLKEY_BLOB, cfg->key_pem, cfg->key_len);
+    else if (cfg->key_file)
+        bad |= curl_easy_setopt(h, CURLOPT_SSLKEY, cfg->key_file) != CURLE_OK;
+    if (bad) {
+        snprintf(err, errlen, "libcurl refused the TLS settings for %s", cfg->server);
+        http_client_free(c);
+        return NULL;
+    }
+    if (cfg->tls_server_name && use_server_name(c, cfg->tls_server_name, err, errlen) != 0) {
+        http_client_free(c);
+        return NULL;
+    }
+    if (cfg->token && !(c->token = strdup(cfg->token))) {
+        snprintf(err, errlen, "out of memory");
+        http_client_free(c);
+        return NULL;
+    }
+    if (!cfg->token && cfg->token_file) {
+        if (!(c->token_file = strdup(cfg->token_file)) || load_token(c) != 0) {
+            snprintf(err, errlen, "%s: cannot read token: %s", cfg->token_file, strerror(errno));
+            http_client_free(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+int http_request(struct http_client *c, const char *method, const char *path,
+                 const char *accept, const char *content_type, const char *body,
+                 size_t body_len, double timeout_s, struct http_response *r)
+{
+    memset(r, 0, sizeof *r);
+    r->retry_after = -1;
+    r->body = calloc(1, 1);
+    if (!r->body) {
+        snprintf(r->error, sizeof r->error, "out of memory");
+        r->transport_error = CURLE_OUT_OF_MEMORY;
+        return -1;
+    }
+    load_token(c);
+    size_t ulen = strlen(c->server) + strlen(path) + 1;
+    char *url = malloc(ulen);
+    if (!url) {
+        snprintf(r->error, sizeof r->error, "out of memory");
+        r->transport_error = CURLE_OUT_OF_MEMORY;
+        return -1;
+    }
+    snprintf(url, ulen, "%s%s", c->server, path);
+
+    struct curl_slist *hdrs = NULL, *t;
+    char line[8192];
+    snprintf(line, sizeof line, "Accept: %s", accept ? accept : "application/json");
+    if ((t = curl_slist_append(hdrs, line)))
+        hdrs = t;
+    if (content_type) {
+        snprintf(line, sizeof line, "Content-Type: %s", content_type);
+        if ((t = curl_slist_append(hdrs, line)))
+            hdrs = t;
+    }
+    if (c->token) {
+        snprintf(line, sizeof line, "Authorization: Bearer %s", c->token);
+        if ((t = curl_slist_append(hdrs, line)))
+            hdrs = t;
+    }
+    /* Without this libcurl sends Expect: 100-continue on large bodies and
+     * waits a round trip for nothing. */
+    if ((t = curl_slist_append(hdrs, "Expect:")))
+        hdrs = t;
+
+    CURL *h = c->curl;
+    long ms = timeout_s > 0 ? (long)(timeout_s * 1000) : 0;
+    if (timeout_s > 0 && ms < 1)
+        ms = 1;
+    int bad = 0;
+    bad |= curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_WRITEDATA, r) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_HEADERDATA, r) != CURLE_OK;
+    if (strcmp(method, "GET") == 0) {
+        bad |= curl_easy_setopt(h, CURLOPT_HTTPGET, 1L) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL) != CURLE_OK;
+    } else {
+        bad |= curl_easy_setopt(h, CURLOPT_POST, 1L) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "") != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                                (curl_off_t)(body ? body_len : 0)) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST,
+                                strcmp(method, "POST") == 0 ? NULL : method) != CURLE_OK;
+    }
+    CURLcode rc = bad ? CURLE_BAD_FUNCTION_ARGUMENT : curl_easy_perform(h);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hdrs);
+    free(url);
+    long nconn = 0;
+    if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn) == CURLE_OK)
+        c->connects += nconn;
+    if (rc != CURLE_OK) {
+        r->transport_error = rc;
+        snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
+        curl_off_t up = 0;
+        r->sent = curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK && up > 0;
+        return -1;
+    }
+    r->sent = 1;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    return 0;
+}
+
+void http_response_free(struct http_response *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->len = 0;
+}
+
+long http_connects(struct http_client *c) { return c->connects; }
+
+void http_client_free(struct http_client *c)
+{
+    if (!c)
+        return;
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    curl_slist_free_all(c->connect_to);
+    free(c->server);
+    free(c->token);
+    free(c->token_file);
+    free(c);
+}

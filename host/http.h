@@ -1,0 +1,38 @@
+/* http.h: the one HTTPS connection a migration talks to the apiserver over.
+ * Owns the libcurl handle (kept alive and reused for every request, HTTP/2
+ * where offered), TLS (verified unless the kubeconfig says otherwise), client
+ * certificates, and the bearer token (a token file re-read once it is older
+ * than a minute, as service-account tokens rotate). Sends exactly one request
+ * per call: retrying is the caller's policy (kube.c). */
+#ifndef COZY_HTTP_H
+#define COZY_HTTP_H
+#include <stddef.h>
+
+#include "kubeconfig.h"
+
+struct http_response {
+    long status;            /* 0 when no HTTP response arrived */
+    char *body;             /* NUL-terminated; may be empty */
+    size_t len;
+    char content_type[128];
+    double retry_after;     /* seconds from Retry-After, -1 if absent */
+    int transport_error;    /* a CURLcode, 0 when a response arrived */
+    int sent;               /* the request reached the server (for POST retries) */
+    char error[256];        /* libcurl's message for transport errors */
+};
+
+struct http_client;
+
+struct http_client *http_client_new(const struct kube_config *cfg, char *err, size_t errlen);
+/* method "GET"/"POST"/...; path includes the query string; accept and
+ * content_type may be NULL. timeout_s bounds the whole request. Returns 0
+ * when an HTTP response (any status) arrived, -1 on a transport error (the
+ * details in resp). resp must be released with http_response_free. */
+int http_request(struct http_client *c, const char *method, const char *path,
+                 const char *accept, const char *content_type, const char *body,
+                 size_t body_len, double timeout_s, struct http_response *resp);
+void http_response_free(struct http_response *r);
+/* Connections libcurl opened so far (1 when keep-alive works). */
+long http_connects(struct http_client *c);
+void http_client_free(struct http_client *c);
+#endif

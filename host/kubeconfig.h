@@ -1,0 +1,50 @@
+/* kubeconfig.h: where the engine finds its cluster and how it proves who it
+ * is. Owns resolving a kubeconfig the way client-go does (--kubeconfig,
+ * KUBECONFIG merge, ~/.kube/config, --context) and the in-cluster service
+ * account. Reads files; never opens a connection. */
+#ifndef COZY_KUBECONFIG_H
+#define COZY_KUBECONFIG_H
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+struct kube_config {
+    char *server;                       /* https://host:port, no trailing / */
+    char *ca_pem;  size_t ca_len;       /* certificate-authority-data, decoded */
+    char *ca_file;                      /* absolute path */
+    char *cert_pem; size_t cert_len;    /* client-certificate-data, decoded */
+    char *cert_file;
+    char *key_pem; size_t key_len;      /* client-key-data, decoded */
+    char *key_file;
+    char *token;                        /* users[].user.token */
+    char *token_file;                   /* tokenFile, or the service account's token */
+    int insecure;                       /* insecure-skip-tls-verify */
+    char *tls_server_name;
+    char *namespace;                    /* context namespace / in-cluster ns; NULL = unset */
+    char *context, *cluster, *user;     /* names, for messages; NULL in-cluster */
+    char *source;                       /* file(s) it came from, or "in-cluster" */
+    int in_cluster;
+};
+
+struct kube_config_opts {
+    const char *kubeconfig;     /* --kubeconfig: exactly this one file */
+    const char *context;        /* --context */
+    int local;                  /* --local: never fall back to in-cluster */
+};
+
+/* Resolution order: --kubeconfig; else KUBECONFIG (colon-separated, missing
+ * files skipped, first file to set a value wins, relative paths resolved
+ * against the file that defines them); else in-cluster when
+ * KUBERNETES_SERVICE_HOST is set and !local; else ~/.kube/config.
+ * In-cluster reads COZY_SERVICEACCOUNT_DIR (default
+ * /var/run/secrets/kubernetes.io/serviceaccount): token, ca.crt, namespace.
+ * Returns 0, or -1 with a one-line message in err naming the file and line,
+ * the context or the user (an exec / auth-provider user is "not supported"). */
+int kubeconfig_resolve(const struct kube_config_opts *o, struct kube_config *out,
+                       char *err, size_t errlen);
+void kubeconfig_free(struct kube_config *c);
+
+/* What `cozy-migrate config` prints: source, server, context, cluster, user,
+ * namespace, auth ("token", "token-file", "client-certificate", "none"),
+ * ca ("data", "file", "system"), insecure, tls_server_name. No secrets. */
+cJSON *kubeconfig_describe(const struct kube_config *c);
+#endif

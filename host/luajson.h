@@ -1,0 +1,30 @@
+/* luajson.h: the bridge between Lua values and cJSON trees, and the `json`
+ * module. Owns the rules that keep JSON faithful through Lua: a null
+ * sentinel, arrays tagged with a metatable so an empty array stays `[]`,
+ * integers kept as integers. Every C file that hands JSON to Lua or takes it
+ * back goes through here; nothing else converts. */
+#ifndef COZY_LUAJSON_H
+#define COZY_LUAJSON_H
+#include <stddef.h>
+#include <lua.h>
+#include <cjson/cJSON.h>
+
+int luaopen_json(lua_State *L);
+
+/* Pushes the Lua value of `v` (objects as tables, arrays as tables carrying
+ * the array metatable, null as json.null). Needs the json module registered
+ * (ljson_init) in this state. */
+void ljson_push(lua_State *L, const cJSON *v);
+
+/* Converts the Lua value at `idx`. Returns NULL and writes why into err
+ * (e.g. "cannot encode a function at .spec.x") when it cannot be encoded. */
+cJSON *ljson_to_cjson(lua_State *L, int idx, char *err, size_t errlen);
+
+/* Registers the null sentinel and the array/object metatables in the
+ * registry; luaopen_json calls it, C modules that push JSON call it too. */
+void ljson_init(lua_State *L);
+
+/* Pushes json.null. */
+void ljson_pushnull(lua_State *L);
+int ljson_isnull(lua_State *L, int idx);
+#endif

@@ -1,0 +1,322 @@
+/* main.c: the `cozy-migrate` command line.
+ *
+ * Owns parsing argv into options, `--help` for each command, and mapping
+ * outcomes to the exit codes of exitcodes.h. Must never hold migration
+ * logic: each command hands its options to the file that owns the work. */
+#include <getopt.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exitcodes.h"
+#include "kube.h"
+#include "kubeconfig.h"
+#include "log.h"
+#include "sandbox.h"
+#include "util.h"
+
+#define DEFAULT_TIMEOUT (10 * 60.0)
+#define DEFAULT_MEMORY_MB 512
+
+static const char *prog = "cozy-migrate";
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see '%s --help')\n", prog);
+    va_end(ap);
+}
+
+static const char main_help[] =
+    "Usage: cozy-migrate <command> [options]\n"
+    "\n"
+    "The Cozystack migration engine.\n"
+    "\n"
+    "Commands:\n"
+    "  lua FILE     run a Lua file in the migration sandbox, kube module connected\n"
+    "  config       print which cluster and identity the kube module would use\n"
+    "  spec [ARGS]  run busted specs inside the host (ARGS are busted's)\n"
+    "\n"
+    "Run 'cozy-migrate <command> --help' for a command's options.\n";
+
+static const char cluster_opts_help[] =
+    "Cluster options:\n"
+    "  --kubeconfig FILE   use exactly this kubeconfig file\n"
+    "  --context NAME      use this kubeconfig context\n"
+    "  --local             use the kubeconfig's context, never in-cluster credentials\n"
+    "  --namespace NS      platform namespace (default $NAMESPACE or cozy-system)\n";
+
+/* Options shared by commands that talk to a cluster. */
+struct common {
+    struct kube_options k;
+    double timeout;
+    size_t memory;
+};
+
+enum { OPT_KUBECONFIG = 256, OPT_CONTEXT, OPT_LOCAL, OPT_NAMESPACE, OPT_DRY_RUN, OPT_TIMEOUT,
+       OPT_MEMORY, OPT_LOG_FORMAT, OPT_HELP };
+
+/* Returns 1 when the option was one of the common ones, 0 when not, -1 on a
+ * bad value (already reported). */
+static int common_opt(struct common *c, int opt, const char *arg)
+{
+    switch (opt) {
+    case OPT_KUBECONFIG: c->k.cfg.kubeconfig = arg; return 1;
+    case OPT_CONTEXT: c->k.cfg.context = arg; return 1;
+    case OPT_LOCAL: c->k.cfg.local = 1; return 1;
+    case OPT_NAMESPACE: c->k.ledger_namespace = arg; return 1;
+    case OPT_DRY_RUN: c->k.dry_run = 1; return 1;
+    case OPT_TIMEOUT:
+        if (parse_duration(arg, &c->timeout) != 0) {
+            usage_error("--timeout: '%s' is not a duration like 90s, 5m or 1h", arg);
+            return -1;
+        }
+        return 1;
+    case OPT_MEMORY: {
+        char *end;
+        long mb = strtol(arg, &end, 10);
+        if (*end || mb < 1 || mb > 65536) {
+            usage_error("--memory: '%s' is not a size in MiB (1..65536)", arg);
+            return -1;
+        }
+        c->memory = (size_t)mb << 20;
+        return 1;
+    }
+    case OPT_LOG_FORMAT:
+        if (strcmp(arg, "json") == 0)
+            log_set_json(1);
+        else if (strcmp(arg, "text") != 0) {
+            usage_error("--log-format: '%s' is not text or json", arg);
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static void common_init(struct common *c)
+{
+    kube_default_options(&c->k);
+    const char *ns = getenv("NAMESPACE");
+    if (ns && *ns)
+        c->k.ledger_namespace = ns;
+    const char *dry = getenv("DRY_RUN");
+    if (dry && (strcmp(dry, "1") == 0 || strcmp(dry, "true") == 0))
+        c->k.dry_run = 1;
+    c->timeout = DEFAULT_TIMEOUT;
+    c->memory = (size_t)DEFAULT_MEMORY_MB << 20;
+}
+
+#define COMMON_LONGOPTS                                          \
+    {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},     \
+    {"context", required_argument, NULL, OPT_CONTEXT},           \
+    {"local", no_argument, NULL, OPT_LOCAL},                     \
+    {"namespace", required_argument, NULL, OPT_NAMESPACE},       \
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},     \
+    {"help", no_argument, NULL, OPT_HELP}
+
+/* getopt_long with our error style: one line, exit 2. Returns the option,
+ * -1 at the end, '?' after reporting an error. */
+static int next_opt(int argc, char **argv, const struct option *lo)
+{
+    int idx = optind;
+    int o = getopt_long(argc, argv, "+", lo, NULL);
+    if (o == '?') {
+        const char *bad = idx < argc ? argv[idx] : "?";
+        if (optopt && optopt < 256)
+            usage_error("unknown flag '%s'", bad);
+        else if (strchr(bad, '=') || idx >= argc)
+            usage_error("bad flag '%s'", bad);
+        else
+            usage_error("unknown flag or missing value: '%s'", bad);
+    }
+    return o;
+}
+
+/* ---- lua FILE ---------------------------------------------------------- */
+
+static const char lua_help[] =
+    "Usage: cozy-migrate lua [options] FILE\n"
+    "\n"
+    "Runs FILE in the migration sandbox (string, table, math, utf8, coroutine,\n"
+    "os.time/clock/date, and the stdlib: kube, json, yaml, log, ...), with the\n"
+    "kube module connected to the cluster. Exit 0 when the script returns,\n"
+    "1 when it fails (error, timeout, memory cap), 6 when the cluster config\n"
+    "cannot be resolved.\n"
+    "\n"
+    "Options:\n"
+    "  --timeout DURATION  deadline for the script (default 10m)\n"
+    "  --memory MIB        memory cap for the Lua state (default 512)\n"
+    "  --dry-run           send every write with dryRun=All (or DRY_RUN=1)\n"
+    "  --log-format FMT    text (default) or json\n";
+
+static int cmd_lua(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        COMMON_LONGOPTS,
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"memory", required_argument, NULL, OPT_MEMORY},
+        {NULL, 0, NULL, 0},
+    };
+    struct common c;
+    common_init(&c);
+    int o;
+    while ((o = next_opt(argc, argv, lo)) != -1) {
+        if (o == OPT_HELP) {
+            printf("%s\n%s", lua_help, cluster_opts_help);
+            return EXIT_OK;
+        }
+        int r = o == '?' ? -1 : common_opt(&c, o, optarg);
+        if (r <= 0)
+            return EXIT_USAGE;
+    }
+    if (optind != argc - 1) {
+        usage_error("lua: %s", optind >= argc ? "expected a FILE" : "expected exactly one FILE");
+        return EXIT_USAGE;
+    }
+    const char *file = argv[optind];
+    kube_set_options(&c.k);
+    struct sandbox_opts so = {.mem_limit = c.memory, .timeout_s = c.timeout};
+    struct sandbox *sb = sandbox_new(&so);
+    if (!sb) {
+        fprintf(stderr, "%s: cannot create the Lua state\n", prog);
+        return EXIT_FAILED;
+    }
+    char err[2048];
+    enum sandbox_status st = sandbox_run_file(sb, file, err, sizeof err);
+    sandbox_free(sb);
+    if (st == SANDBOX_OK)
+        return EXIT_OK;
+    fprintf(stderr, "%s: %s: %s: %s\n", prog, file, sandbox_status_name(st), err);
+    return EXIT_FAILED;
+}
+
+/* ---- config -------------------------------------------------------------- */
+
+static const char config_help[] =
+    "Usage: cozy-migrate config [options]\n"
+    "\n"
+    "Prints, as JSON, the cluster and identity the kube module would use: the\n"
+    "source file(s), server, context, user, namespace, kind of credentials.\n"
+    "No secrets are printed. Exit 6 with a one-line error when the\n"
+    "configuration cannot be resolved.\n";
+
+static int cmd_config(int argc, char **argv)
+{
+    static const struct option lo[] = {COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+    struct common c;
+    common_init(&c);
+    int o;
+    while ((o = next_opt(argc, argv, lo)) != -1) {
+        if (o == OPT_HELP) {
+            printf("%s\n%s", config_help, cluster_opts_help);
+            return EXIT_OK;
+        }
+        int r = o == '?' ? -1 : common_opt(&c, o, optarg);
+        if (r <= 0)
+            return EXIT_USAGE;
+    }
+    if (optind != argc) {
+        usage_error("config: unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    struct kube_config kc;
+    char err[1024];
+    if (kubeconfig_resolve(&c.k.cfg, &kc, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return EXIT_CLUSTER;
+    }
+    cJSON *d = kubeconfig_describe(&kc);
+    char *s = d ? cJSON_Print(d) : NULL;
+    int rc = EXIT_OK;
+    if (s)
+        printf("%s\n", s);
+    else {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        rc = EXIT_FAILED;
+    }
+    cJSON_free(s);
+    cJSON_Delete(d);
+    kubeconfig_free(&kc);
+    return rc;
+}
+
+/* ---- spec ---------------------------------------------------------------- */
+
+static const char spec_help[] =
+    "Usage: cozy-migrate spec [busted options] [PATHS...]\n"
+    "\n"
+    "Runs busted inside the host, so specs can require the same native\n"
+    "modules (kube.core, json, yaml, log) and stdlib the migrations use.\n"
+    "Every argument is passed to busted; see 'cozy-migrate spec --help-busted'.\n";
+
+static int cmd_spec(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--help") == 0) {
+        printf("%s", spec_help);
+        return EXIT_OK;
+    }
+    struct common c;
+    common_init(&c);
+    kube_set_options(&c.k);
+    lua_State *L = sandbox_new_unrestricted(sandbox_default_stdlib());
+    if (!L) {
+        fprintf(stderr, "%s: cannot create the Lua state\n", prog);
+        return EXIT_FAILED;
+    }
+    lua_createtable(L, argc, 1);
+    lua_pushstring(L, "cozy-migrate spec");
+    lua_rawseti(L, -2, 0);
+    for (int i = 1; i < argc; i++) {
+        lua_pushstring(L, strcmp(argv[i], "--help-busted") == 0 ? "--help" : argv[i]);
+        lua_rawseti(L, -2, i);
+    }
+    lua_setglobal(L, "arg");
+    int rc = EXIT_OK;
+    if (luaL_dostring(L, "require('busted.runner')({standalone = false})") != LUA_OK) {
+        fprintf(stderr, "%s: spec: %s\n", prog, lua_tostring(L, -1));
+        rc = EXIT_FAILED;
+    }
+    lua_close(L);
+    return rc;
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+} commands[] = {
+    {"lua", cmd_lua},
+    {"config", cmd_config},
+    {"spec", cmd_spec},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(main_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            opterr = 0;
+            optind = 1;
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    if (argv[1][0] == '-')
+        usage_error("unknown flag '%s' before the command", argv[1]);
+    else
+        usage_error("unknown command '%s'", argv[1]);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,48 @@
+/* sandbox.h: the Lua state a migration runs in. Owns the allow-list of
+ * libraries and globals, the text-only loader, `require` restricted to the
+ * project's stdlib, the memory cap (in the allocator) and the deadline (an
+ * instruction hook that keeps firing once past it, so pcall cannot swallow
+ * the timeout). Also builds the unrestricted state the spec runner uses,
+ * with the same native modules, so specs see what migrations see. */
+#ifndef COZY_SANDBOX_H
+#define COZY_SANDBOX_H
+#include <stddef.h>
+#include <lua.h>
+
+enum sandbox_status {
+    SANDBOX_OK = 0,
+    SANDBOX_ERROR,      /* the script raised an error */
+    SANDBOX_TIMEOUT,    /* the deadline passed (whatever the script did with the error) */
+    SANDBOX_NOMEM,      /* the memory cap was hit */
+    SANDBOX_LOADERR,    /* the file could not be read or compiled */
+};
+
+struct sandbox_opts {
+    size_t mem_limit;           /* bytes; 0 = no cap */
+    double timeout_s;           /* wall-clock seconds from sandbox_new; 0 = none */
+    const char *stdlib_dir;     /* where `require` finds Lua modules */
+};
+
+struct sandbox;
+
+struct sandbox *sandbox_new(const struct sandbox_opts *o);
+lua_State *sandbox_state(struct sandbox *sb);
+/* Loads PATH as a text chunk and calls it. The error text (if any) is left
+ * in err with a traceback-free one-line message. */
+enum sandbox_status sandbox_run_file(struct sandbox *sb, const char *path,
+                                     char *err, size_t errlen);
+void sandbox_free(struct sandbox *sb);
+const char *sandbox_status_name(enum sandbox_status s);
+
+/* Seconds left before the deadline of the sandbox owning L; a negative value
+ * means it has passed; HUGE_VAL when L has no deadline (spec runner). */
+double sandbox_remaining(lua_State *L);
+
+/* A full (unsandboxed) state with the native modules preloaded and the stdlib
+ * on package.path; used by the spec runner. NULL on allocation failure. */
+lua_State *sandbox_new_unrestricted(const char *stdlib_dir);
+
+/* The directory holding the stdlib: $COZY_STDLIB, else <exe>/../stdlib,
+ * else /usr/share/cozy-migrate/stdlib. Returns a static buffer. */
+const char *sandbox_default_stdlib(void);
+#endif

@@ -1,0 +1,38 @@
+/* yaml.h: the project's one YAML reader and writer (libyaml underneath).
+ * Turns the first document of a YAML text into a cJSON tree, remembering the
+ * source line of every node so callers (kubeconfig, the `yaml` Lua module)
+ * can report "file:line: what is wrong". Never interprets the content. */
+#ifndef COZY_YAML_H
+#define COZY_YAML_H
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+struct yaml_mark { const cJSON *node; int line; };
+struct yaml_doc {
+    cJSON *root;                /* owned; NULL before a successful load */
+    struct yaml_mark *marks;    /* line of each node, for messages */
+    size_t nmarks;
+};
+
+/* Parses `text`. Returns 0 and fills doc, or -1 with "NAME:LINE:COL: problem"
+ * in err. An empty document gives a cJSON null root. `name` is only used in
+ * messages. Scalars follow the YAML 1.2 core schema (quoted ones are strings). */
+int yaml_load(const char *name, const char *text, size_t len,
+              struct yaml_doc *doc, char *err, size_t errlen);
+/* Reads and parses a file; a read error is reported as "PATH: strerror". */
+int yaml_load_file(const char *path, struct yaml_doc *doc, char *err, size_t errlen);
+/* 1-based line where `node` starts, or 0 if it is not from this doc. */
+int yaml_line(const struct yaml_doc *doc, const cJSON *node);
+void yaml_doc_free(struct yaml_doc *doc);
+
+/* Emits `v` as a YAML document (block style, strings quoted where a plain
+ * scalar would change type). Returns a malloc'd string or NULL on failure. */
+char *yaml_emit(const cJSON *v);
+/* yaml_emit that says why it failed (e.g. a string that is not UTF-8). */
+char *yaml_emit_err(const cJSON *v, char *err, size_t errlen);
+
+/* The `yaml` Lua module: yaml.decode(text [, name]) -> value | nil, err;
+ * yaml.encode(value) -> text | nil, err. Uses luajson for the Lua side. */
+struct lua_State;
+int luaopen_yaml(struct lua_State *L);
+#endif

@@ -1,0 +1,383 @@
+-- kube: the Kubernetes client migrations use.
+--
+-- The verbs are thin: they build a path from the resolved resource and call
+-- kube.core.request, which owns retries, dry run, the ledger guard and error
+-- values. Errors are tables with code, reason, message, details, verb and
+-- path; tostring() reads like kubectl. `get` returns nil only for NotFound;
+-- every other error is raised.
+
+local core = require('kube.core')
+local json = require('json')
+local log = require('log')
+
+local M = {}
+
+M.null = json.null
+M.dry_run = core.dry_run
+M.FIELD_MANAGER = 'cozy-migrate'
+
+local PATCH_TYPES = {
+  merge = 'application/merge-patch+json',
+  json = 'application/json-patch+json',
+  strategic = 'application/strategic-merge-patch+json',
+  apply = 'application/apply-patch+yaml',
+}
+
+-- ---- errors -------------------------------------------------------------
+
+local function pred(field, value)
+  return function(err)
+    return type(err) == 'table' and err[field] == value
+  end
+end
+
+M.is_error = core.is_error
+M.is_not_found = pred('code', 404)
+M.is_conflict = function(err) return type(err) == 'table' and err.code == 409 and err.reason == 'Conflict' end
+M.is_already_exists = pred('reason', 'AlreadyExists')
+M.is_forbidden = pred('code', 403)
+M.is_unauthorized = pred('code', 401)
+M.is_invalid = pred('code', 422)
+M.is_gone = pred('code', 410)
+M.is_expired = M.is_gone
+M.is_too_many_requests = pred('code', 429)
+M.is_unsupported_media_type = pred('code', 415)
+M.is_timeout = pred('reason', 'Timeout')
+M.is_connection_error = pred('reason', 'ConnectionError')
+M.is_ledger_protected = pred('reason', 'LedgerProtected')
+
+local function raise(err)
+  error(err, 0)
+end
+
+local function new_error(reason, message, extra)
+  local e = { code = 0, reason = reason, message = message }
+  for k, v in pairs(extra or {}) do e[k] = v end
+  return core.make_error(e)
+end
+
+-- ---- paths ----------------------------------------------------------------
+
+local function escape(s)
+  return (tostring(s):gsub('[^%w%-%._~]', function(c)
+    return string.format('%%%02X', string.byte(c))
+  end))
+end
+
+local function resolve(resource)
+  if type(resource) == 'table' and resource.prefix then return resource end
+  if type(resource) ~= 'string' or resource == '' then
+    error('kube: the resource must be a name like "configmaps", "cm" or "ConfigMap"', 3)
+  end
+  local r, err = core.resolve(resource)
+  if not r then raise(err) end
+  return r
+end
+
+local function namespace_for(r, opts, obj)
+  if not r.namespaced then return nil end
+  if opts.all_namespaces then return nil end
+  local meta = obj and obj.metadata
+  return opts.namespace or (meta and meta.namespace) or core.default_namespace()
+end
+
+local function path_for(r, ns, name, sub)
+  local p = r.prefix
+  if ns then p = p .. '/namespaces/' .. escape(ns) end
+  p = p .. '/' .. r.resource
+  if name then p = p .. '/' .. escape(name) end
+  if sub then p = p .. '/' .. sub end
+  return p
+end
+
+local function selector(sel)
+  if sel == nil or type(sel) == 'string' then return sel end
+  local keys = {}
+  for k in pairs(sel) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    local v = sel[k]
+    if v == true then parts[#parts + 1] = k else parts[#parts + 1] = k .. '=' .. tostring(v) end
+  end
+  return table.concat(parts, ',')
+end
+
+local function check_name(verb, name)
+  if type(name) ~= 'string' or name == '' then
+    error(string.format('kube.%s: a non-empty object name is required', verb), 3)
+  end
+end
+
+-- ---- verbs ----------------------------------------------------------------
+
+-- get(resource, name [, {namespace=, subresource=}]) -> object | nil (NotFound)
+function M.get(resource, name, opts)
+  opts = opts or {}
+  check_name('get', name)
+  local r = resolve(resource)
+  local resp, err = core.request {
+    verb = 'get', method = 'GET',
+    path = path_for(r, namespace_for(r, opts), name, opts.subresource),
+  }
+  if resp then return resp.body end
+  if err.code == 404 then return nil end
+  raise(err)
+end
+
+-- has_resource(name) -> true | false; raises on anything but "not served".
+function M.has_resource(name)
+  local r, err = core.resolve(name)
+  if r then return true end
+  if err.reason == 'UnknownResource' then return false end
+  raise(err)
+end
+
+-- resource(name) -> {group, version, resource, kind, namespaced, api_version, ...}
+function M.resource(name)
+  return resolve(name)
+end
+
+local function item_key(obj)
+  local m = obj.metadata or {}
+  return (m.namespace or '') .. '/' .. (m.name or '')
+end
+
+-- list(resource [, opts]) -> iterator over objects, fetched a page at a time.
+-- opts: namespace, all_namespaces, label_selector (string or {k=v}),
+-- field_selector, limit (page size, default 500).
+function M.list(resource, opts)
+  opts = opts or {}
+  local r = resolve(resource)
+  local base = path_for(r, namespace_for(r, opts), nil, nil)
+  local limit = opts.limit or 500
+  local query = {
+    labelSelector = selector(opts.label_selector),
+    fieldSelector = selector(opts.field_selector),
+    limit = limit,
+  }
+  local items, i, continue, done = nil, 0, nil, false
+  local last_key, skip_until = nil, nil
+  local function fetch()
+    query.continue = continue
+    local resp, err = core.request { verb = 'list', method = 'GET', path = base, query = query }
+    if not resp then
+      if err.code == 410 and continue then
+        -- The continue token expired (etcd compacted past it). Fall back to
+        -- one full list, as client-go's pager does, and skip what was already
+        -- yielded: list order is storage-key order, namespace/name.
+        log.warn('kube.list %s: continue token expired; falling back to one full list', base)
+        query.limit, query.continue, continue = nil, nil, nil
+        skip_until = last_key
+        resp, err = core.request { verb = 'list', method = 'GET', path = base, query = query }
+      end
+      if not resp then raise(err) end
+    end
+    items, i = resp.body.items or {}, 0
+    local meta = resp.body.metadata or {}
+    continue = meta.continue
+    if continue == '' or continue == json.null then continue = nil end
+    if not continue then done = true end
+  end
+  return function()
+    while true do
+      if items == nil then fetch() end
+      i = i + 1
+      local obj = items[i]
+      if obj ~= nil then
+        local key = item_key(obj)
+        if skip_until == nil or key > skip_until then
+          skip_until = nil
+          last_key = key
+          obj.apiVersion = obj.apiVersion or r.api_version
+          obj.kind = obj.kind or r.kind
+          return obj
+        end
+      elseif done then
+        return nil
+      else
+        items = nil
+      end
+    end
+  end
+end
+
+-- list_all(resource [, opts]) -> array of objects (convenience for small sets).
+function M.list_all(resource, opts)
+  local out = json.array()
+  for obj in M.list(resource, opts) do out[#out + 1] = obj end
+  return out
+end
+
+-- create(resource, obj [, {namespace=}]) -> created object
+function M.create(resource, obj, opts)
+  opts = opts or {}
+  local r = resolve(resource)
+  obj.apiVersion = obj.apiVersion or r.api_version
+  obj.kind = obj.kind or r.kind
+  local ns = namespace_for(r, opts, obj)
+  local resp, err = core.request {
+    verb = 'create', method = 'POST', path = path_for(r, ns, nil, opts.subresource), body = obj,
+  }
+  if resp then return resp.body end
+  if err.after_retry and err.reason == 'AlreadyExists' and obj.metadata and obj.metadata.name then
+    -- Our first attempt landed before the connection broke.
+    local got = M.get(r, obj.metadata.name, { namespace = ns })
+    if got then
+      log.info('kube.create %s/%s: created by an earlier attempt', r.resource, obj.metadata.name)
+      return got
+    end
+  end
+  raise(err)
+end
+
+-- replace(resource, obj [, opts]) -> object. Retried on transient errors only
+-- when obj carries a resourceVersion (then a repeat cannot clobber).
+function M.replace(resource, obj, opts)
+  opts = opts or {}
+  local r = resolve(resource)
+  local meta = obj.metadata or {}
+  check_name('replace', meta.name)
+  obj.apiVersion = obj.apiVersion or r.api_version
+  obj.kind = obj.kind or r.kind
+  local resp, err = core.request {
+    verb = 'replace', method = 'PUT',
+    path = path_for(r, namespace_for(r, opts, obj), meta.name, opts.subresource),
+    body = obj, idempotent = meta.resourceVersion ~= nil,
+  }
+  if resp then return resp.body end
+  raise(err)
+end
+
+-- patch(resource, name, patch [, opts]) -> object
+-- opts.type: 'merge' (default), 'json', 'strategic', 'apply'; opts.force and
+-- opts.field_manager for apply; opts.subresource; opts.namespace.
+function M.patch(resource, name, patch, opts)
+  opts = opts or {}
+  check_name('patch', name)
+  local ptype = opts.type or 'merge'
+  local ctype = PATCH_TYPES[ptype]
+  if not ctype then
+    error(string.format('kube.patch: unknown patch type %q (merge, json, strategic, apply)', ptype), 2)
+  end
+  if type(patch) ~= 'table' then
+    error('kube.patch: the patch must be a table (patches are never built from strings)', 2)
+  end
+  local r = resolve(resource)
+  local query
+  if ptype == 'apply' then
+    patch.apiVersion = patch.apiVersion or r.api_version
+    patch.kind = patch.kind or r.kind
+    patch.metadata = patch.metadata or {}
+    patch.metadata.name = patch.metadata.name or name
+    query = { fieldManager = opts.field_manager or M.FIELD_MANAGER, force = opts.force and true or nil }
+  elseif ptype == 'json' then
+    patch = json.array(patch)
+  end
+  if opts.field_manager and ptype ~= 'apply' then
+    query = { fieldManager = opts.field_manager }
+  end
+  local resp, err = core.request {
+    verb = 'patch', method = 'PATCH',
+    path = path_for(r, namespace_for(r, opts), name, opts.subresource),
+    query = query, body = patch, content_type = ctype,
+  }
+  if resp then return resp.body end
+  if err.code == 415 and ptype == 'strategic' then
+    err.message = err.message .. ' (strategic merge patch is not supported for '
+      .. r.resource .. (r.group ~= '' and ('.' .. r.group) or '')
+      .. '; custom resources accept merge, json and apply patches)'
+  end
+  raise(err)
+end
+
+-- apply(resource, obj [, {force=, field_manager=}]) -> object (server-side apply)
+function M.apply(resource, obj, opts)
+  opts = opts or {}
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.type = 'apply'
+  local meta = obj.metadata or {}
+  return M.patch(resource, meta.name, obj, o)
+end
+
+-- delete(resource, name [, opts]) -> true when deleted, false when it was
+-- already gone and opts.ignore_not_found is set.
+-- opts: propagation ('Background', 'Foreground', 'Orphan'), ignore_not_found,
+-- wait (block until the object is gone), timeout (seconds, default 60).
+function M.delete(resource, name, opts)
+  opts = opts or {}
+  check_name('delete', name)
+  local r = resolve(resource)
+  local ns = namespace_for(r, opts)
+  local body
+  if opts.propagation then
+    body = { apiVersion = 'v1', kind = 'DeleteOptions', propagationPolicy = opts.propagation }
+  end
+  local resp, err = core.request {
+    verb = 'delete', method = 'DELETE', path = path_for(r, ns, name, nil), body = body,
+  }
+  if not resp then
+    if err.code == 404 and opts.ignore_not_found then return false end
+    raise(err)
+  end
+  if opts.wait and not core.dry_run then
+    M.wait(r, name, function(obj) return obj == nil end, opts.timeout or 60, { namespace = ns })
+  end
+  return true
+end
+
+-- update(resource, name, fn [, opts]) -> object, changed
+-- Reads the object, calls fn(obj) (which edits obj in place or returns a new
+-- one; returning false means "no change"), writes it with its
+-- resourceVersion, and starts over on a Conflict (opts.attempts, default 5).
+function M.update(resource, name, fn, opts)
+  opts = opts or {}
+  local r = resolve(resource)
+  local attempts = opts.attempts or 5
+  for attempt = 1, attempts do
+    local obj = M.get(r, name, opts)
+    if obj == nil then
+      raise(new_error('NotFound', string.format('%s "%s" not found', r.resource, name),
+        { code = 404, verb = 'update' }))
+    end
+    local res = fn(obj)
+    if res == false then return obj, false end
+    if type(res) == 'table' then obj = res end
+    local resp, err = core.request {
+      verb = 'update', method = 'PUT',
+      path = path_for(r, namespace_for(r, opts, obj), name, opts.subresource),
+      body = obj, idempotent = true,
+    }
+    if resp then return resp.body, true end
+    if not (err.code == 409 and attempt < attempts) then raise(err) end
+    log.info('kube.update %s/%s: conflict, retrying (%d/%d)', r.resource, name, attempt + 1, attempts)
+  end
+end
+
+-- wait(resource, name, predicate, timeout [, opts]) -> object
+-- Polls until predicate(obj) is true (obj is nil while absent).
+function M.wait(resource, name, predicate, timeout, opts)
+  opts = opts or {}
+  local r = resolve(resource)
+  timeout = timeout or 60
+  local deadline = core.now() + timeout
+  local interval = opts.interval or 0.2
+  while true do
+    local obj = M.get(r, name, opts)
+    if predicate(obj) then return obj end
+    if core.now() >= deadline then
+      raise(new_error('Timeout', string.format('timed out after %gs waiting for %s "%s"',
+        timeout, r.resource, name), { verb = 'wait' }))
+    end
+    core.sleep(math.min(interval, math.max(deadline - core.now(), 0.01)))
+    interval = math.min(interval * 1.5, 2)
+  end
+end
+
+-- The number of TCP/TLS connections this migration opened (1 with keep-alive).
+M.connections = core.connects
+M.config = core.config
+M.default_namespace = core.default_namespace
+
+return M
