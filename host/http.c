@@ -1,9 +1,10 @@
 /* http.c: the apiserver connection (libcurl easy handle, reused).
  *
- * Owns TLS and credentials for every request and the capture of the status,
- * body, Content-Type, Retry-After and Warning headers. Must never retry,
- * interpret a status, or log a credential: retry policy and error meaning
- * belong to kube.c. */
+ * Owns TLS and credentials for every request, feeding the request body to
+ * libcurl (and refusing libcurl's own silent resend of a body that must not
+ * be sent twice), and the capture of the status, body, Content-Type,
+ * Retry-After and Warning headers. Must never retry, interpret a status, or
+ * log a credential: retry policy and error meaning belong to rest.c. */
 #include "http.h"
 
 #include <curl/curl.h>
@@ -24,8 +25,45 @@ struct http_client {
     char *token_file;
     double token_read_at;
     long connects;
+    long requests;
     struct curl_slist *connect_to;
 };
+
+/* The request body, handed to libcurl through a read callback so that a
+ * rewind (libcurl resending the request on a fresh connection) goes through
+ * on_seek, which refuses it for a request that is not replayable. */
+struct upload {
+    const char *data;
+    size_t len, off;
+    int replayable;
+    int refused;            /* a resend was refused */
+};
+
+static size_t on_read(char *buf, size_t size, size_t n, void *ud)
+{
+    struct upload *u = ud;
+    size_t want = size * n, left = u->len - u->off;
+    if (want > left)
+        want = left;
+    memcpy(buf, u->data + u->off, want);
+    u->off += want;
+    return want;
+}
+
+static int on_seek(void *ud, curl_off_t offset, int origin)
+{
+    struct upload *u = ud;
+    if (origin != SEEK_SET || offset < 0 || (size_t)offset > u->len)
+        return CURL_SEEKFUNC_FAIL;
+    if (!u->replayable && u->off > 0) {
+        /* The body went out once already: the server may have acted on
+         * it. Fail the transfer rather than let libcurl send it again. */
+        u->refused = 1;
+        return CURL_SEEKFUNC_FAIL;
+    }
+    u->off = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
+}
 
 static int curl_ready;
 
@@ -33,13 +71,20 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
     struct http_response *r = ud;
     size_t add = size * n;
-    char *nb = realloc(r->body, r->len + add + 1);
-    if (!nb)
-        return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
-    memcpy(nb + r->len, p, add);
+    if (r->len + add + 1 > r->cap) {
+        /* Geometric growth: a list page arrives in many small chunks. */
+        size_t nc = r->cap ? r->cap : 16384;
+        while (nc < r->len + add + 1)
+            nc *= 2;
+        char *nb = realloc(r->body, nc);
+        if (!nb)
+            return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+        r->body = nb;
+        r->cap = nc;
+    }
+    memcpy(r->body + r->len, p, add);
     r->len += add;
-    nb[r->len] = '\0';
-    r->body = nb;
+    r->body[r->len] = '\0';
     return add;
 }
 
@@ -222,11 +267,13 @@ struct http_client *http_client_new(const struct kube_config *cfg, char *err, si
 
 int http_request(struct http_client *c, const char *method, const char *path,
                  const char *accept, const char *content_type, const char *body,
-                 size_t body_len, double timeout_s, struct http_response *r)
+                 size_t body_len, int replayable, double timeout_s,
+                 struct http_response *r)
 {
     memset(r, 0, sizeof *r);
     r->retry_after = -1;
     r->body = calloc(1, 1);
+    r->cap = 1;
     if (!r->body) {
         snprintf(r->error, sizeof r->error, "out of memory");
         r->transport_error = CURLE_OUT_OF_MEMORY;
@@ -272,18 +319,29 @@ int http_request(struct http_client *c, const char *method, const char *path,
     bad |= curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_WRITEDATA, r) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_HEADERDATA, r) != CURLE_OK;
-    if (strcmp(method, "GET") == 0) {
+    struct upload up = {.data = body ? body : "", .len = body ? body_len : 0,
+                        .replayable = replayable};
+    if (!body && strcmp(method, "POST") != 0) {
+        /* GET, and DELETE without options: no body, no Content-Type. */
         bad |= curl_easy_setopt(h, CURLOPT_HTTPGET, 1L) != CURLE_OK;
-        bad |= curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST,
+                                strcmp(method, "GET") == 0 ? NULL : method) != CURLE_OK;
     } else {
         bad |= curl_easy_setopt(h, CURLOPT_POST, 1L) != CURLE_OK;
-        bad |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "") != CURLE_OK;
-        bad |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-                                (curl_off_t)(body ? body_len : 0)) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_READDATA, &up) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_SEEKDATA, &up) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)up.len) != CURLE_OK;
         bad |= curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST,
                                 strcmp(method, "POST") == 0 ? NULL : method) != CURLE_OK;
     }
+    c->requests++;
     CURLcode rc = bad ? CURLE_BAD_FUNCTION_ARGUMENT : curl_easy_perform(h);
+    /* The upload state lives on this stack frame only. */
+    curl_easy_setopt(h, CURLOPT_READDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, NULL);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(hdrs);
     free(url);
@@ -293,8 +351,11 @@ int http_request(struct http_client *c, const char *method, const char *path,
     if (rc != CURLE_OK) {
         r->transport_error = rc;
         snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
-        curl_off_t up = 0;
-        r->sent = curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK && up > 0;
+        curl_off_t upn = 0;
+        /* Body bytes read by libcurl may have gone out even when the
+         * upload counter says otherwise; a refused resend surely did. */
+        r->sent = (curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &upn) == CURLE_OK && upn > 0) ||
+                  up.off > 0 || up.refused;
         return -1;
     }
     r->sent = 1;
@@ -306,10 +367,11 @@ void http_response_free(struct http_response *r)
 {
     free(r->body);
     r->body = NULL;
-    r->len = 0;
+    r->len = r->cap = 0;
 }
 
 long http_connects(struct http_client *c) { return c->connects; }
+long http_requests(struct http_client *c) { return c->requests; }
 
 void http_client_free(struct http_client *c)
 {

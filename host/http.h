@@ -14,10 +14,11 @@ struct http_response {
     long status;            /* 0 when no HTTP response arrived */
     char *body;             /* NUL-terminated; may be empty */
     size_t len;
+    size_t cap;             /* allocated size of body (grows geometrically) */
     char content_type[128];
     double retry_after;     /* seconds from Retry-After, -1 if absent */
     int transport_error;    /* a CURLcode, 0 when a response arrived */
-    int sent;               /* the request reached the server (for POST retries) */
+    int sent;               /* the request (or part of its body) may have reached the server */
     char error[256];        /* libcurl's message for transport errors */
 };
 
@@ -25,14 +26,21 @@ struct http_client;
 
 struct http_client *http_client_new(const struct kube_config *cfg, char *err, size_t errlen);
 /* method "GET"/"POST"/...; path includes the query string; accept and
- * content_type may be NULL. timeout_s bounds the whole request. Returns 0
- * when an HTTP response (any status) arrived, -1 on a transport error (the
- * details in resp). resp must be released with http_response_free. */
+ * content_type may be NULL. timeout_s bounds the whole request. replayable
+ * says whether libcurl may send the body a second time on its own (it
+ * silently resends a request whose reused connection died before any
+ * response byte arrived): for a request that is not, the resend is refused
+ * and the call fails with CURLE_SEND_FAIL_REWIND instead. Returns 0 when an
+ * HTTP response (any status) arrived, -1 on a transport error (the details
+ * in resp). resp must be released with http_response_free. */
 int http_request(struct http_client *c, const char *method, const char *path,
                  const char *accept, const char *content_type, const char *body,
-                 size_t body_len, double timeout_s, struct http_response *resp);
+                 size_t body_len, int replayable, double timeout_s,
+                 struct http_response *resp);
 void http_response_free(struct http_response *r);
 /* Connections libcurl opened so far (1 when keep-alive works). */
 long http_connects(struct http_client *c);
+/* Requests handed to libcurl so far (every attempt counts). */
+long http_requests(struct http_client *c);
 void http_client_free(struct http_client *c);
 #endif

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "discovery.h"
-#include "http.h"
+#include "rest.h"
 #include "log.h"
 #include "luajson.h"
 #include "sandbox.h"
@@ -29,8 +29,6 @@
 
 #define CLIENT_MT "cozy.kube.client"
 #define ERROR_MT "cozy.kube.error"
-#define MAX_RETRY_SLEEP 10.0
-#define ERR_BODY_CAP 2048
 
 static struct {
     struct kube_options o;
@@ -76,8 +74,7 @@ static void ensure_options(void)
 }
 
 struct client {
-    struct kube_config cfg;
-    struct http_client *http;
+    struct rest_client *rest;
     struct discovery disc;
     int disc_loaded;
     char init_err[512];
@@ -92,27 +89,24 @@ static const char *client_err(lua_State *L)
 static int client_gc(lua_State *L)
 {
     struct client *c = luaL_checkudata(L, 1, CLIENT_MT);
-    http_client_free(c->http);
-    c->http = NULL;
-    kubeconfig_free(&c->cfg);
+    rest_free(c->rest);
+    c->rest = NULL;
     discovery_clear(&c->disc);
     return 0;
 }
 
 /* The client is created on first use, so a script that never talks to the
- * cluster runs without one. It lives in the module's upvalue. */
+ * cluster runs without one. It lives in the module functions' upvalue. */
 static struct client *get_client(lua_State *L)
 {
     struct client *c = lua_touserdata(L, lua_upvalueindex(1));
-    if (c->http)
+    if (c->rest)
         return c;
     if (c->init_failed)
         return NULL;
     ensure_options();
-    char err[512];
-    if (kubeconfig_resolve(&opts.o.cfg, &c->cfg, err, sizeof err) != 0 ||
-        !(c->http = http_client_new(&c->cfg, err, sizeof err))) {
-        snprintf(c->init_err, sizeof c->init_err, "%s", err);
+    struct rest_policy p = {opts.o.request_timeout, opts.o.max_attempts, opts.o.retry_budget};
+    if (!(c->rest = rest_new(&opts.o.cfg, &p, c->init_err, sizeof c->init_err))) {
         c->init_failed = 1;
         return NULL;
     }
@@ -173,54 +167,18 @@ static void push_error(lua_State *L, long code, const char *reason, const char *
     lua_setmetatable(L, -2);
 }
 
-static const char *reason_for(long code)
+static void push_rest_error(lua_State *L, const struct rest_error *e, const char *verb,
+                            const char *method, const char *path)
 {
-    switch (code) {
-    case 400: return "BadRequest";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "NotFound";
-    case 405: return "MethodNotAllowed";
-    case 406: return "NotAcceptable";
-    case 409: return "Conflict";
-    case 410: return "Expired";
-    case 413: return "RequestEntityTooLarge";
-    case 415: return "UnsupportedMediaType";
-    case 422: return "Invalid";
-    case 429: return "TooManyRequests";
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    case 504: return "Timeout";
-    default: return code >= 500 ? "InternalError" : "Unknown";
+    push_error(L, e->code, e->reason, e->message, e->details, verb, method, path);
+    if (e->after_retry) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "after_retry");
     }
-}
-
-/* An apiserver error: a Status object when the body is one, otherwise the
- * body itself as the message (the 429 of priority-and-fairness is text). */
-static void push_status_error(lua_State *L, const struct http_response *r, const char *verb,
-                              const char *method, const char *path)
-{
-    cJSON *st = r->len ? cJSON_ParseWithLength(r->body, r->len) : NULL;
-    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(st, "kind");
-    if (cJSON_IsString(kind) && strcmp(kind->valuestring, "Status") == 0) {
-        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(st, "reason");
-        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(st, "message");
-        const char *rs = cJSON_IsString(reason) && *reason->valuestring ? reason->valuestring
-                                                                         : reason_for(r->status);
-        push_error(L, r->status, rs, cJSON_IsString(msg) ? msg->valuestring : "",
-                   cJSON_GetObjectItemCaseSensitive(st, "details"), verb, method, path);
-    } else {
-        char msg[ERR_BODY_CAP + 64];
-        size_t n = r->len < ERR_BODY_CAP ? r->len : ERR_BODY_CAP;
-        while (n && (r->body[n - 1] == '\n' || r->body[n - 1] == ' '))
-            n--;
-        if (n)
-            snprintf(msg, sizeof msg, "%.*s%s", (int)n, r->body, r->len > n + 1 ? "..." : "");
-        else
-            snprintf(msg, sizeof msg, "the server responded with HTTP %ld and no body", r->status);
-        push_error(L, r->status, reason_for(r->status), msg, NULL, verb, method, path);
+    if (e->continue_token) {
+        lua_pushstring(L, e->continue_token);
+        lua_setfield(L, -2, "continue");
     }
-    cJSON_Delete(st);
 }
 
 /* ---- the ledger guard ------------------------------------------------ */
@@ -251,8 +209,69 @@ static int split(const char *path, const char **seg, size_t *len, int max)
     return n;
 }
 
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* The path as the apiserver will route it: the part before the query,
+ * percent-decoded (so "cozystack%2Dversion" cannot slip past the guard).
+ * Returns a malloc'd string, or NULL with why in err for a path the guard
+ * could not judge: an encoded '/' or NUL, a bad escape, a "." or ".."
+ * segment (libcurl and the server would fold those). */
+static char *canonical_path(const char *path, const char **why)
+{
+    size_t n = strcspn(path, "?");
+    char *out = malloc(n + 1);
+    if (!out) {
+        *why = "out of memory";
+        return NULL;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ch = (unsigned char)path[i];
+        if (ch == '%') {
+            int hi = i + 2 < n ? hexval((unsigned char)path[i + 1]) : -1;
+            int lo = hi >= 0 ? hexval((unsigned char)path[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                free(out);
+                *why = "a malformed percent-escape";
+                return NULL;
+            }
+            ch = hi * 16 + lo;
+            if (ch == '/' || ch == 0) {
+                free(out);
+                *why = "an encoded '/' or NUL";
+                return NULL;
+            }
+            i += 2;
+        }
+        out[o++] = (char)ch;
+    }
+    out[o] = '\0';
+    for (const char *seg = out; *seg;) {
+        size_t l = strcspn(seg, "/");
+        if ((l == 1 && seg[0] == '.') || (l == 2 && seg[0] == '.' && seg[1] == '.')) {
+            free(out);
+            *why = "a '.' or '..' segment";
+            return NULL;
+        }
+        seg += l;
+        while (*seg == '/')
+            seg++;
+    }
+    return out;
+}
+
 /* Would this request write the ledger ConfigMap, the runner's Lease, or the
- * namespace holding them? The body's name matters for a create. */
+ * namespace holding them? path is canonical (see canonical_path). The
+ * body's name matters for a create. */
 static int guarded(const char *method, const char *path, const cJSON *body)
 {
     if (strcmp(method, "GET") == 0)
@@ -293,52 +312,6 @@ static int guarded(const char *method, const char *path, const cJSON *body)
 }
 
 /* ---- requests ---------------------------------------------------------- */
-
-static int retryable_transport(int code)
-{
-    switch (code) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-/* Could the server have acted on a request that failed this way? Only a
- * failure before the request left, or a refused connection, is certain. */
-static int surely_unsent(const struct http_response *r)
-{
-    return r->transport_error == CURLE_COULDNT_CONNECT ||
-           r->transport_error == CURLE_COULDNT_RESOLVE_HOST ||
-           r->transport_error == CURLE_SSL_CONNECT_ERROR || !r->sent;
-}
-
-static void sleep_s(double s)
-{
-    if (s <= 0)
-        return;
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static double jitter(void)
-{
-    static unsigned seed;
-    if (!seed)
-        seed = (unsigned)time(NULL) ^ (unsigned)getpid();
-    seed = seed * 1103515245u + 12345u;
-    return 0.5 + 0.5 * ((seed >> 8) & 0xffff) / 65535.0;
-}
 
 struct sbuf {
     char *p;
@@ -425,12 +398,16 @@ static int l_request(lua_State *L)
     const char *accept = opt_field(L, 1, "accept");
     if (!method || !path0 || path0[0] != '/')
         return luaL_error(L, "kube.request: method and an absolute path are required");
+    if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0 &&
+        strcmp(method, "PUT") != 0 && strcmp(method, "PATCH") != 0 &&
+        strcmp(method, "DELETE") != 0)
+        return luaL_error(L, "kube.request: method must be GET, POST, PUT, PATCH or DELETE, not %s",
+                          method);
     lua_getfield(L, 1, "idempotent");
     int idem_given = !lua_isnil(L, -1), idem = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    int mutating = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
-    int is_post = strcmp(method, "POST") == 0;
-    int safe = idem_given ? idem : (!is_post && strcmp(method, "PUT") != 0);
+    int mutating = strcmp(method, "GET") != 0;
+    int safe = idem_given ? idem : (strcmp(method, "POST") != 0 && strcmp(method, "PUT") != 0);
 
     /* body: a table is encoded here (never built from strings by scripts) */
     cJSON *jbody = NULL;
@@ -460,7 +437,19 @@ static int l_request(lua_State *L)
         jbody = cJSON_ParseWithLength(s, body_len);
     }
     ensure_options();
-    int blocked = mutating && guarded(method, path0, jbody);
+    int blocked = 0;
+    if (mutating) {
+        const char *why = NULL;
+        char *canon = canonical_path(path0, &why);
+        if (!canon) {
+            cJSON_Delete(jbody);
+            free(body);
+            return luaL_error(L, "kube.%s: refusing path %s: it has %s", verb ? verb : "request",
+                              path0, why);
+        }
+        blocked = guarded(method, canon, jbody);
+        free(canon);
+    }
     cJSON_Delete(jbody);
     if (blocked) {
         free(body);
@@ -501,93 +490,33 @@ static int l_request(lua_State *L)
     }
     if (body && !ctype)
         ctype = "application/json";
-
-    double start = now_mono();
-    int max = opts.o.max_attempts > 0 ? opts.o.max_attempts : 1;
-    int post_retried = 0;
-    struct http_response r;
-    for (int attempt = 1;; attempt++) {
-        double left = sandbox_remaining(L);
-        double tmo = opts.o.request_timeout > 0 ? opts.o.request_timeout : 30;
-        if (left < tmo)
-            tmo = left > 0.001 ? left : 0.001;
-        int rc = http_request(c->http, method, path, accept, ctype, body, body_len, tmo, &r);
-        const char *cause = NULL;
-        char causebuf[300];
-        int retry = 0;
-        if (rc != 0) {
-            snprintf(causebuf, sizeof causebuf, "%s", r.error);
-            cause = causebuf;
-            retry = retryable_transport(r.transport_error) &&
-                    (safe || (is_post && surely_unsent(&r)) ||
-                     (is_post && r.transport_error != CURLE_OPERATION_TIMEDOUT));
-        } else if (r.status == 429 || (r.status >= 500 && r.status != 501)) {
-            snprintf(causebuf, sizeof causebuf, "HTTP %ld %s", r.status, reason_for(r.status));
-            cause = causebuf;
-            /* 429 is a refusal before the request was processed: safe for POST. */
-            retry = safe || r.status == 429;
-        }
-        if (!retry || attempt >= max) {
-            if (cause && attempt > 1)
-                log_warn("kube: %s %s: giving up after %d attempts (%s)", method, path0, attempt,
-                         cause);
-            break;
-        }
-        double delay = 0.2 * pow(2, attempt - 1);
-        if (delay > MAX_RETRY_SLEEP)
-            delay = MAX_RETRY_SLEEP;
-        delay *= jitter();
-        if (rc == 0 && r.retry_after >= 0)
-            delay = r.retry_after < MAX_RETRY_SLEEP ? r.retry_after : MAX_RETRY_SLEEP;
-        double spent = now_mono() - start;
-        if (spent + delay > opts.o.retry_budget || delay >= sandbox_remaining(L)) {
-            log_warn("kube: %s %s: no time left to retry (%s)", method, path0, cause);
-            break;
-        }
-        log_warn("kube: retrying %s %s after %s (attempt %d/%d, waiting %.2fs)", method, path0,
-                 cause, attempt + 1, max, delay);
-        http_response_free(&r);
-        if (is_post && rc != 0)
-            post_retried = 1;
-        sleep_s(delay);
-    }
+    /* PUT is idempotent only with a resourceVersion (the caller says so). */
+    struct rest_result r;
+    int rc = rest_do(c->rest, method, path, accept, ctype, body, body_len, safe,
+                     sandbox_remaining(L), &r);
     free(body);
-
-    if (r.transport_error) {
-        push_error(L, 0, r.transport_error == CURLE_OPERATION_TIMEDOUT ? "Timeout" : "ConnectionError",
-                   r.error, NULL, verb, method, path0);
-        http_response_free(&r);
+    if (rc != 0) {
         lua_pushnil(L);
-        lua_insert(L, -2);
-        return 2;
-    }
-    if (r.status < 200 || r.status >= 300) {
-        push_status_error(L, &r, verb, method, path0);
-        if (post_retried && r.status == 409) {
-            /* The first POST may have landed before the connection broke:
-             * the caller resolves AlreadyExists by reading the object. */
-            lua_pushboolean(L, 1);
-            lua_setfield(L, -2, "after_retry");
-        }
-        http_response_free(&r);
-        lua_pushnil(L);
-        lua_insert(L, -2);
+        push_rest_error(L, &r.err, verb, method, path0);
+        rest_result_free(&r);
         return 2;
     }
     lua_createtable(L, 0, 3);
     lua_pushinteger(L, r.status);
     lua_setfield(L, -2, "status");
-    if (r.len) {
-        cJSON *j = strstr(r.content_type, "json") ? cJSON_ParseWithLength(r.body, r.len) : NULL;
-        if (j) {
-            ljson_push(L, j);
-            cJSON_Delete(j);
-        } else {
-            lua_pushlstring(L, r.body, r.len);
-        }
-        lua_setfield(L, -2, "body");
-    }
-    http_response_free(&r);
+    if (r.json) {
+        /* The raw text is not needed once parsed: free it before the Lua
+         * copy is built, so a list page is held twice at most, not thrice. */
+        free(r.body);
+        r.body = NULL;
+        r.len = 0;
+        ljson_push(L, r.json);
+    } else if (r.len)
+        lua_pushlstring(L, r.body, r.len);
+    else
+        lua_pushnil(L);
+    lua_setfield(L, -2, "body");
+    rest_result_free(&r);
     return 1;
 }
 
@@ -601,35 +530,13 @@ static int l_request(lua_State *L)
 /* Fetches one discovery document; pushes an error and returns NULL on failure. */
 static cJSON *fetch_json(lua_State *L, struct client *c, const char *path, const char *accept)
 {
-    struct http_response r;
-    cJSON *j = NULL;
-    for (int attempt = 1; attempt <= 3; attempt++) {
-        double left = sandbox_remaining(L);
-        double tmo = left < 30 ? (left > 0.001 ? left : 0.001) : 30;
-        int rc = http_request(c->http, "GET", path, accept, NULL, NULL, 0, tmo, &r);
-        if (rc == 0 && r.status >= 200 && r.status < 300) {
-            j = cJSON_ParseWithLength(r.body, r.len);
-            http_response_free(&r);
-            if (!j)
-                push_error(L, 0, "InvalidResponse", "discovery document is not JSON", NULL,
-                           "discovery", "GET", path);
-            return j;
-        }
-        int again = (rc != 0 && retryable_transport(r.transport_error)) ||
-                    (rc == 0 && (r.status == 429 || r.status >= 500));
-        if (!again || attempt == 3)
-            break;
-        log_warn("kube: retrying discovery GET %s (%s)", path,
-                 rc ? r.error : reason_for(r.status));
-        http_response_free(&r);
-        sleep_s(0.2 * attempt);
+    struct rest_error e;
+    cJSON *j = rest_get_json(c->rest, path, accept, sandbox_remaining(L), &e);
+    if (!j) {
+        push_rest_error(L, &e, "discovery", "GET", path);
+        rest_error_free(&e);
     }
-    if (r.transport_error)
-        push_error(L, 0, "ConnectionError", r.error, NULL, "discovery", "GET", path);
-    else
-        push_status_error(L, &r, "discovery", "GET", path);
-    http_response_free(&r);
-    return NULL;
+    return j;
 }
 
 /* Loads the whole catalogue: aggregated discovery (two requests) when the
@@ -781,7 +688,7 @@ static int l_sleep(lua_State *L)
     double left = sandbox_remaining(L);
     if (s > left)
         s = left;
-    sleep_s(s);
+    rest_sleep(s);
     return 0;
 }
 
@@ -794,7 +701,16 @@ static int l_now(lua_State *L)
 static int l_connects(lua_State *L)
 {
     struct client *c = lua_touserdata(L, lua_upvalueindex(1));
-    lua_pushinteger(L, c->http ? http_connects(c->http) : 0);
+    lua_pushinteger(L, c->rest ? rest_connects(c->rest) : 0);
+    return 1;
+}
+
+/* core.requests() -> HTTP requests sent so far (every attempt, discovery
+ * included): lets a test prove what was, or was not, sent. */
+static int l_requests(lua_State *L)
+{
+    struct client *c = lua_touserdata(L, lua_upvalueindex(1));
+    lua_pushinteger(L, c->rest ? rest_requests(c->rest) : 0);
     return 1;
 }
 
@@ -807,7 +723,7 @@ static int l_config(lua_State *L)
         lua_pushstring(L, client_err(L));
         return 2;
     }
-    cJSON *d = kubeconfig_describe(&c->cfg);
+    cJSON *d = kubeconfig_describe(rest_config(c->rest));
     ljson_push(L, d);
     cJSON_Delete(d);
     return 1;
@@ -821,7 +737,8 @@ static int l_default_namespace(lua_State *L)
         return 1;
     }
     struct client *c = get_client(L);
-    lua_pushstring(L, c && c->cfg.namespace && *c->cfg.namespace ? c->cfg.namespace : "default");
+    const struct kube_config *kc = c ? rest_config(c->rest) : NULL;
+    lua_pushstring(L, kc && kc->namespace && *kc->namespace ? kc->namespace : "default");
     return 1;
 }
 
@@ -854,6 +771,7 @@ int luaopen_kube_core(lua_State *L)
         {"sleep", l_sleep},
         {"now", l_now},
         {"connects", l_connects},
+        {"requests", l_requests},
         {"config", l_config},
         {"default_namespace", l_default_namespace},
         {"make_error", l_make_error},

@@ -131,20 +131,18 @@ static char *abs_dir_of(const char *file)
     return p;
 }
 
-/* 0 when `path` is a readable file, else an errno. */
+/* 0 when `path` is a readable file, else an errno. Never opens it: a path
+ * from a kubeconfig may name a FIFO or a device, where open() blocks or acts. */
 static int readable(const char *path)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (stat(path, &st) < 0)
         return errno;
-    int e = 0;
-    if (fstat(fd, &st) < 0)
-        e = errno;
-    else if (S_ISDIR(st.st_mode))
-        e = EISDIR;
-    close(fd);
-    return e;
+    if (S_ISDIR(st.st_mode))
+        return EISDIR;
+    if (faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) < 0)
+        return errno;
+    return 0;
 }
 
 /* ---------- loading ---------- */
@@ -287,7 +285,8 @@ static char *file_list(const struct kc_set *s, const char *sep)
 /* First file wins across files; inside one file the last entry wins, as in
  * client-go (which turns each file's list into a map before merging). */
 static const cJSON *find_named(const struct kc_set *s, const char *list, const char *body,
-                               const char *name, const struct kc_file **from)
+                               const char *name, const struct kc_file **from,
+                               const cJSON **entry)
 {
     for (size_t i = 0; i < s->n; i++) {
         const cJSON *found = NULL;
@@ -299,10 +298,12 @@ static const cJSON *find_named(const struct kc_set *s, const char *list, const c
         }
         if (found) {
             *from = &s->f[i];
+            *entry = found;
             return get(found, body);   /* may be NULL: an entry with no body */
         }
     }
     *from = NULL;
+    *entry = NULL;
     return NULL;
 }
 
@@ -310,6 +311,7 @@ static const cJSON *find_named(const struct kc_set *s, const char *list, const c
 
 struct field_ctx {
     const struct kc_file *f;
+    const cJSON *entry;     /* the list entry, where messages point without a body */
     const cJSON *body;      /* the cluster/user/context mapping, or NULL */
     const char *what;       /* "cluster \"kind\"", for messages */
     char *err;
@@ -346,7 +348,7 @@ static int field_bool(const struct field_ctx *c, const char *key, int *out)
 static int line_of_key(const struct field_ctx *c, const char *key)
 {
     const cJSON *v = get(c->body, key);
-    return line_of(c->f, v ? v : c->body);
+    return line_of(c->f, v ? v : c->body ? c->body : c->entry);
 }
 
 /* Standard base64 with padding, whitespace ignored (YAML folds long plain
@@ -477,20 +479,20 @@ static int read_cluster(const struct field_ctx *c, struct kube_config *out)
 static int read_user(const struct field_ctx *c, const char *name, struct kube_config *out)
 {
     static const struct { const char *key, *what; } unsupported[] = {
-        { "exec", "exec credential plugins" },
-        { "auth-provider", "auth-provider plugins" },
-        { "username", "basic auth (username/password)" },
-        { "password", "basic auth (username/password)" },
+        { "exec", "exec credential plugins are" },
+        { "auth-provider", "auth-provider plugins are" },
+        { "username", "basic auth (username/password) is" },
+        { "password", "basic auth (username/password) is" },
         /* Dropping impersonation would act with the caller's own rights. */
-        { "as", "impersonation (as)" },
-        { "as-uid", "impersonation (as-uid)" },
-        { "as-groups", "impersonation (as-groups)" },
-        { "as-user-extra", "impersonation (as-user-extra)" },
+        { "as", "impersonation (as) is" },
+        { "as-uid", "impersonation (as-uid) is" },
+        { "as-groups", "impersonation (as-groups) is" },
+        { "as-user-extra", "impersonation (as-user-extra) is" },
     };
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         const cJSON *v = get(c->body, unsupported[i].key);
         if (v && !cJSON_IsNull(v))
-            return fail(c->err, c->errlen, "user \"%.100s\" in %s: %s are not supported", name,
+            return fail(c->err, c->errlen, "user \"%.100s\" in %s: %s not supported", name,
                         c->f->path, unsupported[i].what);
     }
     const char *token;
@@ -509,7 +511,7 @@ static int read_user(const struct field_ctx *c, const char *name, struct kube_co
     int has_cert = out->cert_pem || out->cert_file, has_key = out->key_pem || out->key_file;
     if (has_cert != has_key)
         return fail(c->err, c->errlen, "%s:%d: %s has a client %s but no client %s", c->f->path,
-                    line_of(c->f, c->body), c->what, has_cert ? "certificate" : "key",
+                    line_of(c->f, c->body ? c->body : c->entry), c->what, has_cert ? "certificate" : "key",
                     has_cert ? "key" : "certificate");
     return 0;
 }
@@ -520,7 +522,6 @@ static int resolve_set(const struct kc_set *s, const char *want_ctx, struct kube
     const char *ctxname = want_ctx && *want_ctx ? want_ctx : NULL;
     char *files = file_list(s, ", ");
     char what[160];
-    int rc = -1;
 
     if (!files)
         return nomem(err, errlen);
@@ -536,13 +537,14 @@ static int resolve_set(const struct kc_set *s, const char *want_ctx, struct kube
     }
 
     const struct kc_file *cf;
-    const cJSON *ctx = find_named(s, "contexts", "context", ctxname, &cf);
+    const cJSON *ctxentry;
+    const cJSON *ctx = find_named(s, "contexts", "context", ctxname, &cf, &ctxentry);
     if (!cf) {
         fail(err, errlen, "context \"%.100s\" not found in %s", ctxname, files);
         goto out;
     }
     snprintf(what, sizeof what, "context \"%.100s\"", ctxname);
-    struct field_ctx c = { cf, ctx, what, err, errlen };
+    struct field_ctx c = { cf, ctxentry, ctx, what, err, errlen };
     const char *cluster, *user, *ns;
     if (field_str(&c, "cluster", &cluster) < 0 || field_str(&c, "user", &user) < 0 ||
         field_str(&c, "namespace", &ns) < 0)
@@ -559,13 +561,14 @@ static int resolve_set(const struct kc_set *s, const char *want_ctx, struct kube
         goto out;
 
     const struct kc_file *clf, *uf;
-    const cJSON *clbody = find_named(s, "clusters", "cluster", cluster, &clf);
+    const cJSON *clentry, *uentry;
+    const cJSON *clbody = find_named(s, "clusters", "cluster", cluster, &clf, &clentry);
     if (!clf) {
         fail(err, errlen, "cluster \"%.100s\" of context \"%.100s\" not found in %s", cluster,
              ctxname, files);
         goto out;
     }
-    const cJSON *ubody = find_named(s, "users", "user", user, &uf);
+    const cJSON *ubody = find_named(s, "users", "user", user, &uf, &uentry);
     if (!uf) {
         fail(err, errlen, "user \"%.100s\" of context \"%.100s\" not found in %s", user, ctxname,
              files);
@@ -573,11 +576,11 @@ static int resolve_set(const struct kc_set *s, const char *want_ctx, struct kube
     }
 
     snprintf(what, sizeof what, "cluster \"%.100s\"", cluster);
-    struct field_ctx cc = { clf, clbody, what, err, errlen };
+    struct field_ctx cc = { clf, clentry, clbody, what, err, errlen };
     if (read_cluster(&cc, out) < 0)
         goto out;
     snprintf(what, sizeof what, "user \"%.100s\"", user);
-    struct field_ctx uc = { uf, ubody, what, err, errlen };
+    struct field_ctx uc = { uf, uentry, ubody, what, err, errlen };
     if (read_user(&uc, user, out) < 0)
         goto out;
 
@@ -587,7 +590,7 @@ static int resolve_set(const struct kc_set *s, const char *want_ctx, struct kube
     return 0;
 out:
     free(files);
-    return rc;
+    return -1;
 }
 
 /* ---------- in-cluster ---------- */
@@ -687,8 +690,7 @@ static int resolve(const struct kube_config_opts *o, struct kube_config *out, ch
             nomem(err, errlen);
             goto out;
         }
-        /* strtok_r would merge "::" but also skips empty entries, which is
-         * what client-go does with them. */
+        /* strtok_r skips empty entries, as client-go does. */
         for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
             if (load_file(&s, p, 0, err, errlen) < 0) {
                 free(list);
@@ -820,16 +822,17 @@ cJSON *kubeconfig_describe(const struct kube_config *c)
                      : (c->cert_pem || c->cert_file) ? "client-certificate"
                      : "none";
     const char *ca = c->ca_pem ? "data" : c->ca_file ? "file" : "system";
+    if (add_str(o, "source", c->source) < 0 || add_str(o, "server", c->server) < 0 ||
+        add_str(o, "context", c->context) < 0 || add_str(o, "cluster", c->cluster) < 0 ||
+        add_str(o, "user", c->user) < 0 || add_str(o, "namespace", c->namespace) < 0 ||
+        add_str(o, "auth", auth) < 0 || add_str(o, "ca", ca) < 0)
+        goto fail;
     cJSON *ins = cJSON_CreateBool(c->insecure);
     if (!ins || !cJSON_AddItemToObject(o, "insecure", ins)) {
         cJSON_Delete(ins);
         goto fail;
     }
-    if (add_str(o, "source", c->source) < 0 || add_str(o, "server", c->server) < 0 ||
-        add_str(o, "context", c->context) < 0 || add_str(o, "cluster", c->cluster) < 0 ||
-        add_str(o, "user", c->user) < 0 || add_str(o, "namespace", c->namespace) < 0 ||
-        add_str(o, "auth", auth) < 0 || add_str(o, "ca", ca) < 0 ||
-        add_str(o, "tls_server_name", c->tls_server_name) < 0 ||
+    if (add_str(o, "tls_server_name", c->tls_server_name) < 0 ||
         add_str(o, "ca_file", c->ca_file) < 0 || add_str(o, "cert_file", c->cert_file) < 0 ||
         add_str(o, "key_file", c->key_file) < 0 || add_str(o, "token_file", c->token_file) < 0)
         goto fail;

@@ -47,4 +47,15 @@ void kubeconfig_free(struct kube_config *c);
  * namespace, auth ("token", "token-file", "client-certificate", "none"),
  * ca ("data", "file", "system"), insecure, tls_server_name. No secrets. */
 cJSON *kubeconfig_describe(const struct kube_config *c);
+
+/* Also in the description: ca_file, cert_file, key_file, token_file (the
+ * absolute paths in use, or null); paths are not secrets and show which file
+ * a relative path resolved to. */
+
+/* For fuzzing (and tests): resolves `text` as the only kubeconfig file, named
+ * `name` in messages; relative paths resolve against the directory of `name`.
+ * `context` may be NULL (current-context). Same results as kubeconfig_resolve. */
+int kubeconfig_resolve_buffer(const char *name, const char *text, size_t len,
+                              const char *context, struct kube_config *out,
+                              char *err, size_t errlen);
 #endif

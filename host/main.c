@@ -15,6 +15,9 @@
 #include "kube.h"
 #include "kubeconfig.h"
 #include "log.h"
+#include "manifest.h"
+#include "runner.h"
+#include "child.h"
 #include "sandbox.h"
 #include "util.h"
 
@@ -40,7 +43,11 @@ static const char main_help[] =
     "The Cozystack migration engine.\n"
     "\n"
     "Commands:\n"
+    "  run          run the pending migrations and record them in the ledger\n"
+    "  plan         print what run would do, and why each other slug is skipped\n"
+    "  status       print the ledger: every migration's state\n"
     "  lua FILE     run a Lua file in the migration sandbox, kube module connected\n"
+    "  exec SLUG F  run one script in a supervised child and print the outcome\n"
     "  config       print which cluster and identity the kube module would use\n"
     "  spec [ARGS]  run busted specs inside the host (ARGS are busted's)\n"
     "\n"
@@ -61,7 +68,8 @@ struct common {
 };
 
 enum { OPT_KUBECONFIG = 256, OPT_CONTEXT, OPT_LOCAL, OPT_NAMESPACE, OPT_DRY_RUN, OPT_TIMEOUT,
-       OPT_MEMORY, OPT_LOG_FORMAT, OPT_HELP };
+       OPT_MEMORY, OPT_LOG_FORMAT, OPT_HELP, OPT_TIER, OPT_ONLY, OPT_LOCK_TIMEOUT, OPT_LEDGER,
+       OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT };
 
 /* Returns 1 when the option was one of the common ones, 0 when not, -1 on a
  * bad value (already reported). */
@@ -289,13 +297,212 @@ static int cmd_spec(int argc, char **argv)
     return rc;
 }
 
+/* ---- run / plan / status -------------------------------------------------- */
+
+static const char run_help[] =
+    "Usage: cozy-migrate run [options]\n"
+    "\n"
+    "Takes the runner lock (a Lease next to the ledger), reads the ledger,\n"
+    "validates the migrations tree, and runs every pending migration of the\n"
+    "tier in manifest order, each in a supervised child process, recording\n"
+    "each outcome in the ledger. On a fresh cluster (no ledger) it records\n"
+    "every migration as skipped-fresh-install and runs nothing.\n"
+    "\n"
+    "Options:\n"
+    "  --tier TIER          pre-apply (default) or background\n"
+    "  --only SLUG          re-run exactly this migration, even if recorded (env ONLY)\n"
+    "  --dry-run            Lua migrations send every write with dryRun=All; shell\n"
+    "                       migrations are listed, not run; nothing is recorded (env DRY_RUN)\n"
+    "  --timeout DURATION   per-migration timeout, overriding every header (default:\n"
+    "                       the header's timeout, else 10m)\n"
+    "  --lock-timeout DUR   how long to wait for another runner's lock (default 5m)\n"
+    "  --lease-duration DUR how long the lock lives without renewal (default 30s)\n"
+    "  --grace DURATION     TERM-to-KILL delay on timeout (default 10s)\n"
+    "  --max-attempts N     background: retries of a failed migration (default 3)\n"
+    "  --ledger NAME        the ledger ConfigMap (default cozystack-version)\n"
+    "  --dir DIR            the tree holding migrations/ and legacy-sh/ (default: the\n"
+    "                       image's, or the working tree with --local)\n"
+    "  --memory MIB         memory cap of a Lua migration (default 512)\n"
+    "  --log-format FMT     text (default) or json (progress lines as JSON)\n"
+    "\n"
+    "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN.\n"
+    "Exit codes: 0 ok, 1 a migration failed, 2 usage, 3 invalid packaging,\n"
+    "4 retention floor, 5 lock not acquired, 6 cluster unreachable or\n"
+    "forbidden, 7 untrustworthy ledger.\n";
+
+static const char plan_help[] =
+    "Usage: cozy-migrate plan [options]\n"
+    "\n"
+    "Prints what `run` would do with the same options: the migrations it would\n"
+    "run in order, and why each other one is skipped. Writes nothing and takes\n"
+    "no lock. Accepts run's --tier, --only, --dry-run, --ledger, --dir.\n";
+
+static const char status_help[] =
+    "Usage: cozy-migrate status [options]\n"
+    "\n"
+    "Prints the ledger as a table: migration, state, when, attempts, batch,\n"
+    "tier, and whether the recorded checksum matches the shipped script.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output FMT     table (default) or json\n"
+    "  --ledger NAME, --dir DIR as for run\n";
+
+/* The tree: --dir, else $COZY_MIGRATIONS_DIR, else the image's
+ * /usr/share/cozy-migrate, else (with --local or in a checkout) the
+ * directory above build/. */
+static const char *default_dir(void)
+{
+    const char *env = getenv("COZY_MIGRATIONS_DIR");
+    if (env && *env)
+        return env;
+    const char *stdlib = sandbox_default_stdlib();
+    static char dir[4096];
+    snprintf(dir, sizeof dir, "%s", stdlib);
+    char *slash = strrchr(dir, '/');
+    if (slash && strcmp(slash, "/stdlib") == 0) {
+        *slash = '\0';
+        return dir;
+    }
+    return ".";
+}
+
+static int runner_cmd(int argc, char **argv, int which)
+{
+    static const struct option lo[] = {
+        COMMON_LONGOPTS,
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"memory", required_argument, NULL, OPT_MEMORY},
+        {"tier", required_argument, NULL, OPT_TIER},
+        {"only", required_argument, NULL, OPT_ONLY},
+        {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
+        {"lease-duration", required_argument, NULL, OPT_LEASE_DURATION},
+        {"grace", required_argument, NULL, OPT_GRACE},
+        {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+        {"ledger", required_argument, NULL, OPT_LEDGER},
+        {"dir", required_argument, NULL, OPT_DIR},
+        {"output", required_argument, NULL, OPT_OUTPUT},
+        {NULL, 0, NULL, 0},
+    };
+    const char *helps[] = {run_help, plan_help, status_help};
+    struct common c;
+    common_init(&c);
+    struct runner_opts o;
+    memset(&o, 0, sizeof o);
+    o.tier = "pre-apply";
+    o.lock_timeout = 300;
+    o.lease_duration = 30;
+    o.grace = 10;
+    o.max_attempts = 3;
+    o.image = getenv("MIGRATIONS_IMAGE");
+    const char *only = getenv("ONLY");
+    o.only = only && *only ? only : NULL;
+    int timeout_set = 0;
+    double d;
+    int opt;
+    /* -o is status's short form of --output. */
+    static const struct option *lop = lo;
+    while ((opt = getopt_long(argc, argv, "+o:", lop, NULL)) != -1) {
+        switch (opt) {
+        case OPT_HELP:
+            printf("%s\n%s", helps[which], cluster_opts_help);
+            return EXIT_OK;
+        case OPT_TIER:
+            if (strcmp(optarg, "pre-apply") != 0 && strcmp(optarg, "background") != 0) {
+                usage_error("--tier: '%s' is not pre-apply or background", optarg);
+                return EXIT_USAGE;
+            }
+            o.tier = optarg;
+            continue;
+        case OPT_ONLY:
+            o.only = optarg;
+            continue;
+        case OPT_LOCK_TIMEOUT:
+        case OPT_LEASE_DURATION:
+        case OPT_GRACE:
+            if (parse_duration(optarg, &d) != 0) {
+                usage_error("'%s' is not a duration like 90s, 5m or 1h", optarg);
+                return EXIT_USAGE;
+            }
+            if (opt == OPT_LOCK_TIMEOUT)
+                o.lock_timeout = d;
+            else if (opt == OPT_GRACE)
+                o.grace = d;
+            else
+                o.lease_duration = d < 1 ? 1 : (int)d;
+            continue;
+        case OPT_MAX_ATTEMPTS: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > 1000) {
+                usage_error("--max-attempts: '%s' is not a number from 1 to 1000", optarg);
+                return EXIT_USAGE;
+            }
+            o.max_attempts = (int)n;
+            continue;
+        }
+        case OPT_LEDGER:
+            c.k.ledger_name = optarg;
+            continue;
+        case OPT_DIR:
+            o.dir = optarg;
+            continue;
+        case 'o':
+        case OPT_OUTPUT:
+            if (strcmp(optarg, "json") == 0)
+                o.json_output = 1;
+            else if (strcmp(optarg, "table") != 0) {
+                usage_error("--output: '%s' is not table or json", optarg);
+                return EXIT_USAGE;
+            }
+            continue;
+        case OPT_TIMEOUT:
+            timeout_set = 1;
+            break;
+        case '?':
+            usage_error("unknown flag or missing value: '%s'", argv[optind - 1]);
+            return EXIT_USAGE;
+        }
+        if (opt == OPT_LOG_FORMAT && strcmp(optarg, "json") == 0)
+            o.json_output = 1;
+        if (common_opt(&c, opt, optarg) <= 0)
+            return EXIT_USAGE;
+    }
+    if (optind != argc) {
+        usage_error("unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (o.only && !slug_valid(o.only)) {
+        usage_error("--only: '%s' is not a valid slug", o.only);
+        return EXIT_USAGE;
+    }
+    if (!o.dir)
+        o.dir = c.k.cfg.local ? "." : default_dir();
+    static char lease[300];
+    snprintf(lease, sizeof lease, "%s-lock", c.k.ledger_name);
+    c.k.lease_name = lease;
+    o.timeout = timeout_set ? c.timeout : 0;
+    o.memory = c.memory;
+    o.k = c.k;
+    kube_set_options(&c.k);
+    return which == 0 ? runner_run(&o) : which == 1 ? runner_plan(&o) : runner_status(&o);
+}
+
+static int cmd_run(int argc, char **argv) { return runner_cmd(argc, argv, 0); }
+static int cmd_plan(int argc, char **argv) { return runner_cmd(argc, argv, 1); }
+static int cmd_status(int argc, char **argv) { return runner_cmd(argc, argv, 2); }
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 static const struct {
     const char *name;
     int (*fn)(int, char **);
 } commands[] = {
+    {"run", cmd_run},
+    {"plan", cmd_plan},
+    {"status", cmd_status},
     {"lua", cmd_lua},
+    {"exec", child_cli},
     {"config", cmd_config},
     {"spec", cmd_spec},
 };

@@ -26,6 +26,7 @@
 #include "kube.h"
 #include "log.h"
 #include "luajson.h"
+#include "migrate_lua.h"
 #include "util.h"
 #include "yaml.h"
 
@@ -394,6 +395,9 @@ lua_State *sandbox_new_unrestricted(const char *stdlib_dir)
         lua_pushcfunction(L, m->func);
         lua_setfield(L, -2, m->name);
     }
+    /* The runner's parsers and planner, for specs only. */
+    lua_pushcfunction(L, luaopen_migrate);
+    lua_setfield(L, -2, "migrate");
     lua_pop(L, 1);
     lua_getfield(L, -1, "path");
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", stdlib_dir, stdlib_dir,

@@ -924,7 +924,7 @@ static int emit_scalar(yaml_emitter_t *e, const char *s, int is_string, char *er
     if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s),
                                       plain_ok, is_string, style)) {
         /* It fails only on malformed UTF-8 (or memory). */
-        seterr(err, errlen, "string is not valid UTF-8: \"%.40s\"", s);
+        seterr(err, errlen, "a string is not valid UTF-8");
         return 0;
     }
     return yaml_emitter_emit(e, &ev);
@@ -980,6 +980,27 @@ static int emit_value(yaml_emitter_t *e, const cJSON *v, int depth, char *err, s
         if (!yaml_mapping_end_event_initialize(&ev))
             return 0;
         return yaml_emitter_emit(e, &ev);
+    case cJSON_Raw: {
+        /* luajson hands Lua integers over as raw JSON text to keep all 64
+         * bits; a number stays plain, any other raw JSON is re-read. */
+        double d;
+        int b;
+        if (!v->valuestring) {
+            seterr(err, errlen, "raw value without text");
+            return 0;
+        }
+        enum scalar_kind k = resolve_plain(v->valuestring, strlen(v->valuestring), &d, &b);
+        if (k == SK_INT || k == SK_FLOAT)
+            return emit_scalar(e, v->valuestring, 0, err, errlen);
+        cJSON *parsed = cJSON_Parse(v->valuestring);
+        if (!parsed) {
+            seterr(err, errlen, "raw value is not JSON: %.40s", v->valuestring);
+            return 0;
+        }
+        int ok = emit_value(e, parsed, depth + 1, err, errlen);
+        cJSON_Delete(parsed);
+        return ok;
+    }
     default:
         seterr(err, errlen, "cannot encode a cJSON value of type %d", v->type & 0xff);
         return 0;

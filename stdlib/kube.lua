@@ -146,35 +146,49 @@ end
 -- list(resource [, opts]) -> iterator over objects, fetched a page at a time.
 -- opts: namespace, all_namespaces, label_selector (string or {k=v}),
 -- field_selector, limit (page size, default 500).
+--
+-- When a continue token expires (HTTP 410: etcd was compacted past the
+-- list's revision) the iterator logs it and carries on without yielding an
+-- object twice: with the token the apiserver offers in the 410 (it resumes
+-- after the last key at the current revision), else by listing again from
+-- the start and skipping up to the last key yielded (lists are in storage-key
+-- order, namespace/name). Either way objects changed meanwhile may or may not
+-- appear; none appears twice. Only one page is held at a time.
 function M.list(resource, opts)
   opts = opts or {}
   local r = resolve(resource)
   local base = path_for(r, namespace_for(r, opts), nil, nil)
-  local limit = opts.limit or 500
   local query = {
     labelSelector = selector(opts.label_selector),
     fieldSelector = selector(opts.field_selector),
-    limit = limit,
+    limit = opts.limit or 500,
   }
   local items, i, continue, done = nil, 0, nil, false
   local last_key, skip_until = nil, nil
   local function fetch()
     query.continue = continue
     local resp, err = core.request { verb = 'list', method = 'GET', path = base, query = query }
-    if not resp then
-      if err.code == 410 and continue then
-        -- The continue token expired (etcd compacted past it). Fall back to
-        -- one full list, as client-go's pager does, and skip what was already
-        -- yielded: list order is storage-key order, namespace/name.
-        log.warn('kube.list %s: continue token expired; falling back to one full list', base)
-        query.limit, query.continue, continue = nil, nil, nil
+    if not resp and err.code == 410 and continue then
+      if err.continue then
+        log.warn('kube.list %s: continue token expired (%s); resuming after the last object at the current revision',
+          base, err.message)
+        query.continue = err.continue
+      else
+        log.warn('kube.list %s: continue token expired (%s); listing again from the start, skipping what was already returned',
+          base, err.message)
+        query.continue = nil
         skip_until = last_key
-        resp, err = core.request { verb = 'list', method = 'GET', path = base, query = query }
       end
-      if not resp then raise(err) end
+      resp, err = core.request { verb = 'list', method = 'GET', path = base, query = query }
     end
-    items, i = resp.body.items or {}, 0
-    local meta = resp.body.metadata or {}
+    if not resp then raise(err) end
+    local body = resp.body
+    if type(body) ~= 'table' then
+      raise(new_error('InvalidResponse', 'GET ' .. base .. ': the response is not a JSON list',
+        { verb = 'list', path = base }))
+    end
+    items, i = body.items or {}, 0
+    local meta = body.metadata or {}
     continue = meta.continue
     if continue == '' or continue == json.null then continue = nil end
     if not continue then done = true end
@@ -185,6 +199,7 @@ function M.list(resource, opts)
       i = i + 1
       local obj = items[i]
       if obj ~= nil then
+        items[i] = false -- the page need not keep what was handed out
         local key = item_key(obj)
         if skip_until == nil or key > skip_until then
           skip_until = nil
@@ -194,6 +209,7 @@ function M.list(resource, opts)
           return obj
         end
       elseif done then
+        items = {}
         return nil
       else
         items = nil
@@ -274,13 +290,24 @@ function M.patch(resource, name, patch, opts)
   elseif ptype == 'json' then
     patch = json.array(patch)
   end
+  -- A JSON patch that adds, removes, moves or copies at an array position
+  -- does something else when applied twice: never repeat it on its own.
+  local idempotent = true
+  if ptype == 'json' then
+    for _, op in ipairs(patch) do
+      local p = type(op) == 'table' and op.path or ''
+      if op.op ~= 'test' and op.op ~= 'replace' and (p:match('/%-$') or p:match('/%d+$')) then
+        idempotent = false
+      end
+    end
+  end
   if opts.field_manager and ptype ~= 'apply' then
     query = { fieldManager = opts.field_manager }
   end
   local resp, err = core.request {
     verb = 'patch', method = 'PATCH',
     path = path_for(r, namespace_for(r, opts), name, opts.subresource),
-    query = query, body = patch, content_type = ctype,
+    query = query, body = patch, content_type = ctype, idempotent = idempotent,
   }
   if resp then return resp.body end
   if err.code == 415 and ptype == 'strategic' then
@@ -318,8 +345,14 @@ function M.delete(resource, name, opts)
     verb = 'delete', method = 'DELETE', path = path_for(r, ns, name, nil), body = body,
   }
   if not resp then
-    if err.code == 404 and opts.ignore_not_found then return false end
-    raise(err)
+    -- A 404 after a repeat whose first attempt may have landed: ours.
+    if err.code == 404 and err.after_retry then
+      log.info('kube.delete %s/%s: deleted by an earlier attempt', r.resource, name)
+    elseif err.code == 404 and opts.ignore_not_found then
+      return false
+    else
+      raise(err)
+    end
   end
   if opts.wait and not core.dry_run then
     M.wait(r, name, function(obj) return obj == nil end, opts.timeout or 60, { namespace = ns })
@@ -377,6 +410,8 @@ end
 
 -- The number of TCP/TLS connections this migration opened (1 with keep-alive).
 M.connections = core.connects
+-- The number of HTTP requests sent so far, every retry counted.
+M.requests = core.requests
 M.config = core.config
 M.default_namespace = core.default_namespace
 

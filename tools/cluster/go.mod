@@ -1,4 +1,4 @@
-module cozystack.io/migrate/tools/testenv
+module cozystack.io/migrate/tools/cluster
 
 go 1.24.0
 

@@ -1,0 +1,1014 @@
+/* child.c: run ONE migration in a child process and supervise it, the way
+ * git's run-command.c runs its helpers.
+ *
+ * Owns: the fork; the child's own process group (so one kill(-pgid) reaches
+ * every grandchild a legacy script starts); exactly which fds the child keeps
+ * (stdin /dev/null, stdout+stderr on one pipe, a status pipe on fd 3, nothing
+ * else: the parent's TLS socket and lease connection are never shared); in
+ * the Lua child, running the sandbox and reporting its status; in the parent,
+ * streaming "[slug] line" to stderr, the 20-line tail, the deadline (TERM,
+ * grace, KILL to the group), the tick that renews the lease while waiting,
+ * and turning how the child ended into an outcome.
+ *
+ * Must never: write the ledger or decide whether a migration runs (the
+ * caller does, from the result); leave any process of the group alive when
+ * child_run returns; wait forever on a pipe a stray grandchild holds open;
+ * let the child return into the caller's code (it always ends in _exit, so
+ * no atexit handler or stdio buffer of the parent runs twice). */
+#include "child.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exitcodes.h"
+#include "log.h"
+#include "sandbox.h"
+#include "util.h"
+
+#define DEFAULT_GRACE_S 10.0
+#define DEFAULT_LUA_MEM ((size_t)512 << 20)
+#define TAIL_LINES 20
+#define TAIL_MAX 4096           /* bytes of res->tail, NUL included */
+#define RING_LINE_MAX 1024      /* one tail line; longer ones end in "..." */
+#define STREAM_LINE_MAX 4096    /* a longer line is streamed in pieces */
+#define STATUS_MAX 2048
+#define STATUS_FD 3
+/* After the main child is reaped and its group killed, how long we keep
+ * reading for output still in flight. Only a process that left the group
+ * (setsid) can hold the pipe open longer, and we must not wait for it. */
+#define DRAIN_S 0.5
+/* The Lua child enforces the deadline itself (a clean Timeout error, output
+ * flushed); the parent's TERM comes this much later, as the backstop for a
+ * script stuck inside C. The outcome is Timeout either way. */
+#define LUA_BACKSTOP_S 1.0
+/* Without a pidfd, poll cannot wake on the child's exit while a grandchild
+ * holds the pipe, so it wakes this often to check. */
+#define POLL_CAP_MS 50
+
+extern char **environ;
+
+/* ---- helpers both sides use ---------------------------------------------- */
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Async-signal-safe: the shell child between fork and exec must not call
+ * snprintf or strerror (another thread of the parent may hold their locks). */
+static size_t append(char *buf, size_t at, size_t cap, const char *s)
+{
+    while (*s && at + 1 < cap)
+        buf[at++] = *s++;
+    buf[at] = 0;
+    return at;
+}
+
+static size_t append_uint(char *buf, size_t at, size_t cap, unsigned v)
+{
+    char tmp[16];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && n < sizeof tmp);
+    while (n && at + 1 < cap)
+        buf[at++] = tmp[--n];
+    buf[at] = 0;
+    return at;
+}
+
+/* The status record of a child that could not start: "error\tSpawnError\t
+ * STAGE:ERRNO\n"; the parent turns ERRNO into text. */
+static void report_spawn_error(int fd, const char *stage, int err)
+{
+    char buf[96];
+    size_t n = append(buf, 0, sizeof buf, "error\tSpawnError\t");
+    n = append(buf, n, sizeof buf, stage);
+    n = append(buf, n, sizeof buf, ":");
+    n = append_uint(buf, n, sizeof buf, (unsigned)err);
+    n = append(buf, n, sizeof buf, "\n");
+    (void)write_all(fd, buf, n);
+}
+
+/* "5m", "1h30m", "90ms", "1.5s": how the timeout is said in messages. */
+static void fmt_duration(double s, char *buf, size_t len)
+{
+    if (!(s > 0)) {
+        snprintf(buf, len, "0s");
+        return;
+    }
+    long long ms = llround(s * 1000.0);
+    if (ms < 1000) {
+        snprintf(buf, len, "%lldms", ms);
+    } else if (ms % 1000) {
+        snprintf(buf, len, "%lld.%03llds", ms / 1000, ms % 1000);
+        char *p = buf + strlen(buf) - 2; /* before the 's' */
+        while (*p == '0')
+            *p-- = 0;
+        strcat(buf, "s");
+    } else {
+        long long sec = ms / 1000, h = sec / 3600, m = sec % 3600 / 60, r = sec % 60;
+        size_t n = 0;
+        buf[0] = 0;
+        if (h)
+            n += (size_t)snprintf(buf + n, len - n, "%lldh", h);
+        if (m && n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%lldm", m);
+        if (r && n < len)
+            snprintf(buf + n, len - n, "%llds", r);
+    }
+}
+
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGSYS: return "SIGSYS";
+    }
+    return "signal";
+}
+
+/* ---- the child side ------------------------------------------------------ */
+
+/* Everything the child needs, prepared by the parent before fork so the
+ * shell child allocates nothing before exec. */
+struct launch {
+    const struct child_spec *spec;
+    const char *path;            /* absolute when a workdir would change its meaning */
+    char **envp;                 /* shell only */
+    const char *slug;
+    pid_t parent;
+    int out_w, st_w, devnull;
+    double deadline;             /* the script's deadline (monotonic), 0 = none */
+    size_t mem;
+};
+
+static void close_from(int lowfd)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+        return;
+#endif
+    /* Old kernels: close them one by one. */
+    long max = sysconf(_SC_OPEN_MAX);
+    if (max < 0 || max > (1L << 20))
+        max = 1L << 20;
+    for (long fd = lowfd; fd < max; fd++)
+        close((int)fd);
+}
+
+/* The Lua child: the sandbox, then one status record on fd 3. */
+static _Noreturn void run_lua_child(const struct launch *l)
+{
+    log_set_prefix(l->slug);
+    char err[1024] = "";
+    double timeout = 0;
+    if (l->deadline > 0) {
+        timeout = l->deadline - now_mono();
+        if (timeout < 0.001) /* 0 would mean "no deadline" */
+            timeout = 0.001;
+    }
+    struct sandbox_opts so = {.mem_limit = l->mem, .timeout_s = timeout};
+    struct sandbox *sb = sandbox_new(&so);
+    enum sandbox_status st;
+    if (!sb) {
+        st = SANDBOX_NOMEM;
+        snprintf(err, sizeof err, "cannot create the Lua state within the memory cap");
+    } else {
+        st = sandbox_run_file(sb, l->path, err, sizeof err);
+    }
+    /* Output before the status, so the parent has it all by the time it
+     * reads the verdict (it drains the pipe until EOF anyway). */
+    fflush(stdout);
+    fflush(stderr);
+    char rec[sizeof err + 64];
+    if (st == SANDBOX_OK) {
+        snprintf(rec, sizeof rec, "ok\t\t\n");
+    } else {
+        /* One line, three tab-separated fields: no tab or newline inside. */
+        for (char *p = err; *p; p++)
+            if (*p == '\n' || *p == '\r' || *p == '\t')
+                *p = ' ';
+        snprintf(rec, sizeof rec, "error\t%s\t%s\n", sandbox_status_name(st), err);
+    }
+    (void)write_all(STATUS_FD, rec, strlen(rec));
+    /* Written before lua_close, so a finalizer misbehaving during close
+     * cannot lose the verdict. */
+    sandbox_free(sb);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(st == SANDBOX_OK ? 0 : 1);
+}
+
+static _Noreturn void run_child(const struct launch *l)
+{
+    /* Its own group: the parent's kill(-pid) then reaches every descendant
+     * that does not deliberately leave (setsid). The parent does the same
+     * setpgid, whichever runs first wins the race. */
+    if (setpgid(0, 0) != 0) {
+        report_spawn_error(l->st_w, "setpgid", errno);
+        _exit(127);
+    }
+    /* A runner that dies must not leave its migration running unsupervised
+     * while another runner takes the lease. (Reaches the child only; the
+     * group's grandchildren die with the pod.) */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != l->parent)
+        _exit(127);
+
+    /* Ignored dispositions survive fork and exec: the parent ignores SIGPIPE,
+     * a script must see the default. Handlers are reset by exec anyway. */
+    for (int s = 1; s < NSIG; s++) {
+        struct sigaction old;
+        if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &old) != 0)
+            continue;
+        if (old.sa_handler == SIG_IGN) {
+            struct sigaction dfl;
+            memset(&dfl, 0, sizeof dfl);
+            dfl.sa_handler = SIG_DFL;
+            sigemptyset(&dfl.sa_mask);
+            (void)sigaction(s, &dfl, NULL);
+        }
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+
+    /* Lift the three fds above the targets first, so whatever numbers the
+     * parent's pipes got (even 0-3 when its stdio was closed) cannot be
+     * clobbered by the dup2s below. */
+    int out = fcntl(l->out_w, F_DUPFD_CLOEXEC, 10);
+    int st = fcntl(l->st_w, F_DUPFD_CLOEXEC, 10);
+    int nul = fcntl(l->devnull, F_DUPFD_CLOEXEC, 10);
+    if (out < 0 || st < 0 || nul < 0) {
+        report_spawn_error(l->st_w, "fcntl", errno);
+        _exit(127);
+    }
+    if (dup2(nul, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 || dup2(st, STATUS_FD) < 0 ||
+        fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0) {
+        report_spawn_error(st, "dup2", errno);
+        _exit(127);
+    }
+    /* Everything else goes, above all the parent's TLS connections. The
+     * status fd stays close-on-exec: for bash, EOF on it means exec worked. */
+    close_from(STATUS_FD + 1);
+
+    if (l->spec->is_shell) {
+        if (l->spec->workdir && chdir(l->spec->workdir) != 0) {
+            report_spawn_error(STATUS_FD, "chdir", errno);
+            _exit(127);
+        }
+        char arg0[] = "bash";
+        char *argv[] = {arg0, (char *)l->path, NULL};
+        execve("/bin/bash", argv, l->envp);
+        report_spawn_error(STATUS_FD, "execve", errno);
+        _exit(127);
+    }
+    run_lua_child(l);
+}
+
+/* ---- the parent side: output ----------------------------------------------- */
+
+struct reader {
+    const char *slug;
+    int quiet;
+    char buf[STREAM_LINE_MAX];      /* the line being assembled */
+    size_t len;
+    char ring[TAIL_LINES][RING_LINE_MAX + 1];
+    size_t ring_len[TAIL_LINES];
+    unsigned next, count;
+};
+
+static void emit_line(struct reader *r, const char *s, size_t n)
+{
+    if (!r->quiet) {
+        /* One write per line, so lines of concurrent writers to our stderr
+         * are not interleaved mid-line. */
+        char out[STREAM_LINE_MAX + 256];
+        size_t at = 0;
+        out[at++] = '[';
+        size_t sl = strlen(r->slug);
+        if (sl > 200)
+            sl = 200;
+        memcpy(out + at, r->slug, sl);
+        at += sl;
+        out[at++] = ']';
+        out[at++] = ' ';
+        memcpy(out + at, s, n);
+        at += n;
+        out[at++] = '\n';
+        (void)write_all(STDERR_FILENO, out, at); /* a closed stderr must not stop the run */
+    }
+    char *slot = r->ring[r->next];
+    size_t keep = n;
+    if (keep > RING_LINE_MAX) {
+        keep = RING_LINE_MAX - 3;
+        /* Do not cut a UTF-8 sequence in half. */
+        while (keep && ((unsigned char)s[keep] & 0xC0) == 0x80)
+            keep--;
+        memcpy(slot, s, keep);
+        memcpy(slot + keep, "...", 3);
+        keep += 3;
+    } else {
+        memcpy(slot, s, keep);
+    }
+    slot[keep] = 0;
+    r->ring_len[r->next] = keep;
+    r->next = (r->next + 1) % TAIL_LINES;
+    if (r->count < TAIL_LINES)
+        r->count++;
+}
+
+static void feed(struct reader *r, const char *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (data[i] == '\n') {
+            emit_line(r, r->buf, r->len);
+            r->len = 0;
+            continue;
+        }
+        if (r->len == sizeof r->buf) {
+            emit_line(r, r->buf, r->len);
+            r->len = 0;
+        }
+        r->buf[r->len++] = data[i];
+    }
+}
+
+static void reader_finish(struct reader *r)
+{
+    if (r->len) {
+        emit_line(r, r->buf, r->len);
+        r->len = 0;
+    }
+}
+
+/* The newest lines that fit in TAIL_LINES and TAIL_MAX, oldest first. */
+static char *reader_tail(const struct reader *r)
+{
+    size_t total = 0;
+    unsigned k = 0;
+    while (k < r->count) {
+        unsigned idx = (r->next + TAIL_LINES - 1 - k) % TAIL_LINES;
+        if (total + r->ring_len[idx] + 1 + 1 > TAIL_MAX)
+            break;
+        total += r->ring_len[idx] + 1;
+        k++;
+    }
+    char *t = malloc(total + 1);
+    if (!t)
+        return NULL;
+    size_t at = 0;
+    for (unsigned i = k; i > 0; i--) {
+        unsigned idx = (r->next + TAIL_LINES - i) % TAIL_LINES;
+        memcpy(t + at, r->ring[idx], r->ring_len[idx]);
+        at += r->ring_len[idx];
+        t[at++] = '\n';
+    }
+    t[at] = 0;
+    return t;
+}
+
+/* ---- the parent side: supervision ------------------------------------------ */
+
+static void set_msg(struct child_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_msg(struct child_result *res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(res->message, sizeof res->message, fmt, ap);
+    va_end(ap);
+}
+
+static void spawn_failed(struct child_result *res, const char *what, int err)
+{
+    res->outcome = CHILD_SPAWN_ERROR;
+    res->reason = "SpawnError";
+    set_msg(res, "%s: %s", what, strerror(err));
+}
+
+/* 1 when the child has exited (left as a zombie, so its pid, which is also
+ * the group id, cannot be reused before we kill the group), 0 when it still
+ * runs, -1 when it cannot be waited for. */
+static int child_exited(pid_t pid)
+{
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0)
+            return si.si_pid != 0;
+        if (errno != EINTR)
+            return -1;
+    }
+}
+
+static int is_crash_signal(int sig)
+{
+    return sig == SIGSEGV || sig == SIGABRT || sig == SIGBUS || sig == SIGILL || sig == SIGFPE;
+}
+
+/* From the exit status, the status record (Lua; shell only on spawn
+ * failure) and whether the parent hit the deadline, the outcome. Returns -1
+ * when the child never started. */
+static int classify(const struct child_spec *spec, const char *path, struct child_result *res,
+                    int waited, int wstatus, int timed_out, char *rec)
+{
+    if (waited && WIFEXITED(wstatus))
+        res->exit_code = WEXITSTATUS(wstatus);
+    else if (waited && WIFSIGNALED(wstatus))
+        res->signal = WTERMSIG(wstatus);
+
+    /* "KIND\tREASON\tMESSAGE\n" */
+    const char *kind = NULL, *reason = "", *msg = "";
+    char *nl = strchr(rec, '\n');
+    if (nl) {
+        *nl = 0;
+        kind = rec;
+        char *t1 = strchr(rec, '\t');
+        if (t1) {
+            *t1 = 0;
+            reason = t1 + 1;
+            char *t2 = strchr(reason, '\t');
+            if (t2) {
+                *t2 = 0;
+                msg = t2 + 1;
+            }
+        }
+    }
+    int failed_rec = kind && strcmp(kind, "error") == 0;
+
+    if (timed_out || (failed_rec && strcmp(reason, "Timeout") == 0)) {
+        char d[64];
+        fmt_duration(spec->timeout_s, d, sizeof d);
+        res->outcome = CHILD_TIMEOUT;
+        res->reason = "Timeout";
+        set_msg(res, "timed out after %s", d);
+        return 0;
+    }
+    if (failed_rec && strcmp(reason, "SpawnError") == 0) {
+        const char *colon = strrchr(msg, ':');
+        int err = colon ? atoi(colon + 1) : 0;
+        int stage_len = colon ? (int)(colon - msg) : (int)strlen(msg);
+        const char *what = "";
+        if (stage_len == 5 && strncmp(msg, "chdir", 5) == 0 && spec->workdir)
+            what = spec->workdir;
+        else if (stage_len == 6 && strncmp(msg, "execve", 6) == 0)
+            what = "/bin/bash";
+        res->outcome = CHILD_SPAWN_ERROR;
+        res->reason = "SpawnError";
+        set_msg(res, "%.*s%s%s: %s", stage_len, msg, *what ? " " : "", what,
+                err ? strerror(err) : "failed");
+        return -1;
+    }
+    if (failed_rec) {
+        if (strcmp(reason, "MemoryLimit") == 0) {
+            res->outcome = CHILD_NOMEM;
+            res->reason = "MemoryLimit";
+        } else {
+            /* ScriptError and LoadError alike: the script is at fault. */
+            res->outcome = CHILD_FAILED;
+            res->reason = "ScriptError";
+        }
+        set_msg(res, "%s", msg);
+        return 0;
+    }
+    if (!waited) {
+        res->outcome = CHILD_FAILED;
+        res->reason = "ExitCode";
+        set_msg(res, "could not wait for the child of %s (is SIGCHLD ignored?)", path);
+        return 0;
+    }
+    if (res->signal) {
+        if (is_crash_signal(res->signal)) {
+            res->outcome = CHILD_CRASHED;
+            res->reason = "Crashed";
+            set_msg(res, "crashed with signal %d (%s)", res->signal, signal_name(res->signal));
+        } else {
+            res->outcome = CHILD_KILLED;
+            res->reason = "Killed";
+            set_msg(res, "killed by signal %d (%s)", res->signal, signal_name(res->signal));
+        }
+        return 0;
+    }
+    if (res->exit_code != 0) {
+        res->outcome = CHILD_FAILED;
+        res->reason = "ExitCode";
+        set_msg(res, "exit code %d", res->exit_code);
+        return 0;
+    }
+    if (!spec->is_shell && !kind) {
+        /* The sandbox has no way to exit early; no verdict is a bug. */
+        res->outcome = CHILD_FAILED;
+        res->reason = "ScriptError";
+        set_msg(res, "the Lua child exited without reporting a status");
+        return 0;
+    }
+    res->outcome = CHILD_OK;
+    res->reason = NULL;
+    res->message[0] = 0;
+    return 0;
+}
+
+/* environ plus spec entries; a spec entry replaces the inherited one of the
+ * same name. Only the pointer array is allocated. */
+static char **build_env(char *const *extra)
+{
+    size_t n = 0, m = 0;
+    for (char **e = environ; e && *e; e++)
+        n++;
+    for (char *const *e = extra; e && *e; e++)
+        m++;
+    char **env = calloc(n + m + 1, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t at = 0;
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t klen = eq ? (size_t)(eq - *e) : strlen(*e);
+        int overridden = 0;
+        for (char *const *x = extra; x && *x && !overridden; x++)
+            if (strncmp(*x, *e, klen) == 0 && (*x)[klen] == '=')
+                overridden = 1;
+        if (!overridden)
+            env[at++] = *e;
+    }
+    for (char *const *x = extra; x && *x; x++) {
+        /* Later duplicates in extra win, too. */
+        const char *eq = strchr(*x, '=');
+        size_t klen = eq ? (size_t)(eq - *x) : strlen(*x);
+        int later = 0;
+        for (char *const *y = x + 1; *y && !later; y++)
+            if (strncmp(*y, *x, klen) == 0 && (*y)[klen] == '=')
+                later = 1;
+        if (!later)
+            env[at++] = *x;
+    }
+    env[at] = NULL;
+    return env;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* Reads what is there; on EOF or a hard error, closes the fd. */
+static void read_some(int *fd, struct reader *r, char *st, size_t *stlen)
+{
+    char buf[16384];
+    ssize_t n = read(*fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        close_fd(fd);
+        return;
+    }
+    if (r) {
+        feed(r, buf, (size_t)n);
+    } else {
+        size_t room = STATUS_MAX - 1 - *stlen;
+        size_t take = (size_t)n < room ? (size_t)n : room;
+        memcpy(st + *stlen, buf, take);
+        *stlen += take;
+        st[*stlen] = 0;
+    }
+}
+
+int child_run(const struct child_spec *spec, struct child_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const char *slug = spec->slug ? spec->slug : spec->path;
+    double grace = spec->grace_s > 0 ? spec->grace_s : DEFAULT_GRACE_S;
+
+    /* A child that dies while we stream must give EPIPE, not kill us. */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    (void)sigaction(SIGPIPE, &ign, NULL);
+
+    struct reader *rd = calloc(1, sizeof *rd);
+    char *abs_path = NULL;
+    char **envp = NULL;
+    int out[2] = {-1, -1}, stp[2] = {-1, -1}, devnull = -1, pidfd = -1;
+    if (!rd) {
+        spawn_failed(res, "allocating the reader", ENOMEM);
+        return -1;
+    }
+    rd->slug = slug;
+    rd->quiet = spec->quiet;
+
+    const char *path = spec->path;
+    if (spec->is_shell && spec->workdir && path[0] != '/') {
+        /* The child chdirs before bash opens PATH: resolve it here. */
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            spawn_failed(res, "getcwd", errno);
+            goto fail;
+        }
+        size_t len = strlen(cwd) + strlen(path) + 2;
+        if (!(abs_path = malloc(len))) {
+            spawn_failed(res, "allocating the path", ENOMEM);
+            goto fail;
+        }
+        snprintf(abs_path, len, "%s/%s", cwd, path);
+        path = abs_path;
+    }
+    if (spec->is_shell && !(envp = build_env(spec->env))) {
+        spawn_failed(res, "allocating the environment", ENOMEM);
+        goto fail;
+    }
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(stp, O_CLOEXEC) != 0) {
+        spawn_failed(res, "pipe", errno);
+        goto fail;
+    }
+    if ((devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+        spawn_failed(res, "/dev/null", errno);
+        goto fail;
+    }
+
+    double start = now_mono();
+    struct launch l = {
+        .spec = spec,
+        .path = path,
+        .envp = envp,
+        .slug = slug,
+        .parent = getpid(),
+        .out_w = out[1],
+        .st_w = stp[1],
+        .devnull = devnull,
+        .deadline = spec->timeout_s > 0 ? start + spec->timeout_s : 0,
+        .mem = spec->lua_mem_limit ? spec->lua_mem_limit : DEFAULT_LUA_MEM,
+    };
+    /* Unflushed stdio output would otherwise be written twice, once by the
+     * Lua child when it flushes. */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        spawn_failed(res, "fork", errno);
+        goto fail;
+    }
+    if (pid == 0)
+        run_child(&l);
+
+    /* EACCES once the child has exec'd (it did setpgid first) is fine. */
+    (void)setpgid(pid, pid);
+    close_fd(&out[1]);
+    close_fd(&stp[1]);
+    close_fd(&devnull);
+#ifdef SYS_pidfd_open
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0)
+        (void)fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+#endif
+
+    char st[STATUS_MAX];
+    size_t stlen = 0;
+    st[0] = 0;
+    int reaped = 0, waited = 0, wstatus = 0, timed_out = 0, term_sent = 0, kill_sent = 0;
+    double kill_at_deadline = l.deadline ? l.deadline + (spec->is_shell ? 0 : LUA_BACKSTOP_S) : 0;
+    double term_at = 0, reaped_at = 0;
+    double every = spec->tick && spec->tick_every > 0 ? spec->tick_every : 0;
+    double next_tick = every ? start + every : 0;
+
+    for (;;) {
+        double now = now_mono();
+        if (!reaped) {
+            if (kill_at_deadline && !term_sent && now >= kill_at_deadline) {
+                (void)kill(-pid, SIGTERM);
+                term_sent = timed_out = 1;
+                term_at = now;
+            }
+            if (term_sent && !kill_sent && now >= term_at + grace) {
+                (void)kill(-pid, SIGKILL);
+                kill_sent = 1;
+            }
+        }
+        if (next_tick && now >= next_tick) {
+            spec->tick(spec->ud);
+            now = now_mono();
+            next_tick = now + every;
+        }
+        if (!reaped) {
+            int ex = child_exited(pid);
+            if (ex != 0) {
+                /* Leftovers like `sleep 1000 &` die with the group, also on
+                 * success. The zombie still pins the group id, so this cannot
+                 * hit an unrelated group. */
+                (void)kill(-pid, SIGKILL);
+                if (ex > 0) {
+                    pid_t w;
+                    while ((w = waitpid(pid, &wstatus, 0)) < 0 && errno == EINTR)
+                        ;
+                    waited = w == pid;
+                }
+                reaped = 1;
+                reaped_at = now = now_mono();
+                res->duration_ms = (long)((reaped_at - start) * 1000.0);
+                close_fd(&pidfd);
+            }
+        }
+        if (reaped && out[0] < 0 && stp[0] < 0)
+            break;
+        if (reaped && now >= reaped_at + DRAIN_S) {
+            if (out[0] >= 0)
+                log_warn("%s: a process outside its group still holds the output open; "
+                         "stopped reading", slug);
+            break;
+        }
+
+        double wake = INFINITY;
+        if (!reaped && kill_at_deadline && !term_sent)
+            wake = fmin(wake, kill_at_deadline);
+        if (!reaped && term_sent && !kill_sent)
+            wake = fmin(wake, term_at + grace);
+        if (next_tick)
+            wake = fmin(wake, next_tick);
+        if (reaped)
+            wake = fmin(wake, reaped_at + DRAIN_S);
+        int ms = -1;
+        if (wake != INFINITY) {
+            double d = (wake - now) * 1000.0;
+            ms = d <= 0 ? 0 : d >= INT_MAX - 1 ? INT_MAX - 1 : (int)d + 1;
+        }
+        if (!reaped && pidfd < 0 && (ms < 0 || ms > POLL_CAP_MS))
+            ms = POLL_CAP_MS;
+
+        struct pollfd pf[3];
+        int n = 0, i_out = -1, i_st = -1;
+        if (out[0] >= 0) {
+            pf[n] = (struct pollfd){.fd = out[0], .events = POLLIN};
+            i_out = n++;
+        }
+        if (stp[0] >= 0) {
+            pf[n] = (struct pollfd){.fd = stp[0], .events = POLLIN};
+            i_st = n++;
+        }
+        if (!reaped && pidfd >= 0)
+            pf[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+        int r = poll(pf, (nfds_t)n, ms);
+        if (r < 0) {
+            if (errno != EINTR) {
+                /* ENOMEM and the like: do not spin, try again shortly. */
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            continue;
+        }
+        if (i_out >= 0 && pf[i_out].revents)
+            read_some(&out[0], rd, NULL, NULL);
+        if (i_st >= 0 && pf[i_st].revents)
+            read_some(&stp[0], NULL, st, &stlen);
+    }
+
+    reader_finish(rd);
+    close_fd(&out[0]);
+    close_fd(&stp[0]);
+    res->tail = reader_tail(rd);
+    int rc = classify(spec, path, res, waited, wstatus, timed_out, st);
+    free(rd);
+    free(abs_path);
+    free(envp);
+    return rc;
+
+fail:
+    close_fd(&out[0]);
+    close_fd(&out[1]);
+    close_fd(&stp[0]);
+    close_fd(&stp[1]);
+    close_fd(&devnull);
+    free(rd);
+    free(abs_path);
+    free(envp);
+    return -1;
+}
+
+void child_result_free(struct child_result *res)
+{
+    if (!res)
+        return;
+    free(res->tail);
+    res->tail = NULL;
+}
+
+const char *child_outcome_name(enum child_outcome o)
+{
+    switch (o) {
+    case CHILD_OK: return "ok";
+    case CHILD_FAILED: return "failed";
+    case CHILD_TIMEOUT: return "timeout";
+    case CHILD_KILLED: return "killed";
+    case CHILD_CRASHED: return "crashed";
+    case CHILD_NOMEM: return "nomem";
+    case CHILD_SPAWN_ERROR: return "spawn_error";
+    }
+    return "unknown";
+}
+
+/* ---- cozy-migrate exec ------------------------------------------------------ */
+
+static const char exec_help[] =
+    "Usage: cozy-migrate exec [options] SLUG FILE\n"
+    "\n"
+    "Runs one migration FILE the way the runner does: in a supervised child\n"
+    "process with its own process group, its output streamed to stderr as\n"
+    "'[SLUG] line'. FILE ending in .sh runs in bash, anything else in the Lua\n"
+    "sandbox. Prints the result as one JSON line on stdout (outcome, reason,\n"
+    "message, exit_code, signal, duration_ms, tail, ticks). Never touches the\n"
+    "ledger. Exit 0 when the outcome is ok, 1 otherwise, 2 on usage errors.\n"
+    "\n"
+    "Options:\n"
+    "  --timeout DURATION  wall-clock deadline (default 10m)\n"
+    "  --grace DURATION    TERM -> KILL delay at the deadline (default 10s)\n"
+    "  --memory MIB        memory cap of the Lua state (default 512)\n"
+    "  --workdir DIR       shell: working directory\n"
+    "  --env NAME=VALUE    shell: extra environment entry (repeatable)\n"
+    "  --tick DURATION     count ticks at this interval (reported as ticks)\n"
+    "  --quiet             do not stream the output\n";
+
+static void exec_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void exec_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "cozy-migrate: exec: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'cozy-migrate exec --help')\n");
+    va_end(ap);
+}
+
+static void count_tick(void *ud) { (*(long *)ud)++; }
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+int child_cli(int argc, char **argv)
+{
+    enum { O_TIMEOUT = 256, O_GRACE, O_MEMORY, O_WORKDIR, O_ENV, O_TICK, O_QUIET, O_HELP };
+    static const struct option lo[] = {
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"grace", required_argument, NULL, O_GRACE},
+        {"memory", required_argument, NULL, O_MEMORY},
+        {"workdir", required_argument, NULL, O_WORKDIR},
+        {"env", required_argument, NULL, O_ENV},
+        {"tick", required_argument, NULL, O_TICK},
+        {"quiet", no_argument, NULL, O_QUIET},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    struct child_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.timeout_s = 10 * 60.0;
+    long ticks = 0;
+    char **env = calloc((size_t)argc + 1, sizeof *env);
+    if (!env) {
+        fprintf(stderr, "cozy-migrate: exec: out of memory\n");
+        return EXIT_FAILED;
+    }
+    size_t nenv = 0;
+    int rc = EXIT_USAGE;
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "+", lo, NULL)) != -1) {
+        switch (o) {
+        case O_HELP:
+            printf("%s", exec_help);
+            rc = EXIT_OK;
+            goto out;
+        case O_TIMEOUT:
+        case O_GRACE:
+        case O_TICK: {
+            double d;
+            if (parse_duration(optarg, &d) != 0 || !(d > 0)) {
+                exec_usage("--%s: '%s' is not a duration like 90s, 5m or 1h",
+                           o == O_TIMEOUT ? "timeout" : o == O_GRACE ? "grace" : "tick", optarg);
+                goto out;
+            }
+            if (o == O_TIMEOUT)
+                spec.timeout_s = d;
+            else if (o == O_GRACE)
+                spec.grace_s = d;
+            else {
+                spec.tick_every = d;
+                spec.tick = count_tick;
+                spec.ud = &ticks;
+            }
+            break;
+        }
+        case O_MEMORY: {
+            char *end;
+            long mb = strtol(optarg, &end, 10);
+            if (*end || end == optarg || mb < 1 || mb > 65536) {
+                exec_usage("--memory: '%s' is not a size in MiB (1..65536)", optarg);
+                goto out;
+            }
+            spec.lua_mem_limit = (size_t)mb << 20;
+            break;
+        }
+        case O_WORKDIR:
+            spec.workdir = optarg;
+            break;
+        case O_ENV: {
+            const char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg) {
+                exec_usage("--env: '%s' is not NAME=VALUE", optarg);
+                goto out;
+            }
+            env[nenv++] = optarg;
+            break;
+        }
+        case O_QUIET:
+            spec.quiet = 1;
+            break;
+        default: {
+            const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+            exec_usage("unknown flag or missing value: '%s'", bad);
+            goto out;
+        }
+        }
+    }
+    if (argc - optind != 2) {
+        exec_usage("expected SLUG and FILE");
+        goto out;
+    }
+    spec.slug = argv[optind];
+    spec.path = argv[optind + 1];
+    spec.is_shell = ends_with(spec.path, ".sh");
+    spec.env = nenv ? env : NULL;
+
+    struct child_result res;
+    child_run(&spec, &res);
+    cJSON *j = cJSON_CreateObject();
+    int ok = j && cJSON_AddStringToObject(j, "outcome", child_outcome_name(res.outcome)) &&
+             (res.reason ? cJSON_AddStringToObject(j, "reason", res.reason) != NULL
+                         : cJSON_AddNullToObject(j, "reason") != NULL) &&
+             cJSON_AddStringToObject(j, "message", res.message) &&
+             cJSON_AddNumberToObject(j, "exit_code", res.exit_code) &&
+             cJSON_AddNumberToObject(j, "signal", res.signal) &&
+             cJSON_AddNumberToObject(j, "duration_ms", (double)res.duration_ms) &&
+             cJSON_AddStringToObject(j, "tail", res.tail ? res.tail : "") &&
+             cJSON_AddNumberToObject(j, "ticks", (double)ticks);
+    char *s = ok ? cJSON_PrintUnformatted(j) : NULL;
+    if (s) {
+        printf("%s\n", s);
+        fflush(stdout);
+        rc = res.outcome == CHILD_OK ? EXIT_OK : EXIT_FAILED;
+    } else {
+        fprintf(stderr, "cozy-migrate: exec: out of memory\n");
+        rc = EXIT_FAILED;
+    }
+    cJSON_free(s);
+    cJSON_Delete(j);
+    child_result_free(&res);
+out:
+    free(env);
+    return rc;
+}

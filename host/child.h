@@ -1,0 +1,60 @@
+/* child.h: run ONE migration in a child process and supervise it (the model
+ * is git's run-command.c). Owns the fork, the child's process group, the
+ * fds the child inherits, streaming and keeping the tail of its output, the
+ * deadline (TERM, grace, KILL to the whole group) and turning how the child
+ * ended into an outcome. Never decides whether a migration should run and
+ * never writes the ledger: the caller does that with the result. */
+#ifndef COZY_CHILD_H
+#define COZY_CHILD_H
+#include <stddef.h>
+
+struct child_spec {
+    const char *slug;            /* prefix of every streamed output line */
+    const char *path;            /* the script */
+    int is_shell;                /* 1: bash PATH; 0: Lua in the sandbox */
+    const char *workdir;         /* shell: working directory (legacy-sh/); NULL = inherit */
+    char *const *env;            /* shell: extra NAME=VALUE entries, NULL-terminated, may be NULL */
+    double timeout_s;            /* wall clock; TERM to the process group at the deadline; 0 = none */
+    double grace_s;              /* TERM -> KILL delay (0 -> 10s) */
+    size_t lua_mem_limit;        /* bytes, Lua only (0 -> 512 MiB) */
+    void (*tick)(void *ud);      /* called in the parent about every tick_every seconds while waiting (lease renewal) */
+    double tick_every;
+    void *ud;
+    int quiet;                   /* do not stream output (tests / plan) */
+};
+
+enum child_outcome {
+    CHILD_OK,
+    CHILD_FAILED,
+    CHILD_TIMEOUT,
+    CHILD_KILLED,
+    CHILD_CRASHED,
+    CHILD_NOMEM,
+    CHILD_SPAWN_ERROR,
+};
+
+struct child_result {
+    enum child_outcome outcome;
+    const char *reason;          /* "ScriptError" (Lua error), "ExitCode" (shell non-zero), "Timeout",
+                                    "Killed" (SIGKILL/SIGTERM from outside), "Crashed" (SIGSEGV/SIGABRT/
+                                    SIGBUS/SIGILL/SIGFPE), "MemoryLimit", "SpawnError"; NULL when OK */
+    char message[1024];          /* one line: the Lua error message, or "exit code 3", or
+                                    "killed by signal 9", or "timed out after 5m" */
+    int exit_code, signal;       /* how the child process ended (0 when not applicable) */
+    long duration_ms;
+    char *tail;                  /* last 20 lines of combined stdout+stderr, at most 4 KiB,
+                                    each line '\n'-terminated; malloc'd, free with child_result_free */
+};
+
+/* Runs the migration and waits for it (and its whole process group) to end.
+ * 0 when it could run, whatever the outcome; -1 on spawn failure (res is
+ * filled with CHILD_SPAWN_ERROR). Ignores SIGPIPE in the calling process. */
+int child_run(const struct child_spec *spec, struct child_result *res);
+void child_result_free(struct child_result *res);
+/* "ok", "failed", "timeout", "killed", "crashed", "nomem", "spawn_error". */
+const char *child_outcome_name(enum child_outcome o);
+
+/* `cozy-migrate exec [options] SLUG FILE`: a test driver printing the result
+ * as one JSON line. Exit 0 when OK, 1 otherwise, 2 on usage errors. */
+int child_cli(int argc, char **argv);
+#endif

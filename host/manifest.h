@@ -1,0 +1,67 @@
+/* manifest.h: the line formats that say what exists and in which order:
+ * slugs, order.d/ batches, `revoked`, `legacy-map`. One parser each, shared
+ * by the runner, the linter, the generator and the specs. */
+#ifndef COZY_MANIFEST_H
+#define COZY_MANIFEST_H
+#include <stddef.h>
+
+#define SLUG_MAX 60
+
+/* ^[a-z0-9]+(-[a-z0-9]+)*$, at most 60 characters. */
+int slug_valid(const char *s);
+
+struct batch_entry {
+    char *slug;
+    int retired;
+    int line;
+};
+
+struct batch {
+    char *name;             /* file name, e.g. "00003-v1.7.0" */
+    char *path;
+    struct batch_entry *e;
+    size_t n;
+};
+
+struct manifest {
+    struct batch *b;        /* in file-name order */
+    size_t n;
+};
+
+/* One batch file. name must be NNNNN-<release>. Returns 0 or -1 with
+ * "PATH:LINE: ..." in err. */
+int manifest_parse_batch(const char *name, const char *path, const char *text, size_t len,
+                         struct batch *b, char *err, size_t errlen);
+/* Reads every batch in DIR (order.d/) in file-name order. A missing DIR is an
+ * error that says how to generate it. */
+int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen);
+void manifest_free(struct manifest *m);
+
+struct slug_list {
+    char **slug;
+    int *line;
+    size_t n;
+};
+/* `revoked`: one slug a line, blank lines and # comments (also trailing). A
+ * missing file is an empty list. */
+int revoked_parse(const char *path, const char *text, size_t len, struct slug_list *l,
+                  char *err, size_t errlen);
+int revoked_load(const char *path, struct slug_list *l, char *err, size_t errlen);
+void slug_list_free(struct slug_list *l);
+
+struct legacy_entry {
+    long number;            /* the old integer */
+    char *slug;
+    int line;
+};
+struct legacy_map {
+    struct legacy_entry *e; /* in file order, which must be increasing */
+    size_t n;
+};
+/* `legacy-map`: "N slug" a line; N unique and increasing, slugs unique. A
+ * missing file is an empty map. */
+int legacy_map_parse(const char *path, const char *text, size_t len, struct legacy_map *m,
+                     char *err, size_t errlen);
+int legacy_map_load(const char *path, struct legacy_map *m, char *err, size_t errlen);
+void legacy_map_free(struct legacy_map *m);
+#endif

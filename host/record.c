@@ -1,0 +1,122 @@
+/* record.c: parses and formats ledger records.
+ *
+ * Owns the record schema: which states exist, which fields are strings or
+ * integers, and the fixed key order written. A record is parsed with cJSON,
+ * never pattern-matched; anything it cannot trust becomes REC_UNKNOWN with a
+ * reason, so the caller reports it and leaves the key alone. */
+#include "record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const state_names[] = {
+    [REC_NONE] = "none",       [REC_OK] = "ok",           [REC_FAILED] = "failed",
+    [REC_LEGACY] = "legacy",   [REC_REVOKED] = "revoked", [REC_SKIPPED_FRESH] = "skipped-fresh-install",
+    [REC_UNKNOWN] = "unknown",
+};
+
+const char *rec_state_name(enum rec_state s)
+{
+    return s <= REC_UNKNOWN ? state_names[s] : "unknown";
+}
+
+static int get_str(const cJSON *o, const char *k, char *dst, size_t cap, struct record *r)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v)
+        return 0;
+    if (!cJSON_IsString(v)) {
+        snprintf(r->problem, sizeof r->problem, "field '%s' is not a string", k);
+        return -1;
+    }
+    snprintf(dst, cap, "%s", v->valuestring);
+    return 0;
+}
+
+static int get_int(const cJSON *o, const char *k, long *dst, struct record *r)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v)
+        return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != (double)(long)v->valuedouble) {
+        snprintf(r->problem, sizeof r->problem, "field '%s' is not a non-negative integer", k);
+        return -1;
+    }
+    *dst = (long)v->valuedouble;
+    return 0;
+}
+
+int record_parse(const char *text, struct record *r)
+{
+    memset(r, 0, sizeof *r);
+    r->state = REC_UNKNOWN;
+    cJSON *o = cJSON_Parse(text);
+    if (!o || !cJSON_IsObject(o)) {
+        snprintf(r->problem, sizeof r->problem, "%s", o ? "not a JSON object" : "not JSON");
+        cJSON_Delete(o);
+        return -1;
+    }
+    char state[64] = "";
+    int rc = -1;
+    if (get_str(o, "state", state, sizeof state, r) != 0)
+        goto out;
+    if (!*state) {
+        snprintf(r->problem, sizeof r->problem, "no state");
+        goto out;
+    }
+    enum rec_state st = REC_NONE;
+    for (int i = REC_OK; i < REC_UNKNOWN; i++)
+        if (strcmp(state, state_names[i]) == 0)
+            st = (enum rec_state)i;
+    if (st == REC_NONE) {
+        snprintf(r->problem, sizeof r->problem, "unknown state '%.60s'", state);
+        goto out;
+    }
+    if (get_str(o, "at", r->at, sizeof r->at, r) || get_str(o, "sha256", r->sha256, sizeof r->sha256, r) ||
+        get_str(o, "lib_sha256", r->lib_sha256, sizeof r->lib_sha256, r) ||
+        get_str(o, "batch", r->batch, sizeof r->batch, r) ||
+        get_str(o, "tier", r->tier, sizeof r->tier, r) ||
+        get_str(o, "image", r->image, sizeof r->image, r) ||
+        get_str(o, "reason", r->reason, sizeof r->reason, r) ||
+        get_str(o, "message", r->message, sizeof r->message, r) ||
+        get_str(o, "output", r->output, sizeof r->output, r) ||
+        get_int(o, "attempts", &r->attempts, r) || get_int(o, "duration_ms", &r->duration_ms, r))
+        goto out;
+    r->state = st;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+char *record_format(const struct record *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    int ok = cJSON_AddStringToObject(o, "state", rec_state_name(r->state)) != NULL;
+    if (*r->at)
+        ok &= cJSON_AddStringToObject(o, "at", r->at) != NULL;
+    if (*r->sha256)
+        ok &= cJSON_AddStringToObject(o, "sha256", r->sha256) != NULL;
+    if (*r->lib_sha256)
+        ok &= cJSON_AddStringToObject(o, "lib_sha256", r->lib_sha256) != NULL;
+    if (*r->batch)
+        ok &= cJSON_AddStringToObject(o, "batch", r->batch) != NULL;
+    if (*r->tier)
+        ok &= cJSON_AddStringToObject(o, "tier", r->tier) != NULL;
+    if (*r->image)
+        ok &= cJSON_AddStringToObject(o, "image", r->image) != NULL;
+    ok &= cJSON_AddNumberToObject(o, "attempts", (double)r->attempts) != NULL;
+    ok &= cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms) != NULL;
+    if (*r->reason)
+        ok &= cJSON_AddStringToObject(o, "reason", r->reason) != NULL;
+    if (*r->message)
+        ok &= cJSON_AddStringToObject(o, "message", r->message) != NULL;
+    if (*r->output)
+        ok &= cJSON_AddStringToObject(o, "output", r->output) != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}

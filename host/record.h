@@ -1,0 +1,42 @@
+/* record.h: a ledger record, the JSON value of key `m.<slug>`. The one
+ * parser and the one writer of it. */
+#ifndef COZY_RECORD_H
+#define COZY_RECORD_H
+#include <cjson/cJSON.h>
+
+enum rec_state {
+    REC_NONE = 0,           /* no record */
+    REC_OK,
+    REC_FAILED,
+    REC_LEGACY,
+    REC_REVOKED,
+    REC_SKIPPED_FRESH,
+    REC_UNKNOWN,            /* present but unparseable: recorded, state unknown */
+};
+
+#define OUTPUT_CAP 4096
+
+struct record {
+    enum rec_state state;
+    char at[40];
+    char sha256[72];        /* of the script */
+    char lib_sha256[72];    /* of the shared code it ran with */
+    char batch[128];
+    char tier[24];
+    char image[256];
+    long attempts;
+    long duration_ms;
+    char reason[64];
+    char message[1024];
+    char output[OUTPUT_CAP];    /* last lines of the script's output */
+    char problem[256];      /* why it is REC_UNKNOWN */
+};
+
+/* Parses a record's JSON text. Returns 0, or -1 leaving state REC_UNKNOWN
+ * and the reason in r->problem (not JSON, not an object, an unknown state,
+ * a field of the wrong type). */
+int record_parse(const char *text, struct record *r);
+/* The JSON text of a record (compact, keys in a fixed order); malloc'd. */
+char *record_format(const struct record *r);
+const char *rec_state_name(enum rec_state s);
+#endif

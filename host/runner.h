@@ -1,0 +1,26 @@
+/* runner.h: the `run`, `plan` and `status` commands' work. Owns executing a
+ * plan: lock, ledger read, seeding, each migration in a supervised child,
+ * recording outcomes, Events, progress lines, and the exit code. */
+#ifndef COZY_RUNNER_H
+#define COZY_RUNNER_H
+#include "kube.h"
+
+struct runner_opts {
+    struct kube_options k;      /* cluster, namespace, ledger name, dry run */
+    const char *dir;            /* root holding migrations/ and legacy-sh/ */
+    const char *tier;
+    const char *only;
+    double timeout;             /* overrides every header when > 0 */
+    double lock_timeout;        /* seconds to wait for the lease */
+    int lease_duration;         /* seconds */
+    double grace;               /* TERM -> KILL */
+    int max_attempts;           /* background retry bound */
+    const char *image;          /* recorded; MIGRATIONS_IMAGE */
+    int json_output;            /* status -o json / progress as JSON */
+    size_t memory;              /* Lua memory cap */
+};
+
+int runner_run(const struct runner_opts *o);
+int runner_plan(const struct runner_opts *o);
+int runner_status(const struct runner_opts *o);
+#endif

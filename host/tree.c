@@ -1,0 +1,396 @@
+/* tree.c: loads the migrations tree and enforces its cross-file rules.
+ *
+ * Owns: finding scripts (migrations/<tier>/<slug>.lua, legacy-sh/<slug>.sh),
+ * checksums, and every fatal packaging condition: a script in no batch, a
+ * batch entry neither shipped nor retired, a slug in two batches or two
+ * tiers, a bad header, a revoked or legacy slug the manifest does not know,
+ * a `requires` on a slug that is absent or ordered later. Must never touch
+ * the cluster: this runs before the lock, and a bad tree exits before any
+ * script runs. */
+#include "tree.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util.h"
+
+static void hex(const unsigned char *d, unsigned n, char out[65])
+{
+    static const char x[] = "0123456789abcdef";
+    for (unsigned i = 0; i < n && i < 32; i++) {
+        out[2 * i] = x[d[i] >> 4];
+        out[2 * i + 1] = x[d[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+int sha256_file(const char *path, char out[65])
+{
+    size_t len;
+    char *buf = read_file(path, &len);
+    if (!buf)
+        return -1;
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned dn = 0;
+    int ok = EVP_Digest(buf, len, d, &dn, EVP_sha256(), NULL);
+    free(buf);
+    if (!ok)
+        return -1;
+    hex(d, dn, out);
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Collects regular files below dir (relative paths) into *list. */
+static int walk(const char *base, const char *rel, char ***list, size_t *n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s%s%s", base, *rel ? "/" : "", rel);
+    DIR *d = opendir(path);
+    if (!d)
+        return errno == ENOENT && !*rel ? 0 : -1;
+    struct dirent *de;
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char sub[4096], full[8200];
+        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+        snprintf(full, sizeof full, "%s/%s", base, sub);
+        struct stat st;
+        if (stat(full, &st) != 0) {
+            rc = -1;
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = walk(base, sub, list, n);
+        } else if (S_ISREG(st.st_mode)) {
+            char **nl = realloc(*list, (*n + 1) * sizeof *nl);
+            if (!nl || !(nl[*n] = strdup(sub))) {
+                if (nl)
+                    *list = nl;
+                rc = -1;
+            } else {
+                *list = nl;
+                (*n)++;
+            }
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+int sha256_dir(const char *dir, char out[65])
+{
+    char **list = NULL;
+    size_t n = 0;
+    int rc = walk(dir, "", &list, &n);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (rc == 0 && (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)))
+        rc = -1;
+    if (rc == 0)
+        qsort(list, n, sizeof *list, cmp_str);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char full[8200];
+        snprintf(full, sizeof full, "%s/%s", dir, list[i]);
+        size_t len;
+        char *buf = read_file(full, &len);
+        if (!buf || !EVP_DigestUpdate(ctx, list[i], strlen(list[i]) + 1) ||
+            !EVP_DigestUpdate(ctx, buf, len))
+            rc = -1;
+        free(buf);
+    }
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned dn = 0;
+    if (rc == 0 && !EVP_DigestFinal_ex(ctx, d, &dn))
+        rc = -1;
+    if (rc == 0)
+        hex(d, dn, out);
+    EVP_MD_CTX_free(ctx);
+    for (size_t i = 0; i < n; i++)
+        free(list[i]);
+    free(list);
+    return rc;
+}
+
+void tree_free(struct tree *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->m[i].slug);
+        free(t->m[i].path);
+        header_free(&t->m[i].h);
+    }
+    free(t->m);
+    free(t->root);
+    manifest_free(&t->man);
+    slug_list_free(&t->revoked);
+    legacy_map_free(&t->legacy);
+    memset(t, 0, sizeof *t);
+}
+
+const struct migration *tree_find(const struct tree *t, const char *slug)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->m[i].slug, slug) == 0)
+            return &t->m[i];
+    return NULL;
+}
+
+int tree_revoked(const struct tree *t, const char *slug)
+{
+    for (size_t i = 0; i < t->revoked.n; i++)
+        if (strcmp(t->revoked.slug[i], slug) == 0)
+            return 1;
+    return 0;
+}
+
+/* Adds every script of one directory. ext is ".lua" or ".sh". */
+static int scan(struct tree *t, const char *rel, const char *tier, const char *ext, int shell,
+                char *err, size_t errlen)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", t->root, rel);
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    char **names = NULL;
+    size_t nn = 0;
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        const char *name = de->d_name;
+        if (name[0] == '.')
+            continue;
+        char full[8200];
+        snprintf(full, sizeof full, "%s/%s", dir, name);
+        struct stat st;
+        if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
+            continue; /* lib/ and other directories */
+        char **nl = realloc(names, (nn + 1) * sizeof *nl);
+        if (!nl || !(nl[nn] = strdup(name))) {
+            if (nl)
+                names = nl;
+            rc = -1;
+            snprintf(err, errlen, "out of memory");
+            break;
+        }
+        names = nl;
+        nn++;
+    }
+    closedir(d);
+    if (rc == 0)
+        qsort(names, nn, sizeof *names, cmp_str);
+    size_t el = strlen(ext);
+    for (size_t i = 0; rc == 0 && i < nn; i++) {
+        const char *name = names[i];
+        size_t l = strlen(name);
+        if (shell && strcmp(name, "legacy-map") == 0)
+            continue;
+        if (l <= el || strcmp(name + l - el, ext) != 0) {
+            snprintf(err, errlen, "%s/%s: not a migration (expected <slug>%s)", rel, name, ext);
+            rc = -1;
+            break;
+        }
+        char slug[256];
+        snprintf(slug, sizeof slug, "%.*s", (int)(l - el), name);
+        if (!slug_valid(slug)) {
+            snprintf(err, errlen,
+                     "%s/%s: '%s' is not a valid slug (lower-case letters, digits and single "
+                     "dashes, at most %d characters)",
+                     rel, name, slug, SLUG_MAX);
+            rc = -1;
+            break;
+        }
+        const struct migration *dup = tree_find(t, slug);
+        if (dup) {
+            snprintf(err, errlen, "slug '%s' is shipped twice: %s and %s/%s", slug, dup->path,
+                     rel, name);
+            rc = -1;
+            break;
+        }
+        struct migration *nm = realloc(t->m, (t->n + 1) * sizeof *nm);
+        if (!nm) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+        t->m = nm;
+        struct migration *m = &t->m[t->n];
+        memset(m, 0, sizeof *m);
+        m->slug = strdup(slug);
+        char full[8200];
+        snprintf(full, sizeof full, "%s/%s", dir, name);
+        m->path = strdup(full);
+        m->tier = tier;
+        m->is_shell = shell;
+        if (!m->slug || !m->path) {
+            free(m->slug);
+            free(m->path);
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+        t->n++;
+        if (header_parse_file(full, &m->h, err, errlen) != 0 || sha256_file(full, m->sha256) != 0) {
+            if (!*err)
+                snprintf(err, errlen, "%s: cannot read", full);
+            rc = -1;
+        }
+    }
+    for (size_t i = 0; i < nn; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    *err = '\0';
+    if (!(t->root = strdup(root))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (scan(t, "migrations/pre-apply", "pre-apply", ".lua", 0, err, errlen) != 0 ||
+        scan(t, "migrations/background", "background", ".lua", 0, err, errlen) != 0 ||
+        scan(t, "legacy-sh", "pre-apply", ".sh", 1, err, errlen) != 0) {
+        tree_free(t);
+        return -1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stdlib", root);
+    if (sha256_dir(path, t->lib_lua) != 0)
+        snprintf(t->lib_lua, sizeof t->lib_lua, "unreadable");
+    snprintf(path, sizeof path, "%s/legacy-sh/lib", root);
+    if (sha256_dir(path, t->lib_sh) != 0)
+        snprintf(t->lib_sh, sizeof t->lib_sh, "unreadable");
+    return 0;
+}
+
+/* Where a slug sits in the manifest: batch index and entry, or -1. */
+static long locate(const struct manifest *man, const char *slug, size_t *bi, size_t *ei)
+{
+    long order = 0;
+    for (size_t i = 0; i < man->n; i++)
+        for (size_t j = 0; j < man->b[i].n; j++, order++)
+            if (strcmp(man->b[i].e[j].slug, slug) == 0) {
+                *bi = i;
+                *ei = j;
+                return order;
+            }
+    return -1;
+}
+
+static int validate(struct tree *t, char *err, size_t errlen)
+{
+    struct manifest *man = &t->man;
+    /* Every entry once, and shipped unless retired. */
+    for (size_t i = 0; i < man->n; i++) {
+        for (size_t j = 0; j < man->b[i].n; j++) {
+            const struct batch_entry *e = &man->b[i].e[j];
+            size_t bi, ei;
+            locate(man, e->slug, &bi, &ei);
+            if (bi != i || ei != j) {
+                snprintf(err, errlen, "%s:%d: slug '%s' is already listed at %s:%d", man->b[i].path,
+                         e->line, e->slug, man->b[bi].path, man->b[bi].e[ei].line);
+                return -1;
+            }
+            const struct migration *m = tree_find(t, e->slug);
+            if (!m && !e->retired) {
+                snprintf(err, errlen, "%s:%d: '%s' is neither shipped nor retired", man->b[i].path,
+                         e->line, e->slug);
+                return -1;
+            }
+            if (m && e->retired) {
+                snprintf(err, errlen, "%s:%d: '%s' is marked retired but %s is shipped",
+                         man->b[i].path, e->line, e->slug, m->path);
+                return -1;
+            }
+        }
+    }
+    for (size_t k = 0; k < t->n; k++) {
+        struct migration *m = &t->m[k];
+        size_t bi, ei;
+        long order = locate(man, m->slug, &bi, &ei);
+        if (order < 0) {
+            snprintf(err, errlen, "%s: slug '%s' is in no batch of the manifest", m->path, m->slug);
+            return -1;
+        }
+        m->batch = bi;
+        m->order = (size_t)order;
+    }
+    for (size_t k = 0; k < t->n; k++) {
+        const struct migration *m = &t->m[k];
+        for (size_t r = 0; r < m->h.nrequires; r++) {
+            size_t bi, ei;
+            long order = locate(man, m->h.requires[r], &bi, &ei);
+            if (order < 0) {
+                snprintf(err, errlen, "%s: requires '%s', which is in no batch", m->path,
+                         m->h.requires[r]);
+                return -1;
+            }
+            if ((size_t)order > m->order) {
+                snprintf(err, errlen, "%s: requires '%s', which runs after it (%s)", m->path,
+                         m->h.requires[r], man->b[bi].name);
+                return -1;
+            }
+        }
+    }
+    for (size_t i = 0; i < t->revoked.n; i++) {
+        size_t bi, ei;
+        if (locate(man, t->revoked.slug[i], &bi, &ei) < 0) {
+            snprintf(err, errlen, "%s/migrations/revoked:%d: revoked slug '%s' is in no batch",
+                     t->root, t->revoked.line[i], t->revoked.slug[i]);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < t->legacy.n; i++) {
+        size_t bi, ei;
+        const char *slug = t->legacy.e[i].slug;
+        if (locate(man, slug, &bi, &ei) < 0) {
+            snprintf(err, errlen, "%s/legacy-sh/legacy-map:%d: legacy slug '%s' is in no batch",
+                     t->root, t->legacy.e[i].line, slug);
+            return -1;
+        }
+        const struct migration *m = tree_find(t, slug);
+        if (m && !m->is_shell) {
+            snprintf(err, errlen, "%s/legacy-sh/legacy-map:%d: '%s' is not a legacy shell script",
+                     t->root, t->legacy.e[i].line, slug);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
+{
+    if (tree_load_scripts(root, t, err, errlen) != 0)
+        return -1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/migrations/order.d", root);
+    int rc = manifest_load(path, &t->man, err, errlen);
+    if (rc == 0) {
+        snprintf(path, sizeof path, "%s/migrations/revoked", root);
+        rc = revoked_load(path, &t->revoked, err, errlen);
+    }
+    if (rc == 0) {
+        snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", root);
+        rc = legacy_map_load(path, &t->legacy, err, errlen);
+    }
+    if (rc == 0)
+        rc = validate(t, err, errlen);
+    if (rc != 0)
+        tree_free(t);
+    return rc;
+}

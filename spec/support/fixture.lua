@@ -1,0 +1,68 @@
+-- Builds migration trees on disk for specs: scripts with headers, the
+-- order.d/ manifest, revoked and legacy-map. A fixture is data; the runner
+-- reads it with the same loaders it uses on an image.
+local h = require('support.helpers')
+
+local M = {}
+
+local function mkdir(p)
+  assert(os.execute('mkdir -p ' .. h.q(p)))
+end
+
+-- tree{
+--   batches = { { '00001-v1.0', { 'a', 'b retired' } }, ... },   -- order.d, in order
+--   scripts = { a = { tier = 'pre-apply', on_error = 'abort', body = '...', header = '...' },
+--               old = { shell = true, body = '...' } },
+--   revoked = { 'x' }, legacy = { { 1, 'old' } }, raw = { ['path'] = 'content' },
+-- } -> dir
+function M.tree(spec)
+  local dir = h.tmpdir()
+  mkdir(dir .. '/migrations/pre-apply')
+  mkdir(dir .. '/migrations/background')
+  mkdir(dir .. '/legacy-sh/lib')
+  mkdir(dir .. '/stdlib')
+  if spec.batches then
+    mkdir(dir .. '/migrations/order.d')
+    for _, b in ipairs(spec.batches) do
+      h.write(dir .. '/migrations/order.d/' .. b[1], table.concat(b[2], '\n') .. '\n')
+    end
+  end
+  for slug, s in pairs(spec.scripts or {}) do
+    local path, prefix
+    if s.shell then
+      path, prefix = dir .. '/legacy-sh/' .. slug .. '.sh', '#'
+    else
+      path, prefix = dir .. '/migrations/' .. (s.tier or 'pre-apply') .. '/' .. slug .. '.lua', '--'
+    end
+    local header = s.header or (prefix .. ' cozy-migration: on-error=' .. (s.on_error or 'abort') ..
+      (s.timeout and ('\n' .. prefix .. ' cozy-migration: timeout=' .. s.timeout) or ''))
+    h.write(path, header .. '\n' .. (s.body or '') .. '\n')
+  end
+  if spec.revoked then
+    h.write(dir .. '/migrations/revoked', table.concat(spec.revoked, '\n') .. '\n')
+  end
+  if spec.legacy then
+    local lines = {}
+    for _, e in ipairs(spec.legacy) do lines[#lines + 1] = e[1] .. ' ' .. e[2] end
+    h.write(dir .. '/legacy-sh/legacy-map', table.concat(lines, '\n') .. '\n')
+  end
+  for path, content in pairs(spec.raw or {}) do
+    local d = (dir .. '/' .. path):match('^(.*)/[^/]*$')
+    mkdir(d)
+    h.write(dir .. '/' .. path, content)
+  end
+  return dir
+end
+
+-- A ledger data map from {slug = {state=..., ...}} (records as tables).
+function M.ledger(records, version)
+  local json = require('json')
+  local data = {}
+  for slug, r in pairs(records or {}) do
+    data['m.' .. slug] = type(r) == 'string' and r or json.encode(r)
+  end
+  if version then data.version = tostring(version) end
+  return data
+end
+
+return M
