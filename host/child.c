@@ -413,7 +413,8 @@ static char *reader_tail(const struct reader *r)
 
 /* ---- the parent side: supervision ------------------------------------------ */
 
-static void set_msg(struct child_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_msg(struct child_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void set_msg(struct child_result *res, const char *fmt, ...)
 {
     va_list ap;

@@ -306,7 +306,8 @@ function M.patch(resource, name, patch, opts)
   end
   local resp, err = core.request {
     verb = 'patch', method = 'PATCH',
-    path = path_for(r, namespace_for(r, opts), name, opts.subresource),
+    -- an applied object names its namespace like a created one does
+    path = path_for(r, namespace_for(r, opts, ptype == 'apply' and patch or nil), name, opts.subresource),
     query = query, body = patch, content_type = ctype, idempotent = idempotent,
   }
   if resp then return resp.body end

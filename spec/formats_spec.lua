@@ -1,0 +1,188 @@
+-- Every format has one parser (header.c, manifest.c, record.c) and every way
+-- an input can be wrong has a one-line message naming the file and line or
+-- the slug. These specs call the same parsers the runner uses.
+local migrate = require('migrate')
+local fixture = require('support.fixture')
+
+describe('a slug', function()
+  it('is lower-case letters and digits in dash-separated words, at most 60 characters', function()
+    for _, good in ipairs({ 'a', 'abc-123', 'redis-failover-operator-group', string.rep('a', 60) }) do
+      assert.is_true(migrate.slug_valid(good), good)
+    end
+    for _, bad in ipairs({ '', 'A', 'a_b', '-a', 'a-', 'a--b', 'a.b', string.rep('a', 61), 'ä' }) do
+      assert.is_false(migrate.slug_valid(bad), bad)
+    end
+  end)
+end)
+
+describe('a script header', function()
+  it('reads on-error, requires and timeout', function()
+    local h = assert(migrate.header([[
+-- A comment before the header is fine.
+-- cozy-migration: on-error=warn
+-- cozy-migration: requires=alpha, beta
+-- cozy-migration: timeout=5m
+local kube = require('kube')
+]], 'x.lua'))
+    assert.are.same({ on_error = 'warn', requires = { 'alpha', 'beta' }, timeout = 300 }, h)
+  end)
+
+  it('reads a shell header after a #! line', function()
+    local h = assert(migrate.header('#!/bin/bash\n# cozy-migration: on-error=abort\nset -e\n', 'x.sh', false))
+    assert.are.equal('abort', h.on_error)
+  end)
+
+  local bad = {
+    { 'is missing', 'local x = 1\n', 'x.lua: missing header' },
+    { 'has no on-error', '-- cozy-migration: timeout=1m\n', 'x.lua: header has no on%-error' },
+    { 'has an unknown key', '-- cozy-migration: on-error=abort\n-- cozy-migration: retries=3\n',
+      "x.lua:2: unknown header key 'retries'" },
+    { 'has timeout=abc', '-- cozy-migration: on-error=abort\n-- cozy-migration: timeout=abc\n',
+      'x.lua:2: timeout=abc: not a duration' },
+    { 'has a bad on-error', '-- cozy-migration: on-error=ignore\n', 'x.lua:1: on%-error=ignore: expected abort or warn' },
+    { 'repeats a key', '-- cozy-migration: on-error=abort\n-- cozy-migration: on-error=warn\n',
+      "x.lua:2: header key 'on%-error' given twice" },
+    { 'requires a bad slug', '-- cozy-migration: on-error=abort\n-- cozy-migration: requires=Bad_Slug\n',
+      "x.lua:2: requires: 'Bad_Slug' is not a valid slug" },
+    { 'is not key=value', '-- cozy-migration: abort\n', "x.lua:1: header line 'abort' is not key=value" },
+    { 'comes after code', 'local x\n-- cozy-migration: on-error=abort\n', 'x.lua:2: header line after the first line of code' },
+  }
+  for _, case in ipairs(bad) do
+    it('is refused when it ' .. case[1], function()
+      local h, err = migrate.header(case[2], 'x.lua')
+      assert.is_nil(h)
+      assert.matches('^' .. case[3], err)
+      assert.is_nil(err:find('\n'), 'one line')
+    end)
+  end
+end)
+
+describe('a manifest batch', function()
+  it('reads slugs and retired slugs, skipping blank lines and comments', function()
+    local b = assert(migrate.batch('00003-v1.7.0', '# generated\nalpha\n\nbeta retired\n'))
+    assert.are.same({ { slug = 'alpha', retired = false, line = 2 }, { slug = 'beta', retired = true, line = 4 } }, b)
+  end)
+
+  it('refuses a malformed line with file and line', function()
+    local b, err = migrate.batch('00003-v1.7.0', 'alpha\nbeta gone\n')
+    assert.is_nil(b)
+    assert.are.equal("order.d/00003-v1.7.0:2: malformed manifest line (expected '<slug>' or '<slug> retired')", err)
+    b, err = migrate.batch('00003-v1.7.0', 'alpha retired extra\n')
+    assert.matches('order.d/00003%-v1%.7%.0:1: malformed', err)
+  end)
+
+  it('refuses a bad slug and a bad batch name', function()
+    local _, err = migrate.batch('00003-v1.7.0', 'Alpha\n')
+    assert.are.equal("order.d/00003-v1.7.0:1: 'Alpha' is not a valid slug", err)
+    _, err = migrate.batch('3-v1.7.0', 'alpha\n')
+    assert.matches("'3%-v1%.7%.0' is not a batch name", err)
+  end)
+end)
+
+describe('the revoked list', function()
+  it('reads one slug a line with comments', function()
+    assert.are.same({ 'a', 'b' }, assert(migrate.revoked('a # broke tenants\n\n# note\nb\n')))
+  end)
+  it('refuses two slugs on a line and a repeated slug', function()
+    local _, err = migrate.revoked('a b\n')
+    assert.are.equal('revoked:1: expected one slug per line', err)
+    _, err = migrate.revoked('a\na\n')
+    assert.are.equal("revoked:2: 'a' is already revoked at line 1", err)
+  end)
+end)
+
+describe('the legacy map', function()
+  it('reads "N slug" lines', function()
+    assert.are.same({ { number = 1, slug = 'one' }, { number = 7, slug = 'seven' } },
+      assert(migrate.legacy_map('1 one\n7 seven\n')))
+  end)
+  local bad = {
+    { 'a missing number', 'one\n', 'legacy%-map:1: expected' },
+    { 'a non-number', 'x one\n', 'legacy%-map:1: expected' },
+    { 'zero', '0 one\n', 'legacy%-map:1: expected' },
+    { 'a bad slug', '1 One\n', "legacy%-map:1: 'One' is not a valid slug" },
+    { 'a repeated number', '1 one\n1 two\n', 'legacy%-map:2: the number repeats line 1' },
+    { 'a repeated slug', '1 one\n2 one\n', 'legacy%-map:2: the slug repeats line 1' },
+    { 'numbers out of order', '2 two\n1 one\n', 'legacy%-map:2: 1 comes after 2' },
+  }
+  for _, case in ipairs(bad) do
+    it('refuses ' .. case[1], function()
+      local m, err = migrate.legacy_map(case[2])
+      assert.is_nil(m)
+      assert.matches('^' .. case[3], err)
+    end)
+  end
+end)
+
+describe('a ledger record', function()
+  it('round-trips its fields in a fixed order', function()
+    local r = assert(migrate.record('{"tier":"pre-apply","state":"ok","attempts":2,"duration_ms":812,"at":"2026-08-12T10:04:00Z"}'))
+    assert.are.equal('ok', r.state)
+    assert.are.equal(2, r.attempts)
+    assert.are.equal(812, r.duration_ms)
+  end)
+  local bad = {
+    { 'not JSON', '{"state":', 'not JSON' },
+    { 'not an object', '["ok"]', 'not a JSON object' },
+    { 'without a state', '{}', 'no state' },
+    { 'with an unknown state', '{"state":"done"}', "unknown state 'done'" },
+    { 'with attempts that are not an integer', '{"state":"ok","attempts":"2"}', "field 'attempts' is not a non%-negative integer" },
+    { 'with a state that is not a string', '{"state":1}', "field 'state' is not a string" },
+  }
+  for _, case in ipairs(bad) do
+    it('is unreadable ' .. case[1], function()
+      local r, problem = migrate.record(case[2])
+      assert.is_nil(r)
+      assert.matches(case[3], problem)
+    end)
+  end
+end)
+
+describe('a migrations tree', function()
+  local function refused(spec, pattern)
+    local dir = fixture.tree(spec)
+    local p, err = migrate.plan(dir, nil, {})
+    assert.is_nil(p)
+    assert.matches(pattern, err)
+    assert.is_nil(err:find('\n'), 'one line')
+  end
+
+  it('is refused when a script is in no batch', function()
+    refused({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = {}, b = {} } },
+      "pre%-apply/b%.lua: slug 'b' is in no batch of the manifest")
+  end)
+  it('is refused when a batch entry is neither shipped nor retired', function()
+    refused({ batches = { { '00001-v1', { 'a', 'ghost' } } }, scripts = { a = {} } },
+      "00001%-v1:2: 'ghost' is neither shipped nor retired")
+  end)
+  it('is refused when a slug is in two batches', function()
+    refused({ batches = { { '00001-v1', { 'a' } }, { '00002-v2', { 'a' } } }, scripts = { a = {} } },
+      "00002%-v2:1: slug 'a' is already listed at .*00001%-v1:1")
+  end)
+  it('is refused when a slug is shipped in two tiers', function()
+    refused({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = {} },
+      raw = { ['migrations/background/a.lua'] = '-- cozy-migration: on-error=warn\n' } },
+      "slug 'a' is shipped twice")
+  end)
+  it('is refused when a file name is not a valid slug', function()
+    refused({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = {} },
+      raw = { ['migrations/pre-apply/Bad_Name.lua'] = '-- cozy-migration: on-error=warn\n' } },
+      "'Bad_Name' is not a valid slug")
+  end)
+  it('is refused when a header does not parse', function()
+    refused({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = { header = '-- cozy-migration: on-error=maybe' } } },
+      'a%.lua:1: on%-error=maybe')
+  end)
+  it('is refused when a revoked slug is unknown', function()
+    refused({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = {} }, revoked = { 'nobody' } },
+      "revoked slug 'nobody' is in no batch")
+  end)
+  it('is refused when a requires points to a later migration', function()
+    refused({ batches = { { '00001-v1', { 'a', 'b' } } },
+      scripts = { a = { header = '-- cozy-migration: on-error=abort\n-- cozy-migration: requires=b' }, b = {} } },
+      "requires 'b', which runs after it")
+  end)
+  it('is refused when the manifest is missing', function()
+    refused({ scripts = { a = {} } }, 'order%.d: No such file or directory')
+  end)
+end)
