@@ -256,7 +256,9 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
     if (out->len && strstr(r.content_type, "json"))
         out->json = cJSON_ParseWithLength(out->body, out->len);
     if (r.status < 200 || r.status >= 300) {
+        r.body = out->body; /* fill_error reads a text body through r */
         fill_error(&out->err, &r, out->json);
+        r.body = NULL;
         out->err.after_retry = maybe_applied;
         return -1;
     }

@@ -1,0 +1,107 @@
+// sources: host/header.c host/manifest.c host/record.c host/util.c
+/* formats_fuzz.c: libFuzzer target for the runner's line formats: script
+ * headers, order.d batches, `revoked`, `legacy-map` and ledger records. Owns
+ * checking that any input is either accepted or refused with one non-empty
+ * line naming the file, that an accepted record formats and re-parses to the
+ * same state, and that nothing leaks. The first byte picks the parser. Must
+ * never touch the filesystem or keep state between inputs. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "header.h"
+#include "manifest.h"
+#include "record.h"
+
+static void one_line(const char *err, const char *name)
+{
+    if (!err[0] || strchr(err, '\n') || strncmp(err, name, strlen(name)) != 0)
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    unsigned sel = data[0] % 6;
+    const char *text = (const char *)data + 1;
+    size_t len = size - 1;
+    char err[1024] = "";
+    switch (sel) {
+    case 0:
+    case 1: {
+        struct header h;
+        if (header_parse("x.lua", text, len, sel == 0, &h, err, sizeof err) == 0) {
+            if (h.on_error == ON_ERROR_UNSET)
+                abort();
+            for (size_t i = 0; i < h.nrequires; i++)
+                if (!slug_valid(h.requires[i]))
+                    abort();
+            header_free(&h);
+        } else {
+            one_line(err, "x.lua");
+        }
+        break;
+    }
+    case 2: {
+        struct batch b;
+        if (manifest_parse_batch("00001-v1", "order.d/00001-v1", text, len, &b, err,
+                                 sizeof err) == 0) {
+            for (size_t i = 0; i < b.n; i++) {
+                if (!slug_valid(b.e[i].slug))
+                    abort();
+                free(b.e[i].slug);
+            }
+            free(b.e);
+            free(b.name);
+            free(b.path);
+        } else {
+            one_line(err, "order.d/00001-v1");
+        }
+        break;
+    }
+    case 3: {
+        struct slug_list l;
+        if (revoked_parse("revoked", text, len, &l, err, sizeof err) == 0)
+            slug_list_free(&l);
+        else
+            one_line(err, "revoked");
+        break;
+    }
+    case 4: {
+        struct legacy_map m;
+        if (legacy_map_parse("legacy-map", text, len, &m, err, sizeof err) == 0) {
+            for (size_t i = 1; i < m.n; i++)
+                if (m.e[i].number <= m.e[i - 1].number)
+                    abort();
+            legacy_map_free(&m);
+        } else {
+            one_line(err, "legacy-map");
+        }
+        break;
+    }
+    default: {
+        char *s = malloc(len + 1);
+        if (!s)
+            return 0;
+        memcpy(s, text, len);
+        s[len] = '\0';
+        struct record *r = malloc(sizeof *r), *r2 = malloc(sizeof *r2);
+        if (r && r2 && record_parse(s, r) == 0) {
+            char *out = record_format(r);
+            if (!out || record_parse(out, r2) != 0 || r2->state != r->state ||
+                r2->attempts != r->attempts)
+                abort();
+            free(out);
+        } else if (r && r->state != REC_UNKNOWN) {
+            abort();
+        }
+        free(r);
+        free(r2);
+        free(s);
+        break;
+    }
+    }
+    return 0;
+}
