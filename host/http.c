@@ -88,6 +88,21 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
     return add;
 }
 
+/* libcurl resends a request by itself when a reused connection dies
+ * before any response byte; it says so only in its verbose text. Counting
+ * it lets the caller log that retry like its own. */
+static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *ud)
+{
+    (void)h;
+    struct http_response *r = ud;
+    if (type != CURLINFO_TEXT || !r)
+        return 0;
+    if ((size >= 15 && strncmp(data, "Connection died", 15) == 0) ||
+        (size >= 14 && strncmp(data, "REFUSED_STREAM", 14) == 0))
+        r->resent++;
+    return 0;
+}
+
 static void trim_copy(char *dst, size_t cap, const char *src, size_t len)
 {
     while (len && isspace((unsigned char)*src)) {
@@ -225,6 +240,8 @@ struct http_client *http_client_new(const struct kube_config *cfg, char *err, si
     bad |= curl_easy_setopt(h, CURLOPT_USERAGENT, "cozy-migrate/1") != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_VERBOSE, 1L) != CURLE_OK;
     if (cfg->insecure) {
         bad |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L) != CURLE_OK;
         bad |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L) != CURLE_OK;
@@ -319,6 +336,7 @@ int http_request(struct http_client *c, const char *method, const char *path,
     bad |= curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_WRITEDATA, r) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_HEADERDATA, r) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_DEBUGDATA, r) != CURLE_OK;
     struct upload up = {.data = body ? body : "", .len = body ? body_len : 0,
                         .replayable = replayable};
     if (!body && strcmp(method, "POST") != 0) {
@@ -342,6 +360,9 @@ int http_request(struct http_client *c, const char *method, const char *path,
     /* The upload state lives on this stack frame only. */
     curl_easy_setopt(h, CURLOPT_READDATA, NULL);
     curl_easy_setopt(h, CURLOPT_SEEKDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_DEBUGDATA, NULL);
+    if (rc == CURLE_SEND_FAIL_REWIND)
+        r->resent = 0; /* refused: nothing was re-sent */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(hdrs);
     free(url);

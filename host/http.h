@@ -19,6 +19,8 @@ struct http_response {
     double retry_after;     /* seconds from Retry-After, -1 if absent */
     int transport_error;    /* a CURLcode, 0 when a response arrived */
     int sent;               /* the request (or part of its body) may have reached the server */
+    int resent;             /* libcurl re-sent the request on a fresh connection
+                             * because the reused one died before any answer */
     char error[256];        /* libcurl's message for transport errors */
 };
 

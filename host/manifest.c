@@ -177,7 +177,7 @@ int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
         n++;
     }
     closedir(d);
-    if (rc == 0)
+    if (rc == 0 && n)
         qsort(names, n, sizeof *names, cmp_names);
     if (rc == 0 && n && !(m->b = calloc(n, sizeof *m->b))) {
         rc = -1;

@@ -201,6 +201,9 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
             tmo = left > 0.001 ? left : 0.001;
         int rc = http_request(c->http, method, path, accept, content_type, body, body_len,
                               idempotent, tmo, &r);
+        if (r.resent)
+            log_warn("kube: retrying %s %s after the reused connection died before an answer "
+                     "(libcurl re-sent it on a fresh connection)", method, path);
         char cause[300] = "";
         int retry = 0;
         if (rc != 0) {

@@ -454,7 +454,12 @@ int runner_run(const struct runner_opts *o)
     print_warnings(&p);
     if (!p.fresh_install || o->only)
         rc = run_steps(&c, &p);
-    if (rc == 0 && p.corrupt) {
+    /* An unreadable record stays a problem unless --only just rewrote it. */
+    int still_corrupt = 0;
+    for (size_t i = 0; p.corrupt && i < c.l.n; i++)
+        if (c.l.e[i].rec.state == REC_UNKNOWN && !(o->only && strcmp(c.l.e[i].slug, o->only) == 0))
+            still_corrupt = 1;
+    if (rc == 0 && still_corrupt) {
         fatal("the ledger holds records that cannot be read (see the warnings above)");
         rc = EXIT_LEDGER;
     }

@@ -95,7 +95,7 @@ int sha256_dir(const char *dir, char out[65])
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (rc == 0 && (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)))
         rc = -1;
-    if (rc == 0)
+    if (rc == 0 && n)
         qsort(list, n, sizeof *list, cmp_str);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char full[8200];
@@ -189,7 +189,7 @@ static int scan(struct tree *t, const char *rel, const char *tier, const char *e
         nn++;
     }
     closedir(d);
-    if (rc == 0)
+    if (rc == 0 && nn)
         qsort(names, nn, sizeof *names, cmp_str);
     size_t el = strlen(ext);
     for (size_t i = 0; rc == 0 && i < nn; i++) {

@@ -31,7 +31,8 @@
 //	rate=F                  fault a matching request with probability F (default 1)
 //	every=N                 fault every Nth matching request only
 //
-// "reset" closes the client connection (TCP RST) without forwarding;
+// "reset" reads the whole request, then closes the client connection (TCP
+// RST) without forwarding it;
 // "reset-after" forwards the request, waits for the apiserver's response,
 // then closes the client connection without sending it. The first rule that
 // matches and fires decides.
@@ -274,6 +275,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(ru.code)
 		_, _ = w.Write(statusBody(ru.code, reason, "injected by faultproxy"))
 	case "reset":
+		// The request arrived whole (as far as the client can tell, the
+		// server may have acted on it); then the connection dies.
+		_, _ = io.Copy(io.Discard, r.Body)
 		abort(r)
 	case "reset-after":
 		out := p.outgoing(r)

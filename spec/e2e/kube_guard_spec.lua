@@ -1,0 +1,200 @@
+-- The ledger guard against the real apiserver: no script may write the
+-- ledger ConfigMap (cozystack-version) or the runner's Lease
+-- (cozystack-version-lock) in the platform namespace (--namespace, else
+-- $NAMESPACE, else cozy-system), by any verb or path spelling. A refused
+-- write raises "the ledger is written by the runner" and sends nothing: the
+-- module's request counter does not move and kubectl sees the same
+-- resourceVersion. Reads, and writes to anything else, still work.
+local h = require('support.helpers')
+local json = require('json')
+
+local GNS = string.format('kg-%d-%d', os.time(), math.random(1000, 9999))
+
+local function must(res)
+  assert.are.equal(0, res.code, res.err)
+  return res
+end
+
+local function run(body, ...)
+  local src = string.format("local kube = require('kube')\nlocal json = require('json')\nlocal core = require('kube.core')\n"
+    .. "local GNS = %q\n%s", GNS, body)
+  local res = h.lua(src, ...)
+  local last = res.out:match('([^\n]*)\n?$')
+  if last and last ~= '' then res.json = json.decode(last) end
+  return res
+end
+
+local function rv(kind, name)
+  return json.decode(must(h.kubectl(string.format('get %s %s -n %s -o json', kind, name, GNS))).out)
+    .metadata.resourceVersion
+end
+
+-- Tries every write on the ledger and the lease; reports each refusal and
+-- how many requests went out meanwhile.
+local ATTEMPTS = [[
+local lease_path = '/apis/coordination.k8s.io/v1/namespaces/' .. ns .. '/leases'
+local cm_path = '/api/v1/namespaces/' .. ns .. '/configmaps'
+local writes = {
+  create_cm = function() return kube.create('cm', { metadata = { name = 'cozystack-version', namespace = ns } }) end,
+  create_lease = function()
+    return kube.create('leases', { metadata = { name = 'cozystack-version-lock', namespace = ns } })
+  end,
+  replace_cm = function()
+    return kube.replace('cm', { metadata = { name = 'cozystack-version', namespace = ns }, data = { version = '99' } })
+  end,
+  replace_lease = function()
+    return kube.replace('leases', { metadata = { name = 'cozystack-version-lock', namespace = ns }, spec = {} })
+  end,
+  merge_cm = function() return kube.patch('cm', 'cozystack-version', { data = { version = '99' } }, { namespace = ns }) end,
+  json_cm = function()
+    return kube.patch('cm', 'cozystack-version', { { op = 'add', path = '/data/x', value = 'y' } },
+      { namespace = ns, type = 'json' })
+  end,
+  strategic_lease = function()
+    return kube.patch('lease', 'cozystack-version-lock', { spec = { holderIdentity = 'me' } },
+      { namespace = ns, type = 'strategic' })
+  end,
+  apply_cm = function()
+    return kube.apply('cm', { metadata = { name = 'cozystack-version', namespace = ns }, data = { version = '99' } })
+  end,
+  apply_lease = function()
+    return kube.apply('Lease', { metadata = { name = 'cozystack-version-lock', namespace = ns }, spec = {} })
+  end,
+  delete_cm = function() return kube.delete('cm', 'cozystack-version', { namespace = ns }) end,
+  delete_lease = function() return kube.delete('leases.coordination.k8s.io', 'cozystack-version-lock', { namespace = ns }) end,
+  update_cm = function()
+    return kube.update('cm', 'cozystack-version', function(cm) cm.data = { version = '99' } end, { namespace = ns })
+  end,
+  status_lease = function()
+    return kube.patch('leases', 'cozystack-version-lock', { spec = {} }, { namespace = ns, subresource = 'status' })
+  end,
+  deletecollection_cm = function() return core.request { method = 'DELETE', path = cm_path } end,
+  deletecollection_lease = function() return core.request { method = 'DELETE', path = lease_path } end,
+  delete_namespace = function() return core.request { method = 'DELETE', path = '/api/v1/namespaces/' .. ns } end,
+  escaped_name = function()
+    return core.request { method = 'PATCH', path = cm_path .. '/cozystack%2Dversion', body = { data = { version = '99' } },
+      content_type = 'application/merge-patch+json' }
+  end,
+  escaped_namespace = function()
+    return core.request { method = 'DELETE', path = cm_path:gsub('/namespaces/', '/name%%73paces/') .. '/cozystack-version' }
+  end,
+  double_slashes = function()
+    return core.request { method = 'DELETE', path = '//api//v1/namespaces/' .. ns .. '//configmaps/cozystack-version' }
+  end,
+}
+kube.resource('cm'); kube.resource('leases') -- discovery first
+local out = { writes = {}, total = 0 }
+for name, f in pairs(writes) do
+  local before = core.requests()
+  local ok, err = pcall(f)
+  out.writes[name] = { ok = ok, reason = type(err) == 'table' and err.reason or tostring(err),
+    text = tostring(err), protected = kube.is_ledger_protected(err), sent = core.requests() - before }
+  out.total = out.total + 1
+end
+print(json.encode(out))
+]]
+
+-- the attempts, on the ledger in the namespace the Lua expression names
+local function attempts(ns_expr)
+  return 'local ns = ' .. ns_expr .. '\n' .. ATTEMPTS
+end
+
+describe('#e2e kube ledger guard', function()
+  setup(function()
+    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+    must(h.kubectl('create namespace ' .. GNS))
+    must(h.kubectl('create configmap cozystack-version -n ' .. GNS .. ' --from-literal=version=3'))
+    local f = h.write(os.tmpname() .. '.json', json.encode({
+      apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
+      metadata = { name = 'cozystack-version-lock', namespace = GNS }, spec = { holderIdentity = 'runner' } }))
+    must(h.kubectl('apply -f ' .. f))
+    os.remove(f)
+  end)
+
+  teardown(function()
+    h.kubectl('delete configmaps,leases --all -n ' .. GNS .. ' --wait=false')
+    h.kubectl('delete namespace ' .. GNS .. ' --wait=false')
+  end)
+
+  local function check_all_refused(res, absent)
+    local n = 0
+    for name, r in pairs(res.json.writes) do
+      n = n + 1
+      if absent and name == 'update_cm' then
+        -- update reads first (allowed); with no ledger it stops at NotFound
+        assert.are.same({ ok = false, reason = 'NotFound', sent = 1 }, { ok = r.ok, reason = r.reason, sent = r.sent })
+        goto continue
+      end
+      assert.is_false(r.ok, name .. ' was let through')
+      assert.is_true(r.protected, name .. ': ' .. r.text)
+      assert.matches('the ledger is written by the runner', r.text, 1, true)
+      -- nothing sent; update reads the object (allowed) before its write is refused
+      assert.are.equal(name == 'update_cm' and 1 or 0, r.sent, name)
+      ::continue::
+    end
+    assert.is_true(n > 0)
+    assert.are.equal(res.json.total, n)
+  end
+
+  it('refuses every write to the ledger and the lease named by --namespace, sending nothing', function()
+    local cm_rv, lease_rv = rv('configmap', 'cozystack-version'), rv('lease', 'cozystack-version-lock')
+    local res = must(run(attempts('GNS'), '--namespace', GNS))
+    check_all_refused(res)
+    assert.are.equal(cm_rv, rv('configmap', 'cozystack-version'))
+    assert.are.equal(lease_rv, rv('lease', 'cozystack-version-lock'))
+  end)
+
+  it('takes the namespace from $NAMESPACE, and refuses in dry-run mode too', function()
+    local cm_rv = rv('configmap', 'cozystack-version')
+    local res = must(run(attempts('GNS'), '--dry-run', { env = { NAMESPACE = GNS } }))
+    check_all_refused(res)
+    assert.are.equal(cm_rv, rv('configmap', 'cozystack-version'))
+  end)
+
+  it('guards cozy-system by default, whether or not it exists', function()
+    local absent = h.kubectl('get configmap cozystack-version -n cozy-system').code ~= 0
+    local res = must(run(attempts("'cozy-system'")))
+    check_all_refused(res, absent)
+  end)
+
+  it('still reads the ledger, and writes other objects in its namespace', function()
+    local res = must(run([[
+      local ledger = kube.get('cm', 'cozystack-version', { namespace = GNS })
+      local lease = kube.get('leases', 'cozystack-version-lock', { namespace = GNS })
+      local other = kube.create('cm', { metadata = { name = 'cozystack-version-2', namespace = GNS } })
+      kube.patch('cm', 'cozystack-version-2', { data = { a = 'b' } }, { namespace = GNS })
+      kube.delete('cm', 'cozystack-version-2', { namespace = GNS })
+      print(json.encode({ version = ledger.data.version, holder = lease.spec.holderIdentity,
+        other = other.metadata.name }))
+    ]], '--namespace', GNS))
+    assert.are.same({ version = '3', holder = 'runner', other = 'cozystack-version-2' }, res.json)
+  end)
+
+  it('writes the ledger namespace freely when the platform namespace is another one', function()
+    local res = must(run([[
+      kube.patch('cm', 'cozystack-version', { metadata = { labels = { touched = 'yes' } } }, { namespace = GNS })
+      print(json.encode({ ok = true }))
+    ]], '--namespace', GNS .. '-other'))
+    assert.is_true(res.json.ok)
+    local cm = json.decode(must(h.kubectl('get configmap cozystack-version -n ' .. GNS .. ' -o json')).out)
+    assert.are.equal('yes', cm.metadata.labels.touched)
+  end)
+
+  it('refuses a path it cannot judge (dot segments, an encoded slash) instead of sending it', function()
+    local res = must(run([[
+      kube.resource('cm')
+      local before = core.requests()
+      local a_ok, a_err = pcall(core.request, { method = 'DELETE',
+        path = '/api/v1/namespaces/' .. GNS .. '/configmaps/x/../cozystack-version' })
+      local b_ok, b_err = pcall(core.request, { method = 'DELETE',
+        path = '/api/v1/namespaces/' .. GNS .. '/configmaps/cozystack-version%2Fx' })
+      print(json.encode({ a = a_ok, b = b_ok, a_err = tostring(a_err), b_err = tostring(b_err),
+        sent = core.requests() - before }))
+    ]], '--namespace', GNS))
+    assert.is_false(res.json.a)
+    assert.is_false(res.json.b)
+    assert.matches("'.' or '..' segment", res.json.a_err, 1, true)
+    assert.matches("encoded '/'", res.json.b_err, 1, true)
+    assert.are.equal(0, res.json.sent)
+  end)
+end)
