@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "discovery.h"
+#include "dryrun.h"
 #include "rest.h"
 #include "log.h"
 #include "luajson.h"
@@ -490,11 +491,28 @@ static int l_request(lua_State *L)
     }
     if (body && !ctype)
         ctype = "application/json";
+    /* In dry run, read the object first so the report can name the fields
+     * the write would change (a create has nothing to read). */
+    cJSON *before = NULL;
+    int report = mutating && opts.o.dry_run;
+    if (report && strcmp(method, "POST") != 0) {
+        struct rest_error be;
+        char bpath[2048];
+        snprintf(bpath, sizeof bpath, "%s", path0);
+        char *q = strchr(bpath, '?');
+        if (q)
+            *q = '\0';
+        before = rest_get_json(c->rest, bpath, NULL, sandbox_remaining(L), &be);
+        cJSON_Delete(be.details);
+    }
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
     struct rest_result r;
     int rc = rest_do(c->rest, method, path, accept, ctype, body, body_len, safe,
                      sandbox_remaining(L), &r);
     free(body);
+    if (report && rc == 0)
+        dryrun_report(method, path0, before, r.json);
+    cJSON_Delete(before);
     if (rc != 0) {
         lua_pushnil(L);
         push_rest_error(L, &r.err, verb, method, path0);

@@ -828,6 +828,32 @@ describe('#e2e the runner', function()
       assert.are.equal(1, records(ns).long.attempts)
     end)
 
+    it('do not record a migration that finished after the lock was taken from its runner', function()
+      local ns = new_ns()
+      local dir = fixture.tree({
+        batches = { { '00001-v1.0.0', { 'long', 'next' } } },
+        scripts = { long = { shell = true, body = 'sleep 3.5' }, ['next'] = { body = lua_marker(ns, 'next') } },
+      })
+      make_ledger(ns, {})
+      local out = h.tmpdir()
+      local base = string.format('%s run --dir %s --namespace %s --lease-duration 3s', h.q(BIN), h.q(dir), ns)
+      -- while `long` runs, someone else writes the Lease: the runner's next
+      -- renewal (guarded by its resourceVersion) fails with a conflict
+      local steal = string.format(
+        '%s kubectl patch lease %s -n %s --type merge -p %s', h.q(h.testenv), LEASE, ns,
+        h.q('{"spec":{"holderIdentity":"thief","leaseDurationSeconds":300}}'))
+      h.run(string.format('cd %s && { %s >o1 2>e1 & p=$!; sleep 1; %s >steal 2>&1; wait $p; echo $? >r1; }',
+        h.q(out), base, steal))
+      contains(h.slurp(out .. '/steal'), 'patched', 'kubectl patch')
+      assert.are.equal('5\n', h.slurp(out .. '/r1'), h.slurp(out .. '/e1'))
+      contains(h.slurp(out .. '/e1'), 'lost the runner lock while long ran; not recording it')
+      local recs = records(ns)
+      assert.is_nil(recs.long)
+      assert.is_nil(recs['next'])
+      assert.is_nil(markers(ns)['ran-next'])
+      assert.are.equal('thief', get_lease(ns).spec.holderIdentity)
+    end)
+
     it('exits 5 naming the holder when the lock is not free within --lock-timeout', function()
       local ns = new_ns()
       local dir = fixture.tree({

@@ -1,0 +1,16 @@
+/* dryrun.h: what a dry-run write would have changed. Owns comparing the
+ * object before a write with the apiserver's dry-run answer and printing
+ * the verb, the object and the fields that would change. */
+#ifndef COZY_DRYRUN_H
+#define COZY_DRYRUN_H
+#include <cjson/cJSON.h>
+
+/* Prints one line per intended change to stdout. before is the object as it
+ * is (NULL when absent or not known), after the dry-run response (NULL for a
+ * DELETE that returned a Status). */
+void dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after);
+
+/* Collects up to max differing leaf paths ("metadata.labels.app") between
+ * a and b into out (newline separated). Returns how many differ in total. */
+int dryrun_diff(const cJSON *a, const cJSON *b, char *out, size_t cap, int max);
+#endif

@@ -1,0 +1,45 @@
+-- Dry run: every write goes with dryRun=All, the cluster keeps its state, and
+-- each intended change is printed with the fields it would change, as the
+-- apiserver itself computed them.
+local h = require('support.helpers')
+local json = require('json')
+
+local NS = 'dryrun-' .. tostring(os.time())
+
+describe('#e2e a dry run', function()
+  setup(function()
+    assert.are.equal(0, h.kubectl('create namespace ' .. NS).code)
+    assert.are.equal(0, h.kubectl('-n ' .. NS .. ' create configmap settings --from-literal=mode=ha').code)
+  end)
+  teardown(function() h.kubectl('delete namespace ' .. NS .. ' --wait=false') end)
+
+  it('prints each intended change and changes nothing', function()
+    local res = h.lua(string.format([[
+      local kube = require('kube')
+      local ns = %q
+      kube.patch('cm', 'settings', { metadata = { labels = { x = 'y' } }, data = { mode = 'single' } }, { namespace = ns })
+      kube.create('cm', { metadata = { name = 'fresh' }, data = { a = '1' } }, { namespace = ns })
+      kube.update('cm', 'settings', function(o) o.data.extra = 'e' end, { namespace = ns })
+      kube.delete('cm', 'settings', { namespace = ns })
+    ]], NS), '--dry-run')
+    assert.are.equal(0, res.code, res.err)
+    assert.matches('dry%-run: would patch configmaps ' .. NS .. '/settings, 2 fields:', res.out)
+    assert.matches('  metadata%.labels%.x: %(absent%) %-> "y"', res.out)
+    assert.matches('  data%.mode: "ha" %-> "single"', res.out)
+    assert.matches('dry%-run: would create configmaps ' .. NS .. '/fresh', res.out)
+    assert.matches('dry%-run: would replace configmaps ' .. NS .. '/settings, 1 field:\n  data%.extra: %(absent%) %-> "e"', res.out)
+    assert.matches('dry%-run: would delete configmaps ' .. NS .. '/settings', res.out)
+    local cm = json.decode(h.kubectl('-n ' .. NS .. ' get cm settings -o json').out)
+    assert.are.same({ mode = 'ha' }, cm.data)
+    assert.is_nil((cm.metadata.labels or {}).x)
+    assert.are_not.equal(0, h.kubectl('-n ' .. NS .. ' get cm fresh').code)
+  end)
+
+  it('says so when a write would change nothing', function()
+    local res = h.lua(string.format([[
+      require('kube').patch('cm', 'settings', { data = { mode = 'ha' } }, { namespace = %q })
+    ]], NS), '--dry-run')
+    assert.are.equal(0, res.code, res.err)
+    assert.matches('dry%-run: patch configmaps ' .. NS .. '/settings: no change', res.out)
+  end)
+end)
