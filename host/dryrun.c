@@ -47,15 +47,18 @@ static void walk(struct diff *d, const cJSON *a, const cJSON *b, char *path, siz
 {
     if (ignored(path))
         return;
-    if (a && b && cJSON_IsObject(a) && cJSON_IsObject(b)) {
+    /* A map that appears or disappears is reported leaf by leaf. */
+    int ao = cJSON_IsObject(a) && cJSON_GetArraySize(a) > 0;
+    int bo = cJSON_IsObject(b) && cJSON_GetArraySize(b) > 0;
+    if ((a && b && cJSON_IsObject(a) && cJSON_IsObject(b)) || (!a && bo) || (!b && ao)) {
         size_t pl = strlen(path);
         const cJSON *x;
         cJSON_ArrayForEach(x, a) {
             snprintf(path + pl, pcap - pl, "%s%s", pl ? "." : "", x->string);
-            walk(d, x, cJSON_GetObjectItemCaseSensitive(b, x->string), path, pcap);
+            walk(d, x, b ? cJSON_GetObjectItemCaseSensitive(b, x->string) : NULL, path, pcap);
         }
         cJSON_ArrayForEach(x, b) {
-            if (cJSON_GetObjectItemCaseSensitive(a, x->string))
+            if (a && cJSON_GetObjectItemCaseSensitive(a, x->string))
                 continue;
             snprintf(path + pl, pcap - pl, "%s%s", pl ? "." : "", x->string);
             walk(d, NULL, x, path, pcap);

@@ -43,12 +43,14 @@ end
 local function sleep(s) os.execute('sleep ' .. s) end
 
 -- The binary by absolute path, for shell lines that cd elsewhere.
-local BIN = h.bin
-if BIN:sub(1, 1) ~= '/' then
+local function absolute(path)
+  if path:sub(1, 1) == '/' then return path end
   local p = io.popen('pwd')
-  BIN = p:read('l') .. '/' .. BIN
+  local cwd = p:read('l')
   p:close()
+  return cwd .. '/' .. path
 end
+local BIN, TESTENV = absolute(h.bin), absolute(h.testenv)
 
 local counter = 0
 local namespaces = {}
@@ -840,7 +842,7 @@ describe('#e2e the runner', function()
       -- while `long` runs, someone else writes the Lease: the runner's next
       -- renewal (guarded by its resourceVersion) fails with a conflict
       local steal = string.format(
-        '%s kubectl patch lease %s -n %s --type merge -p %s', h.q(h.testenv), LEASE, ns,
+        '%s kubectl patch lease %s -n %s --type merge -p %s', h.q(TESTENV), LEASE, ns,
         h.q('{"spec":{"holderIdentity":"thief","leaseDurationSeconds":300}}'))
       h.run(string.format('cd %s && { %s >o1 2>e1 & p=$!; sleep 1; %s >steal 2>&1; wait $p; echo $? >r1; }',
         h.q(out), base, steal))
