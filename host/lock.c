@@ -194,13 +194,12 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
     }
 }
 
-int lock_renew(struct lock *lk, char *err, size_t errlen)
+/* A merge patch of holder and renewTime, guarded by our resourceVersion so
+ * it fails (409) if anyone else wrote the Lease since. Returns 0, the HTTP
+ * code, or -1. */
+static long patch_lease(struct lock *lk, const char *holder, char *err, size_t errlen)
 {
-    if (!lk->held || now_mono() - lk->renewed_at < lk->duration_s / 3.0)
-        return 0;
-    cJSON *b = lease_body(lk, lk->holder, 0, NULL, lk->rv);
-    /* Keep the transitions and acquire time as they are: a renewal is a
-     * merge patch guarded by our resourceVersion. */
+    cJSON *b = lease_body(lk, holder, 0, NULL, lk->rv);
     cJSON *spec = cJSON_GetObjectItemCaseSensitive(b, "spec");
     cJSON_DeleteItemFromObject(spec, "leaseTransitions");
     cJSON_DeleteItemFromObject(spec, "acquireTime");
@@ -216,46 +215,41 @@ int lock_renew(struct lock *lk, char *err, size_t errlen)
     int rc = rest_do(lk->c, "PATCH", path, NULL, "application/merge-patch+json", s, strlen(s), 1,
                      30, &r);
     free(s);
+    long code = 0;
     if (rc == 0) {
         const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(r.json, "metadata"), "resourceVersion");
         if (cJSON_IsString(rv))
             snprintf(lk->rv, sizeof lk->rv, "%s", rv->valuestring);
-        lk->renewed_at = now_mono();
     } else {
         char m[2300];
         rest_error_string(&r.err, m, sizeof m);
-        snprintf(err, errlen, "renewing lease %s/%s: %s", lk->ns, lk->name, m);
-        if (r.err.code == 409)
-            lk->held = 0;
+        snprintf(err, errlen, "lease %s/%s: %s", lk->ns, lk->name, m);
+        code = r.err.code ? r.err.code : -1;
     }
     rest_result_free(&r);
-    return rc == 0 ? 0 : (lk->held ? 0 : -1);
+    return code;
+}
+
+int lock_renew(struct lock *lk, char *err, size_t errlen)
+{
+    if (!lk->held || now_mono() - lk->renewed_at < lk->duration_s / 3.0)
+        return 0;
+    long code = patch_lease(lk, lk->holder, err, errlen);
+    if (code == 0)
+        lk->renewed_at = now_mono();
+    else if (code == 409 || now_mono() - lk->renewed_at >= lk->duration_s)
+        lk->held = 0; /* someone else wrote it, or it expired unrenewed */
+    /* A transient failure keeps the lease until it would expire. */
+    return lk->held ? 0 : -1;
 }
 
 void lock_release(struct lock *lk)
 {
     if (!lk->held)
         return;
-    char err[512];
-    cJSON *b = lease_body(lk, "", 0, NULL, lk->rv);
-    cJSON *spec = cJSON_GetObjectItemCaseSensitive(b, "spec");
-    cJSON_DeleteItemFromObject(spec, "leaseTransitions");
-    cJSON_DeleteItemFromObject(spec, "acquireTime");
-    char path[512];
-    lease_path(lk, path, sizeof path, 1);
-    char *s = b ? cJSON_PrintUnformatted(b) : NULL;
-    cJSON_Delete(b);
-    if (s) {
-        struct rest_result r;
-        if (rest_do(lk->c, "PATCH", path, NULL, "application/merge-patch+json", s, strlen(s), 1,
-                    30, &r) != 0) {
-            rest_error_string(&r.err, err, sizeof err);
-            log_warn("lock: could not release lease %s/%s: %s (it expires by itself)", lk->ns,
-                     lk->name, err);
-        }
-        rest_result_free(&r);
-        free(s);
-    }
+    char err[2600];
+    if (patch_lease(lk, "", err, sizeof err) != 0)
+        log_warn("lock: could not release it: %s (it expires by itself)", err);
     lk->held = 0;
 }

@@ -408,20 +408,30 @@ static void ctx_free(struct ctx *c)
     rest_free(c->rest);
 }
 
-int runner_run(const struct runner_opts *o)
+/* The tree first (a bad one exits before any cluster contact), then the
+ * connection. Returns 0 or an exit code, with c ready to free either way. */
+static int open_ctx(struct ctx *c, const struct runner_opts *o)
 {
-    struct ctx c;
-    memset(&c, 0, sizeof c);
-    c.o = o;
+    memset(c, 0, sizeof *c);
+    c->o = o;
     char err[2600];
-    if (tree_load(o->dir, &c.t, err, sizeof err) != 0) {
+    if (tree_load(o->dir, &c->t, err, sizeof err) != 0) {
         fatal("%s", err);
         return EXIT_PACKAGING;
     }
-    int rc = 0;
-    if (!(c.rest = connect_cluster(o))) {
-        ctx_free(&c);
+    if (!(c->rest = connect_cluster(o)))
         return EXIT_CLUSTER;
+    return 0;
+}
+
+int runner_run(const struct runner_opts *o)
+{
+    struct ctx c;
+    char err[2600];
+    int rc = open_ctx(&c, o);
+    if (rc != 0) {
+        ctx_free(&c);
+        return rc;
     }
     if (!o->k.dry_run) {
         char lease[256];
@@ -474,19 +484,12 @@ out:
 int runner_plan(const struct runner_opts *o)
 {
     struct ctx c;
-    memset(&c, 0, sizeof c);
-    c.o = o;
-    char err[2600];
-    if (tree_load(o->dir, &c.t, err, sizeof err) != 0) {
-        fatal("%s", err);
-        return EXIT_PACKAGING;
-    }
-    int rc;
     struct plan p;
     memset(&p, 0, sizeof p);
-    if (!(c.rest = connect_cluster(o))) {
+    int rc = open_ctx(&c, o);
+    if (rc != 0) {
         ctx_free(&c);
-        return EXIT_CLUSTER;
+        return rc;
     }
     if ((rc = read_ledger(&c)) != 0 || (rc = build_plan(&c, &p)) != 0)
         goto out;
