@@ -32,6 +32,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -243,6 +244,59 @@ static _Noreturn void run_lua_child(const struct launch *l)
     _exit(st == SANDBOX_OK ? 0 : 1);
 }
 
+/* The runner died: kill the migration's whole group, this process too. */
+static void on_parent_death(int sig)
+{
+    (void)sig;
+    kill(0, SIGKILL);
+    _exit(137);
+}
+
+/* The group leader of a shell migration does not exec: it forks bash and
+ * waits, so that when the runner dies (PDEATHSIG) it can kill bash's own
+ * children too, which PDEATHSIG alone would orphan. It passes bash's end on
+ * unchanged: the same exit code, or the same signal. */
+static _Noreturn void supervise_shell(const struct launch *l)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        report_spawn_error(STATUS_FD, "fork", errno);
+        _exit(127);
+    }
+    if (pid == 0) {
+        char arg0[] = "bash";
+        char *argv[] = {arg0, (char *)l->path, NULL};
+        signal(SIGUSR1, SIG_DFL);
+        execve("/bin/bash", argv, l->envp);
+        report_spawn_error(STATUS_FD, "execve", errno);
+        _exit(127);
+    }
+    /* EOF on the status fd now means bash exec'd: only it may hold it. */
+    close(STATUS_FD);
+    /* The parent's TERM on timeout is for bash and its children; this
+     * process must outlive bash to report how it ended. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR)
+            _exit(127);
+    }
+    if (WIFEXITED(status))
+        _exit(WEXITSTATUS(status));
+    int sig = WTERMSIG(status);
+    struct rlimit none = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &none);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    (void)sigprocmask(SIG_UNBLOCK, &set, NULL);
+    kill(getpid(), sig);
+    _exit(128 + sig);
+}
+
 static _Noreturn void run_child(const struct launch *l)
 {
     /* Its own group: the parent's kill(-pid) then reaches every descendant
@@ -253,9 +307,19 @@ static _Noreturn void run_child(const struct launch *l)
         _exit(127);
     }
     /* A runner that dies must not leave its migration running unsupervised
-     * while another runner takes the lease. (Reaches the child only; the
-     * group's grandchildren die with the pod.) */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != l->parent)
+     * while another runner takes the lease. A Lua child has no descendants,
+     * so SIGKILL to it is enough; a shell child stays as the group's
+     * supervisor, and its handler takes the whole group down. */
+    if (l->spec->is_shell) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_parent_death;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGUSR1, &sa, NULL) != 0)
+            _exit(127);
+    }
+    if (prctl(PR_SET_PDEATHSIG, l->spec->is_shell ? SIGUSR1 : SIGKILL) != 0 ||
+        getppid() != l->parent)
         _exit(127);
 
     /* Ignored dispositions survive fork and exec: the parent ignores SIGPIPE,
@@ -300,11 +364,7 @@ static _Noreturn void run_child(const struct launch *l)
             report_spawn_error(STATUS_FD, "chdir", errno);
             _exit(127);
         }
-        char arg0[] = "bash";
-        char *argv[] = {arg0, (char *)l->path, NULL};
-        execve("/bin/bash", argv, l->envp);
-        report_spawn_error(STATUS_FD, "execve", errno);
-        _exit(127);
+        supervise_shell(l);
     }
     run_lua_child(l);
 }
@@ -421,6 +481,7 @@ static void set_msg(struct child_result *res, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(res->message, sizeof res->message, fmt, ap);
     va_end(ap);
+    utf8_clip(res->message);
 }
 
 static void spawn_failed(struct child_result *res, const char *what, int err)

@@ -1,13 +1,15 @@
 /* kube.c: `kube.core`, the request policy under every kube verb.
  *
  * Owns, for each request a script makes: the ledger/lease write guard
- * (checked before anything is sent), dryRun=All on every mutating request in
- * dry-run mode, retries (429 honouring Retry-After, 5xx, connection errors,
- * timeouts; bounded by attempts, by a time budget and by the migration's
- * deadline; a POST only when it cannot have been applied), apiserver errors
- * turned into Lua values (code, reason, message, details, verb, path), and
- * the discovery cache, refetched once on a miss. Must never retry a request
- * whose repetition is unsafe, nor let a script reach the ledger. */
+ * (checked on the percent-decoded path before anything is sent; a path it
+ * cannot judge is refused), dryRun=All on every mutating request in dry-run
+ * mode, which requests count as idempotent when handing them to rest.c (which
+ * owns retries, bounded here by the migration's deadline), apiserver errors
+ * turned into Lua values (code, reason, message, details, verb, path, and
+ * the fresh continue token of a 410), the discovery cache, refetched once on
+ * a miss, and counters of connections and requests sent. Must never mark a
+ * request idempotent whose repetition is unsafe, nor let a script reach the
+ * ledger. */
 #include "kube.h"
 
 #include <curl/curl.h>

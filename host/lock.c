@@ -17,20 +17,37 @@
 #include "log.h"
 #include "util.h"
 
-static void micro_time(char buf[40], time_t t)
+/* MicroTime with real microseconds: a short lease is judged by others to
+ * the microsecond, so whole seconds would make it look up to 1 s older. */
+static void micro_time(char buf[40])
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, 40, "%Y-%m-%dT%H:%M:%S.000000Z", &tm);
+    gmtime_r(&ts.tv_sec, &tm);
+    char secs[32];
+    strftime(secs, sizeof secs, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, 40, "%.20s.%06ldZ", secs, (long)((ts.tv_nsec / 1000) % 1000000));
 }
 
-static time_t parse_time(const char *s)
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double parse_time(const char *s)
 {
     struct tm tm;
     memset(&tm, 0, sizeof tm);
-    if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
+    const char *rest = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    if (!rest)
         return 0;
-    return timegm(&tm);
+    double frac = 0;
+    if (*rest == '.')
+        frac = strtod(rest, NULL);
+    return (double)timegm(&tm) + frac;
 }
 
 static void lease_path(const struct lock *lk, char *buf, size_t n, int item)
@@ -43,7 +60,7 @@ static cJSON *lease_body(const struct lock *lk, const char *holder, long transit
                          const char *acquire, const char *rv)
 {
     char now[40];
-    micro_time(now, time(NULL));
+    micro_time(now);
     cJSON *o = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(o, "metadata");
     cJSON *spec = cJSON_AddObjectToObject(o, "spec");
@@ -100,7 +117,7 @@ static const char *jstr(const cJSON *o, const char *a, const char *b)
 }
 
 /* One attempt. 0 = held, 1 = held by someone else (holder in err), -1 = error. */
-static int try_acquire(struct lock *lk, char *err, size_t errlen)
+static int try_acquire(struct lock *lk, char *err, size_t errlen, int again)
 {
     char path[512];
     lease_path(lk, path, sizeof path, 1);
@@ -117,10 +134,8 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
         cJSON *b = lease_body(lk, lk->holder, 0, NULL, NULL);
         long code = write_lease(lk, "POST", b, err, errlen);
         cJSON_Delete(b);
-        if (code == 409) {
-            snprintf(err, errlen, "another runner created the lease first");
-            return 1;
-        }
+        if (code == 409) /* another runner created it first: say who */
+            return again ? try_acquire(lk, err, errlen, 0) : 1;
         return code == 0 ? 0 : -1;
     }
     const char *holder = jstr(r.json, "spec", "holderIdentity");
@@ -131,9 +146,9 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(r.json, "spec"), "leaseTransitions");
     double d = cJSON_IsNumber(dur) ? dur->valuedouble : lk->duration_s;
-    time_t renewed = parse_time(renew);
+    double renewed = parse_time(renew);
     int free_now = !holder || !*holder || strcmp(holder, lk->holder) == 0 ||
-                   (double)time(NULL) > (double)renewed + d;
+                   wall_now() > renewed + d;
     if (!free_now) {
         snprintf(err, errlen, "held by %s (renewed %s, expires after %.0fs without renewal)",
                  holder, renew ? renew : "never", d);
@@ -148,10 +163,8 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
     rest_result_free(&r);
     long code = write_lease(lk, "PUT", b, err, errlen);
     cJSON_Delete(b);
-    if (code == 409) {
-        snprintf(err, errlen, "another runner took the expired lease first");
-        return 1;
-    }
+    if (code == 409) /* another runner took it first: say who */
+        return again ? try_acquire(lk, err, errlen, 0) : 1;
     return code == 0 ? 0 : -1;
 }
 
@@ -170,7 +183,7 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
     double end = now_mono() + wait_s;
     int said = 0;
     for (;;) {
-        int rc = try_acquire(lk, err, errlen);
+        int rc = try_acquire(lk, err, errlen, 1);
         if (rc == 0) {
             lk->held = 1;
             lk->renewed_at = now_mono();
@@ -233,7 +246,7 @@ static long patch_lease(struct lock *lk, const char *holder, char *err, size_t e
 
 int lock_renew(struct lock *lk, char *err, size_t errlen)
 {
-    if (!lk->held || now_mono() - lk->renewed_at < lk->duration_s / 3.0)
+    if (!lk->held || now_mono() - lk->renewed_at < lk->duration_s / 4.0)
         return 0;
     long code = patch_lease(lk, lk->holder, err, errlen);
     if (code == 0)

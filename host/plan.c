@@ -105,6 +105,19 @@ static enum rec_state state_of(const struct plan *p, const struct ledger *l, con
 
 static const char *tier_of(const struct migration *m) { return m ? m->tier : "pre-apply"; }
 
+int plan_check_only(const struct tree *t, const char *only, char *msg, size_t len)
+{
+    if (tree_revoked(t, only)) {
+        snprintf(msg, len, "--only %s: the slug is revoked and must never run", only);
+        return EXIT_USAGE;
+    }
+    if (!tree_find(t, only)) {
+        snprintf(msg, len, "--only %s: no such migration in this image", only);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 int plan_build(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
                struct plan *p)
 {
@@ -119,18 +132,9 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
      * is refused whatever the ledger says. */
     const struct migration *only = NULL;
     if (o->only) {
-        if (tree_revoked(t, o->only)) {
-            p->refuse = EXIT_USAGE;
-            snprintf(p->refuse_msg, sizeof p->refuse_msg,
-                     "--only %s: the slug is revoked and must never run", o->only);
+        if ((p->refuse = plan_check_only(t, o->only, p->refuse_msg, sizeof p->refuse_msg)))
             return 0;
-        }
-        if (!(only = tree_find(t, o->only))) {
-            p->refuse = EXIT_USAGE;
-            snprintf(p->refuse_msg, sizeof p->refuse_msg,
-                     "--only %s: no such migration in this image", o->only);
-            return 0;
-        }
+        only = tree_find(t, o->only);
     }
 
     /* 3. Fresh install: record everything, run nothing (but an explicit

@@ -47,5 +47,8 @@ struct plan_opts {
 int plan_build(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
                struct plan *p);
 void plan_free(struct plan *p);
+/* The part of --only that needs no ledger: a revoked slug or one absent from
+ * the image is refused (returns the exit code, message in msg), else 0. */
+int plan_check_only(const struct tree *t, const char *only, char *msg, size_t len);
 const char *step_kind_name(enum step_kind k);
 #endif

@@ -105,6 +105,7 @@ static void event(struct ctx *c, const char *type, const char *reason, const cha
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    utf8_clip(msg);
     now_rfc3339(ts);
     gethostname(host, sizeof host - 1);
     const char *ns = c->o->k.ledger_namespace, *name = c->o->k.ledger_name;
@@ -235,7 +236,8 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         .grace_s = o->grace,
         .lua_mem_limit = o->memory,
         .tick = o->k.dry_run ? NULL : renew_tick,
-        .tick_every = 2,
+        /* Renew well inside the lease, however short it is. */
+        .tick_every = o->lease_duration / 4.0 < 2 ? o->lease_duration / 4.0 : 2,
         .ud = c,
     };
     if (!o->json_output) {
@@ -253,10 +255,11 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     if (!ok) {
         snprintf(r.reason, sizeof r.reason, "%s", res.reason ? res.reason : "Failed");
         snprintf(r.message, sizeof r.message, "%s", res.message);
+        utf8_clip(r.message);
         if (res.tail) {
             size_t tl = strlen(res.tail);
             const char *from = tl >= sizeof r.output ? res.tail + tl - (sizeof r.output - 1) : res.tail;
-            snprintf(r.output, sizeof r.output, "%s", from);
+            snprintf(r.output, sizeof r.output, "%s", utf8_start(from));
         }
     }
     child_result_free(&res);
@@ -275,6 +278,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     int abort = m->h.on_error == ON_ERROR_ABORT;
     char detail[1200];
     snprintf(detail, sizeof detail, "%s: %s", r.reason, r.message);
+    utf8_clip(detail);
     progress(c, k, n, s->tier, s->slug, abort ? "FAILED (abort)" : "FAILED (warn)", r.duration_ms,
              detail);
     event(c, "Warning", "MigrationFailed", "%s (%s) failed, on-error=%s: %s: %s", s->slug, s->tier,
@@ -433,6 +437,13 @@ int runner_run(const struct runner_opts *o)
         ctx_free(&c);
         return rc;
     }
+    /* A request the image cannot serve is refused before waiting for the
+     * lock another runner may hold. */
+    if (o->only && (rc = plan_check_only(&c.t, o->only, err, sizeof err)) != 0) {
+        fatal("%s", err);
+        ctx_free(&c);
+        return rc;
+    }
     if (!o->k.dry_run) {
         char lease[256];
         snprintf(lease, sizeof lease, "%s", o->k.lease_name);
@@ -440,7 +451,7 @@ int runner_run(const struct runner_opts *o)
         if (lock_acquire(&c.lk, c.rest, o->k.ledger_namespace, lease, o->lease_duration,
                          o->lock_timeout, &busy, err, sizeof err) != 0) {
             if (busy)
-                fatal("the runner lock %s/%s is %s; gave up after %.0fs", o->k.ledger_namespace,
+                fatal("the runner lock %s/%s is %s; gave up after %gs", o->k.ledger_namespace,
                       lease, err, o->lock_timeout);
             else
                 fatal("%s", err);

@@ -305,6 +305,7 @@ static void error_text(lua_State *L, int idx, char *err, size_t errlen)
 {
     const char *m = luaL_tolstring(L, idx, NULL);
     snprintf(err, errlen, "%s", m ? m : "(error object is not a string)");
+    utf8_clip(err);
     lua_pop(L, 1);
 }
 

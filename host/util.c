@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 double now_mono(void)
@@ -101,4 +102,34 @@ int parse_duration(const char *s, double *out)
         return -1;
     *out = total;
     return 0;
+}
+
+void utf8_clip(char *s)
+{
+    size_t n = strlen(s);
+    if (!n)
+        return;
+    /* Find where the last sequence starts and whether it is complete. */
+    size_t i = n;
+    int cont = 0;
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80 && cont < 3) {
+        i--;
+        cont++;
+    }
+    if (i == 0)
+        return;
+    unsigned char lead = (unsigned char)s[i - 1];
+    int need = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : 0;
+    if (lead >= 0x80 && cont < need)
+        s[i - 1] = '\0';
+}
+
+const char *utf8_start(const char *s)
+{
+    int skipped = 0;
+    while (((unsigned char)*s & 0xC0) == 0x80 && skipped < 3) {
+        s++;
+        skipped++;
+    }
+    return s;
 }

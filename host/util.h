@@ -12,4 +12,9 @@ void now_rfc3339(char buf[32]);
 
 /* Parses "90", "90s", "5m", "1h30m", "500ms" into seconds. 0 on success. */
 int parse_duration(const char *s, double *out);
+/* Cuts an incomplete UTF-8 sequence off the end of s (after a byte-count
+ * truncation), so what is stored is never a stray byte. */
+void utf8_clip(char *s);
+/* Skips continuation bytes at the start of a tail cut from a longer text. */
+const char *utf8_start(const char *s);
 #endif

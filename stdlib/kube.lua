@@ -1,10 +1,12 @@
 -- kube: the Kubernetes client migrations use.
 --
--- The verbs are thin: they build a path from the resolved resource and call
--- kube.core.request, which owns retries, dry run, the ledger guard and error
--- values. Errors are tables with code, reason, message, details, verb and
--- path; tostring() reads like kubectl. `get` returns nil only for NotFound;
--- every other error is raised.
+-- The verbs are thin: they build a path from the resolved resource, say
+-- whether repeating the request is safe (a create never is, a replace only
+-- with a resourceVersion, a JSON patch not when it edits array positions),
+-- and call kube.core.request, which (with host/rest.c) owns retries, dry run,
+-- the ledger guard and error values. Errors are tables with code, reason,
+-- message, details, verb and path; tostring() reads like kubectl. `get`
+-- returns nil only for NotFound; every other error is raised.
 
 local core = require('kube.core')
 local json = require('json')

@@ -182,10 +182,11 @@ describe('#e2e kube.list', function()
     local url = etcd_url()
     local before = tonumber(etcd(url, 'kv/range', { key = 'Lw==' }).header.revision)
     must(h.kubectl('create configmap bump -n ' .. NS))
-    must(h.kubectl('create configmap go-on -n ' .. NS))
     local rev = tonumber(etcd(url, 'kv/range', { key = 'Lw==' }).header.revision)
     assert.is_true(rev > before)
     etcd(url, 'kv/compaction', { revision = tostring(rev), physical = true })
+    -- only now may the script go on (it polls for this object)
+    must(h.kubectl('create configmap go-on -n ' .. NS))
     for _ = 1, 600 do
       if h.slurp(dir .. '/rc') ~= '' then break end
       sleep(0.1)
