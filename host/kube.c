@@ -505,7 +505,7 @@ static int l_request(lua_State *L)
         if (q)
             *q = '\0';
         before = rest_get_json(c->rest, bpath, NULL, sandbox_remaining(L), &be);
-        cJSON_Delete(be.details);
+        rest_error_free(&be);
     }
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
     struct rest_result r;

@@ -25,9 +25,10 @@ end
 local function start_proxy(args)
   local p = { dir = h.tmpdir() }
   p.ca = p.dir .. '/ca.pem'
-  must(h.run(string.format('%s -port-file %s -ca-file %s %s >%s 2>&1 & echo $! >%s',
+  -- not through h.run: its own redirections would take the echo's output
+  assert(os.execute(string.format('%s -port-file %s -ca-file %s %s >%s 2>&1 & echo $! >%s',
     h.q(PROXY), h.q(p.dir .. '/port'), h.q(p.ca), args or '', h.q(p.dir .. '/log'), h.q(p.dir .. '/pid'))))
-  p.pid = h.slurp(p.dir .. '/pid'):match('%d+')
+  p.pid = assert(h.slurp(p.dir .. '/pid'):match('%d+'), 'no pid for faultproxy')
   for _ = 1, 100 do
     p.port = h.slurp(p.dir .. '/port'):match('%d+')
     if p.port then break end
@@ -54,7 +55,7 @@ current-context: proxy
 end
 
 local function stop_proxy(p)
-  if p and p.pid then os.execute('kill ' .. p.pid .. ' 2>/dev/null') end
+  if p and p.pid then assert.is_true(os.execute('kill ' .. p.pid)) end
 end
 
 local function control(p, method, what, body)
