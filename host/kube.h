@@ -1,7 +1,7 @@
-/* kube.h: the C core of the `kube` Lua module (`kube.core`). Owns the
- * request policy every verb shares: which failures are retried and how long,
- * dry run, the ledger/lease write guard, apiserver errors as Lua values, and
- * discovery caching. The verbs themselves are thin Lua in stdlib/kube.lua. */
+/* kube.h: the C core of the `kube` Lua module (`kube.core`). Owns what every
+ * script request passes through: the ledger/lease write guard, dry run and
+ * its change report, apiserver errors as Lua values, and discovery caching.
+ * Retries live in rest.c; the verbs are thin Lua in stdlib/kube.lua. */
 #ifndef COZY_KUBE_H
 #define COZY_KUBE_H
 #include "kubeconfig.h"
