@@ -1,5 +1,6 @@
-/* util.c: the monotonic clock, whole-file reads and timestamps shared by the
- * host. Holds no state and makes no decisions. */
+/* util.c: the monotonic clock, whole-file reads, timestamps, durations and
+ * UTF-8-safe truncation shared by the host. Must never hold state or make a
+ * decision for its callers. */
 #include "util.h"
 
 #include <errno.h>
