@@ -6,32 +6,8 @@ local json = require('json')
 
 local BIN = os.getenv('COZY_MIGRATE') or 'build/cozy-migrate'
 
-local function q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function slurp(path)
-  local f = io.open(path, 'rb')
-  if not f then return '' end
-  local s = f:read('a')
-  f:close()
-  return s
-end
-
-local function write(path, content)
-  local f = assert(io.open(path, 'wb'))
-  assert(f:write(content))
-  f:close()
-  return path
-end
-
-local function tmpdir()
-  local p = assert(io.popen('mktemp -d'))
-  local d = p:read('l')
-  p:close()
-  assert(d and #d > 0, 'mktemp -d failed')
-  return d
-end
+local h = require('support.helpers')
+local q, slurp, write, tmpdir = h.q, h.slurp, h.write, h.tmpdir
 
 local dirs = {}
 local function scratch()

@@ -12,26 +12,13 @@ local SUFFIX = string.format('%d%d', os.time() % 100000, math.random(100, 999))
 local GROUP = 'g' .. SUFFIX .. '.cozystack.io'
 local KIND, PLURAL, SHORT = 'Gadget' .. SUFFIX, 'gadgets' .. SUFFIX, 'gdg' .. SUFFIX
 
-local function must(res)
-  assert.are.equal(0, res.code, res.err)
-  return res
-end
+local must = h.must
 
 local function run(body, ...)
-  local src = string.format("local kube = require('kube')\nlocal json = require('json')\nlocal NS = %q\n"
-    .. "local GROUP, KIND, PLURAL, SHORT = %q, %q, %q, %q\n%s", NS, GROUP, KIND, PLURAL, SHORT, body)
-  local res = h.lua(src, ...)
-  local last = res.out:match('([^\n]*)\n?$')
-  if last and last ~= '' then res.json = json.decode(last) end
-  return res
+  return h.kube_script({ NS = NS, GROUP = GROUP, KIND = KIND, PLURAL = PLURAL, SHORT = SHORT }, body, ...)
 end
 
-local function kapply(obj)
-  local f = h.write(os.tmpname() .. '.json', json.encode(obj))
-  local res = must(h.kubectl('apply -f ' .. f))
-  os.remove(f)
-  return res
-end
+local kapply = h.kapply
 
 local HR_CRD = {
   apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',

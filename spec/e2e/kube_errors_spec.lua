@@ -12,18 +12,10 @@ local SUFFIX = string.format('%d%d', os.time() % 100000, math.random(100, 999))
 local GROUP = 'e' .. SUFFIX .. '.cozystack.io'
 local PLURAL = 'things' .. SUFFIX
 
-local function must(res)
-  assert.are.equal(0, res.code, res.err)
-  return res
-end
+local must = h.must
 
 local function run(body, ...)
-  local src = string.format("local kube = require('kube')\nlocal json = require('json')\nlocal NS = %q\n"
-    .. "local PLURAL, GROUP = %q, %q\n%s", NS, PLURAL, GROUP, body)
-  local res = h.lua(src, ...)
-  local last = res.out:match('([^\n]*)\n?$')
-  if last and last ~= '' then res.json = json.decode(last) end
-  return res
+  return h.kube_script({ NS = NS, PLURAL = PLURAL, GROUP = GROUP }, body, ...)
 end
 
 -- Every error the script collects is reported with all its fields and

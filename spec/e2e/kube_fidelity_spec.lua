@@ -10,18 +10,10 @@ local GROUP = 'f' .. SUFFIX .. '.cozystack.io'
 local PLURAL = 'apps' .. SUFFIX
 local CR = PLURAL .. '.' .. GROUP
 
-local function must(res)
-  assert.are.equal(0, res.code, res.err)
-  return res
-end
+local must = h.must
 
 local function run(body, ...)
-  local src = string.format("local kube = require('kube')\nlocal json = require('json')\nlocal NS = %q\nlocal CR = %q\n%s",
-    NS, CR, body)
-  local res = h.lua(src, ...)
-  local last = res.out:match('([^\n]*)\n?$')
-  if last and last ~= '' then res.json = json.decode(last) end
-  return res
+  return h.kube_script({ NS = NS, CR = CR }, body, ...)
 end
 
 local function kapply(obj)

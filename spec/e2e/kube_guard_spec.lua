@@ -10,18 +10,10 @@ local json = require('json')
 
 local GNS = string.format('kg-%d-%d', os.time(), math.random(1000, 9999))
 
-local function must(res)
-  assert.are.equal(0, res.code, res.err)
-  return res
-end
+local must = h.must
 
 local function run(body, ...)
-  local src = string.format("local kube = require('kube')\nlocal json = require('json')\nlocal core = require('kube.core')\n"
-    .. "local GNS = %q\n%s", GNS, body)
-  local res = h.lua(src, ...)
-  local last = res.out:match('([^\n]*)\n?$')
-  if last and last ~= '' then res.json = json.decode(last) end
-  return res
+  return h.kube_script({ GNS = GNS }, body, ...)
 end
 
 local function rv(kind, name)

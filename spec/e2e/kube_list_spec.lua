@@ -9,10 +9,7 @@ local json = require('json')
 local NS = string.format('kl-%d-%d', os.time(), math.random(1000, 9999))
 local BULK = 1200
 
-local function must(res)
-  assert.are.equal(0, res.code, res.err)
-  return res
-end
+local must = h.must
 
 local function script(body)
   return string.format("local kube = require('kube')\nlocal json = require('json')\nlocal core = require('kube.core')\n"
@@ -20,10 +17,7 @@ local function script(body)
 end
 
 local function run(body, ...)
-  local res = h.lua(script(body), ...)
-  local last = res.out:match('([^\n]*)\n?$')
-  if last and last ~= '' then res.json = json.decode(last) end
-  return res
+  return h.kube_script({ NS = NS }, body, ...)
 end
 
 local function sleep(s) os.execute('sleep ' .. s) end

@@ -10,10 +10,7 @@ local json = require('json')
 local NS = string.format('kr-%d-%d', os.time(), math.random(1000, 9999))
 local PROXY = h.root .. '/build/testenv/bin/faultproxy'
 
-local function must(res)
-  assert.are.equal(0, res.code, res.err)
-  return res
-end
+local must = h.must
 
 local function sleep(s) os.execute('sleep ' .. s) end
 

@@ -8,32 +8,15 @@ local json = require('json')
 
 local NS = string.format('kv-%d-%d', os.time(), math.random(1000, 9999))
 
-local function must(res)
-  assert.are.equal(0, res.code, res.err)
-  return res
-end
+local must = h.must
 
--- run(body [, flags...]) runs body in the sandbox with kube, json and NS
--- defined; the script's last stdout line is decoded as JSON into res.json.
 local function run(body, ...)
-  local src = string.format("local kube = require('kube')\nlocal json = require('json')\nlocal NS = %q\n%s",
-    NS, body)
-  local res = h.lua(src, ...)
-  local last = res.out:match('([^\n]*)\n?$')
-  if last and last ~= '' then res.json = json.decode(last) end
-  return res
+  return h.kube_script({ NS = NS }, body, ...)
 end
 
-local function kubectl_json(args)
-  return json.decode(must(h.kubectl(args .. ' -o json')).out)
-end
+local kubectl_json = h.kubectl_json
 
-local function kapply(obj)
-  local f = h.write(os.tmpname() .. '.json', json.encode(obj))
-  local res = must(h.kubectl('apply -f ' .. f))
-  os.remove(f)
-  return res
-end
+local kapply = h.kapply
 
 local function deployment(name)
   return {

@@ -24,10 +24,7 @@ spec:
         x-kubernetes-preserve-unknown-fields: true
 ]]
 
-local function must(res)
-  assert.are.equal(0, res.code, res.err)
-  return res
-end
+local must = h.must
 
 describe('#e2e the smoke test', function()
   setup(function()

@@ -73,6 +73,41 @@ function M.lua(source, ...)
   return res
 end
 
+-- must(res) asserts a command exited 0 and returns its result.
+function M.must(res)
+  require('luassert').are.equal(0, res.code, res.err)
+  return res
+end
+
+-- kube_script(vars, body [, flags...]) runs body in the sandbox with kube,
+-- json and kube.core (as core) required and each of vars defined as a local
+-- string; the script's last stdout line, when JSON, is decoded into res.json.
+function M.kube_script(vars, body, ...)
+  local names = {}
+  for k in pairs(vars) do names[#names + 1] = k end
+  table.sort(names)
+  local pre = { "local kube = require('kube')", "local json = require('json')",
+    "local core = require('kube.core')" }
+  for _, k in ipairs(names) do pre[#pre + 1] = string.format('local %s = %q', k, vars[k]) end
+  local res = M.lua(table.concat(pre, '\n') .. '\n' .. body, ...)
+  local last = res.out:match('([^\n]*)\n?$')
+  if last and last ~= '' then res.json = require('json').decode(last) end
+  return res
+end
+
+-- kapply(obj) applies an object (a table) with the testenv kubectl.
+function M.kapply(obj)
+  local f = M.write(os.tmpname() .. '.json', require('json').encode(obj))
+  local res = M.must(M.kubectl('apply -f ' .. f))
+  os.remove(f)
+  return res
+end
+
+-- kubectl_json(args) runs `kubectl ARGS -o json` and decodes the output.
+function M.kubectl_json(args)
+  return require('json').decode(M.must(M.kubectl(args .. ' -o json')).out)
+end
+
 function M.kubectl(args)
   return M.run(shell_quote(M.testenv) .. ' kubectl ' .. args)
 end
