@@ -47,6 +47,7 @@ struct ctx {
     struct ledger l;
     struct lock lk;
     size_t ledger_bytes;
+    int size_warned;        /* the 80% warning is given once a run */
     int lock_lost;
 };
 
@@ -175,12 +176,13 @@ static int write_record(struct ctx *c, const char *slug, const struct record *r)
         return -1;
     }
     char *v = record_format(r);
-    size_t before = c->ledger_bytes;
     c->ledger_bytes += strlen(slug) + 2 + (v ? strlen(v) : 0);
     free(v);
-    if (before <= LEDGER_LIMIT * 8 / 10 && c->ledger_bytes > LEDGER_LIMIT * 8 / 10)
+    if (!c->size_warned && c->ledger_bytes > LEDGER_LIMIT * 8 / 10) {
+        c->size_warned = 1;
         log_warn("the ledger %s/%s holds about %zu KiB, past 80%% of the 1 MiB object limit",
                  c->o->k.ledger_namespace, c->o->k.ledger_name, c->ledger_bytes / 1024);
+    }
     return 0;
 }
 

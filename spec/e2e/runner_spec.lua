@@ -1315,4 +1315,24 @@ error(err)]], what)
     end
     lacks(raw.accents, '\u{fffd}', 'record')
   end)
+
+  it('warns when the ledger passes 80% of the 1 MiB object limit', function()
+    local ns = new_ns()
+    local dir = fixture.tree({
+      batches = { { '00001-v1.0.0', { 'small' } } },
+      scripts = { small = { body = lua_marker(ns, 'small') } },
+    })
+    -- an unrelated key already holding ~830 KiB: one more record crosses 80%
+    make_ledger(ns, { padding = string.rep('x', 830 * 1024) })
+    local res = must(run(dir, ns))
+    contains(res.err, 'past 80% of the 1 MiB object limit', 'stderr')
+    assert.are.equal('ok', records(ns).small.state)
+    local ns2 = new_ns()
+    local dir2 = fixture.tree({
+      batches = { { '00001-v1.0.0', { 'small' } } },
+      scripts = { small = { body = lua_marker(ns2, 'small') } },
+    })
+    make_ledger(ns2, {})
+    lacks(must(run(dir2, ns2)).err, 'object limit', 'stderr of a small ledger')
+  end)
 end)
