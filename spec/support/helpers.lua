@@ -3,7 +3,13 @@
 -- and the test cluster's kubectl.
 local M = {}
 
-M.root = os.getenv('COZY_ROOT') or '.'
+-- Absolute, so specs that cd elsewhere (or build into it) land in the repo.
+M.root = os.getenv('COZY_ROOT')
+if not M.root or M.root == '' then
+  local p = io.popen('pwd')
+  M.root = p:read('l')
+  p:close()
+end
 M.bin = os.getenv('COZY_MIGRATE') or (M.root .. '/build/cozy-migrate')
 M.testenv = M.root .. '/tools/testenv'
 
