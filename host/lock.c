@@ -80,26 +80,30 @@ static cJSON *lease_body(const struct lock *lk, const char *holder, long transit
 }
 
 /* Sends a Lease write; on success remembers the new resourceVersion.
- * Returns 0, or the HTTP code (409 = lost a race), or -1. */
+ * POST creates; PUT and PATCH carry our resourceVersion, so they are safe to
+ * repeat and fail with 409 if anyone else wrote the Lease since. Returns 0,
+ * the HTTP code (409 = lost a race), or -1. */
 static long write_lease(struct lock *lk, const char *method, cJSON *body, char *err, size_t errlen)
 {
     char path[512];
-    lease_path(lk, path, sizeof path, strcmp(method, "PUT") == 0);
+    int create = strcmp(method, "POST") == 0;
+    lease_path(lk, path, sizeof path, !create);
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    const char *ctype = strcmp(method, "PATCH") == 0 ? "application/merge-patch+json"
+                                                     : "application/json";
     struct rest_result r;
-    /* A PUT with a resourceVersion is safe to repeat; a create is not. */
-    int rc = rest_do(lk->c, method, path, NULL, "application/json", s, strlen(s),
-                     strcmp(method, "PUT") == 0, 60, &r);
+    int rc = rest_do(lk->c, method, path, NULL, ctype, s, strlen(s), !create, 60, &r);
     free(s);
     long code = 0;
     if (rc == 0) {
         const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(r.json, "metadata"), "resourceVersion");
-        snprintf(lk->rv, sizeof lk->rv, "%s", cJSON_IsString(rv) ? rv->valuestring : "");
+        if (cJSON_IsString(rv))
+            snprintf(lk->rv, sizeof lk->rv, "%s", rv->valuestring);
     } else {
         char m[2300];
         rest_error_string(&r.err, m, sizeof m);
@@ -207,40 +211,15 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
     }
 }
 
-/* A merge patch of holder and renewTime, guarded by our resourceVersion so
- * it fails (409) if anyone else wrote the Lease since. Returns 0, the HTTP
- * code, or -1. */
+/* A merge patch of holder and renewTime, guarded by our resourceVersion. */
 static long patch_lease(struct lock *lk, const char *holder, char *err, size_t errlen)
 {
     cJSON *b = lease_body(lk, holder, 0, NULL, lk->rv);
     cJSON *spec = cJSON_GetObjectItemCaseSensitive(b, "spec");
     cJSON_DeleteItemFromObject(spec, "leaseTransitions");
     cJSON_DeleteItemFromObject(spec, "acquireTime");
-    char path[512];
-    lease_path(lk, path, sizeof path, 1);
-    char *s = b ? cJSON_PrintUnformatted(b) : NULL;
+    long code = write_lease(lk, "PATCH", b, err, errlen);
     cJSON_Delete(b);
-    if (!s) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    struct rest_result r;
-    int rc = rest_do(lk->c, "PATCH", path, NULL, "application/merge-patch+json", s, strlen(s), 1,
-                     30, &r);
-    free(s);
-    long code = 0;
-    if (rc == 0) {
-        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(r.json, "metadata"), "resourceVersion");
-        if (cJSON_IsString(rv))
-            snprintf(lk->rv, sizeof lk->rv, "%s", rv->valuestring);
-    } else {
-        char m[2300];
-        rest_error_string(&r.err, m, sizeof m);
-        snprintf(err, errlen, "lease %s/%s: %s", lk->ns, lk->name, m);
-        code = r.err.code ? r.err.code : -1;
-    }
-    rest_result_free(&r);
     return code;
 }
 

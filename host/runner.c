@@ -348,6 +348,19 @@ static int build_plan(struct ctx *c, struct plan *p)
     return 0;
 }
 
+/* Reads the ledger and plans; a refusal is reported. 0 or an exit code. */
+static int read_and_plan(struct ctx *c, struct plan *p)
+{
+    int rc;
+    if ((rc = read_ledger(c)) != 0 || (rc = build_plan(c, p)) != 0)
+        return rc;
+    if (p->refuse) {
+        fatal("%s", p->refuse_msg);
+        return p->refuse;
+    }
+    return 0;
+}
+
 /* Fresh install and legacy seeding. Returns 0 or an exit code. */
 static int seed(struct ctx *c, struct plan *p)
 {
@@ -465,13 +478,8 @@ int runner_run(const struct runner_opts *o)
     memset(&p, 0, sizeof p);
     /* After acquiring, the ledger is read fresh: the previous holder may just
      * have written it. */
-    if ((rc = read_ledger(&c)) != 0 || (rc = build_plan(&c, &p)) != 0)
+    if ((rc = read_and_plan(&c, &p)) != 0)
         goto out;
-    if (p.refuse) {
-        fatal("%s", p.refuse_msg);
-        rc = p.refuse;
-        goto out;
-    }
     if ((rc = seed(&c, &p)) != 0)
         goto out;
     print_warnings(&p);
@@ -504,13 +512,8 @@ int runner_plan(const struct runner_opts *o)
         ctx_free(&c);
         return rc;
     }
-    if ((rc = read_ledger(&c)) != 0 || (rc = build_plan(&c, &p)) != 0)
+    if ((rc = read_and_plan(&c, &p)) != 0)
         goto out;
-    if (p.refuse) {
-        fatal("%s", p.refuse_msg);
-        rc = p.refuse;
-        goto out;
-    }
     if (p.fresh_install)
         printf("fresh install: the ledger %s/%s is absent; run would create it, record %zu "
                "migrations as skipped-fresh-install and run nothing%s\n",

@@ -164,6 +164,22 @@ local function run(dir, ns, ...)
   return h.cozy('run', '--dir', dir, '--namespace', ns, ...)
 end
 
+-- The shell command line of `cozy-migrate run` on dir and ns, with flags.
+local function runner_cmd(dir, ns, flags)
+  return string.format('%s run --dir %s --namespace %s %s', h.q(BIN), h.q(dir), ns, flags)
+end
+
+-- alongside(base, delay, second): starts the runner command `base` in the
+-- background (output in o1/e1, pid in pid, exit code in r1), runs the shell
+-- snippet `second` after `delay` seconds ($p is the first runner's pid),
+-- waits for the first, and returns the directory holding those files.
+local function alongside(base, delay, second)
+  local out = h.tmpdir()
+  h.run(string.format('cd %s && { %s >o1 2>e1 & p=$!; echo $p >pid; sleep %s; %s; wait $p; echo $? >r1; }',
+    h.q(out), base, delay, second))
+  return out
+end
+
 local function events(ns)
   return kjson('get events -n ' .. ns).items
 end
@@ -772,7 +788,7 @@ describe('#e2e the runner', function()
       })
       make_ledger(ns, {})
       local out = h.tmpdir()
-      local cmd = string.format('%s run --dir %s --namespace %s --lock-timeout 60s', h.q(BIN), h.q(dir), ns)
+      local cmd = runner_cmd(dir, ns, '--lock-timeout 60s')
       must(h.run(string.format(
         'cd %s && { ( %s >o1 2>e1; echo $? >r1 ) & ( %s >o2 2>e2; echo $? >r2 ) & wait; }',
         h.q(out), cmd, cmd)))
@@ -815,13 +831,10 @@ describe('#e2e the runner', function()
         scripts = { long = { shell = true, body = 'sleep 5' } },
       })
       make_ledger(ns, {})
-      local out = h.tmpdir()
-      local base = string.format('%s run --dir %s --namespace %s --lease-duration 3s', h.q(BIN), h.q(dir), ns)
+      local base = runner_cmd(dir, ns, '--lease-duration 3s')
       -- the second runner tries at 3.5 s and 4.5 s: past the 3 s duration of
       -- the first acquisition, so only renewals keep it out
-      h.run(string.format(
-        'cd %s && { %s >o1 2>e1 & p=$!; sleep 3.5; %s --lock-timeout 1s >o2 2>e2; echo $? >r2; wait $p; echo $? >r1; }',
-        h.q(out), base, base))
+      local out = alongside(base, 3.5, base .. ' --lock-timeout 1s >o2 2>e2; echo $? >r2')
       assert.are.equal('0\n', h.slurp(out .. '/r1'), h.slurp(out .. '/e1'))
       assert.are.equal('5\n', h.slurp(out .. '/r2'), h.slurp(out .. '/e2'))
       lacks(h.slurp(out .. '/e2'), 'taking over')
@@ -838,13 +851,10 @@ describe('#e2e the runner', function()
         scripts = { long = { shell = true, body = body } },
       })
       make_ledger(ns, {})
-      local out = h.tmpdir()
-      local base = string.format('%s run --dir %s --namespace %s --lease-duration 1s', h.q(BIN), h.q(dir), ns)
+      local base = runner_cmd(dir, ns, '--lease-duration 1s')
       -- a second runner tries every 0.1 s while the first one's migration runs
-      h.run(string.format(
-        'cd %s && { %s >o1 2>e1 & p=$!; sleep 0.3; for i in $(seq 25); do %s --lock-timeout 0.1s >>o2 2>>e2; ' ..
-        'echo $? >>r2; sleep 0.1; done; wait $p; echo $? >r1; }',
-        h.q(out), base, base))
+      local out = alongside(base, 0.3, 'for i in $(seq 25); do ' .. base ..
+        ' --lock-timeout 0.1s >>o2 2>>e2; echo $? >>r2; sleep 0.1; done')
       local starts = select(2, h.slurp(f):gsub('start', ''))
       os.remove(f)
       local e2 = h.slurp(out .. '/e2')
@@ -866,15 +876,13 @@ describe('#e2e the runner', function()
         scripts = { long = { shell = true, body = 'sleep 3.5' }, ['next'] = { body = lua_marker(ns, 'next') } },
       })
       make_ledger(ns, {})
-      local out = h.tmpdir()
-      local base = string.format('%s run --dir %s --namespace %s --lease-duration 3s', h.q(BIN), h.q(dir), ns)
+      local base = runner_cmd(dir, ns, '--lease-duration 3s')
       -- while `long` runs, someone else writes the Lease: the runner's next
       -- renewal (guarded by its resourceVersion) fails with a conflict
       local steal = string.format(
         '%s kubectl patch lease %s -n %s --type merge -p %s', h.q(TESTENV), LEASE, ns,
         h.q('{"spec":{"holderIdentity":"thief","leaseDurationSeconds":300}}'))
-      h.run(string.format('cd %s && { %s >o1 2>e1 & p=$!; sleep 1; %s >steal 2>&1; wait $p; echo $? >r1; }',
-        h.q(out), base, steal))
+      local out = alongside(base, 1, steal .. ' >steal 2>&1')
       contains(h.slurp(out .. '/steal'), 'patched', 'kubectl patch')
       assert.are.equal('5\n', h.slurp(out .. '/r1'), h.slurp(out .. '/e1'))
       contains(h.slurp(out .. '/e1'), 'lost the runner lock while long ran; not recording it')
@@ -892,11 +900,8 @@ describe('#e2e the runner', function()
         scripts = { slow = { shell = true, body = 'sleep 2' } },
       })
       make_ledger(ns, {})
-      local out = h.tmpdir()
-      local base = string.format('%s run --dir %s --namespace %s', h.q(BIN), h.q(dir), ns)
-      h.run(string.format(
-        'cd %s && { %s >o1 2>e1 & p=$!; echo $p >pid; sleep 0.7; %s --lock-timeout 1s >o2 2>e2; echo $? >r2; wait $p; echo $? >r1; }',
-        h.q(out), base, base))
+      local base = runner_cmd(dir, ns, '')
+      local out = alongside(base, 0.7, base .. ' --lock-timeout 1s >o2 2>e2; echo $? >r2')
       local pid = h.slurp(out .. '/pid'):match('%d+')
       assert.are.equal('0\n', h.slurp(out .. '/r1'), h.slurp(out .. '/e1'))
       assert.are.equal('5\n', h.slurp(out .. '/r2'), h.slurp(out .. '/e2'))
@@ -922,10 +927,8 @@ echo "end $$ $(date +%%s.%%N)" >> %s]], h.q(f), h.q(f), h.q(f))
       scripts = { sleepy = { shell = true, body = body } },
     })
     make_ledger(ns, {})
-    local out = h.tmpdir()
-    local base = string.format('%s run --dir %s --namespace %s --lease-duration 3s', h.q(BIN), h.q(dir), ns)
-    h.run(string.format('cd %s && { %s >o1 2>e1 & p=$!; echo $p >pid; sleep 1.5; kill -9 $p; wait $p; echo $? >r1; }',
-      h.q(out), base))
+    local base = runner_cmd(dir, ns, '--lease-duration 3s')
+    local out = alongside(base, 1.5, 'kill -9 $p')
     assert.are.equal('137\n', h.slurp(out .. '/r1'))
     local first = lines_of(f)
     assert.are.equal(1, #first, h.slurp(f))
@@ -965,10 +968,8 @@ echo "end $$ $(date +%%s.%%N)" >> %s]], h.q(f), h.q(f), h.q(f))
         body = string.format('echo "start $$" >> %s\nsleep 30.4246\necho end >> %s', h.q(f), h.q(f)) } },
     })
     make_ledger(ns, {})
-    local out = h.tmpdir()
-    local base = string.format('%s run --dir %s --namespace %s --lease-duration 3s', h.q(BIN), h.q(dir), ns)
-    h.run(string.format('cd %s && { %s >o1 2>e1 & p=$!; sleep 1; kill -9 $p; wait $p; echo $? >r1; }',
-      h.q(out), base))
+    local base = runner_cmd(dir, ns, '--lease-duration 3s')
+    local out = alongside(base, 1, 'kill -9 $p')
     assert.are.equal('137\n', h.slurp(out .. '/r1'))
     local bash_pid = h.slurp(f):match('start (%d+)')
     assert.is_string(bash_pid, 'the migration did not start')
