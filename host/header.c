@@ -1,4 +1,4 @@
-/* header.c: parses a script's `cozy-migration:` header lines.
+/* header.c: parses a script's `cozystack-migration:` header lines.
  *
  * Owns the header grammar: the lines sit in the leading comment block (after
  * an optional #! line), one `key=value` each, keys on-error (required:
@@ -15,7 +15,7 @@
 #include "manifest.h"
 #include "util.h"
 
-#define TAG "cozy-migration:"
+#define TAG "cozystack-migration:"
 
 const char *on_error_name(enum on_error e)
 {
@@ -122,7 +122,7 @@ int header_parse(const char *path, const char *text, size_t len, int lua, struct
     const char *prefix = lua ? "--" : "#";
     size_t plen = strlen(prefix);
     unsigned seen = 0;
-    int lines = 0, in_code = 0;
+    int lines = 0, in_code = 0, near_miss = 0;
     const char *p = text, *end = text + len;
     for (int line = 1; p < end; line++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -157,10 +157,15 @@ int header_parse(const char *path, const char *text, size_t len, int lua, struct
             }
         } else if (!comment) {
             in_code = 1;
+        } else if (strstr(body, "migration:")) {
+            near_miss = 1;
         }
     }
     if (!lines) {
-        snprintf(err, errlen, "%s: missing header (%s " TAG " on-error=abort|warn)", path, prefix);
+        snprintf(err, errlen,
+                 "%s: missing header: a migration starts with the line '%s " TAG
+                 " on-error=abort' (or on-error=warn)%s",
+                 path, prefix, near_miss ? "; other spellings are not a header" : "");
         return -1;
     }
     if (h->on_error == ON_ERROR_UNSET) {

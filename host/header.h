@@ -1,4 +1,4 @@
-/* header.h: the `cozy-migration:` header every script starts with. The one
+/* header.h: the `cozystack-migration:` header every script starts with. The one
  * parser of it, used by the runner, the linter and the spec harness. */
 #ifndef COZY_HEADER_H
 #define COZY_HEADER_H

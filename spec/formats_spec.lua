@@ -19,33 +19,34 @@ describe('a script header', function()
   it('reads on-error, requires and timeout', function()
     local h = assert(migrate.header([[
 -- A comment before the header is fine.
--- cozy-migration: on-error=warn
--- cozy-migration: requires=alpha, beta
--- cozy-migration: timeout=5m
+-- cozystack-migration: on-error=warn
+-- cozystack-migration: requires=alpha, beta
+-- cozystack-migration: timeout=5m
 local kube = require('kube')
 ]], 'x.lua'))
     assert.are.same({ on_error = 'warn', requires = { 'alpha', 'beta' }, timeout = 300 }, h)
   end)
 
   it('reads a shell header after a #! line', function()
-    local h = assert(migrate.header('#!/bin/bash\n# cozy-migration: on-error=abort\nset -e\n', 'x.sh', false))
+    local h = assert(migrate.header('#!/bin/bash\n# cozystack-migration: on-error=abort\nset -e\n', 'x.sh', false))
     assert.are.equal('abort', h.on_error)
   end)
 
   local bad = {
-    { 'is missing', 'local x = 1\n', 'x.lua: missing header' },
-    { 'has no on-error', '-- cozy-migration: timeout=1m\n', 'x.lua: header has no on%-error' },
-    { 'has an unknown key', '-- cozy-migration: on-error=abort\n-- cozy-migration: retries=3\n',
+    { 'is missing', 'local x = 1\n', "x.lua: missing header: a migration starts with the line '%-%- cozystack%-migration: on%-error=abort'" },
+    { 'is spelled another way', '-- cozy-migration: on-error=abort\nlocal x\n', 'x.lua: missing header: .*other spellings are not a header' },
+    { 'has no on-error', '-- cozystack-migration: timeout=1m\n', 'x.lua: header has no on%-error' },
+    { 'has an unknown key', '-- cozystack-migration: on-error=abort\n-- cozystack-migration: retries=3\n',
       "x.lua:2: unknown header key 'retries'" },
-    { 'has timeout=abc', '-- cozy-migration: on-error=abort\n-- cozy-migration: timeout=abc\n',
+    { 'has timeout=abc', '-- cozystack-migration: on-error=abort\n-- cozystack-migration: timeout=abc\n',
       'x.lua:2: timeout=abc: not a duration' },
-    { 'has a bad on-error', '-- cozy-migration: on-error=ignore\n', 'x.lua:1: on%-error=ignore: expected abort or warn' },
-    { 'repeats a key', '-- cozy-migration: on-error=abort\n-- cozy-migration: on-error=warn\n',
+    { 'has a bad on-error', '-- cozystack-migration: on-error=ignore\n', 'x.lua:1: on%-error=ignore: expected abort or warn' },
+    { 'repeats a key', '-- cozystack-migration: on-error=abort\n-- cozystack-migration: on-error=warn\n',
       "x.lua:2: header key 'on%-error' given twice" },
-    { 'requires a bad slug', '-- cozy-migration: on-error=abort\n-- cozy-migration: requires=Bad_Slug\n',
+    { 'requires a bad slug', '-- cozystack-migration: on-error=abort\n-- cozystack-migration: requires=Bad_Slug\n',
       "x.lua:2: requires: 'Bad_Slug' is not a valid slug" },
-    { 'is not key=value', '-- cozy-migration: abort\n', "x.lua:1: header line 'abort' is not key=value" },
-    { 'comes after code', 'local x\n-- cozy-migration: on-error=abort\n', 'x.lua:2: header line after the first line of code' },
+    { 'is not key=value', '-- cozystack-migration: abort\n', "x.lua:1: header line 'abort' is not key=value" },
+    { 'comes after code', 'local x\n-- cozystack-migration: on-error=abort\n', 'x.lua:2: header line after the first line of code' },
   }
   for _, case in ipairs(bad) do
     it('is refused when it ' .. case[1], function()
@@ -161,16 +162,16 @@ describe('a migrations tree', function()
   end)
   it('is refused when a slug is shipped in two tiers', function()
     refused({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = {} },
-      raw = { ['migrations/background/a.lua'] = '-- cozy-migration: on-error=warn\n' } },
+      raw = { ['migrations/background/a.lua'] = '-- cozystack-migration: on-error=warn\n' } },
       "slug 'a' is shipped twice")
   end)
   it('is refused when a file name is not a valid slug', function()
     refused({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = {} },
-      raw = { ['migrations/pre-apply/Bad_Name.lua'] = '-- cozy-migration: on-error=warn\n' } },
+      raw = { ['migrations/pre-apply/Bad_Name.lua'] = '-- cozystack-migration: on-error=warn\n' } },
       "'Bad_Name' is not a valid slug")
   end)
   it('is refused when a header does not parse', function()
-    refused({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = { header = '-- cozy-migration: on-error=maybe' } } },
+    refused({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = { header = '-- cozystack-migration: on-error=maybe' } } },
       'a%.lua:1: on%-error=maybe')
   end)
   it('is refused when a revoked slug is unknown', function()
@@ -179,7 +180,7 @@ describe('a migrations tree', function()
   end)
   it('is refused when a requires points to a later migration', function()
     refused({ batches = { { '00001-v1', { 'a', 'b' } } },
-      scripts = { a = { header = '-- cozy-migration: on-error=abort\n-- cozy-migration: requires=b' }, b = {} } },
+      scripts = { a = { header = '-- cozystack-migration: on-error=abort\n-- cozystack-migration: requires=b' }, b = {} } },
       "requires 'b', which runs after it")
   end)
   it('is refused when the manifest is missing', function()

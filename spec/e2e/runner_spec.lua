@@ -574,27 +574,27 @@ describe('#e2e the runner', function()
       { 'a slug in two tiers', function(ns)
         return { batches = { { '00001-v1.0.0', { 'first', 'both' } } },
                  scripts = { first = { body = lua_marker(ns, 'first') }, both = {} },
-                 raw = { ['migrations/background/both.lua'] = '-- cozy-migration: on-error=warn\n' } }
+                 raw = { ['migrations/background/both.lua'] = '-- cozystack-migration: on-error=warn\n' } }
       end, "slug 'both' is shipped twice" },
       { 'a file name that is not a slug', function(ns)
         return { batches = { { '00001-v1.0.0', { 'first' } } },
                  scripts = { first = { body = lua_marker(ns, 'first') } },
-                 raw = { ['migrations/pre-apply/Bad_Name.lua'] = '-- cozy-migration: on-error=warn\n' } }
+                 raw = { ['migrations/pre-apply/Bad_Name.lua'] = '-- cozystack-migration: on-error=warn\n' } }
       end, "pre-apply/Bad_Name.lua: 'Bad_Name' is not a valid slug" },
       { 'a header without on-error', function(ns)
         return { batches = { { '00001-v1.0.0', { 'first', 'noerr' } } },
                  scripts = { first = { body = lua_marker(ns, 'first') },
-                             noerr = { header = '-- cozy-migration: timeout=5m' } } }
+                             noerr = { header = '-- cozystack-migration: timeout=5m' } } }
       end, 'noerr.lua: header has no on-error' },
       { 'an unknown header key', function(ns)
         return { batches = { { '00001-v1.0.0', { 'first', 'colour' } } },
                  scripts = { first = { body = lua_marker(ns, 'first') },
-                             colour = { header = '-- cozy-migration: on-error=warn\n-- cozy-migration: colour=blue' } } }
+                             colour = { header = '-- cozystack-migration: on-error=warn\n-- cozystack-migration: colour=blue' } } }
       end, "colour.lua:2: unknown header key 'colour'" },
       { 'timeout=abc', function(ns)
         return { batches = { { '00001-v1.0.0', { 'first', 'slowpoke' } } },
                  scripts = { first = { body = lua_marker(ns, 'first') },
-                             slowpoke = { shell = true, header = '# cozy-migration: on-error=warn\n# cozy-migration: timeout=abc' } } }
+                             slowpoke = { shell = true, header = '# cozystack-migration: on-error=warn\n# cozystack-migration: timeout=abc' } } }
       end, 'slowpoke.sh:2: timeout=abc: not a duration' },
       { 'a malformed manifest line', function(ns)
         return { batches = { { '00001-v1.0.0', { 'first', 'second extra words' } } },

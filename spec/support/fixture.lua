@@ -34,8 +34,8 @@ function M.tree(spec)
     else
       path, prefix = dir .. '/migrations/' .. (s.tier or 'pre-apply') .. '/' .. slug .. '.lua', '--'
     end
-    local header = s.header or (prefix .. ' cozy-migration: on-error=' .. (s.on_error or 'abort') ..
-      (s.timeout and ('\n' .. prefix .. ' cozy-migration: timeout=' .. s.timeout) or ''))
+    local header = s.header or (prefix .. ' cozystack-migration: on-error=' .. (s.on_error or 'abort') ..
+      (s.timeout and ('\n' .. prefix .. ' cozystack-migration: timeout=' .. s.timeout) or ''))
     h.write(path, header .. '\n' .. (s.body or '') .. '\n')
   end
   if spec.revoked then
