@@ -20,7 +20,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -37,15 +36,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exitcodes.h"
+#include "defaults.h"
 #include "log.h"
 #include "sandbox.h"
 #include "util.h"
 
-#define DEFAULT_GRACE_S 10.0
-#define DEFAULT_LUA_MEM ((size_t)512 << 20)
-#define TAIL_LINES 20
-#define TAIL_MAX 4096           /* bytes of res->tail, NUL included */
+#define TAIL_LINES OUTPUT_TAIL_LINES
+#define TAIL_MAX OUTPUT_TAIL_MAX    /* bytes of res->tail, NUL included */
 #define RING_LINE_MAX 1024      /* one tail line; longer ones end in "..." */
 #define STREAM_LINE_MAX 4096    /* a longer line is streamed in pieces */
 #define STATUS_MAX 2048
@@ -187,6 +184,18 @@ struct launch {
     size_t mem;
 };
 
+/* What the Lua child's state learns about its run: handed over in the
+ * spec, never through a global or the environment. */
+static void lua_child_ctx(const struct launch *l, struct host_ctx *hc)
+{
+    memset(hc, 0, sizeof *hc);
+    if (l->spec->kube)
+        hc->kube = *l->spec->kube;
+    else
+        kube_default_options(&hc->kube);
+    hc->deadline = l->deadline;
+}
+
 static void close_from(int lowfd)
 {
 #ifdef SYS_close_range
@@ -206,13 +215,9 @@ static _Noreturn void run_lua_child(const struct launch *l)
 {
     log_set_prefix(l->slug);
     char err[1024] = "";
-    double timeout = 0;
-    if (l->deadline > 0) {
-        timeout = l->deadline - now_mono();
-        if (timeout < 0.001) /* 0 would mean "no deadline" */
-            timeout = 0.001;
-    }
-    struct sandbox_opts so = {.mem_limit = l->mem, .timeout_s = timeout};
+    struct host_ctx hc;
+    lua_child_ctx(l, &hc);
+    struct sandbox_opts so = {.mem_limit = l->mem, .ctx = &hc};
     struct sandbox *sb = sandbox_new(&so);
     enum sandbox_status st;
     if (!sb) {
@@ -383,24 +388,8 @@ struct reader {
 
 static void emit_line(struct reader *r, const char *s, size_t n)
 {
-    if (!r->quiet) {
-        /* One write per line, so lines of concurrent writers to our stderr
-         * are not interleaved mid-line. */
-        char out[STREAM_LINE_MAX + 256];
-        size_t at = 0;
-        out[at++] = '[';
-        size_t sl = strlen(r->slug);
-        if (sl > 200)
-            sl = 200;
-        memcpy(out + at, r->slug, sl);
-        at += sl;
-        out[at++] = ']';
-        out[at++] = ' ';
-        memcpy(out + at, s, n);
-        at += n;
-        out[at++] = '\n';
-        (void)write_all(STDERR_FILENO, out, at); /* a closed stderr must not stop the run */
-    }
+    if (!r->quiet)
+        log_script_line(r->slug, s, n);
     char *slot = r->ring[r->next];
     size_t keep = n;
     if (keep > RING_LINE_MAX) {
@@ -745,7 +734,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         .st_w = stp[1],
         .devnull = devnull,
         .deadline = spec->timeout_s > 0 ? start + spec->timeout_s : 0,
-        .mem = spec->lua_mem_limit ? spec->lua_mem_limit : DEFAULT_LUA_MEM,
+        .mem = spec->lua_mem_limit ? spec->lua_mem_limit : (size_t)DEFAULT_MEMORY_MB << 20,
     };
     /* Unflushed stdio output would otherwise be written twice, once by the
      * Lua child when it flushes. */
@@ -912,165 +901,23 @@ const char *child_outcome_name(enum child_outcome o)
     return "unknown";
 }
 
-/* ---- cozy-migrate exec ------------------------------------------------------ */
+/* ---- the result as data ---------------------------------------------------- */
 
-static const char exec_help[] =
-    "Usage: cozy-migrate exec [options] SLUG FILE\n"
-    "\n"
-    "Runs one migration FILE the way the runner does: in a supervised child\n"
-    "process with its own process group, its output streamed to stderr as\n"
-    "'[SLUG] line'. FILE ending in .sh runs in bash, anything else in the Lua\n"
-    "sandbox. Prints the result as one JSON line on stdout (outcome, reason,\n"
-    "message, exit_code, signal, duration_ms, tail, ticks). Never touches the\n"
-    "ledger. Exit 0 when the outcome is ok, 1 otherwise, 2 on usage errors.\n"
-    "\n"
-    "Options:\n"
-    "  --timeout DURATION  wall-clock deadline (default 10m)\n"
-    "  --grace DURATION    TERM -> KILL delay at the deadline (default 10s)\n"
-    "  --memory MIB        memory cap of the Lua state (default 512)\n"
-    "  --workdir DIR       shell: working directory\n"
-    "  --env NAME=VALUE    shell: extra environment entry (repeatable)\n"
-    "  --tick DURATION     count ticks at this interval (reported as ticks)\n"
-    "  --quiet             do not stream the output\n";
-
-static void exec_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void exec_usage(const char *fmt, ...)
+cJSON *child_result_json(const struct child_result *res, long ticks)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "cozy-migrate: exec: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see 'cozy-migrate exec --help')\n");
-    va_end(ap);
-}
-
-static void count_tick(void *ud) { (*(long *)ud)++; }
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-int child_cli(int argc, char **argv)
-{
-    enum { O_TIMEOUT = 256, O_GRACE, O_MEMORY, O_WORKDIR, O_ENV, O_TICK, O_QUIET, O_HELP };
-    static const struct option lo[] = {
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"grace", required_argument, NULL, O_GRACE},
-        {"memory", required_argument, NULL, O_MEMORY},
-        {"workdir", required_argument, NULL, O_WORKDIR},
-        {"env", required_argument, NULL, O_ENV},
-        {"tick", required_argument, NULL, O_TICK},
-        {"quiet", no_argument, NULL, O_QUIET},
-        {"help", no_argument, NULL, O_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    struct child_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.timeout_s = 10 * 60.0;
-    long ticks = 0;
-    char **env = calloc((size_t)argc + 1, sizeof *env);
-    if (!env) {
-        fprintf(stderr, "cozy-migrate: exec: out of memory\n");
-        return EXIT_FAILED;
-    }
-    size_t nenv = 0;
-    int rc = EXIT_USAGE;
-    opterr = 0;
-    int o;
-    while ((o = getopt_long(argc, argv, "+", lo, NULL)) != -1) {
-        switch (o) {
-        case O_HELP:
-            printf("%s", exec_help);
-            rc = EXIT_OK;
-            goto out;
-        case O_TIMEOUT:
-        case O_GRACE:
-        case O_TICK: {
-            double d;
-            if (parse_duration(optarg, &d) != 0 || !(d > 0)) {
-                exec_usage("--%s: '%s' is not a duration like 90s, 5m or 1h",
-                           o == O_TIMEOUT ? "timeout" : o == O_GRACE ? "grace" : "tick", optarg);
-                goto out;
-            }
-            if (o == O_TIMEOUT)
-                spec.timeout_s = d;
-            else if (o == O_GRACE)
-                spec.grace_s = d;
-            else {
-                spec.tick_every = d;
-                spec.tick = count_tick;
-                spec.ud = &ticks;
-            }
-            break;
-        }
-        case O_MEMORY: {
-            char *end;
-            long mb = strtol(optarg, &end, 10);
-            if (*end || end == optarg || mb < 1 || mb > 65536) {
-                exec_usage("--memory: '%s' is not a size in MiB (1..65536)", optarg);
-                goto out;
-            }
-            spec.lua_mem_limit = (size_t)mb << 20;
-            break;
-        }
-        case O_WORKDIR:
-            spec.workdir = optarg;
-            break;
-        case O_ENV: {
-            const char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg) {
-                exec_usage("--env: '%s' is not NAME=VALUE", optarg);
-                goto out;
-            }
-            env[nenv++] = optarg;
-            break;
-        }
-        case O_QUIET:
-            spec.quiet = 1;
-            break;
-        default: {
-            const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-            exec_usage("unknown flag or missing value: '%s'", bad);
-            goto out;
-        }
-        }
-    }
-    if (argc - optind != 2) {
-        exec_usage("expected SLUG and FILE");
-        goto out;
-    }
-    spec.slug = argv[optind];
-    spec.path = argv[optind + 1];
-    spec.is_shell = ends_with(spec.path, ".sh");
-    spec.env = nenv ? env : NULL;
-
-    struct child_result res;
-    child_run(&spec, &res);
     cJSON *j = cJSON_CreateObject();
-    int ok = j && cJSON_AddStringToObject(j, "outcome", child_outcome_name(res.outcome)) &&
-             (res.reason ? cJSON_AddStringToObject(j, "reason", res.reason) != NULL
-                         : cJSON_AddNullToObject(j, "reason") != NULL) &&
-             cJSON_AddStringToObject(j, "message", res.message) &&
-             cJSON_AddNumberToObject(j, "exit_code", res.exit_code) &&
-             cJSON_AddNumberToObject(j, "signal", res.signal) &&
-             cJSON_AddNumberToObject(j, "duration_ms", (double)res.duration_ms) &&
-             cJSON_AddStringToObject(j, "tail", res.tail ? res.tail : "") &&
+    int ok = j && cJSON_AddStringToObject(j, "outcome", child_outcome_name(res->outcome)) &&
+             (res->reason ? cJSON_AddStringToObject(j, "reason", res->reason) != NULL
+                          : cJSON_AddNullToObject(j, "reason") != NULL) &&
+             cJSON_AddStringToObject(j, "message", res->message) &&
+             cJSON_AddNumberToObject(j, "exit_code", res->exit_code) &&
+             cJSON_AddNumberToObject(j, "signal", res->signal) &&
+             cJSON_AddNumberToObject(j, "duration_ms", (double)res->duration_ms) &&
+             cJSON_AddStringToObject(j, "tail", res->tail ? res->tail : "") &&
              cJSON_AddNumberToObject(j, "ticks", (double)ticks);
-    char *s = ok ? cJSON_PrintUnformatted(j) : NULL;
-    if (s) {
-        printf("%s\n", s);
-        fflush(stdout);
-        rc = res.outcome == CHILD_OK ? EXIT_OK : EXIT_FAILED;
-    } else {
-        fprintf(stderr, "cozy-migrate: exec: out of memory\n");
-        rc = EXIT_FAILED;
+    if (!ok) {
+        cJSON_Delete(j);
+        return NULL;
     }
-    cJSON_free(s);
-    cJSON_Delete(j);
-    child_result_free(&res);
-out:
-    free(env);
-    return rc;
+    return j;
 }

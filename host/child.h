@@ -7,6 +7,9 @@
 #ifndef COZY_CHILD_H
 #define COZY_CHILD_H
 #include <stddef.h>
+#include <cjson/cJSON.h>
+
+#include "hostctx.h"
 
 struct child_spec {
     const char *slug;            /* prefix of every streamed output line */
@@ -15,8 +18,9 @@ struct child_spec {
     const char *workdir;         /* shell: working directory (legacy-sh/); NULL = inherit */
     char *const *env;            /* shell: extra NAME=VALUE entries, NULL-terminated, may be NULL */
     double timeout_s;            /* wall clock; TERM to the process group at the deadline; 0 = none */
-    double grace_s;              /* TERM -> KILL delay (0 -> 10s) */
-    size_t lua_mem_limit;        /* bytes, Lua only (0 -> 512 MiB) */
+    double grace_s;              /* TERM -> KILL delay (0 -> DEFAULT_GRACE_S) */
+    size_t lua_mem_limit;        /* bytes, Lua only (0 -> DEFAULT_MEMORY_MB) */
+    const struct kube_options *kube; /* Lua only: the kube module's options (NULL -> defaults) */
     void (*tick)(void *ud);      /* called in the parent about every tick_every seconds while waiting (lease renewal) */
     double tick_every;
     void *ud;
@@ -42,8 +46,9 @@ struct child_result {
                                     "killed by signal 9", or "timed out after 5m" */
     int exit_code, signal;       /* how the child process ended (0 when not applicable) */
     long duration_ms;
-    char *tail;                  /* last 20 lines of combined stdout+stderr, at most 4 KiB,
-                                    each line '\n'-terminated; malloc'd, free with child_result_free */
+    char *tail;                  /* last OUTPUT_TAIL_LINES lines of combined stdout+stderr, at most
+                                    OUTPUT_TAIL_MAX bytes, each line '\n'-terminated; malloc'd,
+                                    free with child_result_free */
 };
 
 /* Runs the migration and waits for it (and its whole process group) to end.
@@ -54,7 +59,7 @@ void child_result_free(struct child_result *res);
 /* "ok", "failed", "timeout", "killed", "crashed", "nomem", "spawn_error". */
 const char *child_outcome_name(enum child_outcome o);
 
-/* `cozy-migrate exec [options] SLUG FILE`: a test driver printing the result
- * as one JSON line. Exit 0 when OK, 1 otherwise, 2 on usage errors. */
-int child_cli(int argc, char **argv);
+/* The result as `cozy-migrate exec` prints it: outcome, reason, message,
+ * exit_code, signal, duration_ms, tail, ticks. NULL when out of memory. */
+cJSON *child_result_json(const struct child_result *res, long ticks);
 #endif

@@ -27,56 +27,16 @@
 #include "rest.h"
 #include "log.h"
 #include "luajson.h"
-#include "sandbox.h"
 #include "util.h"
 
 #define CLIENT_MT "cozy.kube.client"
 #define ERROR_MT "cozy.kube.error"
 
-static struct {
-    struct kube_options o;
-    char *strs[6];
-} opts;
+static const char CLIENT_KEY = 'k';
 
-void kube_default_options(struct kube_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->ledger_namespace = "cozy-system";
-    o->ledger_name = "cozystack-version";
-    o->lease_name = "cozystack-version-lock";
-    o->request_timeout = 30;
-    o->max_attempts = 6;
-    o->retry_budget = 60;
-}
-
-static const char *keep(int i, const char *s)
-{
-    free(opts.strs[i]);
-    opts.strs[i] = s ? strdup(s) : NULL;
-    return opts.strs[i];
-}
-
-void kube_set_options(const struct kube_options *o)
-{
-    opts.o = *o;
-    opts.o.cfg.kubeconfig = keep(0, o->cfg.kubeconfig);
-    opts.o.cfg.context = keep(1, o->cfg.context);
-    opts.o.ledger_namespace = keep(2, o->ledger_namespace);
-    opts.o.ledger_name = keep(3, o->ledger_name);
-    opts.o.lease_name = keep(4, o->lease_name);
-    opts.o.default_namespace = keep(5, o->default_namespace);
-}
-
-static void ensure_options(void)
-{
-    if (!opts.o.ledger_name) {
-        struct kube_options d;
-        kube_default_options(&d);
-        kube_set_options(&d);
-    }
-}
-
-struct client {
+/* One per Lua state, in its host context; the connection is opened on first
+ * use, so a script that never talks to the cluster runs without one. */
+struct kube_client {
     struct rest_client *rest;
     struct discovery disc;
     int disc_loaded;
@@ -84,32 +44,27 @@ struct client {
     int init_failed;
 };
 
-static const char *client_err(lua_State *L)
-{
-    return ((struct client *)lua_touserdata(L, lua_upvalueindex(1)))->init_err;
-}
-
 static int client_gc(lua_State *L)
 {
-    struct client *c = luaL_checkudata(L, 1, CLIENT_MT);
+    struct kube_client *c = luaL_checkudata(L, 1, CLIENT_MT);
     rest_free(c->rest);
     c->rest = NULL;
     discovery_clear(&c->disc);
     return 0;
 }
 
-/* The client is created on first use, so a script that never talks to the
- * cluster runs without one. It lives in the module functions' upvalue. */
-static struct client *get_client(lua_State *L)
+/* The context's client, connected. NULL when the cluster config cannot be
+ * resolved (the reason stays in c->init_err for every later call). */
+static struct kube_client *client_connect(struct host_ctx *hc)
 {
-    struct client *c = lua_touserdata(L, lua_upvalueindex(1));
+    struct kube_client *c = hc->client;
     if (c->rest)
         return c;
     if (c->init_failed)
         return NULL;
-    ensure_options();
-    struct rest_policy p = {opts.o.request_timeout, opts.o.max_attempts, opts.o.retry_budget};
-    if (!(c->rest = rest_new(&opts.o.cfg, &p, c->init_err, sizeof c->init_err))) {
+    const struct kube_options *o = &hc->kube;
+    struct rest_policy p = {o->request_timeout, o->max_attempts, o->retry_budget};
+    if (!(c->rest = rest_new(&o->cfg, &p, c->init_err, sizeof c->init_err))) {
         c->init_failed = 1;
         return NULL;
     }
@@ -275,19 +230,20 @@ static char *canonical_path(const char *path, const char **why)
 /* Would this request write the ledger ConfigMap, the runner's Lease, or the
  * namespace holding them? path is canonical (see canonical_path). The
  * body's name matters for a create. */
-static int guarded(const char *method, const char *path, const cJSON *body)
+static int guarded(const struct kube_options *o, const char *method, const char *path,
+                   const cJSON *body)
 {
     if (strcmp(method, "GET") == 0)
         return 0;
     const char *seg[16];
     size_t len[16];
     int n = split(path, seg, len, 16);
-    const char *ns = opts.o.ledger_namespace;
+    const char *ns = o->ledger_namespace;
     int i;
     const char *want;
     if (n >= 2 && seg_eq(seg[0], len[0], "api") && seg_eq(seg[1], len[1], "v1")) {
         i = 2;
-        want = opts.o.ledger_name;
+        want = o->ledger_name;
         if (n == 4 && seg_eq(seg[2], len[2], "namespaces") && seg_eq(seg[3], len[3], ns))
             return strcmp(method, "DELETE") == 0;
         if (n < 4 || !seg_eq(seg[2], len[2], "namespaces") || !seg_eq(seg[3], len[3], ns) ||
@@ -296,7 +252,7 @@ static int guarded(const char *method, const char *path, const cJSON *body)
     } else if (n >= 3 && seg_eq(seg[0], len[0], "apis") &&
                seg_eq(seg[1], len[1], "coordination.k8s.io")) {
         i = 3;
-        want = opts.o.lease_name;
+        want = o->lease_name;
         if (n < 6 || !seg_eq(seg[3], len[3], "namespaces") || !seg_eq(seg[4], len[4], ns) ||
             !seg_eq(seg[5], len[5], "leases"))
             return 0;
@@ -388,11 +344,58 @@ static const char *opt_field(lua_State *L, int t, const char *k)
     return s;
 }
 
+/* The C memory one request holds while it calls into Lua (which may raise:
+ * the memory cap, a bad query value), boxed in a userdata as lauxlib boxes
+ * its buffers: a raise leaves it to __gc, the normal path frees it at once
+ * through req_release. */
+#define REQ_MT "cozy.kube.req"
+struct req {
+    char *body;
+    cJSON *jbody;
+    cJSON *before;
+    struct sbuf path;           /* grows while the query is appended */
+    struct rest_result res;
+    int have_res;
+};
+
+static void req_release(struct req *q)
+{
+    free(q->body);
+    cJSON_Delete(q->jbody);
+    cJSON_Delete(q->before);
+    free(q->path.p);
+    if (q->have_res)
+        rest_result_free(&q->res);
+    memset(q, 0, sizeof *q);
+}
+
+static int req_gc(lua_State *L)
+{
+    req_release(luaL_checkudata(L, 1, REQ_MT));
+    return 0;
+}
+
+/* Pushes a new, empty box. May raise (memory). */
+static struct req *req_box(lua_State *L)
+{
+    struct req *q = lua_newuserdatauv(L, sizeof *q, 0);
+    memset(q, 0, sizeof *q);
+    if (luaL_newmetatable(L, REQ_MT)) {
+        lua_pushcfunction(L, req_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, req_gc);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_setmetatable(L, -2);
+    return q;
+}
+
 /* core.request{method=, path=, query=, body=, content_type=, accept=,
  *              verb=, idempotent=} -> {status=, body=} | nil, err
- * Raises only for misuse and for a write to the ledger. */
+ * May raise: for misuse, for a write to the ledger, and on memory. */
 static int l_request(lua_State *L)
 {
+    struct host_ctx *hc = host_ctx(L);
     luaL_checktype(L, 1, LUA_TTABLE);
     const char *method = opt_field(L, 1, "method");
     const char *path0 = opt_field(L, 1, "path");
@@ -411,132 +414,110 @@ static int l_request(lua_State *L)
     lua_pop(L, 1);
     int mutating = strcmp(method, "GET") != 0;
     int safe = idem_given ? idem : (strcmp(method, "POST") != 0 && strcmp(method, "PUT") != 0);
+    struct req *q = req_box(L);
+    int box = lua_gettop(L);
 
     /* body: a table is encoded here (never built from strings by scripts) */
-    cJSON *jbody = NULL;
-    char *body = NULL;
     size_t body_len = 0;
     lua_getfield(L, 1, "body");
     int bidx = lua_gettop(L);
     if (lua_istable(L, bidx) || ljson_isnull(L, bidx)) {
         char err[640];
-        jbody = ljson_to_cjson(L, bidx, err, sizeof err);
-        if (!jbody)
+        if (!(q->jbody = ljson_to_cjson(L, bidx, err, sizeof err)))
             return luaL_error(L, "kube.%s: %s", verb ? verb : "request", err);
-        body = cJSON_PrintUnformatted(jbody);
-        if (!body) {
-            cJSON_Delete(jbody);
+        if (!(q->body = cJSON_PrintUnformatted(q->jbody)))
             return luaL_error(L, "kube: out of memory");
-        }
-        body_len = strlen(body);
+        body_len = strlen(q->body);
     } else if (lua_type(L, bidx) == LUA_TSTRING) {
         /* Only the request layer's own callers pass strings (e.g. a JSON
          * patch already encoded by json.encode). */
         const char *s = lua_tolstring(L, bidx, &body_len);
-        body = malloc(body_len + 1);
-        if (!body)
+        if (!(q->body = malloc(body_len + 1)))
             return luaL_error(L, "kube: out of memory");
-        memcpy(body, s, body_len + 1);
-        jbody = cJSON_ParseWithLength(s, body_len);
+        memcpy(q->body, s, body_len + 1);
+        q->jbody = cJSON_ParseWithLength(s, body_len);
     }
-    ensure_options();
-    int blocked = 0;
     if (mutating) {
         const char *why = NULL;
         char *canon = canonical_path(path0, &why);
-        if (!canon) {
-            cJSON_Delete(jbody);
-            free(body);
+        if (!canon)
             return luaL_error(L, "kube.%s: refusing path %s: it has %s", verb ? verb : "request",
                               path0, why);
-        }
-        blocked = guarded(method, canon, jbody);
+        int blocked = guarded(&hc->kube, method, canon, q->jbody);
         free(canon);
-    }
-    cJSON_Delete(jbody);
-    if (blocked) {
-        free(body);
-        push_error(L, 0, "LedgerProtected",
-                   "the ledger is written by the runner: scripts may not write it or its lock",
-                   NULL, verb, method, path0);
-        return lua_error(L);
+        if (blocked) {
+            push_error(L, 0, "LedgerProtected",
+                       "the ledger is written by the runner: scripts may not write it or its lock",
+                       NULL, verb, method, path0);
+            return lua_error(L);
+        }
     }
 
     /* path + the caller's query + dryRun */
-    struct sbuf pb = {0};
+    struct sbuf *pb = &q->path;
     int first = strchr(path0, '?') == NULL;
-    sb_add(&pb, path0);
+    sb_add(pb, path0);
     lua_getfield(L, 1, "query");
-    if (append_query(&pb, L, lua_gettop(L), &first) != 0) {
-        free(pb.p);
-        free(body);
+    if (append_query(pb, L, lua_gettop(L), &first) != 0)
         return luaL_error(L, "kube: query parameters must be strings, numbers or booleans");
-    }
     lua_pop(L, 1);
-    if (mutating && opts.o.dry_run)
-        sb_add(&pb, first ? "?dryRun=All" : "&dryRun=All");
-    if (pb.oom) {
-        free(pb.p);
-        free(body);
+    if (mutating && hc->kube.dry_run)
+        sb_add(pb, first ? "?dryRun=All" : "&dryRun=All");
+    if (pb->oom)
         return luaL_error(L, "kube: out of memory");
-    }
-    lua_pushstring(L, pb.p);
-    free(pb.p);
-    const char *path = lua_tostring(L, -1);
 
-    struct client *c = get_client(L);
+    struct kube_client *c = client_connect(hc);
     if (!c) {
-        free(body);
+        req_release(q);
         lua_pushnil(L);
-        push_error(L, 0, "ConfigError", client_err(L), NULL, verb, method, path0);
+        push_error(L, 0, "ConfigError", hc->client->init_err, NULL, verb, method, path0);
         return 2;
     }
-    if (body && !ctype)
+    if (q->body && !ctype)
         ctype = "application/json";
     /* In dry run, read the object first so the report can name the fields
      * the write would change (a create has nothing to read). */
-    cJSON *before = NULL;
-    int report = mutating && opts.o.dry_run;
+    int report = mutating && hc->kube.dry_run;
+    double left = host_ctx_remaining(hc);
     if (report && strcmp(method, "POST") != 0) {
         struct rest_error be;
         char bpath[2048];
         snprintf(bpath, sizeof bpath, "%s", path0);
-        char *q = strchr(bpath, '?');
-        if (q)
-            *q = '\0';
-        before = rest_get_json(c->rest, bpath, NULL, sandbox_remaining(L), &be);
+        char *qm = strchr(bpath, '?');
+        if (qm)
+            *qm = '\0';
+        q->before = rest_get_json(c->rest, bpath, NULL, left, &be);
         rest_error_free(&be);
     }
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
-    struct rest_result r;
-    int rc = rest_do(c->rest, method, path, accept, ctype, body, body_len, safe,
-                     sandbox_remaining(L), &r);
-    free(body);
+    int rc = rest_do(c->rest, method, q->path.p, accept, ctype, q->body, body_len, safe,
+                     host_ctx_remaining(hc), &q->res);
+    q->have_res = 1;
     if (report && rc == 0)
-        dryrun_report(method, path0, before, r.json);
-    cJSON_Delete(before);
+        dryrun_report(method, path0, q->before, q->res.json);
     if (rc != 0) {
         lua_pushnil(L);
-        push_rest_error(L, &r.err, verb, method, path0);
-        rest_result_free(&r);
+        push_rest_error(L, &q->res.err, verb, method, path0);
+        req_release(q);
         return 2;
     }
     lua_createtable(L, 0, 3);
-    lua_pushinteger(L, r.status);
+    lua_pushinteger(L, q->res.status);
     lua_setfield(L, -2, "status");
-    if (r.json) {
+    if (q->res.json) {
         /* The raw text is not needed once parsed: free it before the Lua
          * copy is built, so a list page is held twice at most, not thrice. */
-        free(r.body);
-        r.body = NULL;
-        r.len = 0;
-        ljson_push(L, r.json);
-    } else if (r.len)
-        lua_pushlstring(L, r.body, r.len);
+        free(q->res.body);
+        q->res.body = NULL;
+        q->res.len = 0;
+        ljson_push(L, q->res.json);
+    } else if (q->res.len)
+        lua_pushlstring(L, q->res.body, q->res.len);
     else
         lua_pushnil(L);
     lua_setfield(L, -2, "body");
-    rest_result_free(&r);
+    req_release(q);
+    lua_remove(L, box);
     return 1;
 }
 
@@ -547,29 +528,22 @@ static int l_request(lua_State *L)
     "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"    \
     "application/json"
 
-/* Fetches one discovery document; pushes an error and returns NULL on failure. */
-static cJSON *fetch_json(lua_State *L, struct client *c, const char *path, const char *accept)
-{
-    struct rest_error e;
-    cJSON *j = rest_get_json(c->rest, path, accept, sandbox_remaining(L), &e);
-    if (!j) {
-        push_rest_error(L, &e, "discovery", "GET", path);
-        rest_error_free(&e);
-    }
-    return j;
-}
-
 /* Loads the whole catalogue: aggregated discovery (two requests) when the
- * server offers it, else the legacy walk over every group version. */
-static int load_discovery(lua_State *L, struct client *c)
+ * server offers it, else the legacy walk over every group version. Makes no
+ * Lua call, so nothing it holds can leak through a raise: a failure fills
+ * err and the path that failed, for the caller to push. */
+static int load_discovery(struct kube_client *c, double left, struct rest_error *err,
+                          char *failed, size_t flen)
 {
     discovery_clear(&c->disc);
     c->disc_loaded = 0;
     const char *roots[] = {"/api", "/apis"};
     for (int i = 0; i < 2; i++) {
-        cJSON *doc = fetch_json(L, c, roots[i], AGG_ACCEPT);
+        snprintf(failed, flen, "%s", roots[i]);
+        cJSON *doc = rest_get_json(c->rest, roots[i], AGG_ACCEPT, left, err);
         if (!doc)
             return -1;
+        rest_error_free(err);
         if (discovery_add_aggregated(&c->disc, doc) == 0) {
             cJSON_Delete(doc);
             continue;
@@ -580,13 +554,13 @@ static int load_discovery(lua_State *L, struct client *c)
             cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(doc, "versions")) {
                 if (!cJSON_IsString(v))
                     continue;
-                char p[128];
-                snprintf(p, sizeof p, "/api/%s", v->valuestring);
-                cJSON *rl = fetch_json(L, c, p, "application/json");
+                snprintf(failed, flen, "/api/%s", v->valuestring);
+                cJSON *rl = rest_get_json(c->rest, failed, "application/json", left, err);
                 if (!rl) {
                     cJSON_Delete(doc);
                     return -1;
                 }
+                rest_error_free(err);
                 discovery_add_resource_list(&c->disc, "", v->valuestring, 1, rl);
                 cJSON_Delete(rl);
             }
@@ -604,11 +578,11 @@ static int load_discovery(lua_State *L, struct client *c)
                         continue;
                     char p[512];
                     snprintf(p, sizeof p, "/apis/%s", gv->valuestring);
-                    cJSON *rl = fetch_json(L, c, p, "application/json");
+                    cJSON *rl = rest_get_json(c->rest, p, "application/json", left, err);
+                    rest_error_free(err);
                     if (!rl) {
                         /* An unavailable aggregated API must not hide the rest. */
                         log_warn("kube: discovery of %s failed; skipping it", gv->valuestring);
-                        lua_pop(L, 1);
                         continue;
                     }
                     discovery_add_resource_list(
@@ -659,33 +633,45 @@ static void push_resource(lua_State *L, const struct api_resource *r)
     lua_setfield(L, -2, "verbs");
 }
 
+/* Pushes nil and the error of a failed discovery. May raise (memory). */
+static int discovery_failed(lua_State *L, struct rest_error *e, const char *path)
+{
+    /* e owns C memory and the push may raise: box it first. */
+    struct req *q = req_box(L);
+    q->res.err = *e;
+    q->have_res = 1;
+    memset(e, 0, sizeof *e);
+    lua_pushnil(L);
+    push_rest_error(L, &q->res.err, "discovery", "GET", path);
+    req_release(q);
+    lua_remove(L, -3);
+    return 2;
+}
+
 /* core.resolve(name) -> resource | nil, err. A miss refetches discovery once,
- * since the script may just have created the CRD. */
+ * since the script may just have created the CRD. May raise (memory). */
 static int l_resolve(lua_State *L)
 {
+    struct host_ctx *hc = host_ctx(L);
     const char *name = luaL_checkstring(L, 1);
-    struct client *c = get_client(L);
+    struct kube_client *c = client_connect(hc);
     if (!c) {
         lua_pushnil(L);
-        push_error(L, 0, "ConfigError", client_err(L), NULL, "discovery", "GET", "/apis");
+        push_error(L, 0, "ConfigError", hc->client->init_err, NULL, "discovery", "GET", "/apis");
         return 2;
     }
+    struct rest_error e;
+    char failed[600];
     int fetched = 0;
     if (!c->disc_loaded) {
-        if (load_discovery(L, c) != 0) {
-            lua_pushnil(L);
-            lua_insert(L, -2);
-            return 2;
-        }
+        if (load_discovery(c, host_ctx_remaining(hc), &e, failed, sizeof failed) != 0)
+            return discovery_failed(L, &e, failed);
         fetched = 1;
     }
     const struct api_resource *r = discovery_resolve(&c->disc, name);
     if (!r && !fetched) {
-        if (load_discovery(L, c) != 0) {
-            lua_pushnil(L);
-            lua_insert(L, -2);
-            return 2;
-        }
+        if (load_discovery(c, host_ctx_remaining(hc), &e, failed, sizeof failed) != 0)
+            return discovery_failed(L, &e, failed);
         r = discovery_resolve(&c->disc, name);
     }
     if (!r) {
@@ -702,10 +688,12 @@ static int l_resolve(lua_State *L)
 
 /* ---- small host services the Lua side needs ------------------------------ */
 
+/* core.sleep(seconds): waits, never past the migration's deadline. */
 static int l_sleep(lua_State *L)
 {
+    struct host_ctx *hc = host_ctx(L);
     double s = luaL_checknumber(L, 1);
-    double left = sandbox_remaining(L);
+    double left = host_ctx_remaining(hc);
     if (s > left)
         s = left;
     rest_sleep(s);
@@ -720,7 +708,7 @@ static int l_now(lua_State *L)
 
 static int l_connects(lua_State *L)
 {
-    struct client *c = lua_touserdata(L, lua_upvalueindex(1));
+    struct kube_client *c = host_ctx(L)->client;
     lua_pushinteger(L, c->rest ? rest_connects(c->rest) : 0);
     return 1;
 }
@@ -729,34 +717,35 @@ static int l_connects(lua_State *L)
  * included): lets a test prove what was, or was not, sent. */
 static int l_requests(lua_State *L)
 {
-    struct client *c = lua_touserdata(L, lua_upvalueindex(1));
+    struct kube_client *c = host_ctx(L)->client;
     lua_pushinteger(L, c->rest ? rest_requests(c->rest) : 0);
     return 1;
 }
 
-/* core.config() -> {server, context, namespace, dry_run, ...} | nil, err */
+/* core.config() -> {server, context, namespace, ...} | nil, err.
+ * May raise (memory). */
 static int l_config(lua_State *L)
 {
-    struct client *c = get_client(L);
+    struct host_ctx *hc = host_ctx(L);
+    struct kube_client *c = client_connect(hc);
     if (!c) {
         lua_pushnil(L);
-        lua_pushstring(L, client_err(L));
+        lua_pushstring(L, hc->client->init_err);
         return 2;
     }
-    cJSON *d = kubeconfig_describe(rest_config(c->rest));
-    ljson_push(L, d);
-    cJSON_Delete(d);
+    struct ljson_box *box = ljson_box(L);
+    box->json = kubeconfig_describe(rest_config(c->rest));
+    ljson_push(L, box->json);
+    ljson_box_free(box);
+    lua_remove(L, -2);
     return 1;
 }
 
+/* The namespace a verb uses when the script names none: the kubeconfig
+ * context's (or the service account's), else "default", as kubectl does. */
 static int l_default_namespace(lua_State *L)
 {
-    ensure_options();
-    if (opts.o.default_namespace) {
-        lua_pushstring(L, opts.o.default_namespace);
-        return 1;
-    }
-    struct client *c = get_client(L);
+    struct kube_client *c = client_connect(host_ctx(L));
     const struct kube_config *kc = c ? rest_config(c->rest) : NULL;
     lua_pushstring(L, kc && kc->namespace && *kc->namespace ? kc->namespace : "default");
     return 1;
@@ -783,6 +772,24 @@ static int l_is_error(lua_State *L)
     return 1;
 }
 
+/* Creates the context's client (unconnected) the first time the module is
+ * opened in a state; a second require (busted insulation) shares it. */
+static void ensure_client(lua_State *L, struct host_ctx *hc)
+{
+    if (hc->client)
+        return;
+    struct kube_client *c = lua_newuserdatauv(L, sizeof *c, 0);
+    memset(c, 0, sizeof *c);
+    if (luaL_newmetatable(L, CLIENT_MT)) {
+        lua_pushcfunction(L, client_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &CLIENT_KEY);
+    hc->client = c;
+}
+
+/* May raise (memory, or a state without a host context). */
 int luaopen_kube_core(lua_State *L)
 {
     static const luaL_Reg f[] = {
@@ -798,24 +805,19 @@ int luaopen_kube_core(lua_State *L)
         {"is_error", l_is_error},
         {NULL, NULL},
     };
-    ensure_options();
+    struct host_ctx *hc = host_ctx(L);
+    if (!hc)
+        return luaL_error(L, "kube.core: this Lua state has no host context");
+    ensure_client(L, hc);
     ljson_init(L);
     push_error_mt(L);
     lua_pop(L, 1);
-    luaL_newlibtable(L, f);
-    struct client *c = lua_newuserdatauv(L, sizeof *c, 0);
-    memset(c, 0, sizeof *c);
-    if (luaL_newmetatable(L, CLIENT_MT)) {
-        lua_pushcfunction(L, client_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
-    luaL_setfuncs(L, f, 1);
-    lua_pushboolean(L, opts.o.dry_run);
+    luaL_newlib(L, f);
+    lua_pushboolean(L, hc->kube.dry_run);
     lua_setfield(L, -2, "dry_run");
-    lua_pushstring(L, opts.o.ledger_namespace);
+    lua_pushstring(L, hc->kube.ledger_namespace);
     lua_setfield(L, -2, "ledger_namespace");
-    lua_pushstring(L, opts.o.ledger_name);
+    lua_pushstring(L, hc->kube.ledger_name);
     lua_setfield(L, -2, "ledger_name");
     return 1;
 }

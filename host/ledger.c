@@ -1,18 +1,21 @@
-/* ledger.c: reads and writes the ledger ConfigMap.
+/* ledger.c: reads and writes the ledger ConfigMap, and its Events.
  *
- * Owns the ledger's wire shape: `version` (read only) and `m.<slug>` records;
- * the fresh-install create with its no-delete label and keep annotation; and
- * merge patches of `data.m.*`. Must never read-modify-write the object, use
+ * Owns the ledger's wire shape: `version` (read only) and `m.<slug>` records
+ * (the prefix is known here and nowhere else); the fresh-install create with
+ * its no-delete label and keep annotation; and merge patches of `data.m.*`. Must never read-modify-write the object, use
  * client-side apply, write `version`, or delete a key: legacy scripts still
  * `kubectl apply` the `version` key, and keys written by merge patch are not
  * in last-applied-configuration, so they survive that apply. */
 #include "ledger.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "util.h"
 
 #define PREFIX "m."
 
@@ -81,45 +84,45 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
     return 0;
 }
 
-static void cm_path(char *buf, size_t n, const char *ns, const char *name)
+static void cm_path(char *buf, size_t n, const struct ledger_loc *at, int item)
 {
-    snprintf(buf, n, "/api/v1/namespaces/%s/configmaps%s%s", ns, name ? "/" : "", name ? name : "");
+    snprintf(buf, n, "/api/v1/namespaces/%s/configmaps%s%s", at->ns, item ? "/" : "",
+             item ? at->name : "");
 }
 
-int ledger_read(struct rest_client *c, const char *ns, const char *name, struct ledger *l,
-                long *code, char *err, size_t errlen)
+enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *err,
+                           size_t errlen)
 {
     char path[512];
-    cm_path(path, sizeof path, ns, name);
+    cm_path(path, sizeof path, at, 1);
     struct rest_result r;
     memset(l, 0, sizeof *l);
-    *code = 0;
-    if (rest_do(c, "GET", path, NULL, NULL, NULL, 0, 1, 1e9, &r) != 0) {
-        *code = r.err.code;
+    if (rest_do(at->rest, "GET", path, NULL, NULL, NULL, 0, 1, HUGE_VAL, &r) != 0) {
         if (r.err.code == 404) {
             rest_result_free(&r);
-            return 0;
+            return LEDGER_OK;
         }
-        char m[2300];
+        char m[REST_ERRSTR_MAX];
         rest_error_string(&r.err, m, sizeof m);
-        snprintf(err, errlen, "reading the ledger %s/%s: %s", ns, name, m);
+        snprintf(err, errlen, "reading the ledger %s/%s: %s", at->ns, at->name, m);
         rest_result_free(&r);
-        return -1;
+        return LEDGER_ERROR;
     }
     char why[256];
     int rc = r.json ? ledger_parse(r.json, l, why, sizeof why) : -1;
     if (!r.json)
         snprintf(why, sizeof why, "the response is not JSON");
-    if (rc != 0) {
-        *code = -2;
-        snprintf(err, errlen, "ledger %s/%s: %s", ns, name, why);
-    }
     rest_result_free(&r);
-    return rc;
+    if (rc != 0) {
+        snprintf(err, errlen, "ledger %s/%s: %s", at->ns, at->name, why);
+        return LEDGER_UNTRUSTED;
+    }
+    return LEDGER_OK;
 }
 
-static int send(struct rest_client *c, const char *method, const char *path, const char *ctype,
-                cJSON *body, char *err, size_t errlen, long *code)
+/* Sends body; *code gets the HTTP status (0 for a transport failure). */
+static int send(const struct ledger_loc *at, const char *method, const char *path,
+                const char *ctype, cJSON *body, char *err, size_t errlen, long *code)
 {
     char *s = cJSON_PrintUnformatted(body);
     if (!s) {
@@ -129,12 +132,12 @@ static int send(struct rest_client *c, const char *method, const char *path, con
     struct rest_result r;
     /* A merge patch of whole string values is idempotent; a create is not,
      * and its AlreadyExists is handled by the caller re-reading. */
-    int rc = rest_do(c, method, path, NULL, ctype, s, strlen(s), strcmp(method, "PATCH") == 0,
-                     1e9, &r);
+    int rc = rest_do(at->rest, method, path, NULL, ctype, s, strlen(s),
+                     strcmp(method, "PATCH") == 0, HUGE_VAL, &r);
     free(s);
     *code = rc == 0 ? r.status : r.err.code;
     if (rc != 0) {
-        char m[2300];
+        char m[REST_ERRSTR_MAX];
         rest_error_string(&r.err, m, sizeof m);
         snprintf(err, errlen, "%s", m);
     }
@@ -142,75 +145,127 @@ static int send(struct rest_client *c, const char *method, const char *path, con
     return rc;
 }
 
-int ledger_create(struct rest_client *c, const char *ns, const char *name, const cJSON *data,
-                  char *err, size_t errlen)
+/* {"m.<slug>": "<record>", ...}, or NULL when out of memory. */
+static cJSON *records_data(const struct ledger_entry *e, size_t n)
+{
+    cJSON *d = cJSON_CreateObject();
+    for (size_t i = 0; d && i < n; i++) {
+        char key[128];
+        snprintf(key, sizeof key, PREFIX "%s", e[i].slug);
+        char *v = record_format(&e[i].rec);
+        if (!v || !cJSON_AddStringToObject(d, key, v)) {
+            cJSON_Delete(d);
+            d = NULL;
+        }
+        free(v);
+    }
+    return d;
+}
+
+size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *v = record_format(&e[i].rec);
+        total += strlen(PREFIX) + strlen(e[i].slug) + (v ? strlen(v) : 0);
+        free(v);
+    }
+    return total;
+}
+
+enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_entry *e,
+                             size_t n, char *err, size_t errlen)
 {
     cJSON *cm = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(cm, "metadata");
     cJSON *labels = cJSON_AddObjectToObject(meta, "labels");
     cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
-    cJSON *d = cJSON_Duplicate(data, 1);
+    cJSON *d = records_data(e, n);
     if (!cm || !meta || !labels || !ann || !d ||
         !cJSON_AddStringToObject(cm, "apiVersion", "v1") ||
         !cJSON_AddStringToObject(cm, "kind", "ConfigMap") ||
-        !cJSON_AddStringToObject(meta, "name", name) ||
-        !cJSON_AddStringToObject(meta, "namespace", ns) ||
+        !cJSON_AddStringToObject(meta, "name", at->name) ||
+        !cJSON_AddStringToObject(meta, "namespace", at->ns) ||
         !cJSON_AddStringToObject(labels, "platform.cozystack.io/no-delete", "true") ||
         !cJSON_AddStringToObject(ann, "helm.sh/resource-policy", "keep") ||
         !cJSON_AddItemToObject(cm, "data", d)) {
         cJSON_Delete(cm);
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return LEDGER_ERROR;
     }
     char path[512];
-    cm_path(path, sizeof path, ns, NULL);
+    cm_path(path, sizeof path, at, 0);
     long code;
-    int rc = send(c, "POST", path, "application/json", cm, err, errlen, &code);
+    int rc = send(at, "POST", path, "application/json", cm, err, errlen, &code);
     cJSON_Delete(cm);
-    if (rc != 0 && code == 409)
-        return 1;
-    return rc;
+    if (rc != 0)
+        return code == 409 ? LEDGER_EXISTS : LEDGER_ERROR;
+    return LEDGER_OK;
 }
 
-int ledger_patch(struct rest_client *c, const char *ns, const char *name, const cJSON *data,
-                 char *err, size_t errlen)
+enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_entry *e, size_t n,
+                            char *err, size_t errlen)
 {
     cJSON *p = cJSON_CreateObject();
-    cJSON *d = cJSON_Duplicate(data, 1);
+    cJSON *d = records_data(e, n);
     if (!p || !d || !cJSON_AddItemToObject(p, "data", d)) {
         cJSON_Delete(p);
         cJSON_Delete(d);
         snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    if (cJSON_GetObjectItemCaseSensitive(d, "version")) {
-        cJSON_Delete(p);
-        snprintf(err, errlen, "refusing to write key 'version'");
-        return -1;
+        return LEDGER_ERROR;
     }
     char path[512];
-    cm_path(path, sizeof path, ns, name);
+    cm_path(path, sizeof path, at, 1);
     long code;
-    int rc = send(c, "PATCH", path, "application/merge-patch+json", p, err, errlen, &code);
+    int rc = send(at, "PATCH", path, "application/merge-patch+json", p, err, errlen, &code);
     cJSON_Delete(p);
-    return rc;
+    return rc == 0 ? LEDGER_OK : LEDGER_ERROR;
 }
 
-int ledger_put(struct rest_client *c, const char *ns, const char *name, const char *slug,
-               const struct record *r, char *err, size_t errlen)
+void ledger_event(const struct ledger_loc *at, const char *uid, const char *type,
+                  const char *reason, const char *message)
 {
-    char *v = record_format(r);
-    cJSON *d = cJSON_CreateObject();
-    char key[128];
-    snprintf(key, sizeof key, PREFIX "%s", slug);
-    if (!v || !d || !cJSON_AddStringToObject(d, key, v)) {
-        free(v);
-        cJSON_Delete(d);
-        snprintf(err, errlen, "out of memory");
-        return -1;
+    char msg[1024], ts[32], gen[160], path[512], host[128] = "cozy-migrate";
+    snprintf(msg, sizeof msg, "%s", message);
+    utf8_clip(msg);
+    now_rfc3339(ts);
+    gethostname(host, sizeof host - 1);
+    snprintf(gen, sizeof gen, "%s.", at->name);
+    cJSON *e = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(e, "metadata");
+    cJSON *inv = cJSON_AddObjectToObject(e, "involvedObject");
+    cJSON *src = cJSON_AddObjectToObject(e, "source");
+    if (!meta || !inv || !src || !cJSON_AddStringToObject(e, "apiVersion", "v1") ||
+        !cJSON_AddStringToObject(e, "kind", "Event") ||
+        !cJSON_AddStringToObject(meta, "generateName", gen) ||
+        !cJSON_AddStringToObject(meta, "namespace", at->ns) ||
+        !cJSON_AddStringToObject(inv, "apiVersion", "v1") ||
+        !cJSON_AddStringToObject(inv, "kind", "ConfigMap") ||
+        !cJSON_AddStringToObject(inv, "name", at->name) ||
+        !cJSON_AddStringToObject(inv, "namespace", at->ns) ||
+        (uid && *uid && !cJSON_AddStringToObject(inv, "uid", uid)) ||
+        !cJSON_AddStringToObject(e, "reason", reason) ||
+        !cJSON_AddStringToObject(e, "message", msg) || !cJSON_AddStringToObject(e, "type", type) ||
+        !cJSON_AddStringToObject(src, "component", "cozy-migrate") ||
+        !cJSON_AddStringToObject(e, "firstTimestamp", ts) ||
+        !cJSON_AddStringToObject(e, "lastTimestamp", ts) || !cJSON_AddNumberToObject(e, "count", 1) ||
+        !cJSON_AddStringToObject(e, "reportingComponent", "cozy-migrate") ||
+        !cJSON_AddStringToObject(e, "reportingInstance", host)) {
+        cJSON_Delete(e);
+        return;
     }
-    free(v);
-    int rc = ledger_patch(c, ns, name, d, err, errlen);
-    cJSON_Delete(d);
-    return rc;
+    char *body = cJSON_PrintUnformatted(e);
+    cJSON_Delete(e);
+    if (!body)
+        return;
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", at->ns);
+    struct rest_result r;
+    if (rest_do(at->rest, "POST", path, NULL, "application/json", body, strlen(body), 0, 30,
+                &r) != 0) {
+        char m[REST_ERRSTR_MAX];
+        rest_error_string(&r.err, m, sizeof m);
+        log_warn("could not record an Event on the ledger: %s", m);
+    }
+    rest_result_free(&r);
+    free(body);
 }

@@ -1,6 +1,12 @@
-/* ledger.h: the ConfigMap that records what ran. Owns reading it (absent vs
- * every other error), parsing its keys, and the only writes the engine ever
- * makes to it: a create (fresh install) and JSON merge patches of `m.*` keys. */
+/* ledger.h: the ConfigMap that records what ran. Owns its wire shape (key
+ * `version`, read only; keys `m.<slug>` holding records), reading it (absent
+ * vs every other error), the only writes the engine ever makes to it (a
+ * create at fresh install, JSON merge patches of `m.*` keys), and the Events
+ * about it. No other file knows the key prefix.
+ *
+ * Recipe: fill a ledger_loc (the connection, namespace, name); ledger_read;
+ * plan on the result; write outcomes with ledger_write (one record, or many
+ * in one patch when seeding); ledger_event for the history. */
 #ifndef COZY_LEDGER_H
 #define COZY_LEDGER_H
 #include <stddef.h>
@@ -26,6 +32,19 @@ struct ledger {
     char uid[64];           /* for Events about it */
 };
 
+struct ledger_loc {
+    struct rest_client *rest;
+    const char *ns;
+    const char *name;
+};
+
+enum ledger_rc {
+    LEDGER_OK = 0,
+    LEDGER_EXISTS,          /* ledger_create: someone created it first (re-read it) */
+    LEDGER_UNTRUSTED,       /* ledger_read: it holds a `version` that cannot be trusted */
+    LEDGER_ERROR,           /* the apiserver failed or refused (err says why) */
+};
+
 /* Parses a ConfigMap object. Returns 0, or -1 when it cannot be trusted at
  * all (a `version` that is not an integer), with the reason in err. A bad
  * record is not an error here: it becomes REC_UNKNOWN. */
@@ -33,22 +52,23 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen);
 const struct record *ledger_find(const struct ledger *l, const char *slug);
 void ledger_free(struct ledger *l);
 
-/* Reads ns/name. Returns 0 (l->exists says whether it was there: 404 is
- * "absent"), or -1 on any other failure (err says which; *code gets the
- * HTTP code, 0 for transport failures, -2 for an untrustworthy ledger). */
-int ledger_read(struct rest_client *c, const char *ns, const char *name, struct ledger *l,
-                long *code, char *err, size_t errlen);
+/* Reads the ledger. LEDGER_OK with l->exists 0 when it is absent (404);
+ * LEDGER_UNTRUSTED or LEDGER_ERROR with err filled otherwise. */
+enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *err,
+                           size_t errlen);
+/* Creates it holding the n records, with the no-delete label and the keep
+ * annotation. LEDGER_OK, LEDGER_EXISTS (409), or LEDGER_ERROR. */
+enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_entry *e,
+                             size_t n, char *err, size_t errlen);
+/* Writes the n records with one JSON merge patch. Never touches `version`,
+ * never deletes. LEDGER_OK or LEDGER_ERROR. */
+enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_entry *e, size_t n,
+                            char *err, size_t errlen);
+/* The size the n records add to the object (key and value bytes). */
+size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n);
 
-/* Creates the ledger with `data` (key -> string) plus the no-delete label
- * and the keep annotation. Returns 0, 1 when it already exists (409: the
- * caller re-reads), -1 on failure. */
-int ledger_create(struct rest_client *c, const char *ns, const char *name, const cJSON *data,
-                  char *err, size_t errlen);
-/* Writes `data` (key -> string) with one JSON merge patch. Never touches
- * `version`, never deletes. */
-int ledger_patch(struct rest_client *c, const char *ns, const char *name, const cJSON *data,
-                 char *err, size_t errlen);
-/* Writes one record under m.<slug>. */
-int ledger_put(struct rest_client *c, const char *ns, const char *name, const char *slug,
-               const struct record *r, char *err, size_t errlen);
+/* An Event on the ledger (uid may be ""), so `kubectl describe` shows the
+ * history. Best effort: a failure is logged, never returned. */
+void ledger_event(const struct ledger_loc *at, const char *uid, const char *type,
+                  const char *reason, const char *message);
 #endif

@@ -1,15 +1,18 @@
-/* log.c: the host's and the scripts' log lines, on stderr.
- * Text: "LEVEL prefix: message"; JSON: one object a line with ts, level,
- * prefix and msg, built with cJSON so a message can hold any character.
- * Must never write to stdout (a script's stdout is its own output). */
+/* log.c: every line the host prints (see log.h for which call is which).
+ * Text: "LEVEL prefix: message" for diagnostics; JSON: one object a line
+ * with ts, level, migration and msg, built with cJSON so a message can hold
+ * any character. Diagnostics go to stderr, results to stdout. Must never
+ * let another part of the host pick a format or a stream of its own. */
 #include "log.h"
 
 #include <cjson/cJSON.h>
 #include <lauxlib.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -18,36 +21,182 @@ static enum log_level min_level = LOG_INFO;
 static char prefix[128];
 
 void log_set_json(int on) { json_mode = on; }
+int log_json(void) { return json_mode; }
 void log_set_level(enum log_level l) { min_level = l; }
 void log_set_prefix(const char *p) { snprintf(prefix, sizeof prefix, "%s", p ? p : ""); }
 
 static const char *names[] = {"debug", "info", "warn", "error"};
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* One JSON object as one line on fd, in one write. */
+static void json_line(int fd, cJSON *o)
+{
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    if (s) {
+        size_t n = strlen(s);
+        char *line = malloc(n + 2);
+        if (line) {
+            memcpy(line, s, n);
+            line[n] = '\n';
+            (void)write_all(fd, line, n + 1); /* a closed stream must not stop a run */
+            free(line);
+        }
+    }
+    cJSON_free(s);
+}
+
+/* {"ts":..,"level":..,["migration":..,]KEY:TEXT} */
+static cJSON *json_record(const char *level, const char *migration, const char *key,
+                          const char *text, size_t n)
+{
+    char ts[32];
+    now_rfc3339(ts);
+    cJSON *o = cJSON_CreateObject();
+    char *copy = malloc(n + 1);
+    if (copy) {
+        memcpy(copy, text, n);
+        copy[n] = '\0';
+    }
+    if (!o || !copy || !cJSON_AddStringToObject(o, "ts", ts) ||
+        (level && !cJSON_AddStringToObject(o, "level", level)) ||
+        (migration && *migration && !cJSON_AddStringToObject(o, "migration", migration)) ||
+        !cJSON_AddStringToObject(o, key, copy)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    free(copy);
+    return o;
+}
 
 static void emit(enum log_level l, const char *msg)
 {
     if (l < min_level)
         return;
     if (json_mode) {
-        char ts[32];
-        now_rfc3339(ts);
-        cJSON *o = cJSON_CreateObject();
-        if (o && cJSON_AddStringToObject(o, "ts", ts) &&
-            cJSON_AddStringToObject(o, "level", names[l]) &&
-            (!*prefix || cJSON_AddStringToObject(o, "migration", prefix)) &&
-            cJSON_AddStringToObject(o, "msg", msg)) {
-            char *s = cJSON_PrintUnformatted(o);
-            if (s) {
-                fprintf(stderr, "%s\n", s);
-                cJSON_free(s);
-            }
-        }
+        cJSON *o = json_record(names[l], prefix, "msg", msg, strlen(msg));
+        fflush(stderr);
+        json_line(STDERR_FILENO, o);
         cJSON_Delete(o);
+        return;
     } else if (*prefix) {
         fprintf(stderr, "%s %s: %s\n", names[l], prefix, msg);
     } else {
         fprintf(stderr, "%s: %s\n", names[l], msg);
     }
     fflush(stderr);
+}
+
+void log_fatal(const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (json_mode) {
+        cJSON *o = json_record("error", prefix, "msg", buf, strlen(buf));
+        json_line(STDERR_FILENO, o);
+        cJSON_Delete(o);
+        return;
+    }
+    fprintf(stderr, "cozy-migrate: %s\n", buf);
+    fflush(stderr);
+}
+
+void log_usage(const char *cmd, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (json_mode) {
+        cJSON *o = json_record("error", NULL, "msg", buf, strlen(buf));
+        if (o && cmd)
+            cJSON_AddStringToObject(o, "command", cmd);
+        if (o)
+            cJSON_AddStringToObject(o, "kind", "usage");
+        json_line(STDERR_FILENO, o);
+        cJSON_Delete(o);
+        return;
+    }
+    if (cmd)
+        fprintf(stderr, "cozy-migrate: %s: %s (see 'cozy-migrate %s --help')\n", cmd, buf, cmd);
+    else
+        fprintf(stderr, "cozy-migrate: %s (see 'cozy-migrate --help')\n", buf);
+    fflush(stderr);
+}
+
+void log_script_line(const char *slug, const char *s, size_t n)
+{
+    if (json_mode) {
+        cJSON *o = json_record("info", slug, "output", s, n);
+        json_line(STDERR_FILENO, o);
+        cJSON_Delete(o);
+        return;
+    }
+    char out[8192];
+    size_t sl = strlen(slug);
+    if (sl > 200)
+        sl = 200;
+    if (n > sizeof out - sl - 4)
+        n = sizeof out - sl - 4;
+    size_t at = 0;
+    out[at++] = '[';
+    memcpy(out + at, slug, sl);
+    at += sl;
+    out[at++] = ']';
+    out[at++] = ' ';
+    memcpy(out + at, s, n);
+    at += n;
+    out[at++] = '\n';
+    (void)write_all(STDERR_FILENO, out, at);
+}
+
+void out_line(const char *fmt, ...)
+{
+    char buf[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (json_mode) {
+        fflush(stdout);
+        cJSON *o = json_record(NULL, NULL, "msg", buf, strlen(buf));
+        json_line(STDOUT_FILENO, o);
+        cJSON_Delete(o);
+        return;
+    }
+    fputs(buf, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+void out_json(const cJSON *v, int pretty)
+{
+    char *s = pretty && !json_mode ? cJSON_Print(v) : cJSON_PrintUnformatted(v);
+    if (!s) {
+        log_error("out of memory printing a result");
+        return;
+    }
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    cJSON_free(s);
 }
 
 void logf_(enum log_level l, const char *fmt, ...)

@@ -1,10 +1,21 @@
-/* log.h: every line the host and the scripts print about what they do.
- * Owns the two formats (text for people, JSON lines for machines) and the
- * `log` Lua module. Writes to stderr only; never decides anything. */
+/* log.h: every line the program prints, in one of two formats (text for
+ * people, JSON lines for machines: --log-format json makes every line on
+ * both streams a JSON object). Owns the formats, the streams and the `log`
+ * Lua module. Never decides anything.
+ *
+ * Recipe: diagnostics (what happens, what went wrong) go through log_*()
+ * to stderr; a fatal error that ends a command through log_fatal(); a
+ * usage error through log_usage(); a command's own result (progress lines,
+ * tables, JSON documents) through out_line() / out_json() to stdout; a
+ * script's output through log_script_line(). Nothing else calls printf. */
 #ifndef COZY_LOG_H
 #define COZY_LOG_H
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 void log_set_json(int on);
+int log_json(void);
 void log_set_level(enum log_level l);
 void log_set_prefix(const char *p);     /* e.g. the migration's slug */
 void logf_(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -12,6 +23,21 @@ void logf_(enum log_level l, const char *fmt, ...) __attribute__((format(printf,
 #define log_info(...) logf_(LOG_INFO, __VA_ARGS__)
 #define log_warn(...) logf_(LOG_WARN, __VA_ARGS__)
 #define log_error(...) logf_(LOG_ERROR, __VA_ARGS__)
+
+/* "cozy-migrate: MESSAGE" (text) or an error object (JSON), on stderr. */
+void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "cozy-migrate: MESSAGE (see 'cozy-migrate --help')", or JSON. */
+void log_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One line of a migration's output: "[slug] text" or JSON, on stderr, in
+ * one write so concurrent writers do not interleave mid-line. */
+void log_script_line(const char *slug, const char *s, size_t n);
+
+/* A line of a command's result on stdout; in JSON mode {"ts":..,"msg":..}. */
+void out_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A JSON result on stdout, one line (pretty when pretty is set and the
+ * format is text). */
+void out_json(const cJSON *v, int pretty);
+
 struct lua_State;
 int luaopen_log(struct lua_State *L);
 #endif

@@ -161,101 +161,171 @@ static int table_kind(lua_State *L, int idx, lua_Integer *len, char *err, size_t
     return 0; /* string keys, or empty: an empty plain table is an object */
 }
 
-static cJSON *to_cjson(lua_State *L, int idx, int depth, char *path, size_t pathcap,
-                       char *err, size_t errlen)
+/* Attaches a fresh node where it belongs at once: under key in an object,
+ * at the end of an array, or as the root. Returns item, or NULL (deleting
+ * it) when cJSON could not take it. */
+static cJSON *attach(cJSON *item, cJSON *parent, const char *key, cJSON **root)
+{
+    if (!item)
+        return NULL;
+    int ok = !parent                 ? (*root = item, 1)
+             : cJSON_IsArray(parent) ? cJSON_AddItemToArray(parent, item)
+                                     : cJSON_AddItemToObject(parent, key, item);
+    if (!ok) {
+        cJSON_Delete(item);
+        return NULL;
+    }
+    return item;
+}
+
+/* Converts the value at idx and attaches it (see attach) before descending,
+ * so when a Lua call in the middle raises (luaL_checkstack, memory), every
+ * node built so far hangs off *root, which the caller keeps in a box.
+ * Returns 0, or -1 with err filled. May raise. */
+static int to_cjson(lua_State *L, int idx, int depth, char *path, size_t pathcap, char *err,
+                    size_t errlen, cJSON *parent, const char *key, cJSON **root)
 {
     idx = lua_absindex(L, idx);
+    cJSON *item = NULL;
     switch (lua_type(L, idx)) {
     case LUA_TNIL:
-        return cJSON_CreateNull();
+        item = cJSON_CreateNull();
+        break;
     case LUA_TBOOLEAN:
-        return cJSON_CreateBool(lua_toboolean(L, idx));
+        item = cJSON_CreateBool(lua_toboolean(L, idx));
+        break;
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx)) {
             char buf[32];
             snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, idx));
-            return cJSON_CreateRaw(buf);
+            item = cJSON_CreateRaw(buf);
         } else {
             double d = lua_tonumber(L, idx);
             if (!isfinite(d)) {
                 snprintf(err, errlen, "cannot encode %s number at %s",
                          isnan(d) ? "a NaN" : "an infinite", *path ? path : ".");
-                return NULL;
+                return -1;
             }
-            return cJSON_CreateNumber(d);
+            item = cJSON_CreateNumber(d);
         }
+        break;
     case LUA_TSTRING: {
         size_t len;
         const char *s = lua_tolstring(L, idx, &len);
         if (strlen(s) != len) {
             snprintf(err, errlen, "cannot encode a string with a NUL byte at %s",
                      *path ? path : ".");
-            return NULL;
+            return -1;
         }
-        return cJSON_CreateString(s);
+        item = cJSON_CreateString(s);
+        break;
     }
     case LUA_TLIGHTUSERDATA:
-        if (ljson_isnull(L, idx))
-            return cJSON_CreateNull();
-        break;
+        if (ljson_isnull(L, idx)) {
+            item = cJSON_CreateNull();
+            break;
+        }
+        goto bad;
     case LUA_TTABLE: {
         if (depth >= MAX_DEPTH) {
             snprintf(err, errlen, "cannot encode: nesting deeper than %d (a cycle?) at %s",
                      MAX_DEPTH, *path ? path : ".");
-            return NULL;
+            return -1;
         }
         luaL_checkstack(L, 6, "json nesting too deep");
         lua_Integer n = 0;
         int kind = table_kind(L, idx, &n, err, errlen, path);
         if (kind < 0)
-            return NULL;
+            return -1;
         size_t plen = strlen(path);
-        cJSON *out = kind ? cJSON_CreateArray() : cJSON_CreateObject();
+        cJSON *out = attach(kind ? cJSON_CreateArray() : cJSON_CreateObject(), parent, key, root);
         if (!out) {
             snprintf(err, errlen, "out of memory");
-            return NULL;
+            return -1;
         }
         if (kind == 1) {
             for (lua_Integer i = 1; i <= n; i++) {
                 snprintf(path + plen, pathcap - plen, "[%lld]", (long long)(i - 1));
                 lua_rawgeti(L, idx, i);
-                cJSON *c = to_cjson(L, -1, depth + 1, path, pathcap, err, errlen);
+                int rc = to_cjson(L, -1, depth + 1, path, pathcap, err, errlen, out, NULL, root);
                 lua_pop(L, 1);
-                if (!c || !cJSON_AddItemToArray(out, c)) {
-                    cJSON_Delete(c);
-                    cJSON_Delete(out);
-                    return NULL;
-                }
+                if (rc != 0)
+                    return -1;
             }
         } else {
             lua_pushnil(L);
             while (lua_next(L, idx) != 0) {
                 const char *k = lua_tostring(L, -2);
                 snprintf(path + plen, pathcap - plen, ".%s", k);
-                cJSON *c = to_cjson(L, -1, depth + 1, path, pathcap, err, errlen);
+                int rc = to_cjson(L, -1, depth + 1, path, pathcap, err, errlen, out, k, root);
                 lua_pop(L, 1);
-                if (!c || !cJSON_AddItemToObject(out, k, c)) {
+                if (rc != 0) {
                     lua_pop(L, 1);
-                    cJSON_Delete(c);
-                    cJSON_Delete(out);
-                    return NULL;
+                    return -1;
                 }
             }
         }
         path[plen] = '\0';
-        return out;
+        return 0;
     }
     default:
-        break;
+        goto bad;
     }
+    if (!attach(item, parent, key, root)) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+bad:
     snprintf(err, errlen, "cannot encode a %s at %s", luaL_typename(L, idx), *path ? path : ".");
-    return NULL;
+    return -1;
+}
+
+#define BOX_MT "cozy.json.box"
+
+static int box_gc(lua_State *L)
+{
+    ljson_box_free(luaL_checkudata(L, 1, BOX_MT));
+    return 0;
+}
+
+struct ljson_box *ljson_box(lua_State *L)
+{
+    struct ljson_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->json = NULL;
+    b->text = NULL;
+    if (luaL_newmetatable(L, BOX_MT)) {
+        lua_pushcfunction(L, box_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, box_gc);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_setmetatable(L, -2);
+    return b;
+}
+
+void ljson_box_free(struct ljson_box *b)
+{
+    cJSON_Delete(b->json);
+    cJSON_free(b->text);
+    b->json = NULL;
+    b->text = NULL;
 }
 
 cJSON *ljson_to_cjson(lua_State *L, int idx, char *err, size_t errlen)
 {
     char path[512] = "";
-    return to_cjson(L, idx, 0, path, sizeof path, err, errlen);
+    idx = lua_absindex(L, idx);
+    struct ljson_box *box = ljson_box(L);
+    int rc = to_cjson(L, idx, 0, path, sizeof path, err, errlen, NULL, NULL, &box->json);
+    cJSON *out = box->json;
+    box->json = NULL;
+    lua_pop(L, 1);
+    if (rc != 0) {
+        cJSON_Delete(out);
+        return NULL;
+    }
+    return out;
 }
 
 /* json.encode(value [, {pretty = true}]) -> string; raises on an unencodable value,
@@ -269,15 +339,14 @@ static int l_encode(lua_State *L)
         pretty = lua_toboolean(L, -1);
         lua_pop(L, 1);
     }
-    cJSON *j = ljson_to_cjson(L, 1, err, sizeof err);
-    if (!j)
+    struct ljson_box *box = ljson_box(L);
+    if (!(box->json = ljson_to_cjson(L, 1, err, sizeof err)))
         return luaL_error(L, "json.encode: %s", err);
-    char *s = pretty ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    if (!s)
+    box->text = pretty ? cJSON_Print(box->json) : cJSON_PrintUnformatted(box->json);
+    if (!box->text)
         return luaL_error(L, "json.encode: out of memory");
-    lua_pushstring(L, s);
-    cJSON_free(s);
+    lua_pushstring(L, box->text);
+    ljson_box_free(box);
     return 1;
 }
 
@@ -295,8 +364,10 @@ static int l_decode(lua_State *L)
                         (int)(end && end >= s ? end - s : 0) + 1);
         return 2;
     }
+    struct ljson_box *box = ljson_box(L);
+    box->json = j;
     ljson_push(L, j);
-    cJSON_Delete(j);
+    ljson_box_free(box);
     return 1;
 }
 

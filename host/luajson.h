@@ -11,14 +11,27 @@
 
 int luaopen_json(lua_State *L);
 
-/* Pushes the Lua value of `v` (objects as tables, arrays as tables carrying
+/* May raise (memory): keep `v` in a box (ljson_box) if it must not leak.
+ * Pushes the Lua value of `v` (objects as tables, arrays as tables carrying
  * the array metatable, null as json.null). Needs the json module registered
  * (ljson_init) in this state. */
 void ljson_push(lua_State *L, const cJSON *v);
 
-/* Converts the Lua value at `idx`. Returns NULL and writes why into err
+/* Converts the Lua value at `idx`. May raise (memory, nesting); what it
+ * built so far is freed then. Returns NULL and writes why into err
  * (e.g. "cannot encode a function at .spec.x") when it cannot be encoded. */
 cJSON *ljson_to_cjson(lua_State *L, int idx, char *err, size_t errlen);
+
+/* A box for C memory held across Lua calls that may raise (lauxlib boxes
+ * its buffers the same way): a userdata whose __gc/__close delete `json`
+ * and cJSON_free `text`. Push it, store, make the calls, then
+ * ljson_box_free (the box can stay on the stack). May raise (memory). */
+struct ljson_box {
+    cJSON *json;
+    char *text;
+};
+struct ljson_box *ljson_box(lua_State *L);
+void ljson_box_free(struct ljson_box *b);
 
 /* Registers the null sentinel and the array/object metatables in the
  * registry; luaopen_json calls it, C modules that push JSON call it too. */

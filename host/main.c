@@ -1,41 +1,31 @@
 /* main.c: the `cozy-migrate` command line.
  *
- * Owns parsing argv into options, `--help` for each command, and mapping
- * outcomes to the exit codes of exitcodes.h. Must never hold migration
- * logic: each command hands its options to the file that owns the work. */
+ * Owns parsing argv into options (one option table per command, one handler
+ * for every option, each default from defaults.h), `--help` for each
+ * command, and mapping outcomes to the exit codes of exitcodes.h. Must
+ * never hold migration logic: each command hands its options to the file
+ * that owns the work. Every line it prints goes through log.c. */
 #include <getopt.h>
 #include <lauxlib.h>
 #include <lualib.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "child.h"
+#include "defaults.h"
 #include "exitcodes.h"
-#include "kube.h"
+#include "hostctx.h"
 #include "kubeconfig.h"
 #include "log.h"
 #include "manifest.h"
+#include "migrate_lua.h"
 #include "runner.h"
-#include "child.h"
 #include "sandbox.h"
 #include "util.h"
 
-#define DEFAULT_TIMEOUT (10 * 60.0)
-#define DEFAULT_MEMORY_MB 512
-
-static const char *prog = "cozy-migrate";
-
-static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see '%s --help')\n", prog);
-    va_end(ap);
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static const char main_help[] =
     "Usage: cozy-migrate <command> [options]\n"
@@ -58,94 +48,244 @@ static const char cluster_opts_help[] =
     "  --kubeconfig FILE   use exactly this kubeconfig file\n"
     "  --context NAME      use this kubeconfig context\n"
     "  --local             use the kubeconfig's context, never in-cluster credentials\n"
-    "  --namespace NS      platform namespace (default $NAMESPACE or cozy-system)\n";
+    "  --namespace NS      platform namespace (default $NAMESPACE or " DEFAULT_NAMESPACE ")\n"
+    "  --log-format FMT    text (default) or json: every line printed is a JSON object\n";
 
-/* Options shared by commands that talk to a cluster. */
-struct common {
-    struct kube_options k;
-    double timeout;
-    size_t memory;
+/* ---- options: one table per command, one handler for all ---------------- */
+
+enum opt_id {
+    OPT_KUBECONFIG = 256, OPT_CONTEXT, OPT_LOCAL, OPT_NAMESPACE, OPT_LOG_FORMAT, OPT_HELP,
+    OPT_DRY_RUN, OPT_TIMEOUT, OPT_MEMORY, OPT_TIER, OPT_ONLY, OPT_LOCK_TIMEOUT, OPT_LEDGER,
+    OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT, OPT_WORKDIR, OPT_ENV,
+    OPT_TICK, OPT_QUIET,
 };
 
-enum { OPT_KUBECONFIG = 256, OPT_CONTEXT, OPT_LOCAL, OPT_NAMESPACE, OPT_DRY_RUN, OPT_TIMEOUT,
-       OPT_MEMORY, OPT_LOG_FORMAT, OPT_HELP, OPT_TIER, OPT_ONLY, OPT_LOCK_TIMEOUT, OPT_LEDGER,
-       OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT };
-
-/* Returns 1 when the option was one of the common ones, 0 when not, -1 on a
- * bad value (already reported). */
-static int common_opt(struct common *c, int opt, const char *arg)
-{
-    switch (opt) {
-    case OPT_KUBECONFIG: c->k.cfg.kubeconfig = arg; return 1;
-    case OPT_CONTEXT: c->k.cfg.context = arg; return 1;
-    case OPT_LOCAL: c->k.cfg.local = 1; return 1;
-    case OPT_NAMESPACE: c->k.ledger_namespace = arg; return 1;
-    case OPT_DRY_RUN: c->k.dry_run = 1; return 1;
-    case OPT_TIMEOUT:
-        if (parse_duration(arg, &c->timeout) != 0) {
-            usage_error("--timeout: '%s' is not a duration like 90s, 5m or 1h", arg);
-            return -1;
-        }
-        return 1;
-    case OPT_MEMORY: {
-        char *end;
-        long mb = strtol(arg, &end, 10);
-        if (*end || mb < 1 || mb > 65536) {
-            usage_error("--memory: '%s' is not a size in MiB (1..65536)", arg);
-            return -1;
-        }
-        c->memory = (size_t)mb << 20;
-        return 1;
-    }
-    case OPT_LOG_FORMAT:
-        if (strcmp(arg, "json") == 0)
-            log_set_json(1);
-        else if (strcmp(arg, "text") != 0) {
-            usage_error("--log-format: '%s' is not text or json", arg);
-            return -1;
-        }
-        return 1;
-    }
-    return 0;
-}
-
-static void common_init(struct common *c)
-{
-    kube_default_options(&c->k);
-    const char *ns = getenv("NAMESPACE");
-    if (ns && *ns)
-        c->k.ledger_namespace = ns;
-    const char *dry = getenv("DRY_RUN");
-    if (dry && (strcmp(dry, "1") == 0 || strcmp(dry, "true") == 0))
-        c->k.dry_run = 1;
-    c->timeout = DEFAULT_TIMEOUT;
-    c->memory = (size_t)DEFAULT_MEMORY_MB << 20;
-}
-
-#define COMMON_LONGOPTS                                          \
+#define CLUSTER_OPTS                                             \
     {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},     \
     {"context", required_argument, NULL, OPT_CONTEXT},           \
     {"local", no_argument, NULL, OPT_LOCAL},                     \
     {"namespace", required_argument, NULL, OPT_NAMESPACE},       \
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},     \
     {"help", no_argument, NULL, OPT_HELP}
+#define OPT(name, arg, id) {name, arg, NULL, id}
+#define END {NULL, 0, NULL, 0}
 
-/* getopt_long with our error style: one line, exit 2. Returns the option,
- * -1 at the end, '?' after reporting an error. */
-static int next_opt(int argc, char **argv, const struct option *lo)
+/* Everything any command can be told; each command reads what it accepts. */
+struct cli {
+    const char *cmd;
+    struct runner_opts r;       /* r.k holds the kube options of every command */
+    int timeout_set;
+    /* exec */
+    const char *workdir;
+    char **env;
+    size_t nenv;
+    double tick;
+    int quiet;
+};
+
+static void cli_init(struct cli *c, const char *cmd, char **env)
 {
-    int idx = optind;
-    int o = getopt_long(argc, argv, "+", lo, NULL);
-    if (o == '?') {
-        const char *bad = idx < argc ? argv[idx] : "?";
-        if (optopt && optopt < 256)
-            usage_error("unknown flag '%s'", bad);
-        else if (strchr(bad, '=') || idx >= argc)
-            usage_error("bad flag '%s'", bad);
-        else
-            usage_error("unknown flag or missing value: '%s'", bad);
+    memset(c, 0, sizeof *c);
+    c->cmd = cmd;
+    c->env = env;
+    kube_default_options(&c->r.k);
+    const char *ns = getenv("NAMESPACE");
+    if (ns && *ns)
+        c->r.k.ledger_namespace = ns;
+    const char *dry = getenv("DRY_RUN");
+    if (dry && (strcmp(dry, "1") == 0 || strcmp(dry, "true") == 0))
+        c->r.k.dry_run = 1;
+    c->r.tier = "pre-apply";
+    c->r.timeout = DEFAULT_TIMEOUT_S;
+    c->r.lock_timeout = DEFAULT_LOCK_WAIT_S;
+    c->r.lease_duration = DEFAULT_LEASE_S;
+    c->r.grace = DEFAULT_GRACE_S;
+    c->r.max_attempts = DEFAULT_MAX_ATTEMPTS;
+    c->r.memory = (size_t)DEFAULT_MEMORY_MB << 20;
+    c->r.image = getenv("MIGRATIONS_IMAGE");
+    const char *only = getenv("ONLY");
+    c->r.only = only && *only ? only : NULL;
+}
+
+/* A Kubernetes object name (RFC 1123 subdomain: what a namespace, a
+ * ConfigMap and a Lease are named). */
+static int k8s_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        int alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+        if (!alnum && ch != '-' && ch != '.')
+            return 0;
+        if (!alnum && (i == 0 || i == n - 1))
+            return 0;
     }
-    return o;
+    return 1;
+}
+
+static int duration_arg(struct cli *c, const char *flag, const char *arg, double *out)
+{
+    if (parse_duration(arg, out) != 0 || !(*out > 0)) {
+        log_usage(c->cmd, "--%s: '%s' is not a duration like 90s, 5m or 1h30m", flag, arg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Applies one parsed option. 0, or -1 after reporting a bad value. */
+static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
+{
+    struct runner_opts *r = &c->r;
+    double d;
+    char *end;
+    switch (id) {
+    case OPT_KUBECONFIG: r->k.cfg.kubeconfig = arg; return 0;
+    case OPT_CONTEXT: r->k.cfg.context = arg; return 0;
+    case OPT_LOCAL: r->k.cfg.local = 1; return 0;
+    case OPT_DRY_RUN: r->k.dry_run = 1; return 0;
+    case OPT_ONLY: r->only = arg; return 0;
+    case OPT_DIR: r->dir = arg; return 0;
+    case OPT_WORKDIR: c->workdir = arg; return 0;
+    case OPT_QUIET: c->quiet = 1; return 0;
+    case OPT_NAMESPACE:
+    case OPT_LEDGER:
+        if (!k8s_name_valid(arg)) {
+            log_usage(c->cmd, "--%s: '%s' is not a Kubernetes name (lower-case letters, digits, "
+                      "'-' and '.')", flag, arg);
+            return -1;
+        }
+        if (id == OPT_NAMESPACE)
+            r->k.ledger_namespace = arg;
+        else
+            r->k.ledger_name = arg;
+        return 0;
+    case OPT_LOG_FORMAT:
+        if (strcmp(arg, "json") == 0)
+            log_set_json(1);
+        else if (strcmp(arg, "text") == 0)
+            log_set_json(0);
+        else {
+            log_usage(c->cmd, "--log-format: '%s' is not text or json", arg);
+            return -1;
+        }
+        return 0;
+    case OPT_OUTPUT:
+        if (strcmp(arg, "json") == 0)
+            r->output_json = 1;
+        else if (strcmp(arg, "table") != 0) {
+            log_usage(c->cmd, "--output: '%s' is not table or json", arg);
+            return -1;
+        }
+        return 0;
+    case OPT_TIER:
+        if (strcmp(arg, "pre-apply") != 0 && strcmp(arg, "background") != 0) {
+            log_usage(c->cmd, "--tier: '%s' is not pre-apply or background", arg);
+            return -1;
+        }
+        r->tier = arg;
+        return 0;
+    case OPT_TIMEOUT:
+        c->timeout_set = 1;
+        return duration_arg(c, flag, arg, &r->timeout);
+    case OPT_LOCK_TIMEOUT:
+        return duration_arg(c, flag, arg, &r->lock_timeout);
+    case OPT_GRACE:
+        return duration_arg(c, flag, arg, &r->grace);
+    case OPT_TICK:
+        return duration_arg(c, flag, arg, &c->tick);
+    case OPT_LEASE_DURATION:
+        if (duration_arg(c, flag, arg, &d) != 0)
+            return -1;
+        r->lease_duration = d < 1 ? 1 : (int)d;
+        return 0;
+    case OPT_MEMORY: {
+        long mb = strtol(arg, &end, 10);
+        if (*end || end == arg || mb < 1 || mb > 65536) {
+            log_usage(c->cmd, "--memory: '%s' is not a size in MiB (1..65536)", arg);
+            return -1;
+        }
+        r->memory = (size_t)mb << 20;
+        return 0;
+    }
+    case OPT_MAX_ATTEMPTS: {
+        long n = strtol(arg, &end, 10);
+        if (*end || end == arg || n < 1 || n > 1000) {
+            log_usage(c->cmd, "--max-attempts: '%s' is not a number from 1 to 1000", arg);
+            return -1;
+        }
+        r->max_attempts = (int)n;
+        return 0;
+    }
+    case OPT_ENV:
+        if (!strchr(arg, '=') || arg[0] == '=') {
+            log_usage(c->cmd, "--env: '%s' is not NAME=VALUE", arg);
+            return -1;
+        }
+        c->env[c->nenv++] = (char *)arg;
+        return 0;
+    }
+    return -1;
+}
+
+/* An explicit --log-format decides the format of every line, usage errors
+ * in the options before it included. */
+static void prescan_log_format(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return;
+        if (strcmp(argv[i], "--log-format=json") == 0 ||
+            (strcmp(argv[i], "--log-format") == 0 && i + 1 < argc &&
+             strcmp(argv[i + 1], "json") == 0))
+            log_set_json(1);
+    }
+}
+
+static const char *flag_name(const struct option *lo, int id)
+{
+    for (; lo->name; lo++)
+        if (lo->val == id)
+            return lo->name;
+    return "?";
+}
+
+/* Parses argv against this command's table. Returns 0 with *first_arg set
+ * to the first operand, 1 when --help was printed, or -1 after a usage
+ * error. shorts: getopt's short options ("o:" for status). */
+static int parse(struct cli *c, int argc, char **argv, const struct option *lo, const char *shorts,
+                 const char *help, int *first_arg)
+{
+    char spec[16];
+    snprintf(spec, sizeof spec, "+:%s", shorts ? shorts : "");
+    opterr = 0;
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, spec, lo, NULL)) != -1) {
+        if (o == OPT_HELP) {
+            fputs(help, stdout);
+            fputc('\n', stdout);
+            fputs(cluster_opts_help, stdout);
+            return 1;
+        }
+        if (o == '?' || o == ':') {
+            const char *bad = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "?";
+            if (o == ':')
+                log_usage(c->cmd, "'%s' needs a value", bad);
+            else if (optopt && optopt < 256)
+                log_usage(c->cmd, "unknown flag '-%c'", optopt);
+            else
+                log_usage(c->cmd, "unknown flag '%s'", bad);
+            return -1;
+        }
+        if (o == 'o')
+            o = OPT_OUTPUT;
+        if (apply_opt(c, o, flag_name(lo, o), optarg) != 0)
+            return -1;
+    }
+    *first_arg = optind;
+    return 0;
 }
 
 /* ---- lua FILE ---------------------------------------------------------- */
@@ -161,41 +301,29 @@ static const char lua_help[] =
     "\n"
     "Options:\n"
     "  --timeout DURATION  deadline for the script (default 10m)\n"
-    "  --memory MIB        memory cap for the Lua state (default 512)\n"
-    "  --dry-run           send every write with dryRun=All (or DRY_RUN=1)\n"
-    "  --log-format FMT    text (default) or json\n";
+    "  --memory MIB        memory cap for the Lua state (default " STR(DEFAULT_MEMORY_MB) ")\n"
+    "  --dry-run           send every write with dryRun=All (or DRY_RUN=1)\n";
 
-static int cmd_lua(int argc, char **argv)
+static int cmd_lua(struct cli *c, int argc, char **argv)
 {
     static const struct option lo[] = {
-        COMMON_LONGOPTS,
-        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"memory", required_argument, NULL, OPT_MEMORY},
-        {NULL, 0, NULL, 0},
+        CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
+        OPT("timeout", required_argument, OPT_TIMEOUT),
+        OPT("memory", required_argument, OPT_MEMORY), END,
     };
-    struct common c;
-    common_init(&c);
-    int o;
-    while ((o = next_opt(argc, argv, lo)) != -1) {
-        if (o == OPT_HELP) {
-            printf("%s\n%s", lua_help, cluster_opts_help);
-            return EXIT_OK;
-        }
-        int r = o == '?' ? -1 : common_opt(&c, o, optarg);
-        if (r <= 0)
-            return EXIT_USAGE;
-    }
-    if (optind != argc - 1) {
-        usage_error("lua: %s", optind >= argc ? "expected a FILE" : "expected exactly one FILE");
+    int first, rc = parse(c, argc, argv, lo, NULL, lua_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (first != argc - 1) {
+        log_usage(c->cmd, "%s", first >= argc ? "expected a FILE" : "expected exactly one FILE");
         return EXIT_USAGE;
     }
-    const char *file = argv[optind];
-    kube_set_options(&c.k);
-    struct sandbox_opts so = {.mem_limit = c.memory, .timeout_s = c.timeout};
+    const char *file = argv[first];
+    struct host_ctx hc = {.kube = c->r.k, .deadline = now_mono() + c->r.timeout};
+    struct sandbox_opts so = {.mem_limit = c->r.memory, .ctx = &hc};
     struct sandbox *sb = sandbox_new(&so);
     if (!sb) {
-        fprintf(stderr, "%s: cannot create the Lua state\n", prog);
+        log_fatal("cannot create the Lua state");
         return EXIT_FAILED;
     }
     char err[2048];
@@ -203,8 +331,86 @@ static int cmd_lua(int argc, char **argv)
     sandbox_free(sb);
     if (st == SANDBOX_OK)
         return EXIT_OK;
-    fprintf(stderr, "%s: %s: %s: %s\n", prog, file, sandbox_status_name(st), err);
+    log_fatal("%s: %s: %s", file, sandbox_status_name(st), err);
     return EXIT_FAILED;
+}
+
+/* ---- exec SLUG FILE ------------------------------------------------------- */
+
+static const char exec_help[] =
+    "Usage: cozy-migrate exec [options] SLUG FILE\n"
+    "\n"
+    "Runs one migration FILE the way the runner does: in a supervised child\n"
+    "process with its own process group, its output streamed to stderr as\n"
+    "'[SLUG] line'. FILE ending in .sh runs in bash, anything else in the Lua\n"
+    "sandbox. Prints the result as one JSON line on stdout (outcome, reason,\n"
+    "message, exit_code, signal, duration_ms, tail, ticks). Never touches the\n"
+    "ledger. Exit 0 when the outcome is ok, 1 otherwise, 2 on usage errors.\n"
+    "\n"
+    "Options:\n"
+    "  --timeout DURATION  wall-clock deadline (default 10m)\n"
+    "  --grace DURATION    TERM -> KILL delay at the deadline (default 10s)\n"
+    "  --memory MIB        memory cap of the Lua state (default " STR(DEFAULT_MEMORY_MB) ")\n"
+    "  --dry-run           Lua: send every write with dryRun=All\n"
+    "  --workdir DIR       shell: working directory\n"
+    "  --env NAME=VALUE    shell: extra environment entry (repeatable)\n"
+    "  --tick DURATION     count ticks at this interval (reported as ticks)\n"
+    "  --quiet             do not stream the output\n";
+
+static void count_tick(void *ud) { (*(long *)ud)++; }
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static int cmd_exec(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
+        OPT("timeout", required_argument, OPT_TIMEOUT),
+        OPT("grace", required_argument, OPT_GRACE),
+        OPT("memory", required_argument, OPT_MEMORY),
+        OPT("workdir", required_argument, OPT_WORKDIR), OPT("env", required_argument, OPT_ENV),
+        OPT("tick", required_argument, OPT_TICK), OPT("quiet", no_argument, OPT_QUIET), END,
+    };
+    int first, rc = parse(c, argc, argv, lo, NULL, exec_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (argc - first != 2) {
+        log_usage(c->cmd, "expected SLUG and FILE");
+        return EXIT_USAGE;
+    }
+    long ticks = 0;
+    struct child_spec spec = {
+        .slug = argv[first],
+        .path = argv[first + 1],
+        .is_shell = ends_with(argv[first + 1], ".sh"),
+        .workdir = c->workdir,
+        .env = c->nenv ? c->env : NULL,
+        .timeout_s = c->r.timeout,
+        .grace_s = c->r.grace,
+        .lua_mem_limit = c->r.memory,
+        .kube = &c->r.k,
+        .tick = c->tick > 0 ? count_tick : NULL,
+        .tick_every = c->tick,
+        .ud = &ticks,
+        .quiet = c->quiet,
+    };
+    struct child_result res;
+    child_run(&spec, &res);
+    cJSON *j = child_result_json(&res, ticks);
+    if (j) {
+        out_json(j, 0);
+        rc = res.outcome == CHILD_OK ? EXIT_OK : EXIT_FAILED;
+    } else {
+        log_fatal("exec: out of memory");
+        rc = EXIT_FAILED;
+    }
+    cJSON_Delete(j);
+    child_result_free(&res);
+    return rc;
 }
 
 /* ---- config -------------------------------------------------------------- */
@@ -217,41 +423,30 @@ static const char config_help[] =
     "No secrets are printed. Exit 6 with a one-line error when the\n"
     "configuration cannot be resolved.\n";
 
-static int cmd_config(int argc, char **argv)
+static int cmd_config(struct cli *c, int argc, char **argv)
 {
-    static const struct option lo[] = {COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    struct common c;
-    common_init(&c);
-    int o;
-    while ((o = next_opt(argc, argv, lo)) != -1) {
-        if (o == OPT_HELP) {
-            printf("%s\n%s", config_help, cluster_opts_help);
-            return EXIT_OK;
-        }
-        int r = o == '?' ? -1 : common_opt(&c, o, optarg);
-        if (r <= 0)
-            return EXIT_USAGE;
-    }
-    if (optind != argc) {
-        usage_error("config: unexpected argument '%s'", argv[optind]);
+    static const struct option lo[] = {CLUSTER_OPTS, END};
+    int first, rc = parse(c, argc, argv, lo, NULL, config_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (first != argc) {
+        log_usage(c->cmd, "unexpected argument '%s'", argv[first]);
         return EXIT_USAGE;
     }
     struct kube_config kc;
     char err[1024];
-    if (kubeconfig_resolve(&c.k.cfg, &kc, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", prog, err);
+    if (kubeconfig_resolve(&c->r.k.cfg, &kc, err, sizeof err) != 0) {
+        log_fatal("%s", err);
         return EXIT_CLUSTER;
     }
     cJSON *d = kubeconfig_describe(&kc);
-    char *s = d ? cJSON_Print(d) : NULL;
-    int rc = EXIT_OK;
-    if (s)
-        printf("%s\n", s);
+    rc = EXIT_OK;
+    if (d)
+        out_json(d, 1);
     else {
-        fprintf(stderr, "%s: out of memory\n", prog);
+        log_fatal("out of memory");
         rc = EXIT_FAILED;
     }
-    cJSON_free(s);
     cJSON_Delete(d);
     kubeconfig_free(&kc);
     return rc;
@@ -263,23 +458,27 @@ static const char spec_help[] =
     "Usage: cozy-migrate spec [busted options] [PATHS...]\n"
     "\n"
     "Runs busted inside the host, so specs can require the same native\n"
-    "modules (kube.core, json, yaml, log) and stdlib the migrations use.\n"
+    "modules (kube.core, json, yaml, log) and stdlib the migrations use, and\n"
+    "the spec-only `migrate` module (the runner's parsers and planner).\n"
     "Every argument is passed to busted; see 'cozy-migrate spec --help-busted'.\n";
 
-static int cmd_spec(int argc, char **argv)
+static int cmd_spec(struct cli *c, int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--help") == 0) {
-        printf("%s", spec_help);
+        fputs(spec_help, stdout);
         return EXIT_OK;
     }
-    struct common c;
-    common_init(&c);
-    kube_set_options(&c.k);
-    lua_State *L = sandbox_new_unrestricted(sandbox_default_stdlib());
+    struct host_ctx hc = {.kube = c->r.k};
+    lua_State *L = sandbox_new_unrestricted(sandbox_default_stdlib(), &hc);
     if (!L) {
-        fprintf(stderr, "%s: cannot create the Lua state\n", prog);
+        log_fatal("cannot create the Lua state");
         return EXIT_FAILED;
     }
+    /* The runner's parsers and planner: for specs only, never in a sandbox. */
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, luaopen_migrate);
+    lua_setfield(L, -2, "migrate");
+    lua_pop(L, 1);
     lua_createtable(L, argc, 1);
     lua_pushstring(L, "cozy-migrate spec");
     lua_rawseti(L, -2, 0);
@@ -290,7 +489,7 @@ static int cmd_spec(int argc, char **argv)
     lua_setglobal(L, "arg");
     int rc = EXIT_OK;
     if (luaL_dostring(L, "require('busted.runner')({standalone = false})") != LUA_OK) {
-        fprintf(stderr, "%s: spec: %s\n", prog, lua_tostring(L, -1));
+        log_fatal("spec: %s", lua_tostring(L, -1));
         rc = EXIT_FAILED;
     }
     lua_close(L);
@@ -316,14 +515,15 @@ static const char run_help[] =
     "  --timeout DURATION   per-migration timeout, overriding every header (default:\n"
     "                       the header's timeout, else 10m)\n"
     "  --lock-timeout DUR   how long to wait for another runner's lock (default 5m)\n"
-    "  --lease-duration DUR how long the lock lives without renewal (default 30s)\n"
+    "  --lease-duration DUR how long the lock lives without renewal (default "
+    STR(DEFAULT_LEASE_S) "s)\n"
     "  --grace DURATION     TERM-to-KILL delay on timeout (default 10s)\n"
-    "  --max-attempts N     background: retries of a failed migration (default 3)\n"
-    "  --ledger NAME        the ledger ConfigMap (default cozystack-version)\n"
+    "  --max-attempts N     background: retries of a failed migration (default "
+    STR(DEFAULT_MAX_ATTEMPTS) ")\n"
+    "  --ledger NAME        the ledger ConfigMap (default " DEFAULT_LEDGER_NAME ")\n"
     "  --dir DIR            the tree holding migrations/ and legacy-sh/ (default: the\n"
     "                       image's, or the working tree with --local)\n"
-    "  --memory MIB         memory cap of a Lua migration (default 512)\n"
-    "  --log-format FMT     text (default) or json (progress lines as JSON)\n"
+    "  --memory MIB         memory cap of a Lua migration (default " STR(DEFAULT_MEMORY_MB) ")\n"
     "\n"
     "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN.\n"
     "Exit codes: 0 ok, 1 a migration failed, 2 usage, 3 invalid packaging,\n"
@@ -335,7 +535,9 @@ static const char plan_help[] =
     "\n"
     "Prints what `run` would do with the same options: the migrations it would\n"
     "run in order, and why each other one is skipped. Writes nothing and takes\n"
-    "no lock. Accepts run's --tier, --only, --dry-run, --ledger, --dir.\n";
+    "no lock.\n"
+    "\n"
+    "Options: --tier, --only, --dry-run, --max-attempts, --ledger, --dir, as for run.\n";
 
 static const char status_help[] =
     "Usage: cozy-migrate status [options]\n"
@@ -366,149 +568,86 @@ static const char *default_dir(void)
     return ".";
 }
 
-static int runner_cmd(int argc, char **argv, int which)
+/* What run, plan and status share once parsed. 0 or an exit code. */
+static int runner_finish(struct cli *c, int argc, char **argv, int first)
 {
-    static const struct option lo[] = {
-        COMMON_LONGOPTS,
-        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"memory", required_argument, NULL, OPT_MEMORY},
-        {"tier", required_argument, NULL, OPT_TIER},
-        {"only", required_argument, NULL, OPT_ONLY},
-        {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
-        {"lease-duration", required_argument, NULL, OPT_LEASE_DURATION},
-        {"grace", required_argument, NULL, OPT_GRACE},
-        {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
-        {"ledger", required_argument, NULL, OPT_LEDGER},
-        {"dir", required_argument, NULL, OPT_DIR},
-        {"output", required_argument, NULL, OPT_OUTPUT},
-        {NULL, 0, NULL, 0},
-    };
-    const char *helps[] = {run_help, plan_help, status_help};
-    struct common c;
-    common_init(&c);
-    struct runner_opts o;
-    memset(&o, 0, sizeof o);
-    o.tier = "pre-apply";
-    o.lock_timeout = 300;
-    o.lease_duration = 30;
-    o.grace = 10;
-    o.max_attempts = 3;
-    o.image = getenv("MIGRATIONS_IMAGE");
-    const char *only = getenv("ONLY");
-    o.only = only && *only ? only : NULL;
-    int timeout_set = 0;
-    double d;
-    int opt;
-    /* -o is status's short form of --output. */
-    static const struct option *lop = lo;
-    while ((opt = getopt_long(argc, argv, "+o:", lop, NULL)) != -1) {
-        switch (opt) {
-        case OPT_HELP:
-            printf("%s\n%s", helps[which], cluster_opts_help);
-            return EXIT_OK;
-        case OPT_TIER:
-            if (strcmp(optarg, "pre-apply") != 0 && strcmp(optarg, "background") != 0) {
-                usage_error("--tier: '%s' is not pre-apply or background", optarg);
-                return EXIT_USAGE;
-            }
-            o.tier = optarg;
-            continue;
-        case OPT_ONLY:
-            o.only = optarg;
-            continue;
-        case OPT_LOCK_TIMEOUT:
-        case OPT_LEASE_DURATION:
-        case OPT_GRACE:
-            if (parse_duration(optarg, &d) != 0) {
-                usage_error("'%s' is not a duration like 90s, 5m or 1h", optarg);
-                return EXIT_USAGE;
-            }
-            if (opt == OPT_LOCK_TIMEOUT)
-                o.lock_timeout = d;
-            else if (opt == OPT_GRACE)
-                o.grace = d;
-            else
-                o.lease_duration = d < 1 ? 1 : (int)d;
-            continue;
-        case OPT_MAX_ATTEMPTS: {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (*end || n < 1 || n > 1000) {
-                usage_error("--max-attempts: '%s' is not a number from 1 to 1000", optarg);
-                return EXIT_USAGE;
-            }
-            o.max_attempts = (int)n;
-            continue;
-        }
-        case OPT_LEDGER:
-            c.k.ledger_name = optarg;
-            continue;
-        case OPT_DIR:
-            o.dir = optarg;
-            continue;
-        case 'o':
-        case OPT_OUTPUT:
-            if (strcmp(optarg, "json") == 0)
-                o.json_output = 1;
-            else if (strcmp(optarg, "table") != 0) {
-                usage_error("--output: '%s' is not table or json", optarg);
-                return EXIT_USAGE;
-            }
-            continue;
-        case OPT_TIMEOUT:
-            timeout_set = 1;
-            break;
-        case '?':
-            usage_error("unknown flag or missing value: '%s'", argv[optind - 1]);
-            return EXIT_USAGE;
-        }
-        if (opt == OPT_LOG_FORMAT && strcmp(optarg, "json") == 0)
-            o.json_output = 1;
-        if (common_opt(&c, opt, optarg) <= 0)
-            return EXIT_USAGE;
-    }
-    if (optind != argc) {
-        usage_error("unexpected argument '%s'", argv[optind]);
+    if (first != argc) {
+        log_usage(c->cmd, "unexpected argument '%s'", argv[first]);
         return EXIT_USAGE;
     }
-    if (o.only && !slug_valid(o.only)) {
-        usage_error("--only: '%s' is not a valid slug", o.only);
+    struct runner_opts *o = &c->r;
+    if (o->only && !slug_valid(o->only)) {
+        log_usage(c->cmd, "--only: '%s' is not a valid slug", o->only);
         return EXIT_USAGE;
     }
-    if (!o.dir)
-        o.dir = c.k.cfg.local ? "." : default_dir();
+    if (!o->dir)
+        o->dir = o->k.cfg.local ? "." : default_dir();
     static char lease[300];
-    snprintf(lease, sizeof lease, "%s-lock", c.k.ledger_name);
-    c.k.lease_name = lease;
-    o.timeout = timeout_set ? c.timeout : 0;
-    o.memory = c.memory;
-    o.k = c.k;
-    kube_set_options(&c.k);
-    return which == 0 ? runner_run(&o) : which == 1 ? runner_plan(&o) : runner_status(&o);
+    snprintf(lease, sizeof lease, "%s" LEASE_SUFFIX, o->k.ledger_name);
+    o->k.lease_name = lease;
+    if (!c->timeout_set)
+        o->timeout = 0; /* each header's own timeout applies */
+    return 0;
 }
 
-static int cmd_run(int argc, char **argv) { return runner_cmd(argc, argv, 0); }
-static int cmd_plan(int argc, char **argv) { return runner_cmd(argc, argv, 1); }
-static int cmd_status(int argc, char **argv) { return runner_cmd(argc, argv, 2); }
+static int cmd_run(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
+        OPT("timeout", required_argument, OPT_TIMEOUT),
+        OPT("memory", required_argument, OPT_MEMORY), OPT("tier", required_argument, OPT_TIER),
+        OPT("only", required_argument, OPT_ONLY),
+        OPT("lock-timeout", required_argument, OPT_LOCK_TIMEOUT),
+        OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
+        OPT("grace", required_argument, OPT_GRACE),
+        OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
+        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+    };
+    int first, rc = parse(c, argc, argv, lo, NULL, run_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_run(&c->r);
+}
+
+static int cmd_plan(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
+        OPT("tier", required_argument, OPT_TIER), OPT("only", required_argument, OPT_ONLY),
+        OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
+        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+    };
+    int first, rc = parse(c, argc, argv, lo, NULL, plan_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_plan(&c->r);
+}
+
+static int cmd_status(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        CLUSTER_OPTS, OPT("output", required_argument, OPT_OUTPUT),
+        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+    };
+    int first, rc = parse(c, argc, argv, lo, "o:", status_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_status(&c->r);
+}
 
 /* ---- dispatch ------------------------------------------------------------ */
 
 static const struct {
     const char *name;
-    int (*fn)(int, char **);
+    int (*fn)(struct cli *, int, char **);
 } commands[] = {
-    {"run", cmd_run},
-    {"plan", cmd_plan},
-    {"status", cmd_status},
-    {"lua", cmd_lua},
-    {"exec", child_cli},
-    {"config", cmd_config},
-    {"spec", cmd_spec},
+    {"run", cmd_run},     {"plan", cmd_plan},     {"status", cmd_status}, {"lua", cmd_lua},
+    {"exec", cmd_exec},   {"config", cmd_config}, {"spec", cmd_spec},
 };
 
 int main(int argc, char **argv)
 {
+    prescan_log_format(argc, argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(main_help, argc < 2 ? stderr : stdout);
@@ -516,14 +655,22 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(argv[1], commands[i].name) == 0) {
-            opterr = 0;
-            optind = 1;
-            return commands[i].fn(argc - 1, argv + 1);
+            /* --env values are kept by pointer; there are never more than argc. */
+            char **env = calloc((size_t)argc + 1, sizeof *env);
+            if (!env) {
+                log_fatal("out of memory");
+                return EXIT_FAILED;
+            }
+            struct cli c;
+            cli_init(&c, commands[i].name, env);
+            int rc = commands[i].fn(&c, argc - 1, argv + 1);
+            free(env);
+            return rc;
         }
     }
     if (argv[1][0] == '-')
-        usage_error("unknown flag '%s' before the command", argv[1]);
+        log_usage(NULL, "unknown flag '%s' before the command", argv[1]);
     else
-        usage_error("unknown command '%s'", argv[1]);
+        log_usage(NULL, "unknown command '%s'", argv[1]);
     return EXIT_USAGE;
 }

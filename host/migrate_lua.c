@@ -122,27 +122,33 @@ static int l_legacy_map(lua_State *L)
     return 1;
 }
 
+/* Pushes a record as the table its wire JSON decodes to. May raise. */
+static void push_record(lua_State *L, const struct record *r)
+{
+    struct ljson_box *box = ljson_box(L);
+    char *s = record_format(r);
+    if (!s || !(box->json = cJSON_Parse(s))) {
+        free(s);
+        luaL_error(L, "out of memory");
+        return;
+    }
+    free(s);
+    ljson_push(L, box->json);
+    ljson_box_free(box);
+    lua_remove(L, -2);
+}
+
 /* record(text) -> {state=, attempts=, ...} | nil, problem */
 static int l_record(lua_State *L)
 {
     const char *text = luaL_checkstring(L, 1);
-    struct record *r = malloc(sizeof *r);
-    if (!r)
-        return luaL_error(L, "out of memory");
+    struct record *r = lua_newuserdatauv(L, sizeof *r, 0);
     if (record_parse(text, r) != 0) {
         lua_pushnil(L);
         lua_pushstring(L, r->problem);
-        free(r);
         return 2;
     }
-    char *s = record_format(r);
-    free(r);
-    if (!s)
-        return luaL_error(L, "out of memory");
-    cJSON *j = cJSON_Parse(s);
-    free(s);
-    ljson_push(L, j);
-    cJSON_Delete(j);
+    push_record(L, r);
     return 1;
 }
 
@@ -200,7 +206,11 @@ static int l_plan(lua_State *L)
     lua_createtable(L, 0, 8);
     lua_pushboolean(L, p.fresh_install);
     lua_setfield(L, -2, "fresh_install");
-    ljson_push(L, p.seed);
+    lua_createtable(L, 0, (int)p.nseed);
+    for (size_t i = 0; i < p.nseed; i++) {
+        push_record(L, &p.seed[i].rec);
+        lua_setfield(L, -2, p.seed[i].slug);
+    }
     lua_setfield(L, -2, "seed");
     lua_pushinteger(L, p.refuse);
     lua_setfield(L, -2, "refuse");

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "defaults.h"
 #include "exitcodes.h"
 
 const char *step_kind_name(enum step_kind k)
@@ -21,7 +22,9 @@ const char *step_kind_name(enum step_kind k)
 
 void plan_free(struct plan *p)
 {
-    cJSON_Delete(p->seed);
+    for (size_t i = 0; i < p->nseed; i++)
+        free(p->seed[i].slug);
+    free(p->seed);
     free(p->s);
     for (size_t i = 0; i < p->nwarnings; i++)
         free(p->warnings[i]);
@@ -67,23 +70,23 @@ static struct step *add_step(struct plan *p, enum step_kind k, const char *slug,
 static int seed_record(struct plan *p, const char *slug, enum rec_state st, const char *batch,
                        const char *tier, const struct plan_opts *o)
 {
-    struct record r;
-    memset(&r, 0, sizeof r);
-    r.state = st;
-    snprintf(r.at, sizeof r.at, "%s", o->now ? o->now : "");
-    snprintf(r.batch, sizeof r.batch, "%s", batch);
-    snprintf(r.tier, sizeof r.tier, "%s", tier);
-    snprintf(r.image, sizeof r.image, "%s", o->image ? o->image : "");
-    char *v = record_format(&r);
-    char key[128];
-    snprintf(key, sizeof key, "m.%s", slug);
-    if (!v || !cJSON_AddStringToObject(p->seed, key, v)) {
-        free(v);
+    struct ledger_entry *ns = realloc(p->seed, (p->nseed + 1) * sizeof *ns);
+    if (!ns)
         return -1;
-    }
-    free(v);
+    p->seed = ns;
+    if (!(ns[p->nseed].slug = strdup(slug)))
+        return -1;
+    record_init(&ns[p->nseed].rec, st, o->now, batch, tier, o->image, NULL, NULL);
     p->nseed++;
     return 0;
+}
+
+void plan_record(const struct tree *t, const struct step *s, const struct plan_opts *o,
+                 enum rec_state st, struct record *r)
+{
+    const struct migration *m = s->m;
+    record_init(r, st, o->now, s->batch, s->tier, o->image, m ? m->sha256 : NULL,
+                m ? (m->is_shell ? t->lib_sh : t->lib_lua) : NULL);
 }
 
 /* The record for slug, looking at what this plan seeds too. */
@@ -93,14 +96,12 @@ static enum rec_state state_of(const struct plan *p, const struct ledger *l, con
     *rec = ledger_find(l, slug);
     if (*rec)
         return (*rec)->state;
-    char key[128];
-    snprintf(key, sizeof key, "m.%s", slug);
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(p->seed, key);
-    if (!s)
-        return REC_NONE;
-    struct record r;
-    record_parse(s->valuestring, &r);
-    return r.state;
+    for (size_t i = 0; i < p->nseed; i++)
+        if (strcmp(p->seed[i].slug, slug) == 0) {
+            *rec = &p->seed[i].rec;
+            return p->seed[i].rec.state;
+        }
+    return REC_NONE;
 }
 
 static const char *tier_of(const struct migration *m) { return m ? m->tier : "pre-apply"; }
@@ -122,10 +123,8 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
                struct plan *p)
 {
     memset(p, 0, sizeof *p);
-    if (!(p->seed = cJSON_CreateObject()))
-        return -1;
     const char *tier = o->tier ? o->tier : "pre-apply";
-    int max_attempts = o->max_attempts > 0 ? o->max_attempts : 3;
+    int max_attempts = o->max_attempts > 0 ? o->max_attempts : DEFAULT_MAX_ATTEMPTS;
     const struct manifest *man = &t->man;
 
     /* --only is checked first: a request for something the image cannot do

@@ -23,7 +23,7 @@ struct step {
 
 struct plan {
     int fresh_install;          /* the ledger is absent: create it with `seed` */
-    cJSON *seed;                /* key -> record JSON to write before the walk */
+    struct ledger_entry *seed;  /* records to write before the walk (fresh install, legacy) */
     size_t nseed;
     struct step *s;
     size_t n;
@@ -37,10 +37,16 @@ struct plan {
 struct plan_opts {
     const char *tier;           /* "pre-apply" (default) or "background" */
     const char *only;           /* re-run exactly this slug */
-    int max_attempts;           /* background retries bound (default 3) */
+    int max_attempts;           /* background retries bound (0 = DEFAULT_MAX_ATTEMPTS) */
     const char *image;
     const char *now;            /* RFC 3339 timestamp for seeded records */
 };
+
+/* A record for what the step did (state st), stamped like the plan's seeds
+ * (batch, tier, image, now) and with the script's checksums when the step
+ * has a script. */
+void plan_record(const struct tree *t, const struct step *s, const struct plan_opts *o,
+                 enum rec_state st, struct record *r);
 
 /* Never fails for a reason of the data: a refusal is a plan with refuse set.
  * Returns -1 only when out of memory. */

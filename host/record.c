@@ -21,6 +21,25 @@ const char *rec_state_name(enum rec_state s)
     return s <= REC_UNKNOWN ? state_names[s] : "unknown";
 }
 
+static void set(char *dst, size_t cap, const char *v)
+{
+    snprintf(dst, cap, "%s", v ? v : "");
+}
+
+void record_init(struct record *r, enum rec_state st, const char *at, const char *batch,
+                 const char *tier, const char *image, const char *sha256,
+                 const char *lib_sha256)
+{
+    memset(r, 0, sizeof *r);
+    r->state = st;
+    set(r->at, sizeof r->at, at);
+    set(r->batch, sizeof r->batch, batch);
+    set(r->tier, sizeof r->tier, tier);
+    set(r->image, sizeof r->image, image);
+    set(r->sha256, sizeof r->sha256, sha256);
+    set(r->lib_sha256, sizeof r->lib_sha256, lib_sha256);
+}
+
 static int get_str(const cJSON *o, const char *k, char *dst, size_t cap, struct record *r)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);

@@ -14,7 +14,9 @@ enum rec_state {
     REC_UNKNOWN,            /* present but unparseable: recorded, state unknown */
 };
 
-#define OUTPUT_CAP 4096
+#include "defaults.h"
+
+#define OUTPUT_CAP OUTPUT_TAIL_MAX
 
 struct record {
     enum rec_state state;
@@ -32,6 +34,11 @@ struct record {
     char problem[256];      /* why it is REC_UNKNOWN */
 };
 
+/* Starts a record: zeroed, then the given fields (NULL or "" = absent).
+ * The one place a record is made, for seeds and for outcomes alike. */
+void record_init(struct record *r, enum rec_state st, const char *at, const char *batch,
+                 const char *tier, const char *image, const char *sha256,
+                 const char *lib_sha256);
 /* Parses a record's JSON text. Returns 0, or -1 leaving state REC_UNKNOWN
  * and the reason in r->problem (not JSON, not an object, an unknown state,
  * a field of the wrong type). */

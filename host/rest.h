@@ -64,6 +64,8 @@ long rest_requests(const struct rest_client *c);
 void rest_error_free(struct rest_error *e);
 void rest_free(struct rest_client *c);
 
+/* The longest text rest_error_string writes (reason, message and framing). */
+#define REST_ERRSTR_MAX (64 + 2048 + 64)
 /* "Error from server (NotFound): ..." / "Unable to connect to the server: ..." */
 void rest_error_string(const struct rest_error *e, char *buf, size_t len);
 const char *rest_reason_for(long code);

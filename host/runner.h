@@ -1,12 +1,18 @@
 /* runner.h: the `run`, `plan` and `status` commands' work. Owns executing a
  * plan: lock, ledger read, seeding, each migration in a supervised child,
- * recording outcomes, Events, progress lines, and the exit code. */
+ * recording outcomes, Events, progress lines, and the exit code.
+ *
+ * Recipe: main.c fills runner_opts from the command line (every field has
+ * its default from defaults.h there) and calls one of the three; each
+ * returns a process exit code (exitcodes.h). */
 #ifndef COZY_RUNNER_H
 #define COZY_RUNNER_H
-#include "kube.h"
+#include <stddef.h>
+
+#include "hostctx.h"
 
 struct runner_opts {
-    struct kube_options k;      /* cluster, namespace, ledger name, dry run */
+    struct kube_options k;      /* cluster, namespace, ledger and lease names, dry run */
     const char *dir;            /* root holding migrations/ and legacy-sh/ */
     const char *tier;
     const char *only;
@@ -16,8 +22,8 @@ struct runner_opts {
     double grace;               /* TERM -> KILL */
     int max_attempts;           /* background retry bound */
     const char *image;          /* recorded; MIGRATIONS_IMAGE */
-    int json_output;            /* status -o json / progress as JSON */
-    size_t memory;              /* Lua memory cap */
+    int output_json;            /* status -o json */
+    size_t memory;              /* Lua memory cap, bytes */
 };
 
 int runner_run(const struct runner_opts *o);

@@ -23,21 +23,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hostctx.h"
 #include "kube.h"
 #include "log.h"
 #include "luajson.h"
-#include "migrate_lua.h"
 #include "util.h"
 #include "yaml.h"
 
 #define HOOK_EVERY 10000
 
+/* Reached from the state through its allocator's userdata (the extra space
+ * holds the host context). */
 struct sandbox {
     lua_State *L;
     size_t used, limit;
     int nomem;           /* the cap refused an allocation */
     int timed_out;       /* the deadline hook fired */
-    double deadline;     /* monotonic seconds; 0 = none */
     char stdlib_dir[PATH_MAX];
 };
 
@@ -49,11 +50,6 @@ static const luaL_Reg native_modules[] = {
     {"log", luaopen_log},
     {NULL, NULL},
 };
-
-static struct sandbox *from_state(lua_State *L)
-{
-    return *(struct sandbox **)lua_getextraspace(L);
-}
 
 static void *cap_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -75,13 +71,21 @@ static void *cap_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     return p;
 }
 
+/* NULL for the unrestricted spec state, whose allocator is lauxlib's. */
+static struct sandbox *from_state(lua_State *L)
+{
+    void *ud = NULL;
+    return lua_getallocf(L, &ud) == cap_alloc ? ud : NULL;
+}
+
 static void deadline_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
     struct sandbox *sb = from_state(L);
-    if (!sb || !sb->deadline)
+    struct host_ctx *hc = host_ctx(L);
+    if (!sb || !hc || !hc->deadline)
         return;
-    if (!sb->timed_out && now_mono() < sb->deadline)
+    if (!sb->timed_out && now_mono() < hc->deadline)
         return;
     if (!sb->timed_out) {
         sb->timed_out = 1;
@@ -90,14 +94,6 @@ static void deadline_hook(lua_State *L, lua_Debug *ar)
         lua_sethook(L, deadline_hook, LUA_MASKCOUNT, 1);
     }
     luaL_error(L, "timeout: the migration ran past its deadline");
-}
-
-double sandbox_remaining(lua_State *L)
-{
-    struct sandbox *sb = from_state(L);
-    if (!sb || !sb->deadline)
-        return HUGE_VAL;
-    return sb->deadline - now_mono();
 }
 
 /* load(chunk [, name [, mode [, env]]]) that only ever accepts text. */
@@ -221,8 +217,15 @@ static void keep_only(lua_State *L, const char *lib, const char *const *keep)
     lua_pop(L, 1);
 }
 
+/* Runs protected (it allocates): the host context first, since the native
+ * modules fetch it when they open. */
 static int open_sandbox_libs(lua_State *L)
 {
+    const struct host_ctx *ctx = lua_touserdata(L, 1);
+    struct host_ctx none;
+    memset(&none, 0, sizeof none);
+    kube_default_options(&none.kube);
+    host_ctx_attach(L, ctx ? ctx : &none);
     static const luaL_Reg libs[] = {
         {LUA_GNAME, luaopen_base},         {LUA_STRLIBNAME, luaopen_string},
         {LUA_TABLIBNAME, luaopen_table},   {LUA_MATHLIBNAME, luaopen_math},
@@ -282,13 +285,11 @@ struct sandbox *sandbox_new(const struct sandbox_opts *o)
         free(sb);
         return NULL;
     }
-    *(struct sandbox **)lua_getextraspace(sb->L) = sb;
-    if (o->timeout_s > 0) {
-        sb->deadline = now_mono() + o->timeout_s;
+    if (o->ctx && o->ctx->deadline)
         lua_sethook(sb->L, deadline_hook, LUA_MASKCOUNT, HOOK_EVERY);
-    }
     lua_pushcfunction(sb->L, open_sandbox_libs);
-    if (lua_pcall(sb->L, 0, 0, 0) != LUA_OK) {
+    lua_pushlightuserdata(sb->L, (void *)o->ctx);
+    if (lua_pcall(sb->L, 1, 0, 0) != LUA_OK) {
         lua_close(sb->L);
         free(sb);
         return NULL;
@@ -382,13 +383,24 @@ const char *sandbox_status_name(enum sandbox_status s)
     return "Unknown";
 }
 
-lua_State *sandbox_new_unrestricted(const char *stdlib_dir)
+static int open_unrestricted(lua_State *L)
+{
+    host_ctx_attach(L, lua_touserdata(L, 1));
+    luaL_openlibs(L);
+    return 0;
+}
+
+lua_State *sandbox_new_unrestricted(const char *stdlib_dir, const struct host_ctx *ctx)
 {
     lua_State *L = luaL_newstate();
     if (!L)
         return NULL;
-    *(struct sandbox **)lua_getextraspace(L) = NULL;
-    luaL_openlibs(L);
+    lua_pushcfunction(L, open_unrestricted);
+    lua_pushlightuserdata(L, (void *)ctx);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+        lua_close(L);
+        return NULL;
+    }
     ljson_init(L);
     lua_getglobal(L, LUA_LOADLIBNAME);
     lua_getfield(L, -1, "preload");
@@ -396,9 +408,6 @@ lua_State *sandbox_new_unrestricted(const char *stdlib_dir)
         lua_pushcfunction(L, m->func);
         lua_setfield(L, -2, m->name);
     }
-    /* The runner's parsers and planner, for specs only. */
-    lua_pushcfunction(L, luaopen_migrate);
-    lua_setfield(L, -2, "migrate");
     lua_pop(L, 1);
     lua_getfield(L, -1, "path");
     lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", stdlib_dir, stdlib_dir,

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <lua.h>
 
+#include "hostctx.h"
+
 enum sandbox_status {
     SANDBOX_OK = 0,
     SANDBOX_ERROR,      /* the script raised an error */
@@ -19,8 +21,9 @@ enum sandbox_status {
 
 struct sandbox_opts {
     size_t mem_limit;           /* bytes; 0 = no cap */
-    double timeout_s;           /* wall-clock seconds from sandbox_new; 0 = none */
-    const char *stdlib_dir;     /* where `require` finds Lua modules */
+    const struct host_ctx *ctx; /* copied onto the state; its deadline arms the
+                                 * hook. NULL: default kube options, no deadline */
+    const char *stdlib_dir;     /* where `require` finds Lua modules; NULL = default */
 };
 
 struct sandbox;
@@ -34,13 +37,10 @@ enum sandbox_status sandbox_run_file(struct sandbox *sb, const char *path,
 void sandbox_free(struct sandbox *sb);
 const char *sandbox_status_name(enum sandbox_status s);
 
-/* Seconds left before the deadline of the sandbox owning L; a negative value
- * means it has passed; HUGE_VAL when L has no deadline (spec runner). */
-double sandbox_remaining(lua_State *L);
-
-/* A full (unsandboxed) state with the native modules preloaded and the stdlib
- * on package.path; used by the spec runner. NULL on allocation failure. */
-lua_State *sandbox_new_unrestricted(const char *stdlib_dir);
+/* A full (unsandboxed) state with ctx attached, the native modules
+ * preloaded and the stdlib on package.path; used by the spec runner, which
+ * adds its own spec-only modules. NULL on allocation failure. */
+lua_State *sandbox_new_unrestricted(const char *stdlib_dir, const struct host_ctx *ctx);
 
 /* The directory holding the stdlib: $COZY_STDLIB, else <exe>/../stdlib,
  * else /usr/share/cozy-migrate/stdlib. Returns a static buffer. */

@@ -20,7 +20,7 @@ end
 local function seeded(plan)
   local json = require('json')
   local out = {}
-  for k, v in pairs(plan.seed) do out[k:sub(3)] = json.decode(v).state end
+  for slug, rec in pairs(plan.seed) do out[slug] = rec.state end
   return out
 end
 

@@ -1,0 +1,37 @@
+/* defaults.h: every default the engine applies when neither a flag, the
+ * environment nor a script header says otherwise, each named once. The CLI's
+ * --help texts, the runner, the child supervisor and the kube module read
+ * them from here; a number repeated in another file is a bug. */
+#ifndef COZY_DEFAULTS_H
+#define COZY_DEFAULTS_H
+
+/* Where the ledger lives (DESIGN.md "Vocabulary"). */
+#define DEFAULT_NAMESPACE "cozy-system"
+#define DEFAULT_LEDGER_NAME "cozystack-version"
+/* The runner lock is the Lease named <ledger><LEASE_SUFFIX>. */
+#define LEASE_SUFFIX "-lock"
+
+/* One migration. */
+#define DEFAULT_TIMEOUT_S (10 * 60.0)       /* header timeout= when absent */
+#define DEFAULT_GRACE_S 10.0                /* TERM -> KILL at the deadline */
+#define DEFAULT_MEMORY_MB 512               /* Lua memory cap */
+#define DEFAULT_MAX_ATTEMPTS 3              /* background retries of a failed record */
+
+/* The runner lock. */
+#define DEFAULT_LEASE_S 30                  /* leaseDurationSeconds */
+#define DEFAULT_LOCK_WAIT_S (5 * 60.0)      /* how long a second runner waits */
+
+/* Every request to the apiserver (rest.c's policy). */
+#define DEFAULT_REQUEST_TIMEOUT_S 30.0      /* one attempt */
+#define DEFAULT_REQUEST_ATTEMPTS 6          /* including the first */
+#define DEFAULT_RETRY_BUDGET_S 60.0         /* all attempts of one request */
+
+/* What a failed migration keeps of its output (record field `output`). */
+#define OUTPUT_TAIL_LINES 20
+#define OUTPUT_TAIL_MAX 4096                /* bytes, NUL included */
+
+/* One line of error text: a REST error (reason + 2 KiB message) with the
+ * context a caller prefixes to it. Every buffer that carries such a line
+ * has this size. */
+#define ERRLINE_MAX 2600
+#endif

@@ -1,0 +1,52 @@
+/* hostctx.h: what the host tells one Lua state about the run it serves.
+ *
+ * Redis keeps a script's run context in its Lua state and fetches it at the
+ * top of every API function; so do we. The creator of a state (sandbox.c,
+ * for a migration or the spec runner) attaches one host_ctx; every native
+ * module function starts with `struct host_ctx *hc = host_ctx(L);` and reads
+ * its options there, never from a process global or the environment. It
+ * holds plain data: the kube module keeps its connection in `client` and the
+ * write journal (journal.h) in `journal`, both owned by Lua userdata so they
+ * are released when the state closes. */
+#ifndef COZY_HOSTCTX_H
+#define COZY_HOSTCTX_H
+#include <lua.h>
+
+#include "kubeconfig.h"
+
+/* What every request a script makes depends on. The strings are borrowed:
+ * they must outlive every state the options are attached to (argv, or
+ * static storage in main.c). */
+struct kube_options {
+    struct kube_config_opts cfg;    /* which cluster, as whom */
+    int dry_run;                    /* every mutating request gets dryRun=All */
+    const char *ledger_namespace;   /* the platform namespace: ledger and lock live there */
+    const char *ledger_name;        /* the ledger ConfigMap no script may write */
+    const char *lease_name;         /* the runner lock no script may write */
+    double request_timeout;         /* seconds per attempt */
+    int max_attempts;               /* per request, including the first */
+    double retry_budget;            /* seconds across all attempts */
+};
+
+/* The defaults of defaults.h: cozy-system / cozystack-version /
+ * cozystack-version-lock, 30s per attempt, 6 attempts, 60s budget. */
+void kube_default_options(struct kube_options *o);
+
+struct kube_client;                 /* kube.c's, created on first use */
+struct journal;                     /* journal.h */
+
+struct host_ctx {
+    struct kube_options kube;
+    double deadline;                /* monotonic seconds; 0 = none */
+    struct kube_client *client;     /* owned by kube.c (a userdata in the registry) */
+    struct journal *journal;        /* NULL: writes are not journaled */
+};
+
+/* Copies *src into a userdata anchored in the registry and makes it L's
+ * context. Call once, right after creating the state. May raise (memory). */
+void host_ctx_attach(lua_State *L, const struct host_ctx *src);
+/* L's context. Never NULL once attached; NULL before. */
+struct host_ctx *host_ctx(lua_State *L);
+/* Seconds before the deadline (negative once passed); HUGE_VAL without one. */
+double host_ctx_remaining(const struct host_ctx *hc);
+#endif
