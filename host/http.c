@@ -24,6 +24,8 @@ struct http_client {
     char *token;            /* current bearer token, if any */
     char *token_file;
     double token_read_at;
+    struct timespec token_mtime;    /* of the file when last read */
+    off_t token_size;
     long connects;
     long requests;
     struct curl_slist *connect_to;
@@ -150,12 +152,24 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
+/* A token file (tokenFile, or the service account's, which the kubelet
+ * rotates) is read again as soon as it changes, and at least once a minute
+ * in case a change kept the same size and time stamp. */
 static int load_token(struct http_client *c)
 {
     if (!c->token_file)
         return 0;
-    if (c->token && now_mono() - c->token_read_at < 60)
+    struct stat st;
+    int have_st = stat(c->token_file, &st) == 0;
+    int changed = have_st && (st.st_mtim.tv_sec != c->token_mtime.tv_sec ||
+                              st.st_mtim.tv_nsec != c->token_mtime.tv_nsec ||
+                              st.st_size != c->token_size);
+    if (c->token && !changed && now_mono() - c->token_read_at < 60)
         return 0;
+    if (have_st) {
+        c->token_mtime = st.st_mtim;
+        c->token_size = st.st_size;
+    }
     size_t len;
     char *t = read_file(c->token_file, &len);
     if (!t) {
@@ -267,12 +281,13 @@ struct http_client *http_client_new(const struct kube_config *cfg, char *err, si
         http_client_free(c);
         return NULL;
     }
-    if (cfg->token && !(c->token = strdup(cfg->token))) {
+    /* client-go's rule: a tokenFile wins over an inline token. */
+    if (!cfg->token_file && cfg->token && !(c->token = strdup(cfg->token))) {
         snprintf(err, errlen, "out of memory");
         http_client_free(c);
         return NULL;
     }
-    if (!cfg->token && cfg->token_file) {
+    if (cfg->token_file) {
         if (!(c->token_file = strdup(cfg->token_file)) || load_token(c) != 0) {
             snprintf(err, errlen, "%s: cannot read token: %s", cfg->token_file, strerror(errno));
             http_client_free(c);

@@ -1,8 +1,9 @@
 /* http.h: the one HTTPS connection a migration talks to the apiserver over.
  * Owns the libcurl handle (kept alive and reused for every request, HTTP/2
  * where offered), TLS (verified unless the kubeconfig says otherwise), client
- * certificates, and the bearer token (a token file re-read once it is older
- * than a minute, as service-account tokens rotate). Sends exactly one request
+ * certificates, and the bearer token (a token file wins over an inline
+ * token, as in client-go, and is re-read as soon as it changes, as
+ * service-account tokens rotate). Sends exactly one request
  * per call: retrying is the caller's policy (kube.c). */
 #ifndef COZY_HTTP_H
 #define COZY_HTTP_H
