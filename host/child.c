@@ -63,21 +63,6 @@ extern char **environ;
 
 /* ---- helpers both sides use ---------------------------------------------- */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Async-signal-safe: the shell child between fork and exec must not call
  * snprintf or strerror (another thread of the parent may hold their locks). */
 static size_t append(char *buf, size_t at, size_t cap, const char *s)

@@ -380,13 +380,7 @@ static struct req *req_box(lua_State *L)
 {
     struct req *q = lua_newuserdatauv(L, sizeof *q, 0);
     memset(q, 0, sizeof *q);
-    if (luaL_newmetatable(L, REQ_MT)) {
-        lua_pushcfunction(L, req_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, req_gc);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_setmetatable(L, -2);
+    ljson_box_metatable(L, REQ_MT, req_gc);
     return q;
 }
 

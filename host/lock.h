@@ -18,7 +18,7 @@ struct lock {
  * holder when someone else kept it (*busy = 1), or the API error (*busy = 0). */
 int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const char *name,
                  int duration_s, double wait_s, int *busy, char *err, size_t errlen);
-/* Renews when a third of the lease has passed; cheap to call often. Returns
+/* Renews when a quarter of the lease has passed; cheap to call often. Returns
  * -1 when the lease was lost (someone else holds it now). */
 int lock_renew(struct lock *lk, char *err, size_t errlen);
 void lock_release(struct lock *lk);

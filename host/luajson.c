@@ -289,18 +289,23 @@ static int box_gc(lua_State *L)
     return 0;
 }
 
+void ljson_box_metatable(lua_State *L, const char *tname, lua_CFunction release)
+{
+    if (luaL_newmetatable(L, tname)) {
+        lua_pushcfunction(L, release);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, release);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_setmetatable(L, -2);
+}
+
 struct ljson_box *ljson_box(lua_State *L)
 {
     struct ljson_box *b = lua_newuserdatauv(L, sizeof *b, 0);
     b->json = NULL;
     b->text = NULL;
-    if (luaL_newmetatable(L, BOX_MT)) {
-        lua_pushcfunction(L, box_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, box_gc);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_setmetatable(L, -2);
+    ljson_box_metatable(L, BOX_MT, box_gc);
     return b;
 }
 

@@ -31,6 +31,9 @@ struct ljson_box {
     char *text;
 };
 struct ljson_box *ljson_box(lua_State *L);
+/* Gives the userdata on top of the stack the metatable tname, whose __gc
+ * and __close both call release: how every C-memory box is made. */
+void ljson_box_metatable(lua_State *L, const char *tname, lua_CFunction release);
 void ljson_box_free(struct ljson_box *b);
 
 /* Registers the null sentinel and the array/object metatables in the

@@ -6,7 +6,6 @@
  * everything. Must never skip a line it does not understand. */
 #include "manifest.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,42 +143,18 @@ fail:
     return -1;
 }
 
-static int cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    DIR *d = opendir(dir);
-    if (!d) {
-        snprintf(err, errlen, "%s: %s (generate the manifest with 'make manifest')", dir,
+    char **names;
+    size_t n;
+    if (list_dir(dir, &names, &n) != 0) {
+        snprintf(err, errlen, "%s: %s (generate the manifest with 'cozy-migrate order')", dir,
                  strerror(errno));
         return -1;
     }
-    char **names = NULL;
-    size_t n = 0;
-    struct dirent *de;
     int rc = 0;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        char **nn = realloc(names, (n + 1) * sizeof *nn);
-        if (!nn || !(nn[n] = strdup(de->d_name))) {
-            if (nn)
-                names = nn;
-            rc = -1;
-            snprintf(err, errlen, "%s: out of memory", dir);
-            break;
-        }
-        names = nn;
-        n++;
-    }
-    closedir(d);
-    if (rc == 0 && n)
-        qsort(names, n, sizeof *names, cmp_names);
-    if (rc == 0 && n && !(m->b = calloc(n, sizeof *m->b))) {
+    if (n && !(m->b = calloc(n, sizeof *m->b))) {
         rc = -1;
         snprintf(err, errlen, "%s: out of memory", dir);
     }
@@ -198,9 +173,7 @@ int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
         if (rc == 0)
             m->n++;
     }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
+    free_names(names, n);
     if (rc != 0)
         manifest_free(m);
     return rc;

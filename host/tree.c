@@ -9,7 +9,6 @@
  * script runs. */
 #include "tree.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -45,7 +44,7 @@ int sha256_file(const char *path, char out[65])
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
+static int cmp_path(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -55,16 +54,14 @@ static int walk(const char *base, const char *rel, char ***list, size_t *n)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s%s%s", base, *rel ? "/" : "", rel);
-    DIR *d = opendir(path);
-    if (!d)
+    char **names;
+    size_t nn;
+    if (list_dir(path, &names, &nn) != 0)
         return errno == ENOENT && !*rel ? 0 : -1;
-    struct dirent *de;
     int rc = 0;
-    while (rc == 0 && (de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
+    for (size_t i = 0; rc == 0 && i < nn; i++) {
         char sub[4096], full[8200];
-        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", names[i]);
         snprintf(full, sizeof full, "%s/%s", base, sub);
         struct stat st;
         if (stat(full, &st) != 0) {
@@ -83,7 +80,7 @@ static int walk(const char *base, const char *rel, char ***list, size_t *n)
             }
         }
     }
-    closedir(d);
+    free_names(names, nn);
     return rc;
 }
 
@@ -95,8 +92,10 @@ int sha256_dir(const char *dir, char out[65])
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (rc == 0 && (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)))
         rc = -1;
+    /* Each directory's names come sorted, but "a/x" and "a-b" must sort as
+     * whole paths, the same on every machine. */
     if (rc == 0 && n)
-        qsort(list, n, sizeof *list, cmp_str);
+        qsort(list, n, sizeof *list, cmp_path);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char full[8200];
         snprintf(full, sizeof full, "%s/%s", dir, list[i]);
@@ -114,9 +113,7 @@ int sha256_dir(const char *dir, char out[65])
     if (rc == 0)
         hex(d, dn, out);
     EVP_MD_CTX_free(ctx);
-    for (size_t i = 0; i < n; i++)
-        free(list[i]);
-    free(list);
+    free_names(list, n);
     return rc;
 }
 
@@ -157,40 +154,29 @@ static int scan(struct tree *t, const char *rel, const char *tier, const char *e
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", t->root, rel);
-    DIR *d = opendir(dir);
-    if (!d) {
+    char **all = NULL, **names = NULL;
+    size_t na = 0, nn = 0;
+    if (list_dir(dir, &all, &na) != 0) {
         if (errno == ENOENT)
             return 0;
         snprintf(err, errlen, "%s: %s", dir, strerror(errno));
         return -1;
     }
-    char **names = NULL;
-    size_t nn = 0;
-    struct dirent *de;
     int rc = 0;
-    while ((de = readdir(d))) {
-        const char *name = de->d_name;
-        if (name[0] == '.')
-            continue;
+    if (na && !(names = calloc(na, sizeof *names))) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i < na; i++) {
         char full[8200];
-        snprintf(full, sizeof full, "%s/%s", dir, name);
+        snprintf(full, sizeof full, "%s/%s", dir, all[i]);
         struct stat st;
         if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
             continue; /* lib/ and other directories */
-        char **nl = realloc(names, (nn + 1) * sizeof *nl);
-        if (!nl || !(nl[nn] = strdup(name))) {
-            if (nl)
-                names = nl;
-            rc = -1;
-            snprintf(err, errlen, "out of memory");
-            break;
-        }
-        names = nl;
-        nn++;
+        names[nn++] = all[i];
+        all[i] = NULL;
     }
-    closedir(d);
-    if (rc == 0 && nn)
-        qsort(names, nn, sizeof *names, cmp_str);
+    free_names(all, na);
     size_t el = strlen(ext);
     for (size_t i = 0; rc == 0 && i < nn; i++) {
         const char *name = names[i];
@@ -248,9 +234,7 @@ static int scan(struct tree *t, const char *rel, const char *tier, const char *e
             rc = -1;
         }
     }
-    for (size_t i = 0; i < nn; i++)
-        free(names[i]);
-    free(names);
+    free_names(names, nn);
     return rc;
 }
 

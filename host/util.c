@@ -3,17 +3,34 @@
  * decision for its callers. */
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 double now_mono(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }
 
 char *read_file(const char *path, size_t *len)
@@ -53,6 +70,59 @@ char *read_file(const char *path, size_t *len)
     if (len)
         *len = n;
     return buf;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void free_names(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int list_dir(const char *dir, char ***names, size_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    char **v = NULL;
+    size_t cnt = 0;
+    struct dirent *de;
+    int err = 0;
+    errno = 0;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char **nv = realloc(v, (cnt + 1) * sizeof *nv);
+        if (!nv || !(nv[cnt] = strdup(de->d_name))) {
+            if (nv)
+                v = nv;
+            err = ENOMEM;
+            break;
+        }
+        v = nv;
+        cnt++;
+        errno = 0;
+    }
+    if (!err && errno)
+        err = errno;
+    closedir(d);
+    if (err) {
+        free_names(v, cnt);
+        errno = err;
+        return -1;
+    }
+    if (cnt)
+        qsort(v, cnt, sizeof *v, cmp_name);
+    *names = v;
+    *n = cnt;
+    return 0;
 }
 
 void now_rfc3339(char buf[32])

@@ -5,8 +5,16 @@
 #include <stddef.h>
 
 double now_mono(void);                  /* seconds, CLOCK_MONOTONIC */
+/* Writes all n bytes, retrying on EINTR and short writes. 0, or -1 with
+ * errno. Async-signal-safe. */
+int write_all(int fd, const char *p, size_t n);
 /* Reads a whole file into a NUL-terminated malloc'd buffer; NULL + errno. */
 char *read_file(const char *path, size_t *len);
+/* The entries of dir whose names do not start with '.', sorted bytewise.
+ * Returns 0 with *names (free with free_names) and *n, or -1 with errno
+ * set (ENOENT when dir does not exist). */
+int list_dir(const char *dir, char ***names, size_t *n);
+void free_names(char **names, size_t n);
 /* "2026-08-12T10:04:00Z" for the current time. */
 void now_rfc3339(char buf[32]);
 
