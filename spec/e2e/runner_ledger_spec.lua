@@ -11,20 +11,13 @@ local fixture = require('support.fixture')
 local json = require('json')
 
 local must, contains, lacks, one_line, count, lines_of = h.must, h.contains, h.lacks, h.one_line, h.count, h.lines_of
-local LEDGER = runner.LEDGER
-local new_ns, run, status = runner.new_ns, runner.run, runner.status
-local get_ledger, records, make_ledger, get_lease = runner.get_ledger, runner.records, runner.make_ledger,
-  runner.get_lease
-local markers, lua_marker, lua_gen_marker, sh_append = runner.markers, runner.lua_marker, runner.lua_gen_marker,
-  runner.sh_append
-local events = runner.events
 
 describe('#e2e the runner', function()
   setup(h.need_cluster)
   teardown(runner.delete_namespaces)
 
   it('on a fresh install creates a kept ledger recording every slug skipped-fresh-install and runs nothing', function()
-    local ns = new_ns()
+    local ns = runner.new_ns()
     local log = os.tmpname()
     os.remove(log)
     local dir = fixture.tree({
@@ -33,19 +26,19 @@ describe('#e2e the runner', function()
         { '00001-v1.0.0', { 'alpha', 'bg', 'gamma retired', 'bad' } },
       },
       scripts = {
-        ['old-one'] = { shell = true, body = sh_append(log) },
-        alpha = { body = lua_marker(ns, 'alpha') },
-        bg = { tier = 'background', body = lua_marker(ns, 'bg') },
-        bad = { body = lua_marker(ns, 'bad') },
+        ['old-one'] = { shell = true, body = runner.sh_append(log) },
+        alpha = { body = runner.lua_marker(ns, 'alpha') },
+        bg = { tier = 'background', body = runner.lua_marker(ns, 'bg') },
+        bad = { body = runner.lua_marker(ns, 'bad') },
       },
       revoked = { 'bad' },
       legacy = { { 1, 'old-one' }, { 2, 'old-gone' } },
     })
-    assert.is_nil(get_ledger(ns))
-    local res = must(run(dir, ns))
-    contains(res.out, 'fresh install: created the ledger ' .. ns .. '/' .. LEDGER ..
+    assert.is_nil(runner.get_ledger(ns))
+    local res = must(runner.run(dir, ns))
+    contains(res.out, 'fresh install: created the ledger ' .. ns .. '/' .. runner.LEDGER ..
       ', recorded 6 migrations as skipped-fresh-install; nothing to run')
-    local recs, _, cm = records(ns)
+    local recs, _, cm = runner.records(ns)
     assert.is_not_nil(cm, 'the ledger was not created')
     assert.are.equal('true', cm.metadata.labels['platform.cozystack.io/no-delete'])
     assert.are.equal('keep', cm.metadata.annotations['helm.sh/resource-policy'])
@@ -64,46 +57,46 @@ describe('#e2e the runner', function()
       assert.are.equal(bt[2], r.tier, slug)
       assert.are.equal(0, r.attempts, slug)
     end
-    assert.are.same({}, (markers(ns)))
+    assert.are.same({}, (runner.markers(ns)))
     assert.is_nil(io.open(log), 'a shell migration ran')
-    local evs = events(ns)
+    local evs = runner.events(ns)
     assert.are.equal(1, #evs)
     assert.are.equal('LedgerCreated', evs[1].reason)
     assert.are.equal(cm.metadata.uid, evs[1].involvedObject.uid)
 
     -- A second run, of either tier, runs nothing and writes nothing.
     local rv = cm.metadata.resourceVersion
-    res = must(run(dir, ns))
+    res = must(runner.run(dir, ns))
     contains(res.out, 'nothing to run for the pre-apply tier')
     lacks(res.out, 'running')
-    res = must(run(dir, ns, '--tier', 'background'))
+    res = must(runner.run(dir, ns, '--tier', 'background'))
     contains(res.out, 'nothing to run for the background tier')
-    assert.are.equal(rv, get_ledger(ns).metadata.resourceVersion)
-    assert.are.same({}, (markers(ns)))
+    assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion)
+    assert.are.same({}, (runner.markers(ns)))
     assert.is_nil(io.open(log), 'a shell migration ran')
   end)
 
   it('seeds legacy records below the version per key, before the floor, and runs the rest in map order', function()
-    local ns = new_ns()
+    local ns = runner.new_ns()
     local log = os.tmpname()
     local dir = fixture.tree({
       batches = {
         { '00000-legacy', { 'l-one retired', 'l-two', 'l-three', 'l-four', 'l-five' } },
       },
       scripts = {
-        ['l-two'] = { shell = true, body = sh_append(log) },
-        ['l-three'] = { shell = true, body = sh_append(log) },
-        ['l-four'] = { shell = true, body = sh_append(log) },
-        ['l-five'] = { shell = true, body = sh_append(log) },
+        ['l-two'] = { shell = true, body = runner.sh_append(log) },
+        ['l-three'] = { shell = true, body = runner.sh_append(log) },
+        ['l-four'] = { shell = true, body = runner.sh_append(log) },
+        ['l-five'] = { shell = true, body = runner.sh_append(log) },
       },
       legacy = { { 1, 'l-one' }, { 2, 'l-two' }, { 3, 'l-three' }, { 4, 'l-four' }, { 5, 'l-five' } },
     })
     local pre = '{"state":"ok","at":"2020-01-01T00:00:00Z","attempts":7}'
-    make_ledger(ns, { version = '4', ['m.l-three'] = pre })
-    local res = must(run(dir, ns, { env = { MIGRATIONS_IMAGE = 'registry.example/cozy-migrate:v9' } }))
+    runner.make_ledger(ns, { version = '4', ['m.l-three'] = pre })
+    local res = must(runner.run(dir, ns, { env = { MIGRATIONS_IMAGE = 'registry.example/cozy-migrate:v9' } }))
     -- l-one (retired: would trip the floor without its seed) and l-two
     contains(res.out, 'legacy: recorded 2 migrations below version 4 as legacy')
-    local recs, raw, cm = records(ns)
+    local recs, raw, cm = runner.records(ns)
     assert.are.equal('legacy', recs['l-one'].state)
     assert.are.equal('legacy', recs['l-two'].state)
     assert.are.equal('00000-legacy', recs['l-one'].batch)
@@ -116,7 +109,7 @@ describe('#e2e the runner', function()
     assert.are.equal('registry.example/cozy-migrate:v9', recs['l-one'].image)
     assert.are.equal('registry.example/cozy-migrate:v9', recs['l-four'].image)
     local seeded_ev
-    for _, e in ipairs(events(ns)) do
+    for _, e in ipairs(runner.events(ns)) do
       if e.reason == 'LegacySeeded' then seeded_ev = e end
     end
     assert.is_table(seeded_ev, 'no LegacySeeded event')
@@ -126,85 +119,85 @@ describe('#e2e the runner', function()
 
     -- idempotent
     local rv = cm.metadata.resourceVersion
-    res = must(run(dir, ns))
+    res = must(runner.run(dir, ns))
     lacks(res.out, 'legacy:')
     contains(res.out, 'nothing to run')
-    assert.are.equal(rv, get_ledger(ns).metadata.resourceVersion)
+    assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion)
     assert.are.same({ 'l-four ' .. ns, 'l-five ' .. ns }, lines_of(log))
     os.remove(log)
   end)
 
   it('refuses a cluster below the retention floor, naming the release, writing nothing', function()
-    local ns = new_ns()
+    local ns = runner.new_ns()
     local dir = fixture.tree({
       batches = {
         { '00001-v1.0.0', { 'old-thing retired' } },
         { '00002-v1.1.0', { 'alpha' } },
       },
-      scripts = { alpha = { body = lua_marker(ns, 'alpha') } },
+      scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') } },
     })
-    make_ledger(ns, { ['m.other'] = '{"state":"ok"}' })
-    local rv = get_ledger(ns).metadata.resourceVersion
-    local res = run(dir, ns)
+    runner.make_ledger(ns, { ['m.other'] = '{"state":"ok"}' })
+    local rv = runner.get_ledger(ns).metadata.resourceVersion
+    local res = runner.run(dir, ns)
     assert.are.equal(4, res.code, res.err)
     contains(res.err, "no record of 'old-thing', retired in 00001-v1.0.0")
     contains(res.err, 'upgrade through v1.0.0 first')
-    local recs, _, cm = records(ns)
+    local recs, _, cm = runner.records(ns)
     assert.are.equal(rv, cm.metadata.resourceVersion)
     assert.are.same({ 'other' }, (function()
       local k = {}
       for s in pairs(recs) do k[#k + 1] = s end
       return k
     end)())
-    assert.are.same({}, (markers(ns)))
+    assert.are.same({}, (runner.markers(ns)))
   end)
 
   it('records revoked only where no record exists and never runs a revoked slug', function()
-    local ns = new_ns()
+    local ns = runner.new_ns()
     local dir = fixture.tree({
       batches = { { '00001-v1.0.0', { 'rev-ok', 'rev-new', 'alpha' } } },
       scripts = {
-        ['rev-ok'] = { body = lua_marker(ns, 'rev-ok') },
-        ['rev-new'] = { body = lua_marker(ns, 'rev-new') },
-        alpha = { body = lua_marker(ns, 'alpha') },
+        ['rev-ok'] = { body = runner.lua_marker(ns, 'rev-ok') },
+        ['rev-new'] = { body = runner.lua_marker(ns, 'rev-new') },
+        alpha = { body = runner.lua_marker(ns, 'alpha') },
       },
       revoked = { 'rev-ok', 'rev-new' },
     })
     local okrec = '{"state":"ok","at":"2021-01-01T00:00:00Z","attempts":1}'
-    make_ledger(ns, { ['m.rev-ok'] = okrec })
-    local res = must(run(dir, ns))
+    runner.make_ledger(ns, { ['m.rev-ok'] = okrec })
+    local res = must(runner.run(dir, ns))
     contains(res.out, 'rev-new ... revoked, recorded')
-    local recs, raw = records(ns)
+    local recs, raw = runner.records(ns)
     assert.are.equal(okrec, raw['rev-ok'])
     assert.are.equal('revoked', recs['rev-new'].state)
     assert.are.equal(0, recs['rev-new'].attempts)
     assert.are.equal('00001-v1.0.0', recs['rev-new'].batch)
     assert.are.equal('ok', recs.alpha.state)
-    assert.are.same({ ['ran-alpha'] = true }, (markers(ns)))
+    assert.are.same({ ['ran-alpha'] = true }, (runner.markers(ns)))
     -- and again: nothing changes
-    local rv = get_ledger(ns).metadata.resourceVersion
-    res = must(run(dir, ns))
+    local rv = runner.get_ledger(ns).metadata.resourceVersion
+    res = must(runner.run(dir, ns))
     contains(res.out, 'nothing to run')
-    assert.are.equal(rv, get_ledger(ns).metadata.resourceVersion)
+    assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion)
   end)
 
   it('reports an ok record whose checksum differs, without re-running or rewriting it', function()
-    local ns = new_ns()
+    local ns = runner.new_ns()
     local dir = fixture.tree({
       batches = { { '00001-v1.0.0', { 'alpha', 'beta' } } },
-      scripts = { alpha = { body = lua_marker(ns, 'alpha') }, beta = { body = lua_marker(ns, 'beta') } },
+      scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') }, beta = { body = runner.lua_marker(ns, 'beta') } },
     })
     local rec = '{"state":"ok","at":"2021-01-01T00:00:00Z","sha256":"' .. string.rep('deadbeef', 8) ..
       '","attempts":1}'
-    make_ledger(ns, { ['m.alpha'] = rec })
-    local res = must(run(dir, ns))
+    runner.make_ledger(ns, { ['m.alpha'] = rec })
+    local res = must(runner.run(dir, ns))
     contains(res.err, 'alpha: recorded sha256 deadbeefdead differs from the shipped script')
     lacks(res.out, 'alpha ... running')
-    local recs, raw = records(ns)
+    local recs, raw = runner.records(ns)
     assert.are.equal(rec, raw.alpha)
     assert.are.equal('ok', recs.beta.state)
-    assert.are.same({ ['ran-beta'] = true }, (markers(ns)))
-    local st = status(dir, ns)
+    assert.are.same({ ['ran-beta'] = true }, (runner.markers(ns)))
+    local st = runner.status(dir, ns)
     local sums = {}
     for _, e in ipairs(st) do sums[e.migration] = e.checksum end
     assert.are.same({ alpha = 'DIFFERS', beta = 'match' }, sums)
@@ -215,41 +208,42 @@ describe('#e2e the runner', function()
       local k = h.q(h.testenv) .. ' kubectl'
       return must(h.run(string.format(
         '%s create configmap %s -n %s --from-literal=version=%s --dry-run=client -o yaml | %s apply -f-',
-        k, LEDGER, ns, version, k)), 'legacy apply')
+        k, runner.LEDGER, ns, version, k)), 'legacy apply')
     end
 
     local function tree(ns)
       return fixture.tree({
         batches = { { '00001-v1.0.0', { 'alpha', 'beta' } } },
-        scripts = { alpha = { body = lua_marker(ns, 'alpha') }, beta = { on_error = 'warn', body = "error('x')" } },
+        scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') },
+                    beta = { on_error = 'warn', body = "error('x')" } },
       })
     end
 
     -- Runs the tree (two records), applies version 5 the legacy way twice,
     -- asserts that the records did not change, and returns the ledger.
     local function run_then_apply(ns)
-      must(run(tree(ns), ns))
-      local before = records(ns)
+      must(runner.run(tree(ns), ns))
+      local before = runner.records(ns)
       assert.are.equal(2, count(before))
       legacy_apply(ns, '5')
       legacy_apply(ns, '5')
-      local after, _, cm = records(ns)
+      local after, _, cm = runner.records(ns)
       assert.are.same(before, after)
       assert.are.equal('5', cm.data.version)
       return cm
     end
 
     it('on a ledger first made by kubectl apply', function()
-      local ns = new_ns()
+      local ns = runner.new_ns()
       legacy_apply(ns, '4')
-      assert.is_string(get_ledger(ns).metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'])
+      assert.is_string(runner.get_ledger(ns).metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'])
       local cm = run_then_apply(ns)
       lacks(cm.metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'], 'm.alpha',
         'last-applied')
     end)
 
     it('on a ledger the runner created (fresh install)', function()
-      local cm = run_then_apply(new_ns())
+      local cm = run_then_apply(runner.new_ns())
       assert.are.equal('true', cm.metadata.labels['platform.cozystack.io/no-delete'])
       assert.are.equal('keep', cm.metadata.annotations['helm.sh/resource-policy'])
     end)
@@ -259,7 +253,8 @@ describe('#e2e the runner', function()
     local function tree(ns)
       return fixture.tree({
         batches = { { '00001-v1.0.0', { 'alpha', 'beta' } } },
-        scripts = { alpha = { body = lua_gen_marker(ns, 'alpha') }, beta = { body = lua_marker(ns, 'beta') } },
+        scripts = { alpha = { body = runner.lua_gen_marker(ns, 'alpha') },
+                    beta = { body = runner.lua_marker(ns, 'beta') } },
       })
     end
 
@@ -268,64 +263,64 @@ describe('#e2e the runner', function()
       { 'a record with an unknown state', '{"state":"done"}', "record m.alpha cannot be read (unknown state 'done')" },
     }) do
       it('reports ' .. case[1] .. ' by slug, leaves it alone, runs the rest, exits 7', function()
-        local ns = new_ns()
+        local ns = runner.new_ns()
         local dir = tree(ns)
-        make_ledger(ns, { ['m.alpha'] = case[2] })
-        local res = run(dir, ns)
+        runner.make_ledger(ns, { ['m.alpha'] = case[2] })
+        local res = runner.run(dir, ns)
         assert.are.equal(7, res.code, res.err)
         contains(res.err, case[3], 'stderr')
         contains(res.err, 're-run it with --only alpha', 'stderr')
         contains(res.err, 'the ledger holds records that cannot be read')
         lacks(res.out, 'alpha ... running')
-        local recs, raw = records(ns)
+        local recs, raw = runner.records(ns)
         assert.are.equal(case[2], raw.alpha)
         assert.are.equal('ok', recs.beta.state)
-        local set, gen = markers(ns)
+        local set, gen = runner.markers(ns)
         assert.is_nil(gen.alpha)
         assert.is_true(set['ran-beta'])
         -- status shows it as unknown
-        local st = status(dir, ns)
+        local st = runner.status(dir, ns)
         assert.are.equal('unknown', st[1].state)
         assert.are.equal('alpha', st[1].migration)
       end)
     end
 
     it('lets an explicit --only re-run rewrite an unreadable record', function()
-      local ns = new_ns()
+      local ns = runner.new_ns()
       local dir = tree(ns)
-      make_ledger(ns, { ['m.alpha'] = '{not json' })
-      local res = run(dir, ns, '--only', 'alpha')
+      runner.make_ledger(ns, { ['m.alpha'] = '{not json' })
+      local res = runner.run(dir, ns, '--only', 'alpha')
       contains(res.out, 'alpha ... ok')
-      local r = records(ns).alpha
+      local r = runner.records(ns).alpha
       assert.are.equal('ok', r.state)
       assert.are.equal(1, r.attempts)
-      local _, gen = markers(ns)
+      local _, gen = runner.markers(ns)
       assert.are.equal(1, gen.alpha)
-      assert.is_nil(records(ns).beta, '--only runs nothing else')
+      assert.is_nil(runner.records(ns).beta, '--only runs nothing else')
       -- nothing unreadable is left, so the repair exits 0
       assert.are.equal(0, res.code, res.err)
     end)
 
     it('refuses a version that is not an integer before anything runs (exit 7)', function()
-      local ns = new_ns()
+      local ns = runner.new_ns()
       local dir = tree(ns)
-      make_ledger(ns, { version = 'abc' })
-      local rv = get_ledger(ns).metadata.resourceVersion
-      local res = run(dir, ns)
+      runner.make_ledger(ns, { version = 'abc' })
+      local rv = runner.get_ledger(ns).metadata.resourceVersion
+      local res = runner.run(dir, ns)
       assert.are.equal(7, res.code, res.err)
       one_line(res.err)
       contains(res.err, 'key \'version\' is "abc", not a non-negative integer')
       assert.are.equal('', res.out)
-      local cm = get_ledger(ns)
+      local cm = runner.get_ledger(ns)
       assert.are.equal(rv, cm.metadata.resourceVersion)
       assert.are.same({ version = 'abc' }, cm.data)
-      assert.are.same({}, (markers(ns)))
-      assert.are.equal('', get_lease(ns).spec.holderIdentity or '')
+      assert.are.same({}, (runner.markers(ns)))
+      assert.are.equal('', runner.get_lease(ns).spec.holderIdentity or '')
     end)
   end)
 
   it('keeps migrations away from the ledger and the Lease, whatever --ledger names them', function()
-    local ns = new_ns()
+    local ns = runner.new_ns()
     local function try(what)
       return string.format([[
 local kube = require('kube')
@@ -346,8 +341,8 @@ error(err)]], what)
           "require('kube').create('configmaps', {metadata={name='cozystack-version'}, data={x='y'}}, {namespace=%q})", ns) },
       },
     })
-    make_ledger(ns, { version = '1' }, 'alt')
-    local res = must(run(dir, ns, '--ledger', 'alt', '--lease-duration', '60s'))
+    runner.make_ledger(ns, { version = '1' }, 'alt')
+    local res = must(runner.run(dir, ns, '--ledger', 'alt', '--lease-duration', '60s'))
     contains(res.err, '[patch-ledger] refused: true')
     contains(res.err, '[delete-lease] refused: true')
     local cm = h.kubectl_json('get configmap alt -n ' .. ns)
@@ -361,24 +356,24 @@ error(err)]], what)
     assert.are.equal('y', h.kubectl_json('get configmap cozystack-version -n ' .. ns).data.x)
     local lease = h.kubectl_json('get lease alt-lock -n ' .. ns)
     assert.are.equal('', lease.spec.holderIdentity or '')
-    assert.is_nil(get_lease(ns))
+    assert.is_nil(runner.get_lease(ns))
   end)
 
   it('warns when the ledger passes 80% of the 1 MiB object limit', function()
     local function small(ns)
       return fixture.tree({
         batches = { { '00001-v1.0.0', { 'small' } } },
-        scripts = { small = { body = lua_marker(ns, 'small') } },
+        scripts = { small = { body = runner.lua_marker(ns, 'small') } },
       })
     end
-    local ns = new_ns()
+    local ns = runner.new_ns()
     -- an unrelated key already holding ~830 KiB: one more record crosses 80%
-    make_ledger(ns, { padding = string.rep('x', 830 * 1024) })
-    local res = must(run(small(ns), ns))
+    runner.make_ledger(ns, { padding = string.rep('x', 830 * 1024) })
+    local res = must(runner.run(small(ns), ns))
     contains(res.err, 'past 80% of the 1 MiB object limit', 'stderr')
-    assert.are.equal('ok', records(ns).small.state)
-    local ns2 = new_ns()
-    make_ledger(ns2, {})
-    lacks(must(run(small(ns2), ns2)).err, 'object limit', 'stderr of a small ledger')
+    assert.are.equal('ok', runner.records(ns).small.state)
+    local ns2 = runner.new_ns()
+    runner.make_ledger(ns2, {})
+    lacks(must(runner.run(small(ns2), ns2)).err, 'object limit', 'stderr of a small ledger')
   end)
 end)

@@ -8,9 +8,6 @@ local runner = require('support.runner')
 local fixture = require('support.fixture')
 
 local contains, one_line = h.contains, h.one_line
-local new_ns, run, plan = runner.new_ns, runner.run, runner.plan
-local get_ledger, make_ledger, get_lease = runner.get_ledger, runner.make_ledger, runner.get_lease
-local markers, lua_marker = runner.markers, runner.lua_marker
 
 describe('#e2e the runner refuses an invalid tree with exit 3 before any script runs', function()
   setup(h.need_cluster)
@@ -21,72 +18,72 @@ describe('#e2e the runner refuses an invalid tree with exit 3 before any script 
   local cases = {
     { 'a script in no batch', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') }, stray = {} } }
+               scripts = { first = { body = runner.lua_marker(ns, 'first') }, stray = {} } }
     end, "pre-apply/stray.lua: slug 'stray' is in no batch" },
     { 'a batch entry neither shipped nor retired', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first', 'ghost' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') } } }
+               scripts = { first = { body = runner.lua_marker(ns, 'first') } } }
     end, "order.d/00001-v1.0.0:2: 'ghost' is neither shipped nor retired" },
     { 'a slug in two batches', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first', 'twice' } }, { '00002-v1.1.0', { 'twice' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') }, twice = {} } }
+               scripts = { first = { body = runner.lua_marker(ns, 'first') }, twice = {} } }
     end, "order.d/00002-v1.1.0:1: slug 'twice' is already listed at" },
     { 'a slug in two tiers', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first', 'both' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') }, both = {} },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') }, both = {} },
                raw = { ['migrations/background/both.lua'] = '-- cozystack-migration: on-error=warn\n' } }
     end, "slug 'both' is shipped twice" },
     { 'a file name that is not a slug', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') } },
                raw = { ['migrations/pre-apply/Bad_Name.lua'] = '-- cozystack-migration: on-error=warn\n' } }
     end, "pre-apply/Bad_Name.lua: 'Bad_Name' is not a valid slug" },
     { 'a header without on-error', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first', 'noerr' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') },
                            noerr = { header = '-- cozystack-migration: timeout=5m' } } }
     end, 'noerr.lua: header has no on-error' },
     { 'an unknown header key', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first', 'colour' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') },
                            colour = { header = '-- cozystack-migration: on-error=warn\n-- cozystack-migration: colour=blue' } } }
     end, "colour.lua:2: unknown header key 'colour'" },
     { 'timeout=abc', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first', 'slowpoke' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') },
                            slowpoke = { shell = true, header = '# cozystack-migration: on-error=warn\n# cozystack-migration: timeout=abc' } } }
     end, 'slowpoke.sh:2: timeout=abc: not a duration' },
     { 'a malformed manifest line', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first', 'second extra words' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') }, second = {} } }
+               scripts = { first = { body = runner.lua_marker(ns, 'first') }, second = {} } }
     end, 'order.d/00001-v1.0.0:2: malformed manifest line' },
     { 'a malformed legacy-map line', function(ns)
       return { batches = { { '00000-legacy', { 'first', 'old' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') }, old = { shell = true } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') }, old = { shell = true } },
                raw = { ['legacy-sh/legacy-map'] = '1 first\nseven old\n' } }
     end, "legacy-sh/legacy-map:2: expected '<number> <slug>'" },
     { 'an unknown revoked slug', function(ns)
       return { batches = { { '00001-v1.0.0', { 'first' } } },
-               scripts = { first = { body = lua_marker(ns, 'first') } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') } },
                revoked = { '# comment', 'nobody' } }
     end, "migrations/revoked:2: revoked slug 'nobody' is in no batch" },
   }
   for _, case in ipairs(cases) do
     it('given ' .. case[1], function()
-      local ns = new_ns()
+      local ns = runner.new_ns()
       local dir = fixture.tree(case[2](ns))
-      make_ledger(ns, {})
-      local rv = get_ledger(ns).metadata.resourceVersion
-      local res = run(dir, ns)
+      runner.make_ledger(ns, {})
+      local rv = runner.get_ledger(ns).metadata.resourceVersion
+      local res = runner.run(dir, ns)
       assert.are.equal(3, res.code, res.out .. res.err)
       one_line(res.err)
       contains(res.err, case[3], 'stderr')
       assert.are.equal('', res.out)
-      assert.are.same({}, (markers(ns)))
-      assert.are.equal(rv, get_ledger(ns).metadata.resourceVersion)
-      assert.is_nil(get_lease(ns), 'the tree is validated before the lock is taken')
+      assert.are.same({}, (runner.markers(ns)))
+      assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion)
+      assert.is_nil(runner.get_lease(ns), 'the tree is validated before the lock is taken')
       -- plan refuses the same way
-      res = plan(dir, ns)
+      res = runner.plan(dir, ns)
       assert.are.equal(3, res.code)
       contains(res.err, case[3], 'plan stderr')
     end)

@@ -9,28 +9,24 @@ local fixture = require('support.fixture')
 local json = require('json')
 
 local must, contains = h.must, h.contains
-local LEDGER = runner.LEDGER
-local new_ns, run, plan, status = runner.new_ns, runner.run, runner.plan, runner.status
-local get_ledger, make_ledger, get_lease = runner.get_ledger, runner.make_ledger, runner.get_lease
-local markers, lua_marker, events = runner.markers, runner.lua_marker, runner.events
 
 describe('#e2e the runner', function()
   setup(h.need_cluster)
   teardown(runner.delete_namespaces)
 
   it('leaves MigrationSucceeded and MigrationFailed Events on the ledger', function()
-    local ns = new_ns()
+    local ns = runner.new_ns()
     local dir = fixture.tree({
       batches = { { '00001-v1.0.0', { 'good', 'bad' } } },
       scripts = { good = {}, bad = { on_error = 'warn', body = "error('bad things')" } },
     })
-    make_ledger(ns, {})
-    local uid = get_ledger(ns).metadata.uid
-    must(run(dir, ns))
+    runner.make_ledger(ns, {})
+    local uid = runner.get_ledger(ns).metadata.uid
+    must(runner.run(dir, ns))
     local by = {}
-    for _, e in ipairs(events(ns)) do
+    for _, e in ipairs(runner.events(ns)) do
       assert.are.equal('ConfigMap', e.involvedObject.kind)
-      assert.are.equal(LEDGER, e.involvedObject.name)
+      assert.are.equal(runner.LEDGER, e.involvedObject.name)
       assert.are.equal(uid, e.involvedObject.uid)
       by[e.reason] = e
     end
@@ -44,34 +40,34 @@ describe('#e2e the runner', function()
   end)
 
   it('lists every slug in status -o json; plan explains each step and writes nothing', function()
-    local ns = new_ns()
+    local ns = runner.new_ns()
     local dir = fixture.tree({
       batches = {
         { '00001-v1.0.0', { 'alpha', 'beta', 'rev' } },
         { '00002-v1.1.0', { 'bg' } },
       },
       scripts = {
-        alpha = { body = lua_marker(ns, 'alpha') },
+        alpha = { body = runner.lua_marker(ns, 'alpha') },
         beta = { on_error = 'warn', body = "error('nope')" },
         rev = {},
-        bg = { tier = 'background', body = lua_marker(ns, 'bg') },
+        bg = { tier = 'background', body = runner.lua_marker(ns, 'bg') },
       },
       revoked = { 'rev' },
     })
-    make_ledger(ns, {})
-    local rv = get_ledger(ns).metadata.resourceVersion
-    local res = must(plan(dir, ns))
+    runner.make_ledger(ns, {})
+    local rv = runner.get_ledger(ns).metadata.resourceVersion
+    local res = must(runner.plan(dir, ns))
     contains(res.out, '3 to run for the pre-apply tier:')
     assert.matches('\nrun +pre%-apply +00001%-v1%.0%.0 +alpha +pending', res.out)
     assert.matches('\nrun +pre%-apply +00001%-v1%.0%.0 +beta +pending', res.out)
     assert.matches('\nrevoke +pre%-apply +00001%-v1%.0%.0 +rev +revoked, no record', res.out)
     assert.matches('\nskip +background +00002%-v1%.1%.0 +bg +background tier', res.out)
-    assert.are.equal(rv, get_ledger(ns).metadata.resourceVersion)
-    assert.is_nil(get_lease(ns), 'plan takes no lock')
-    assert.are.same({}, (markers(ns)))
+    assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion)
+    assert.is_nil(runner.get_lease(ns), 'plan takes no lock')
+    assert.are.same({}, (runner.markers(ns)))
 
-    must(run(dir, ns))
-    local st = status(dir, ns)
+    must(runner.run(dir, ns))
+    local st = runner.status(dir, ns)
     local by = {}
     for i, e in ipairs(st) do by[e.migration] = e; e.i = i end
     assert.are.same({ 'alpha', 'beta', 'rev', 'bg' }, { st[1].migration, st[2].migration, st[3].migration, st[4].migration })
@@ -83,29 +79,29 @@ describe('#e2e the runner', function()
     assert.are.same({ 'pending', 0, '00002-v1.1.0', 'background', '-' },
       { by.bg.state, by.bg.attempts, by.bg.batch, by.bg.tier, by.bg.checksum })
 
-    rv = get_ledger(ns).metadata.resourceVersion
-    res = must(plan(dir, ns))
+    rv = runner.get_ledger(ns).metadata.resourceVersion
+    res = must(runner.plan(dir, ns))
     contains(res.out, '0 to run for the pre-apply tier:')
     assert.matches('\nskip +pre%-apply +00001%-v1%.0%.0 +alpha +recorded ok', res.out)
     assert.matches('\nskip +pre%-apply +00001%-v1%.0%.0 +beta +recorded failed', res.out)
     assert.matches('\nskip +pre%-apply +00001%-v1%.0%.0 +rev +revoked; recorded revoked', res.out)
-    res = must(plan(dir, ns, '--tier', 'background'))
+    res = must(runner.plan(dir, ns, '--tier', 'background'))
     contains(res.out, '1 to run for the background tier:')
     assert.matches('\nrun +background +00002%-v1%.1%.0 +bg +pending', res.out)
-    res = must(plan(dir, ns, '--only', 'alpha'))
+    res = must(runner.plan(dir, ns, '--only', 'alpha'))
     assert.matches('\nrun +pre%-apply +00001%-v1%.0%.0 +alpha +re%-run requested %(%-%-only%), was ok', res.out)
-    assert.are.equal(rv, get_ledger(ns).metadata.resourceVersion)
-    assert.are.same({ ['ran-alpha'] = true }, (markers(ns)))
+    assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion)
+    assert.are.same({ ['ran-alpha'] = true }, (runner.markers(ns)))
   end)
 
   it('prints one JSON object per progress line with --log-format json', function()
-    local ns = new_ns()
+    local ns = runner.new_ns()
     local dir = fixture.tree({
       batches = { { '00001-v1.0.0', { 'alpha', 'beta' } } },
       scripts = { alpha = {}, beta = { on_error = 'warn', body = "error('x')" } },
     })
-    make_ledger(ns, {})
-    local res = must(run(dir, ns, '--log-format', 'json'))
+    runner.make_ledger(ns, {})
+    local res = must(runner.run(dir, ns, '--log-format', 'json'))
     local got = {}
     for l in res.out:gmatch('[^\n]+') do
       local ok, j = pcall(json.decode, l)

@@ -134,7 +134,7 @@ function M.status(dir, ns)
 end
 
 -- The shell command line of `cozy-migrate run` on dir and ns, with flags.
-function M.runner_cmd(dir, ns, flags)
+function M.cmd(dir, ns, flags)
   return string.format('%s run --dir %s --namespace %s %s', h.q(h.bin), h.q(dir), ns, flags)
 end
 
