@@ -250,7 +250,7 @@ function M.apply_crd(crd, secs)
     M.sleep(0.2)
   until os.time() > deadline
   error(string.format('CRD %s is established but the apiserver still does not serve %s after %ds: %s',
-    name, what, secs or 30, res.err), 2)
+    name, what, secs or 30, (res.err:gsub('%s+$', ''))), 2)
 end
 
 -- configmap_names(ns, selector): the names of the ConfigMaps in ns that
