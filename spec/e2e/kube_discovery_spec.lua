@@ -36,23 +36,13 @@ local HR_CRD = {
 
 describe('#e2e kube name resolution', function()
   setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+    h.need_cluster()
     must(h.kubectl('create namespace ' .. NS))
-    kapply(HR_CRD)
-    must(h.kubectl('wait --for condition=established --timeout=60s crd/helmreleases.helm.toolkit.fluxcd.io'))
+    h.apply_crd(HR_CRD)
     must(h.kubectl('create configmap named -n ' .. NS))
     must(h.kubectl('create deployment named --image=busybox:1.36 -n ' .. NS))
-    local hr = { apiVersion = 'helm.toolkit.fluxcd.io/v2', kind = 'HelmRelease',
-      metadata = { name = 'named', namespace = NS }, spec = { interval = '1m' } }
-    local ok
-    for _ = 1, 50 do -- established comes a moment before the objects are served
-      local f = h.write(os.tmpname() .. '.json', json.encode(hr))
-      ok = h.kubectl('apply -f ' .. f)
-      os.remove(f)
-      if ok.code == 0 then break end
-      os.execute('sleep 0.2')
-    end
-    must(ok)
+    kapply({ apiVersion = 'helm.toolkit.fluxcd.io/v2', kind = 'HelmRelease',
+      metadata = { name = 'named', namespace = NS }, spec = { interval = '1m' } })
   end)
 
   teardown(function()

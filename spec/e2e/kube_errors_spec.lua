@@ -66,32 +66,19 @@ describe('#e2e kube errors', function()
   local kc_dir
 
   setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+    h.need_cluster()
     must(h.kubectl('create namespace ' .. NS))
     must(h.kubectl('create configmap exists -n ' .. NS))
-    local crd = {
+    h.apply_crd({
       apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
       metadata = { name = PLURAL .. '.' .. GROUP },
       spec = { group = GROUP, scope = 'Namespaced',
         names = { plural = PLURAL, singular = PLURAL:sub(1, -2), kind = 'Thing' .. SUFFIX },
         versions = json.array { { name = 'v1', served = true, storage = true,
           schema = { openAPIV3Schema = { type = 'object', ['x-kubernetes-preserve-unknown-fields'] = true } } } } },
-    }
-    local f = h.write(os.tmpname() .. '.json', json.encode(crd))
-    must(h.kubectl('apply -f ' .. f))
-    os.remove(f)
-    must(h.kubectl('wait --for condition=established --timeout=60s crd/' .. PLURAL .. '.' .. GROUP))
-    local obj = { apiVersion = GROUP .. '/v1', kind = 'Thing' .. SUFFIX, metadata = { name = 't1', namespace = NS },
-      spec = { a = 1 } }
-    local ok
-    for _ = 1, 50 do
-      f = h.write(os.tmpname() .. '.json', json.encode(obj))
-      ok = h.kubectl('apply -f ' .. f)
-      os.remove(f)
-      if ok.code == 0 then break end
-      os.execute('sleep 0.2')
-    end
-    must(ok)
+    })
+    h.kapply({ apiVersion = GROUP .. '/v1', kind = 'Thing' .. SUFFIX, metadata = { name = 't1', namespace = NS },
+      spec = { a = 1 } })
     -- a kubeconfig for the same server with a token it never issued
     kc_dir = h.tmpdir()
     local view = json.decode(must(h.kubectl('config view --raw --minify --context testenv -o json')).out)

@@ -16,13 +16,6 @@ local function run(body, ...)
   return h.kube_script({ NS = NS, CR = CR }, body, ...)
 end
 
-local function kapply(obj)
-  local f = h.write(os.tmpname() .. '.json', json.encode(obj))
-  local res = h.kubectl('apply -f ' .. f)
-  os.remove(f)
-  return res
-end
-
 local function kget(what)
   local k = must(h.kubectl('get ' .. what .. ' -n ' .. NS .. ' -o json'))
   return json.decode(k.out), k.out
@@ -42,30 +35,23 @@ local SPEC = {
 
 describe('#e2e kube JSON fidelity and dry run', function()
   setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+    h.need_cluster()
     must(h.kubectl('create namespace ' .. NS))
-    must(kapply({
+    h.apply_crd({
       apiVersion = 'apiextensions.k8s.io/v1', kind = 'CustomResourceDefinition',
       metadata = { name = CR },
       spec = { group = GROUP, scope = 'Namespaced',
         names = { plural = PLURAL, singular = PLURAL:sub(1, -2), kind = 'App' .. SUFFIX },
         versions = json.array { { name = 'v1', served = true, storage = true,
           schema = { openAPIV3Schema = { type = 'object', ['x-kubernetes-preserve-unknown-fields'] = true } } } } },
-    }))
-    must(h.kubectl('wait --for condition=established --timeout=60s crd/' .. CR))
-    local ok
-    for _ = 1, 50 do
-      ok = kapply({ apiVersion = GROUP .. '/v1', kind = 'App' .. SUFFIX,
-        metadata = { name = 'round', namespace = NS }, spec = SPEC })
-      if ok.code == 0 then break end
-      os.execute('sleep 0.2')
-    end
-    must(ok)
+    })
+    h.kapply({ apiVersion = GROUP .. '/v1', kind = 'App' .. SUFFIX,
+      metadata = { name = 'round', namespace = NS }, spec = SPEC })
     -- a ConfigMap holding a custom resource as JSON text, as Helm values do
     local embedded = json.encode({ apiVersion = GROUP .. '/v1', kind = 'App' .. SUFFIX,
       metadata = { name = 'inner' }, spec = SPEC })
-    must(kapply({ apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'holder', namespace = NS },
-      data = { ['app.json'] = embedded } }))
+    h.kapply({ apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'holder', namespace = NS },
+      data = { ['app.json'] = embedded } })
   end)
 
   teardown(function()

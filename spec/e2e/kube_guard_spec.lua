@@ -93,7 +93,7 @@ end
 
 describe('#e2e kube ledger guard', function()
   setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+    h.need_cluster()
     must(h.kubectl('create namespace ' .. GNS))
     must(h.kubectl('create configmap cozystack-version -n ' .. GNS .. ' --from-literal=version=3'))
     local f = h.write(os.tmpname() .. '.json', json.encode({

@@ -20,8 +20,6 @@ local function run(body, ...)
   return h.kube_script({ NS = NS }, body, ...)
 end
 
-local function sleep(s) os.execute('sleep ' .. s) end
-
 -- The etcd client URL of the running testenv. tools/testenv has no command
 -- for it, so it is read from etcd's own command line (its pid file sits in
 -- the state directory, next to the kubeconfig).
@@ -41,17 +39,11 @@ local function etcd(url, what, body)
   return json.decode(res.out)
 end
 
-local function kubectl_names(selector)
-  local k = must(h.kubectl('get configmaps -n ' .. NS .. ' -l ' .. selector .. ' -o json'))
-  local names = {}
-  for _, o in ipairs(json.decode(k.out).items) do names[#names + 1] = o.metadata.name end
-  table.sort(names)
-  return names
-end
+local function kubectl_names(selector) return h.configmap_names(NS, selector) end
 
 describe('#e2e kube.list', function()
   setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+    h.need_cluster()
     must(h.kubectl('create namespace ' .. NS))
     -- one process, one connection: 1,200 creates take a few seconds
     must(run(string.format([[
@@ -169,7 +161,7 @@ describe('#e2e kube.list', function()
       h.q(dir .. '/err'), h.q(dir .. '/rc')))
     for _ = 1, 300 do
       if h.slurp(dir .. '/out'):find('PAGE1') or h.slurp(dir .. '/rc') ~= '' then break end
-      sleep(0.1)
+      h.sleep(0.1)
     end
     assert.matches('PAGE1', h.slurp(dir .. '/out'), nil, nil, h.slurp(dir .. '/err'))
     -- move etcd past the list's revision, then compact up to it
@@ -183,7 +175,7 @@ describe('#e2e kube.list', function()
     must(h.kubectl('create configmap go-on -n ' .. NS))
     for _ = 1, 600 do
       if h.slurp(dir .. '/rc') ~= '' then break end
-      sleep(0.1)
+      h.sleep(0.1)
     end
     local err = h.slurp(dir .. '/err')
     assert.are.equal('0', h.slurp(dir .. '/rc'):match('%d+'), err)

@@ -12,8 +12,6 @@ local PROXY = h.root .. '/build/testenv/bin/faultproxy'
 
 local must = h.must
 
-local function sleep(s) os.execute('sleep ' .. s) end
-
 local function build_proxy()
   must(h.run(string.format('cd %s/tools/cluster && go build -o %s ./faultproxy', h.q(h.root), h.q(PROXY))))
 end
@@ -29,7 +27,7 @@ local function start_proxy(args)
   for _ = 1, 100 do
     p.port = h.slurp(p.dir .. '/port'):match('%d+')
     if p.port then break end
-    sleep(0.1)
+    h.sleep(0.1)
   end
   assert(p.port, 'faultproxy did not start: ' .. h.slurp(p.dir .. '/log'))
   -- The script's kubeconfig trusts the proxy's own certificate and carries
@@ -83,18 +81,13 @@ local function count_matches(s, pat)
   return n
 end
 
-local function kubectl_names(label)
-  local k = must(h.kubectl('get configmaps -n ' .. NS .. ' -l ' .. label .. ' -o json'))
-  local names = {}
-  for _, o in ipairs(json.decode(k.out).items) do names[#names + 1] = o.metadata.name end
-  return names
-end
+local function kubectl_names(label) return h.configmap_names(NS, label) end
 
 local CM_PATH = '/api/v1/namespaces/' .. NS .. '/configmaps'
 
 describe('#e2e kube retries through a fault-injecting proxy', function()
   setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+    h.need_cluster()
     build_proxy()
     must(h.kubectl('create namespace ' .. NS))
     must(h.kubectl('create configmap target -n ' .. NS .. ' --from-literal=n=0'))
@@ -245,9 +238,7 @@ describe('#e2e kube retries through a fault-injecting proxy', function()
             print(json.encode({ names = json.array(names), dup = dup }))
           ]])
           must(res)
-          local want = kubectl_names('set=pages')
-          table.sort(want)
-          assert.are.same(want, res.json.names)
+          assert.are.same(kubectl_names('set=pages'), res.json.names)
           assert.are.equal(0, res.json.dup)
           assert.matches('continue token expired[^\n]*listing again from the start', res.err)
           assert.are.equal(1, counts(p).faulted['GET ' .. CM_PATH])

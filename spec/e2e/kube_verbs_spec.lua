@@ -38,7 +38,7 @@ end
 
 describe('#e2e kube verbs', function()
   setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+    h.need_cluster()
     must(h.kubectl('create namespace ' .. NS))
   end)
 

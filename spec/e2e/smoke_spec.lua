@@ -28,9 +28,8 @@ local must = h.must
 
 describe('#e2e the smoke test', function()
   setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+    h.need_cluster()
     local dir = h.tmpdir()
-    h.write(dir .. '/crd.yaml', CRD)
     h.write(dir .. '/widget.yaml', string.format([[
 apiVersion: smoke.cozystack.io/v1
 kind: Widget
@@ -38,16 +37,8 @@ metadata: {name: w1, namespace: %s}
 spec: {size: 3}
 ]], NS))
     must(h.kubectl('create namespace ' .. NS))
-    must(h.kubectl('apply -f ' .. dir .. '/crd.yaml'))
-    must(h.kubectl('wait --for condition=established --timeout=60s crd/widgets.smoke.cozystack.io'))
-    -- The CRD is established before the apiserver serves its objects.
-    local ok
-    for _ = 1, 50 do
-      ok = h.kubectl('apply -f ' .. dir .. '/widget.yaml')
-      if ok.code == 0 then break end
-      os.execute('sleep 0.2')
-    end
-    must(ok)
+    h.apply_crd(CRD)
+    must(h.kubectl('apply -f ' .. dir .. '/widget.yaml'))
   end)
 
   teardown(function()

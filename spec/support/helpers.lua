@@ -3,14 +3,24 @@
 -- and the test cluster's kubectl.
 local M = {}
 
--- Absolute, so specs that cd elsewhere (or build into it) land in the repo.
-M.root = os.getenv('COZY_ROOT')
-if not M.root or M.root == '' then
+local function cwd()
   local p = io.popen('pwd')
-  M.root = p:read('l')
+  local d = p:read('l')
   p:close()
+  return d
 end
-M.bin = os.getenv('COZY_MIGRATE') or (M.root .. '/build/cozy-migrate')
+
+local function absolute(path)
+  if path:sub(1, 1) == '/' then return path end
+  return cwd() .. '/' .. path
+end
+
+-- Absolute, so specs that cd elsewhere (or build into it) land in the repo
+-- and shell lines run from another directory still find the binary.
+M.root = os.getenv('COZY_ROOT')
+if not M.root or M.root == '' then M.root = cwd() end
+M.root = absolute(M.root)
+M.bin = absolute(os.getenv('COZY_MIGRATE') or (M.root .. '/build/cozy-migrate'))
 M.testenv = M.root .. '/tools/testenv'
 
 local function shell_quote(s)
@@ -79,10 +89,87 @@ function M.lua(source, ...)
   return res
 end
 
--- must(res) asserts a command exited 0 and returns its result.
-function M.must(res)
-  require('luassert').are.equal(0, res.code, res.err)
+-- must(res [, what]) asserts a command exited 0 and returns its result; a
+-- failure shows what (a label), the command's stdout and its stderr.
+function M.must(res, what)
+  require('luassert').are.equal(0, res.code, (what or '') .. '\nstdout: ' .. tostring(res.out) ..
+    '\nstderr: ' .. tostring(res.err))
   return res
+end
+
+-- has(s, sub): whether s contains sub, as plain text.
+function M.has(s, sub) return s:find(sub, 1, true) ~= nil end
+
+-- contains(s, sub [, what]) asserts that s contains sub (plain text) and
+-- shows s on failure; what names s (default 'output').
+function M.contains(s, sub, what)
+  require('luassert').is_true(M.has(s, sub),
+    string.format('%s: expected to find %q in:\n%s', what or 'output', sub, s))
+end
+
+-- lacks(s, sub [, what]) asserts that s does not contain sub.
+function M.lacks(s, sub, what)
+  require('luassert').is_false(M.has(s, sub),
+    string.format('%s: did not expect %q in:\n%s', what or 'output', sub, s))
+end
+
+-- one_line(s [, what]) asserts that s is exactly one non-empty line.
+function M.one_line(s, what)
+  local t = s:gsub('\n$', '')
+  require('luassert').is_true(t ~= '' and not t:find('\n'),
+    string.format('%s: expected exactly one line, got:\n%s', what or 'stderr', s))
+end
+
+-- count(t): how many keys t has (0 for nil).
+function M.count(t)
+  local n = 0
+  for _ in pairs(t or {}) do n = n + 1 end
+  return n
+end
+
+-- lines_of(file): the non-empty lines of a file, in order ({} when absent).
+function M.lines_of(file)
+  local out = {}
+  for l in slurp(file):gmatch('[^\n]+') do out[#out + 1] = l end
+  return out
+end
+
+function M.sleep(s) os.execute('sleep ' .. s) end
+
+-- eventually(secs, cond): waits up to secs for cond() to be true; returns
+-- whether it became true.
+function M.eventually(secs, cond)
+  for _ = 1, secs * 10 do
+    if cond() then return true end
+    M.sleep(0.1)
+  end
+  return cond()
+end
+
+-- pgrep -f for a command line; the pattern's first letter is bracketed so
+-- the `sh -c` running pgrep does not match itself.
+function M.alive(pattern)
+  local r = M.run('pgrep -f ' .. M.q('[' .. pattern:sub(1, 1) .. ']' .. pattern:sub(2)))
+  return r.code == 0, r.out
+end
+
+-- Whether pid is a live process (a zombie does not count: PID 1 of the
+-- test machine may not reap the orphans it inherits).
+function M.running(pid)
+  local f = io.open('/proc/' .. pid .. '/stat')
+  if not f then return false end
+  local st = f:read('a'):match('%) (%a)')
+  f:close()
+  return st ~= nil and st ~= 'Z'
+end
+
+-- unique(): 8 hex digits no other spec file or test run shares, for names
+-- (busted loads each file afresh, so a per-file counter alone repeats).
+function M.unique()
+  local f = assert(io.open('/proc/sys/kernel/random/uuid'))
+  local id = f:read('l')
+  f:close()
+  return id:gsub('-', ''):sub(1, 8)
 end
 
 -- kube_script(vars, body [, flags...]) runs body in the sandbox with kube,
@@ -109,6 +196,15 @@ function M.kapply(obj)
   return res
 end
 
+-- kcreate(obj [, what]) creates an object (a table) with the testenv
+-- kubectl create: no last-applied annotation, as an older chart made it.
+function M.kcreate(obj, what)
+  local f = M.write(os.tmpname() .. '.json', require('json').encode(obj))
+  local res = M.must(M.kubectl('create -f ' .. f), what)
+  os.remove(f)
+  return res
+end
+
 -- kubectl_json(args) runs `kubectl ARGS -o json` and decodes the output.
 function M.kubectl_json(args)
   return require('json').decode(M.must(M.kubectl(args .. ' -o json')).out)
@@ -120,6 +216,52 @@ end
 
 function M.has_cluster()
   return os.getenv('KUBECONFIG') ~= nil and os.getenv('KUBECONFIG') ~= ''
+end
+
+-- need_cluster() asserts that the specs have a test cluster; e2e files
+-- call it in their setup.
+function M.need_cluster()
+  require('luassert').is_true(M.has_cluster(), 'KUBECONFIG must point at the testenv (tools/run-tests sets it)')
+end
+
+-- apply_crd(crd) applies a CustomResourceDefinition (a table, or YAML
+-- text) and returns it as the server stored it once the apiserver serves
+-- its objects: Established comes a moment before the resource is in
+-- discovery and its handler answers, so it then lists the resource by
+-- plural.group until that works. Fails naming the CRD after `secs`
+-- seconds (default 30) of that.
+function M.apply_crd(crd, secs)
+  local f
+  if type(crd) == 'table' then
+    f = M.write(os.tmpname() .. '.json', require('json').encode(crd))
+  else
+    f = M.write(os.tmpname() .. '.yaml', crd)
+  end
+  local res = M.kubectl('apply -o json -f ' .. f)
+  os.remove(f)
+  local obj = require('json').decode(M.must(res, 'apply the CRD').out)
+  local name = obj.metadata.name
+  M.must(M.kubectl('wait --for condition=established --timeout=60s crd/' .. name), 'CRD ' .. name .. ' established')
+  local what = obj.spec.names.plural .. '.' .. obj.spec.group
+  local deadline = os.time() + (secs or 30)
+  repeat
+    res = M.kubectl('get ' .. what .. ' --all-namespaces -o name')
+    if res.code == 0 then return obj end
+    M.sleep(0.2)
+  until os.time() > deadline
+  error(string.format('CRD %s is established but the apiserver still does not serve %s after %ds: %s',
+    name, what, secs or 30, (res.err:gsub('%s+$', ''))), 2)
+end
+
+-- configmap_names(ns, selector): the names of the ConfigMaps in ns that
+-- match a label selector, as kubectl lists them, sorted.
+function M.configmap_names(ns, selector)
+  local names = {}
+  for _, o in ipairs(M.kubectl_json('get configmaps -n ' .. ns .. ' -l ' .. selector).items) do
+    names[#names + 1] = o.metadata.name
+  end
+  table.sort(names)
+  return names
 end
 
 return M

@@ -1,0 +1,379 @@
+-- The runner's ledger end to end against the real local kube-apiserver
+-- (tools/testenv): what `cozy-migrate run` records in the ledger ConfigMap
+-- and when: a fresh install, legacy seeding below `version`, the retention
+-- floor, revoked slugs, checksums, records that survive the legacy
+-- `kubectl apply` of version, records it cannot read, a ledger migrations may
+-- not write, and its size. Every case has its own namespace (so its own
+-- ledger and Lease); helpers are in spec/support/runner.lua.
+local h = require('support.helpers')
+local runner = require('support.runner')
+local fixture = require('support.fixture')
+local json = require('json')
+
+local must, contains, lacks, one_line, count, lines_of = h.must, h.contains, h.lacks, h.one_line, h.count, h.lines_of
+
+describe('#e2e the runner', function()
+  setup(h.need_cluster)
+  teardown(runner.delete_namespaces)
+
+  it('on a fresh install creates a kept ledger recording every slug skipped-fresh-install and runs nothing', function()
+    local ns = runner.new_ns()
+    local log = os.tmpname()
+    os.remove(log)
+    local dir = fixture.tree({
+      batches = {
+        { '00000-legacy', { 'old-one', 'old-gone retired' } },
+        { '00001-v1.0.0', { 'alpha', 'bg', 'gamma retired', 'bad' } },
+      },
+      scripts = {
+        ['old-one'] = { shell = true, body = runner.sh_append(log) },
+        alpha = { body = runner.lua_marker(ns, 'alpha') },
+        bg = { tier = 'background', body = runner.lua_marker(ns, 'bg') },
+        bad = { body = runner.lua_marker(ns, 'bad') },
+      },
+      revoked = { 'bad' },
+      legacy = { { 1, 'old-one' }, { 2, 'old-gone' } },
+    })
+    assert.is_nil(runner.get_ledger(ns))
+    local res = must(runner.run(dir, ns))
+    contains(res.out, 'fresh install: created the ledger ' .. ns .. '/' .. runner.LEDGER ..
+      ', recorded 6 migrations as skipped-fresh-install; nothing to run')
+    local recs, _, cm = runner.records(ns)
+    assert.is_not_nil(cm, 'the ledger was not created')
+    assert.are.equal('true', cm.metadata.labels['platform.cozystack.io/no-delete'])
+    assert.are.equal('keep', cm.metadata.annotations['helm.sh/resource-policy'])
+    assert.is_nil(cm.data.version, 'the runner must never write version')
+    local want = {
+      ['old-one'] = { '00000-legacy', 'pre-apply' }, ['old-gone'] = { '00000-legacy', 'pre-apply' },
+      alpha = { '00001-v1.0.0', 'pre-apply' }, bg = { '00001-v1.0.0', 'background' },
+      gamma = { '00001-v1.0.0', 'pre-apply' }, bad = { '00001-v1.0.0', 'pre-apply' },
+    }
+    assert.are.equal(6, count(recs))
+    for slug, bt in pairs(want) do
+      local r = recs[slug]
+      assert.is_table(r, 'no record for ' .. slug)
+      assert.are.equal('skipped-fresh-install', r.state, slug)
+      assert.are.equal(bt[1], r.batch, slug)
+      assert.are.equal(bt[2], r.tier, slug)
+      assert.are.equal(0, r.attempts, slug)
+    end
+    assert.are.same({}, (runner.markers(ns)))
+    assert.is_nil(io.open(log), 'a shell migration ran')
+    local evs = runner.events(ns)
+    assert.are.equal(1, #evs)
+    assert.are.equal('LedgerCreated', evs[1].reason)
+    assert.are.equal(cm.metadata.uid, evs[1].involvedObject.uid)
+
+    -- A second run, of either tier, runs nothing and writes nothing.
+    local rv = cm.metadata.resourceVersion
+    res = must(runner.run(dir, ns))
+    contains(res.out, 'nothing to run for the pre-apply tier')
+    lacks(res.out, 'running')
+    res = must(runner.run(dir, ns, '--tier', 'background'))
+    contains(res.out, 'nothing to run for the background tier')
+    assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion)
+    assert.are.same({}, (runner.markers(ns)))
+    assert.is_nil(io.open(log), 'a shell migration ran')
+  end)
+
+  it('seeds legacy records below the version per key, before the floor, and runs the rest in map order', function()
+    local ns = runner.new_ns()
+    local log = os.tmpname()
+    local dir = fixture.tree({
+      batches = {
+        { '00000-legacy', { 'l-one retired', 'l-two', 'l-three', 'l-four', 'l-five' } },
+      },
+      scripts = {
+        ['l-two'] = { shell = true, body = runner.sh_append(log) },
+        ['l-three'] = { shell = true, body = runner.sh_append(log) },
+        ['l-four'] = { shell = true, body = runner.sh_append(log) },
+        ['l-five'] = { shell = true, body = runner.sh_append(log) },
+      },
+      legacy = { { 1, 'l-one' }, { 2, 'l-two' }, { 3, 'l-three' }, { 4, 'l-four' }, { 5, 'l-five' } },
+    })
+    local pre = '{"state":"ok","at":"2020-01-01T00:00:00Z","attempts":7}'
+    runner.make_ledger(ns, { version = '4', ['m.l-three'] = pre })
+    local res = must(runner.run(dir, ns, { env = { MIGRATIONS_IMAGE = 'registry.example/cozy-migrate:v9' } }))
+    -- l-one (retired: would trip the floor without its seed) and l-two
+    contains(res.out, 'legacy: recorded 2 migrations below version 4 as legacy')
+    local recs, raw, cm = runner.records(ns)
+    assert.are.equal('legacy', recs['l-one'].state)
+    assert.are.equal('legacy', recs['l-two'].state)
+    assert.are.equal('00000-legacy', recs['l-one'].batch)
+    assert.are.equal(pre, raw['l-three'], 'a pre-existing record was rewritten')
+    assert.are.equal('ok', recs['l-four'].state)
+    assert.are.equal(1, recs['l-four'].attempts)
+    assert.are.equal('ok', recs['l-five'].state)
+    assert.are.equal('4', cm.data.version)
+    -- the image is recorded, on seeds and on executions
+    assert.are.equal('registry.example/cozy-migrate:v9', recs['l-one'].image)
+    assert.are.equal('registry.example/cozy-migrate:v9', recs['l-four'].image)
+    local seeded_ev
+    for _, e in ipairs(runner.events(ns)) do
+      if e.reason == 'LegacySeeded' then seeded_ev = e end
+    end
+    assert.is_table(seeded_ev, 'no LegacySeeded event')
+    contains(seeded_ev.message, '2 legacy migrations below version 4 recorded')
+    -- map order (l-four before l-five), not alphabetical; nothing below 4 ran
+    assert.are.same({ 'l-four ' .. ns, 'l-five ' .. ns }, lines_of(log))
+
+    -- idempotent
+    local rv = cm.metadata.resourceVersion
+    res = must(runner.run(dir, ns))
+    lacks(res.out, 'legacy:')
+    contains(res.out, 'nothing to run')
+    assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion)
+    assert.are.same({ 'l-four ' .. ns, 'l-five ' .. ns }, lines_of(log))
+    os.remove(log)
+  end)
+
+  it('refuses a cluster below the retention floor, naming the release, writing nothing', function()
+    local ns = runner.new_ns()
+    local dir = fixture.tree({
+      batches = {
+        { '00001-v1.0.0', { 'old-thing retired' } },
+        { '00002-v1.1.0', { 'alpha' } },
+      },
+      scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') } },
+    })
+    runner.make_ledger(ns, { ['m.other'] = '{"state":"ok"}' })
+    local rv = runner.get_ledger(ns).metadata.resourceVersion
+    local res = runner.run(dir, ns)
+    assert.are.equal(4, res.code, res.err)
+    contains(res.err, "no record of 'old-thing', retired in 00001-v1.0.0")
+    contains(res.err, 'upgrade through v1.0.0 first')
+    local recs, _, cm = runner.records(ns)
+    assert.are.equal(rv, cm.metadata.resourceVersion)
+    assert.are.same({ 'other' }, (function()
+      local k = {}
+      for s in pairs(recs) do k[#k + 1] = s end
+      return k
+    end)())
+    assert.are.same({}, (runner.markers(ns)))
+  end)
+
+  it('records revoked only where no record exists and never runs a revoked slug', function()
+    local ns = runner.new_ns()
+    local dir = fixture.tree({
+      batches = { { '00001-v1.0.0', { 'rev-ok', 'rev-new', 'alpha' } } },
+      scripts = {
+        ['rev-ok'] = { body = runner.lua_marker(ns, 'rev-ok') },
+        ['rev-new'] = { body = runner.lua_marker(ns, 'rev-new') },
+        alpha = { body = runner.lua_marker(ns, 'alpha') },
+      },
+      revoked = { 'rev-ok', 'rev-new' },
+    })
+    local okrec = '{"state":"ok","at":"2021-01-01T00:00:00Z","attempts":1}'
+    runner.make_ledger(ns, { ['m.rev-ok'] = okrec })
+    local res = must(runner.run(dir, ns))
+    contains(res.out, 'rev-new ... revoked, recorded')
+    local recs, raw = runner.records(ns)
+    assert.are.equal(okrec, raw['rev-ok'])
+    assert.are.equal('revoked', recs['rev-new'].state)
+    assert.are.equal(0, recs['rev-new'].attempts)
+    assert.are.equal('00001-v1.0.0', recs['rev-new'].batch)
+    assert.are.equal('ok', recs.alpha.state)
+    assert.are.same({ ['ran-alpha'] = true }, (runner.markers(ns)))
+    -- and again: nothing changes
+    local rv = runner.get_ledger(ns).metadata.resourceVersion
+    res = must(runner.run(dir, ns))
+    contains(res.out, 'nothing to run')
+    assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion)
+  end)
+
+  it('reports an ok record whose checksum differs, without re-running or rewriting it', function()
+    local ns = runner.new_ns()
+    local dir = fixture.tree({
+      batches = { { '00001-v1.0.0', { 'alpha', 'beta' } } },
+      scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') }, beta = { body = runner.lua_marker(ns, 'beta') } },
+    })
+    local rec = '{"state":"ok","at":"2021-01-01T00:00:00Z","sha256":"' .. string.rep('deadbeef', 8) ..
+      '","attempts":1}'
+    runner.make_ledger(ns, { ['m.alpha'] = rec })
+    local res = must(runner.run(dir, ns))
+    contains(res.err, 'alpha: recorded sha256 deadbeefdead differs from the shipped script')
+    lacks(res.out, 'alpha ... running')
+    local recs, raw = runner.records(ns)
+    assert.are.equal(rec, raw.alpha)
+    assert.are.equal('ok', recs.beta.state)
+    assert.are.same({ ['ran-beta'] = true }, (runner.markers(ns)))
+    local st = runner.status(dir, ns)
+    local sums = {}
+    for _, e in ipairs(st) do sums[e.migration] = e.checksum end
+    assert.are.same({ alpha = 'DIFFERS', beta = 'match' }, sums)
+  end)
+
+  describe('keeps its records through the legacy `kubectl apply` of version', function()
+    local function legacy_apply(ns, version)
+      local k = h.q(h.testenv) .. ' kubectl'
+      return must(h.run(string.format(
+        '%s create configmap %s -n %s --from-literal=version=%s --dry-run=client -o yaml | %s apply -f-',
+        k, runner.LEDGER, ns, version, k)), 'legacy apply')
+    end
+
+    local function tree(ns)
+      return fixture.tree({
+        batches = { { '00001-v1.0.0', { 'alpha', 'beta' } } },
+        scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') },
+                    beta = { on_error = 'warn', body = "error('x')" } },
+      })
+    end
+
+    -- Runs the tree (two records), applies version 5 the legacy way twice,
+    -- asserts that the records did not change, and returns the ledger.
+    local function run_then_apply(ns)
+      must(runner.run(tree(ns), ns))
+      local before = runner.records(ns)
+      assert.are.equal(2, count(before))
+      legacy_apply(ns, '5')
+      legacy_apply(ns, '5')
+      local after, _, cm = runner.records(ns)
+      assert.are.same(before, after)
+      assert.are.equal('5', cm.data.version)
+      return cm
+    end
+
+    it('on a ledger first made by kubectl apply', function()
+      local ns = runner.new_ns()
+      legacy_apply(ns, '4')
+      assert.is_string(runner.get_ledger(ns).metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'])
+      local cm = run_then_apply(ns)
+      lacks(cm.metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'], 'm.alpha',
+        'last-applied')
+    end)
+
+    it('on a ledger the runner created (fresh install)', function()
+      local cm = run_then_apply(runner.new_ns())
+      assert.are.equal('true', cm.metadata.labels['platform.cozystack.io/no-delete'])
+      assert.are.equal('keep', cm.metadata.annotations['helm.sh/resource-policy'])
+    end)
+  end)
+
+  describe('given an untrustworthy ledger', function()
+    local function tree(ns)
+      return fixture.tree({
+        batches = { { '00001-v1.0.0', { 'alpha', 'beta' } } },
+        scripts = { alpha = { body = runner.lua_gen_marker(ns, 'alpha') },
+                    beta = { body = runner.lua_marker(ns, 'beta') } },
+      })
+    end
+
+    for _, case in ipairs({
+      { 'an unparseable record', '{not json', 'record m.alpha cannot be read (not JSON)' },
+      { 'a record with an unknown state', '{"state":"done"}', "record m.alpha cannot be read (unknown state 'done')" },
+    }) do
+      it('reports ' .. case[1] .. ' by slug, leaves it alone, runs the rest, exits 7', function()
+        local ns = runner.new_ns()
+        local dir = tree(ns)
+        runner.make_ledger(ns, { ['m.alpha'] = case[2] })
+        local res = runner.run(dir, ns)
+        assert.are.equal(7, res.code, res.err)
+        contains(res.err, case[3], 'stderr')
+        contains(res.err, 're-run it with --only alpha', 'stderr')
+        contains(res.err, 'the ledger holds records that cannot be read')
+        lacks(res.out, 'alpha ... running')
+        local recs, raw = runner.records(ns)
+        assert.are.equal(case[2], raw.alpha)
+        assert.are.equal('ok', recs.beta.state)
+        local set, gen = runner.markers(ns)
+        assert.is_nil(gen.alpha)
+        assert.is_true(set['ran-beta'])
+        -- status shows it as unknown
+        local st = runner.status(dir, ns)
+        assert.are.equal('unknown', st[1].state)
+        assert.are.equal('alpha', st[1].migration)
+      end)
+    end
+
+    it('lets an explicit --only re-run rewrite an unreadable record', function()
+      local ns = runner.new_ns()
+      local dir = tree(ns)
+      runner.make_ledger(ns, { ['m.alpha'] = '{not json' })
+      local res = runner.run(dir, ns, '--only', 'alpha')
+      contains(res.out, 'alpha ... ok')
+      local r = runner.records(ns).alpha
+      assert.are.equal('ok', r.state)
+      assert.are.equal(1, r.attempts)
+      local _, gen = runner.markers(ns)
+      assert.are.equal(1, gen.alpha)
+      assert.is_nil(runner.records(ns).beta, '--only runs nothing else')
+      -- nothing unreadable is left, so the repair exits 0
+      assert.are.equal(0, res.code, res.err)
+    end)
+
+    it('refuses a version that is not an integer before anything runs (exit 7)', function()
+      local ns = runner.new_ns()
+      local dir = tree(ns)
+      runner.make_ledger(ns, { version = 'abc' })
+      local rv = runner.get_ledger(ns).metadata.resourceVersion
+      local res = runner.run(dir, ns)
+      assert.are.equal(7, res.code, res.err)
+      one_line(res.err)
+      contains(res.err, 'key \'version\' is "abc", not a non-negative integer')
+      assert.are.equal('', res.out)
+      local cm = runner.get_ledger(ns)
+      assert.are.equal(rv, cm.metadata.resourceVersion)
+      assert.are.same({ version = 'abc' }, cm.data)
+      assert.are.same({}, (runner.markers(ns)))
+      assert.are.equal('', runner.get_lease(ns).spec.holderIdentity or '')
+    end)
+  end)
+
+  it('keeps migrations away from the ledger and the Lease, whatever --ledger names them', function()
+    local ns = runner.new_ns()
+    local function try(what)
+      return string.format([[
+local kube = require('kube')
+local ok, err = pcall(function() %s end)
+assert(not ok, 'the write went through')
+print('refused: ' .. tostring(kube.is_ledger_protected(err)))
+error(err)]], what)
+    end
+    local dir = fixture.tree({
+      batches = { { '00001-v1.0.0', { 'patch-ledger', 'delete-lease', 'other-cm' } } },
+      scripts = {
+        ['patch-ledger'] = { on_error = 'warn', body = try(string.format(
+          "kube.patch('configmaps', 'alt', {data={['m.evil']='x', version='99'}}, {namespace=%q})", ns)) },
+        ['delete-lease'] = { on_error = 'warn', body = try(string.format(
+          "kube.delete('leases', 'alt-lock', {namespace=%q})", ns)) },
+        -- the default name is an ordinary ConfigMap when --ledger names another
+        ['other-cm'] = { body = string.format(
+          "require('kube').create('configmaps', {metadata={name='cozystack-version'}, data={x='y'}}, {namespace=%q})", ns) },
+      },
+    })
+    runner.make_ledger(ns, { version = '1' }, 'alt')
+    local res = must(runner.run(dir, ns, '--ledger', 'alt', '--lease-duration', '60s'))
+    contains(res.err, '[patch-ledger] refused: true')
+    contains(res.err, '[delete-lease] refused: true')
+    local cm = h.kubectl_json('get configmap alt -n ' .. ns)
+    assert.is_nil(cm.data['m.evil'])
+    assert.are.equal('1', cm.data.version)
+    local r1 = json.decode(cm.data['m.patch-ledger'])
+    assert.are.equal('failed', r1.state)
+    contains(r1.message, 'the ledger is written by the runner', 'message')
+    assert.are.equal('failed', json.decode(cm.data['m.delete-lease']).state)
+    assert.are.equal('ok', json.decode(cm.data['m.other-cm']).state)
+    assert.are.equal('y', h.kubectl_json('get configmap cozystack-version -n ' .. ns).data.x)
+    local lease = h.kubectl_json('get lease alt-lock -n ' .. ns)
+    assert.are.equal('', lease.spec.holderIdentity or '')
+    assert.is_nil(runner.get_lease(ns))
+  end)
+
+  it('warns when the ledger passes 80% of the 1 MiB object limit', function()
+    local function small(ns)
+      return fixture.tree({
+        batches = { { '00001-v1.0.0', { 'small' } } },
+        scripts = { small = { body = runner.lua_marker(ns, 'small') } },
+      })
+    end
+    local ns = runner.new_ns()
+    -- an unrelated key already holding ~830 KiB: one more record crosses 80%
+    runner.make_ledger(ns, { padding = string.rep('x', 830 * 1024) })
+    local res = must(runner.run(small(ns), ns))
+    contains(res.err, 'past 80% of the 1 MiB object limit', 'stderr')
+    assert.are.equal('ok', runner.records(ns).small.state)
+    local ns2 = runner.new_ns()
+    runner.make_ledger(ns2, {})
+    lacks(must(runner.run(small(ns2), ns2)).err, 'object limit', 'stderr of a small ledger')
+  end)
+end)
