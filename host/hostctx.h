@@ -38,6 +38,7 @@ struct journal;                     /* journal.h */
 struct host_ctx {
     struct kube_options kube;
     double deadline;                /* monotonic seconds; 0 = none */
+    const char *stdlib_dir;         /* where stdlib/ modules load from (set by the sandbox) */
     struct kube_client *client;     /* owned by kube.c (a userdata in the registry) */
     struct journal *journal;        /* NULL: writes are not journaled */
 };

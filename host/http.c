@@ -311,6 +311,12 @@ int http_request(struct http_client *c, const char *method, const char *path,
         r->transport_error = CURLE_OUT_OF_MEMORY;
         return -1;
     }
+    /* A header value is one line: a CR or LF would start another header. */
+    if ((accept && strpbrk(accept, "\r\n")) || (content_type && strpbrk(content_type, "\r\n"))) {
+        snprintf(r->error, sizeof r->error, "a header value holds a line break");
+        r->transport_error = CURLE_BAD_FUNCTION_ARGUMENT;
+        return -1;
+    }
     load_token(c);
     size_t ulen = strlen(c->server) + strlen(path) + 1;
     char *url = malloc(ulen);

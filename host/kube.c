@@ -19,11 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "discovery.h"
 #include "dryrun.h"
+#include "guard.h"
 #include "rest.h"
 #include "log.h"
 #include "luajson.h"
@@ -139,137 +141,6 @@ static void push_rest_error(lua_State *L, const struct rest_error *e, const char
     }
 }
 
-/* ---- the ledger guard ------------------------------------------------ */
-
-static int seg_eq(const char *s, size_t len, const char *want)
-{
-    return want && strlen(want) == len && strncmp(s, want, len) == 0;
-}
-
-/* Splits a path (without query) into at most 16 segments. */
-static int split(const char *path, const char **seg, size_t *len, int max)
-{
-    int n = 0;
-    const char *p = path;
-    while (*p == '/')
-        p++;
-    while (*p && *p != '?' && n < max) {
-        const char *e = p;
-        while (*e && *e != '/' && *e != '?')
-            e++;
-        seg[n] = p;
-        len[n] = (size_t)(e - p);
-        n++;
-        p = e;
-        while (*p == '/')
-            p++;
-    }
-    return n;
-}
-
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-/* The path as the apiserver will route it: the part before the query,
- * percent-decoded (so "cozystack%2Dversion" cannot slip past the guard).
- * Returns a malloc'd string, or NULL with why in err for a path the guard
- * could not judge: an encoded '/' or NUL, a bad escape, a "." or ".."
- * segment (libcurl and the server would fold those). */
-static char *canonical_path(const char *path, const char **why)
-{
-    size_t n = strcspn(path, "?");
-    char *out = malloc(n + 1);
-    if (!out) {
-        *why = "out of memory";
-        return NULL;
-    }
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        int ch = (unsigned char)path[i];
-        if (ch == '%') {
-            int hi = i + 2 < n ? hexval((unsigned char)path[i + 1]) : -1;
-            int lo = hi >= 0 ? hexval((unsigned char)path[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
-                free(out);
-                *why = "a malformed percent-escape";
-                return NULL;
-            }
-            ch = hi * 16 + lo;
-            if (ch == '/' || ch == 0) {
-                free(out);
-                *why = "an encoded '/' or NUL";
-                return NULL;
-            }
-            i += 2;
-        }
-        out[o++] = (char)ch;
-    }
-    out[o] = '\0';
-    for (const char *seg = out; *seg;) {
-        size_t l = strcspn(seg, "/");
-        if ((l == 1 && seg[0] == '.') || (l == 2 && seg[0] == '.' && seg[1] == '.')) {
-            free(out);
-            *why = "a '.' or '..' segment";
-            return NULL;
-        }
-        seg += l;
-        while (*seg == '/')
-            seg++;
-    }
-    return out;
-}
-
-/* Would this request write the ledger ConfigMap, the runner's Lease, or the
- * namespace holding them? path is canonical (see canonical_path). The
- * body's name matters for a create. */
-static int guarded(const struct kube_options *o, const char *method, const char *path,
-                   const cJSON *body)
-{
-    if (strcmp(method, "GET") == 0)
-        return 0;
-    const char *seg[16];
-    size_t len[16];
-    int n = split(path, seg, len, 16);
-    const char *ns = o->ledger_namespace;
-    int i;
-    const char *want;
-    if (n >= 2 && seg_eq(seg[0], len[0], "api") && seg_eq(seg[1], len[1], "v1")) {
-        i = 2;
-        want = o->ledger_name;
-        if (n == 4 && seg_eq(seg[2], len[2], "namespaces") && seg_eq(seg[3], len[3], ns))
-            return strcmp(method, "DELETE") == 0;
-        if (n < 4 || !seg_eq(seg[2], len[2], "namespaces") || !seg_eq(seg[3], len[3], ns) ||
-            !seg_eq(seg[4 < n ? 4 : 0], len[4 < n ? 4 : 0], "configmaps"))
-            return 0;
-    } else if (n >= 3 && seg_eq(seg[0], len[0], "apis") &&
-               seg_eq(seg[1], len[1], "coordination.k8s.io")) {
-        i = 3;
-        want = o->lease_name;
-        if (n < 6 || !seg_eq(seg[3], len[3], "namespaces") || !seg_eq(seg[4], len[4], ns) ||
-            !seg_eq(seg[5], len[5], "leases"))
-            return 0;
-    } else {
-        return 0;
-    }
-    int coll = i + 2; /* index of the collection segment */
-    if (n == coll + 1) {
-        if (strcmp(method, "DELETE") == 0)
-            return 1; /* deletecollection would take the ledger with it */
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(body, "metadata"), "name");
-        return cJSON_IsString(name) && strcmp(name->valuestring, want) == 0;
-    }
-    return n > coll + 1 && seg_eq(seg[coll + 1], len[coll + 1], want);
-}
-
 /* ---- requests ---------------------------------------------------------- */
 
 struct sbuf {
@@ -297,7 +168,20 @@ static void sb_add(struct sbuf *b, const char *s)
     b->n += l;
 }
 
-/* Appends the spec's query table, URL-escaped. Returns -1 on a bad value. */
+/* A query key as the apiserver names its parameters (labelSelector,
+ * fieldManager, ...): letters and digits. dryRun is the host's alone. */
+static int query_key_ok(const char *k)
+{
+    if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z')) || strcasecmp(k, "dryRun") == 0)
+        return 0;
+    for (; *k; k++)
+        if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9')))
+            return 0;
+    return 1;
+}
+
+/* Appends the spec's query table, URL-escaped. Returns -1 on a bad key or
+ * value. May raise (memory). */
 static int append_query(struct sbuf *b, lua_State *L, int qidx, int *first)
 {
     if (lua_isnil(L, qidx))
@@ -306,7 +190,7 @@ static int append_query(struct sbuf *b, lua_State *L, int qidx, int *first)
         return -1;
     lua_pushnil(L);
     while (lua_next(L, qidx) != 0) {
-        if (lua_type(L, -2) != LUA_TSTRING) {
+        if (lua_type(L, -2) != LUA_TSTRING || !query_key_ok(lua_tostring(L, -2))) {
             lua_pop(L, 2);
             return -1;
         }
@@ -342,6 +226,23 @@ static const char *opt_field(lua_State *L, int t, const char *k)
     const char *s = lua_tostring(L, -1);
     lua_pop(L, 1); /* the string stays alive: it is owned by the spec table */
     return s;
+}
+
+/* Header values a script may ask for: fixed lists, so no text of its own
+ * reaches a header line. */
+static const char *const CONTENT_TYPES[] = {
+    "application/json", "application/merge-patch+json", "application/json-patch+json",
+    "application/strategic-merge-patch+json", "application/apply-patch+yaml", NULL};
+static const char *const ACCEPTS[] = {"application/json", NULL};
+
+static int allowed(const char *const *list, const char *v)
+{
+    if (!v)
+        return 1;
+    for (; *list; list++)
+        if (strcmp(*list, v) == 0)
+            return 1;
+    return 0;
 }
 
 /* The C memory one request holds while it calls into Lua (which may raise:
@@ -384,8 +285,10 @@ static struct req *req_box(lua_State *L)
     return q;
 }
 
-/* core.request{method=, path=, query=, body=, content_type=, accept=,
- *              verb=, idempotent=} -> {status=, body=} | nil, err
+/* request{method=, path=, query=, body=, content_type=, accept=, verb=,
+ *         idempotent=} -> {status=, body=} | nil, err
+ * Not a function of kube.core: only stdlib/kube.lua receives it (see
+ * kube_open_stdlib), so a migration reaches the API through the verbs alone.
  * May raise: for misuse, for a write to the ledger, and on memory. */
 static int l_request(lua_State *L)
 {
@@ -396,8 +299,14 @@ static int l_request(lua_State *L)
     const char *verb = opt_field(L, 1, "verb");
     const char *ctype = opt_field(L, 1, "content_type");
     const char *accept = opt_field(L, 1, "accept");
-    if (!method || !path0 || path0[0] != '/')
-        return luaL_error(L, "kube.request: method and an absolute path are required");
+    if (!method || !path0)
+        return luaL_error(L, "kube.request: method and path are required");
+    if (!allowed(CONTENT_TYPES, ctype))
+        return luaL_error(L, "kube.%s: content type %s is not one of the API's (json, merge, "
+                          "json patch, strategic merge, apply)", verb ? verb : "request", ctype);
+    if (!allowed(ACCEPTS, accept))
+        return luaL_error(L, "kube.%s: accept %s is not application/json", verb ? verb : "request",
+                          accept);
     if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0 &&
         strcmp(method, "PUT") != 0 && strcmp(method, "PATCH") != 0 &&
         strcmp(method, "DELETE") != 0)
@@ -429,31 +338,33 @@ static int l_request(lua_State *L)
         if (!(q->body = malloc(body_len + 1)))
             return luaL_error(L, "kube: out of memory");
         memcpy(q->body, s, body_len + 1);
-        q->jbody = cJSON_ParseWithLength(s, body_len);
     }
-    if (mutating) {
-        const char *why = NULL;
-        char *canon = canonical_path(path0, &why);
-        if (!canon)
-            return luaL_error(L, "kube.%s: refusing path %s: it has %s", verb ? verb : "request",
-                              path0, why);
-        int blocked = guarded(&hc->kube, method, canon, q->jbody);
-        free(canon);
-        if (blocked) {
-            push_error(L, 0, "LedgerProtected",
-                       "the ledger is written by the runner: scripts may not write it or its lock",
-                       NULL, verb, method, path0);
-            return lua_error(L);
-        }
+    /* The guard judges the path and body exactly as they will be sent: the
+     * query is appended after it, from escaped values with no dryRun. */
+    const struct kube_options *ko = &hc->kube;
+    struct guard_target gt = {ko->ledger_namespace, ko->ledger_name, ko->lease_name};
+    char why[512];
+    enum guard_verdict gv = guard_check(&gt, method, path0, q->body, body_len,
+                                        q->body && !ctype ? "application/json" : ctype, why,
+                                        sizeof why);
+    if (gv == GUARD_BAD_PATH)
+        return luaL_error(L, "kube.%s: %s", verb ? verb : "request", why);
+    if (gv != GUARD_ALLOW) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "the ledger is written by the runner: scripts may not write it "
+                 "or its lock (%s)", why);
+        push_error(L, 0, "LedgerProtected", msg, NULL, verb, method, path0);
+        return lua_error(L);
     }
 
     /* path + the caller's query + dryRun */
     struct sbuf *pb = &q->path;
-    int first = strchr(path0, '?') == NULL;
+    int first = 1;
     sb_add(pb, path0);
     lua_getfield(L, 1, "query");
     if (append_query(pb, L, lua_gettop(L), &first) != 0)
-        return luaL_error(L, "kube: query parameters must be strings, numbers or booleans");
+        return luaL_error(L, "kube: query keys are API parameter names (never dryRun) and values "
+                          "strings, numbers or booleans");
     lua_pop(L, 1);
     if (mutating && hc->kube.dry_run)
         sb_add(pb, first ? "?dryRun=All" : "&dryRun=All");
@@ -783,11 +694,39 @@ static void ensure_client(lua_State *L, struct host_ctx *hc)
     hc->client = c;
 }
 
+static const char PRIVATE_KEY = 'p';
+
+/* Loads stdlib/kube.lua (text only) and calls it with its name and the
+ * private table {request = ...}, which nothing else can reach: the sandbox's
+ * require and the spec state's package.preload both load `kube` through
+ * here. May raise. */
+int kube_open_stdlib(lua_State *L)
+{
+    struct host_ctx *hc = host_ctx(L);
+    if (!hc || !hc->stdlib_dir)
+        return luaL_error(L, "kube: this Lua state has no host context");
+    luaL_requiref(L, "kube.core", luaopen_kube_core, 0);
+    lua_pop(L, 1);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/kube.lua", hc->stdlib_dir);
+    size_t len;
+    char *src = read_file(path, &len);
+    if (!src)
+        return luaL_error(L, "module 'kube': %s: %s", path, strerror(errno));
+    int st = luaL_loadbufferx(L, src, len, "@stdlib/kube.lua", "t");
+    free(src);
+    if (st != LUA_OK)
+        return lua_error(L);
+    lua_pushliteral(L, "kube");
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY);
+    lua_call(L, 2, 1);
+    return 1;
+}
+
 /* May raise (memory, or a state without a host context). */
 int luaopen_kube_core(lua_State *L)
 {
     static const luaL_Reg f[] = {
-        {"request", l_request},
         {"resolve", l_resolve},
         {"sleep", l_sleep},
         {"now", l_now},
@@ -803,6 +742,13 @@ int luaopen_kube_core(lua_State *L)
     if (!hc)
         return luaL_error(L, "kube.core: this Lua state has no host context");
     ensure_client(L, hc);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY) == LUA_TNIL) {
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, l_request);
+        lua_setfield(L, -2, "request");
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY);
+    }
+    lua_pop(L, 1);
     ljson_init(L);
     push_error_mt(L);
     lua_pop(L, 1);

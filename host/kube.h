@@ -9,5 +9,9 @@
 #include "hostctx.h"
 
 struct lua_State;
+/* `kube.core`: resolve, sleep, now, config, errors; never the raw request. */
 int luaopen_kube_core(struct lua_State *L);
+/* The loader of the `kube` module: stdlib/kube.lua, handed the private
+ * request function. */
+int kube_open_stdlib(struct lua_State *L);
 #endif

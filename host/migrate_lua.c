@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "guard.h"
 #include "header.h"
 #include "ledger.h"
 #include "luajson.h"
@@ -249,6 +250,34 @@ static int l_plan(lua_State *L)
     return 1;
 }
 
+/* guard(method, path [, body [, content_type [, {ns=, ledger=, lease=}]]])
+ * -> verdict ("allow", "LedgerProtected", "BadPath", "BadBody"), why */
+static int l_guard(lua_State *L)
+{
+    const char *method = luaL_checkstring(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    size_t blen = 0;
+    const char *body = luaL_optlstring(L, 3, NULL, &blen);
+    const char *ct = luaL_optstring(L, 4, NULL);
+    struct guard_target t = {"cozy-system", "cozystack-version", "cozystack-version-lock"};
+    if (lua_istable(L, 5)) {
+        lua_getfield(L, 5, "ns");
+        lua_getfield(L, 5, "ledger");
+        lua_getfield(L, 5, "lease");
+        if (lua_isstring(L, -3))
+            t.ns = lua_tostring(L, -3);
+        if (lua_isstring(L, -2))
+            t.ledger = lua_tostring(L, -2);
+        if (lua_isstring(L, -1))
+            t.lease = lua_tostring(L, -1);
+    }
+    char why[512];
+    enum guard_verdict v = guard_check(&t, method, path, body, blen, ct, why, sizeof why);
+    lua_pushstring(L, guard_verdict_name(v));
+    lua_pushstring(L, why);
+    return 2;
+}
+
 /* slug_valid(s) -> boolean */
 static int l_slug_valid(lua_State *L)
 {
@@ -261,7 +290,7 @@ int luaopen_migrate(lua_State *L)
     static const luaL_Reg f[] = {
         {"header", l_header},     {"batch", l_batch},   {"revoked", l_revoked},
         {"legacy_map", l_legacy_map}, {"record", l_record}, {"plan", l_plan},
-        {"slug_valid", l_slug_valid}, {NULL, NULL},
+        {"slug_valid", l_slug_valid}, {"guard", l_guard}, {NULL, NULL},
     };
     ljson_init(L);
     luaL_newlib(L, f);

@@ -47,6 +47,7 @@ static const luaL_Reg native_modules[] = {
     {"json", luaopen_json},
     {"yaml", luaopen_yaml},
     {"kube.core", luaopen_kube_core},
+    {"kube", kube_open_stdlib},
     {"log", luaopen_log},
     {NULL, NULL},
 };
@@ -221,11 +222,7 @@ static void keep_only(lua_State *L, const char *lib, const char *const *keep)
  * modules fetch it when they open. */
 static int open_sandbox_libs(lua_State *L)
 {
-    const struct host_ctx *ctx = lua_touserdata(L, 1);
-    struct host_ctx none;
-    memset(&none, 0, sizeof none);
-    kube_default_options(&none.kube);
-    host_ctx_attach(L, ctx ? ctx : &none);
+    host_ctx_attach(L, lua_touserdata(L, 1));
     static const luaL_Reg libs[] = {
         {LUA_GNAME, luaopen_base},         {LUA_STRLIBNAME, luaopen_string},
         {LUA_TABLIBNAME, luaopen_table},   {LUA_MATHLIBNAME, luaopen_math},
@@ -285,10 +282,18 @@ struct sandbox *sandbox_new(const struct sandbox_opts *o)
         free(sb);
         return NULL;
     }
-    if (o->ctx && o->ctx->deadline)
+    struct host_ctx hc;
+    if (o->ctx)
+        hc = *o->ctx;
+    else {
+        memset(&hc, 0, sizeof hc);
+        kube_default_options(&hc.kube);
+    }
+    hc.stdlib_dir = sb->stdlib_dir;
+    if (hc.deadline)
         lua_sethook(sb->L, deadline_hook, LUA_MASKCOUNT, HOOK_EVERY);
     lua_pushcfunction(sb->L, open_sandbox_libs);
-    lua_pushlightuserdata(sb->L, (void *)o->ctx);
+    lua_pushlightuserdata(sb->L, &hc);
     if (lua_pcall(sb->L, 1, 0, 0) != LUA_OK) {
         lua_close(sb->L);
         free(sb);
@@ -395,8 +400,10 @@ lua_State *sandbox_new_unrestricted(const char *stdlib_dir, const struct host_ct
     lua_State *L = luaL_newstate();
     if (!L)
         return NULL;
+    struct host_ctx hc = *ctx;
+    hc.stdlib_dir = stdlib_dir;
     lua_pushcfunction(L, open_unrestricted);
-    lua_pushlightuserdata(L, (void *)ctx);
+    lua_pushlightuserdata(L, &hc);
     if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
         lua_close(L);
         return NULL;

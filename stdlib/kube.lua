@@ -3,14 +3,23 @@
 -- The verbs are thin: they build a path from the resolved resource, say
 -- whether repeating the request is safe (a create never is, a replace only
 -- with a resourceVersion, a JSON patch not when it edits array positions),
--- and call kube.core.request, which (with host/rest.c) owns retries, dry run,
--- the ledger guard and error values. Errors are tables with code, reason,
--- message, details, verb and path; tostring() reads like kubectl. `get`
--- returns nil only for NotFound; every other error is raised.
+-- and call the host's request function, which (with host/rest.c and
+-- host/guard.c) owns retries, dry run, the ledger guard and error values.
+-- That function is handed to this file alone when the host loads it: a
+-- migration reaches the API through these verbs, never a raw request.
+-- Errors are tables with code, reason, message, details, verb and path;
+-- tostring() reads like kubectl. `get` returns nil only for NotFound; every
+-- other error is raised.
 
 local core = require('kube.core')
 local json = require('json')
 local log = require('log')
+
+local _, private = ...
+local request = type(private) == 'table' and private.request
+if not request then
+  error('kube: this module is loaded by the host (require "kube"), not from a file', 2)
+end
 
 local M = {}
 
@@ -66,8 +75,18 @@ local function escape(s)
   end))
 end
 
+-- A resource is a name ("configmaps", "cm", "ConfigMap",
+-- "deployments.v1.apps") or a table kube.resource() returned; a table is
+-- resolved again from its resource, version and group, like a name, so no
+-- field a script edits can steer a request elsewhere.
 local function resolve(resource)
-  if type(resource) == 'table' and resource.prefix then return resource end
+  if type(resource) == 'table' then
+    local res, ver, grp = resource.resource, resource.version, resource.group
+    if type(res) ~= 'string' or type(ver) ~= 'string' or type(grp) ~= 'string' then
+      error('kube: a resource table must be one kube.resource() returned', 3)
+    end
+    resource = res .. '.' .. ver .. '.' .. grp
+  end
   if type(resource) ~= 'string' or resource == '' then
     error('kube: the resource must be a name like "configmaps", "cm" or "ConfigMap"', 3)
   end
@@ -118,7 +137,7 @@ function M.get(resource, name, opts)
   opts = opts or {}
   check_name('get', name)
   local r = resolve(resource)
-  local resp, err = core.request {
+  local resp, err = request {
     verb = 'get', method = 'GET',
     path = path_for(r, namespace_for(r, opts), name, opts.subresource),
   }
@@ -169,7 +188,7 @@ function M.list(resource, opts)
   local last_key, skip_until = nil, nil
   local function fetch()
     query.continue = continue
-    local resp, err = core.request { verb = 'list', method = 'GET', path = base, query = query }
+    local resp, err = request { verb = 'list', method = 'GET', path = base, query = query }
     if not resp and err.code == 410 and continue then
       if err.continue then
         log.warn('kube.list %s: continue token expired (%s); resuming after the last object at the current revision',
@@ -181,7 +200,7 @@ function M.list(resource, opts)
         query.continue = nil
         skip_until = last_key
       end
-      resp, err = core.request { verb = 'list', method = 'GET', path = base, query = query }
+      resp, err = request { verb = 'list', method = 'GET', path = base, query = query }
     end
     if not resp then raise(err) end
     local body = resp.body
@@ -234,7 +253,7 @@ function M.create(resource, obj, opts)
   obj.apiVersion = obj.apiVersion or r.api_version
   obj.kind = obj.kind or r.kind
   local ns = namespace_for(r, opts, obj)
-  local resp, err = core.request {
+  local resp, err = request {
     verb = 'create', method = 'POST', path = path_for(r, ns, nil, opts.subresource), body = obj,
   }
   if resp then return resp.body end
@@ -258,7 +277,7 @@ function M.replace(resource, obj, opts)
   check_name('replace', meta.name)
   obj.apiVersion = obj.apiVersion or r.api_version
   obj.kind = obj.kind or r.kind
-  local resp, err = core.request {
+  local resp, err = request {
     verb = 'replace', method = 'PUT',
     path = path_for(r, namespace_for(r, opts, obj), meta.name, opts.subresource),
     body = obj, idempotent = meta.resourceVersion ~= nil,
@@ -306,7 +325,7 @@ function M.patch(resource, name, patch, opts)
   if opts.field_manager and ptype ~= 'apply' then
     query = { fieldManager = opts.field_manager }
   end
-  local resp, err = core.request {
+  local resp, err = request {
     verb = 'patch', method = 'PATCH',
     -- an applied object names its namespace like a created one does
     path = path_for(r, namespace_for(r, opts, ptype == 'apply' and patch or nil), name, opts.subresource),
@@ -344,7 +363,7 @@ function M.delete(resource, name, opts)
   if opts.propagation then
     body = { apiVersion = 'v1', kind = 'DeleteOptions', propagationPolicy = opts.propagation }
   end
-  local resp, err = core.request {
+  local resp, err = request {
     verb = 'delete', method = 'DELETE', path = path_for(r, ns, name, nil), body = body,
   }
   if not resp then
@@ -380,7 +399,7 @@ function M.update(resource, name, fn, opts)
     local res = fn(obj)
     if res == false then return obj, false end
     if type(res) == 'table' then obj = res end
-    local resp, err = core.request {
+    local resp, err = request {
       verb = 'update', method = 'PUT',
       path = path_for(r, namespace_for(r, opts, obj), name, opts.subresource),
       body = obj, idempotent = true,
@@ -411,6 +430,8 @@ function M.wait(resource, name, predicate, timeout, opts)
   end
 end
 
+-- sleep(seconds): waits, never past the migration's deadline.
+M.sleep = core.sleep
 -- The number of TCP/TLS connections this migration opened (1 with keep-alive).
 M.connections = core.connects
 -- The number of HTTP requests sent so far, every retry counted.

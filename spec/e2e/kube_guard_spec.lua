@@ -60,18 +60,25 @@ local writes = {
   status_lease = function()
     return kube.patch('leases', 'cozystack-version-lock', { spec = {} }, { namespace = ns, subresource = 'status' })
   end,
-  deletecollection_cm = function() return core.request { method = 'DELETE', path = cm_path } end,
-  deletecollection_lease = function() return core.request { method = 'DELETE', path = lease_path } end,
-  delete_namespace = function() return core.request { method = 'DELETE', path = '/api/v1/namespaces/' .. ns } end,
-  escaped_name = function()
-    return core.request { method = 'PATCH', path = cm_path .. '/cozystack%2Dversion', body = { data = { version = '99' } },
-      content_type = 'application/merge-patch+json' }
+  delete_namespace = function() return kube.delete('namespaces', ns) end,
+  kind_name = function() return kube.delete('ConfigMap', 'cozystack-version', { namespace = ns }) end,
+  qualified_name = function()
+    return kube.patch('configmaps.v1.', 'cozystack-version', { data = { version = '99' } }, { namespace = ns })
   end,
-  escaped_namespace = function()
-    return core.request { method = 'DELETE', path = cm_path:gsub('/namespaces/', '/name%%73paces/') .. '/cozystack-version' }
+  lease_qualified = function()
+    return kube.delete('leases.v1.coordination.k8s.io', 'cozystack-version-lock', { namespace = ns })
   end,
-  double_slashes = function()
-    return core.request { method = 'DELETE', path = '//api//v1/namespaces/' .. ns .. '//configmaps/cozystack-version' }
+  upper_case_name = function() return kube.delete('cm', 'Cozystack-Version', { namespace = ns }) end,
+  tampered_resource = function()
+    -- a resource table is resolved again from its name: a prefix a script
+    -- edits steers nothing
+    local r = kube.resource('cm')
+    r.prefix = '/api/v1/namespaces/elsewhere/secrets'
+    return kube.delete(r, 'cozystack-version', { namespace = ns })
+  end,
+  yaml_apply_lease = function()
+    return kube.apply('leases', { metadata = { name = 'cozystack-version-lock', namespace = ns },
+      spec = { holderIdentity = 'squatter' } }, { force = true })
   end,
 }
 kube.resource('cm'); kube.resource('leases') -- discovery first
@@ -172,21 +179,64 @@ describe('#e2e kube ledger guard', function()
     assert.are.equal('yes', cm.metadata.labels.touched)
   end)
 
-  it('refuses a path it cannot judge (dot segments, an encoded slash) instead of sending it', function()
+  -- A subresource is the one part of a path a verb takes as the script
+  -- gives it: every way to make the sent path differ from the judged one.
+  local BAD_SUBRESOURCES = {
+    dots = { '../cozystack-version', "'.' or '..' segment" },
+    fragment = { '#', "fragment ('#')" },
+    query = { 'status?dryRun=None', 'holds a query' },
+    empty = { '/status', 'empty segment' },
+    crlf = { 'status\r\nImpersonate-User: admin', 'control, space or non-ASCII' },
+    encoded_slash = { 'x%2F..%2Fcozystack-version', "escaped '/'" },
+  }
+
+  for _, dry in ipairs { false, true } do
+    it('refuses a path it cannot judge instead of sending it' .. (dry and ', in dry run too' or ''), function()
+      local cases = {}
+      for name, c in pairs(BAD_SUBRESOURCES) do cases[#cases + 1] = string.format('%s = %q', name, c[1]) end
+      local res = must(run([[
+        kube.resource('cm')
+        local subs = { ]] .. table.concat(cases, ', ') .. [[ }
+        local out = {}
+        for name, sub in pairs(subs) do
+          local before = core.requests()
+          local ok, err = pcall(kube.patch, 'cm', 'x', { data = { a = 'b' } }, { namespace = GNS, subresource = sub })
+          out[name] = { ok = ok, err = tostring(err), sent = core.requests() - before }
+        end
+        print(json.encode(out))
+      ]], '--namespace', GNS, dry and '--dry-run' or nil))
+      for name, c in pairs(BAD_SUBRESOURCES) do
+        local r = res.json[name]
+        assert.is_false(r.ok, name)
+        assert.matches(c[2], r.err, 1, true)
+        assert.are.equal(0, r.sent, name)
+      end
+    end)
+  end
+
+  it('gives a migration no raw request function, only the verbs', function()
     local res = must(run([[
-      kube.resource('cm')
-      local before = core.requests()
-      local a_ok, a_err = pcall(core.request, { method = 'DELETE',
-        path = '/api/v1/namespaces/' .. GNS .. '/configmaps/x/../cozystack-version' })
-      local b_ok, b_err = pcall(core.request, { method = 'DELETE',
-        path = '/api/v1/namespaces/' .. GNS .. '/configmaps/cozystack-version%2Fx' })
-      print(json.encode({ a = a_ok, b = b_ok, a_err = tostring(a_err), b_err = tostring(b_err),
-        sent = core.requests() - before }))
+      local found = {}
+      for k, v in pairs(core) do if type(v) == 'function' then found[#found + 1] = k end end
+      for k, v in pairs(kube) do if k == 'request' or k == 'core' then found[#found + 1] = 'kube.' .. k end end
+      table.sort(found)
+      local ok, err = pcall(load, "return require('kube.core').request")
+      print(json.encode({ fns = json.array(found), request = core.request == nil and 'absent' or 'present',
+        package = type(package), debug = type(debug) }))
     ]], '--namespace', GNS))
-    assert.is_false(res.json.a)
-    assert.is_false(res.json.b)
-    assert.matches("'.' or '..' segment", res.json.a_err, 1, true)
-    assert.matches("encoded '/'", res.json.b_err, 1, true)
-    assert.are.equal(0, res.json.sent)
+    assert.are.equal('absent', res.json.request)
+    assert.are.equal('nil', res.json.package)
+    assert.are.equal('nil', res.json.debug)
+    for _, f in ipairs(res.json.fns) do assert.are_not.equal('request', f) end
+  end)
+
+  it('sends header values only from a fixed list', function()
+    local res = must(run([[
+      local ok, err = pcall(kube.patch, 'cm', 'x', { data = {} },
+        { namespace = GNS, type = 'merge\r\nImpersonate-User: admin' })
+      print(json.encode({ ok = ok, err = tostring(err) }))
+    ]], '--namespace', GNS))
+    assert.is_false(res.json.ok)
+    assert.matches('unknown patch type', res.json.err, 1, true)
   end)
 end)

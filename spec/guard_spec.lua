@@ -1,0 +1,158 @@
+-- The ledger guard as a pure function (host/guard.c through the spec-only
+-- `migrate` module): every known way a request could write the ledger
+-- ConfigMap or the runner's Lease while looking like something else. The
+-- guard judges the path exactly as it is sent; a path it cannot judge is
+-- refused outright, and a create in a guarded collection is judged by the
+-- name its body really carries. End-to-end proofs against the apiserver are
+-- in spec/e2e/kube_guard_spec.lua.
+local migrate = require('migrate')
+
+local CM = '/api/v1/namespaces/cozy-system/configmaps'
+local LEASES = '/apis/coordination.k8s.io/v1/namespaces/cozy-system/leases'
+
+local function verdict(method, path, body, ct, target)
+  local v = migrate.guard(method, path, body, ct, target)
+  return v
+end
+
+local function refuses(v, method, path, body, ct)
+  local got, why = migrate.guard(method, path, body, ct)
+  assert.are.equal(v, got, string.format('%s %s %s: %s', method, path, tostring(body), why))
+  assert.is_true(#why > 0 and not why:find('\n'), 'one line saying why')
+end
+
+describe('the ledger guard', function()
+  describe('refuses a write to the ledger', function()
+    for _, case in ipairs {
+      { 'PATCH', CM .. '/cozystack-version', 'by its name' },
+      { 'PUT', CM .. '/cozystack-version', 'by a replace' },
+      { 'DELETE', CM .. '/cozystack-version', 'by a delete' },
+      { 'PATCH', CM .. '/Cozystack-Version', 'with its name in another case' },
+      { 'PATCH', '/api/v1/namespaces/cozy-system/ConfigMaps/cozystack-version', 'with the resource in another case' },
+      { 'PATCH', '/API/V1/namespaces/cozy-system/configmaps/cozystack-version', 'with the prefix in another case' },
+      { 'PATCH', CM .. '/cozystack%2Dversion', 'with a percent-encoded name' },
+      { 'PATCH', '/api/v1/namespaces/cozy%2dsystem/%63onfigmaps/cozystack-version', 'with an encoded namespace and resource' },
+      { 'DELETE', '/api/v1/name%73paces/cozy-system/configmaps/cozystack-version', 'with an encoded namespaces segment' },
+      { 'PATCH', CM .. '/cozystack-version/status', 'through a subresource' },
+      { 'DELETE', CM, 'by deleting the whole collection' },
+      { 'DELETE', '/api/v1/configmaps', 'by a collection across all namespaces' },
+      { 'DELETE', '/api/v1/namespaces/cozy-system', 'by deleting its namespace' },
+      { 'DELETE', '/api/v1/namespaces', 'by deleting every namespace' },
+      { 'PUT', CM, 'by a replace of the collection' },
+    } do
+      it(case[3], function() refuses('LedgerProtected', case[1], case[2]) end)
+    end
+  end)
+
+  describe('refuses a write to the runner Lease', function()
+    for _, case in ipairs {
+      { 'PATCH', LEASES .. '/cozystack-version-lock', 'by its name' },
+      { 'DELETE', LEASES .. '/cozystack-version-lock', 'by a delete' },
+      { 'PUT', '/apis/coordination.k8s.io/v1beta1/namespaces/cozy-system/leases/cozystack-version-lock', 'in another version' },
+      { 'PATCH', '/apis/Coordination.K8s.io/v1/namespaces/cozy-system/leases/COZYSTACK-VERSION-LOCK', 'in another case' },
+      { 'DELETE', LEASES, 'by deleting the collection' },
+      { 'DELETE', '/apis/coordination.k8s.io/v1/leases', 'across all namespaces' },
+    } do
+      it(case[3], function() refuses('LedgerProtected', case[1], case[2]) end)
+    end
+  end)
+
+  describe('refuses a path it cannot judge, before anything is decided', function()
+    for _, case in ipairs {
+      { CM .. '/cozystack-version#', 'with a fragment' },
+      { CM .. '/x#/../cozystack-version', 'with a fragment hiding dot segments' },
+      { CM .. '/x/../cozystack-version', 'with a dot-dot segment' },
+      { CM .. '/./cozystack-version', 'with a dot segment' },
+      { CM .. '/%2e%2e/cozystack-version', 'with an encoded dot-dot segment' },
+      { '//api//v1/namespaces/cozy-system//configmaps/cozystack-version', 'with empty segments' },
+      { CM .. '/cozystack-version/', 'with a trailing slash' },
+      { CM .. '/cozystack-version?dryRun=All', 'with a query of its own' },
+      { CM .. '/cozystack-version%2Fx', 'with an encoded slash' },
+      { CM .. '/cozystack-version%00', 'with an encoded NUL' },
+      { CM .. '/x%zz', 'with a malformed escape' },
+      { CM .. '/x%4', 'with a cut escape' },
+      { CM .. '/cozystack-version\r\nImpersonate-User: admin', 'with a line break' },
+      { CM .. '/cozystack version', 'with a space' },
+      { CM .. '/x\\..\\cozystack-version', 'with backslashes' },
+      { CM .. '/caf\195\169', 'with a non-ASCII byte' },
+      { 'api/v1/namespaces/cozy-system/configmaps/x', 'that is not absolute' },
+      { '/healthz/../api/v1/namespaces/cozy-system/configmaps/cozystack-version', 'outside /api and /apis' },
+      { '/version', 'that is not an API path' },
+    } do
+      it(case[2], function()
+        refuses('BadPath', 'PATCH', case[1])
+        -- a read of such a path is refused just the same: it is never sent
+        refuses('BadPath', 'GET', case[1])
+      end)
+    end
+  end)
+
+  describe('judges a create in a guarded collection by the name in its body', function()
+    it('refuses the ledger by name, in JSON', function()
+      refuses('LedgerProtected', 'POST', CM, '{"metadata":{"name":"cozystack-version"}}', 'application/json')
+    end)
+    it('refuses the Lease by name, in YAML', function()
+      refuses('LedgerProtected', 'POST', LEASES, 'metadata:\n  name: cozystack-version-lock\n', 'application/apply-patch+yaml')
+    end)
+    it('refuses a name in another case', function()
+      refuses('LedgerProtected', 'POST', CM, '{"metadata":{"name":"COZYSTACK-VERSION"}}')
+    end)
+    it('refuses a body with the name key twice (decoders keep the last)', function()
+      refuses('BadBody', 'POST', CM, '{"metadata":{"name":"other","name":"cozystack-version"}}')
+    end)
+    it('refuses a body with the name key in two spellings', function()
+      refuses('BadBody', 'POST', CM, '{"metadata":{"name":"other","Name":"cozystack-version"}}')
+    end)
+    it('refuses a body with metadata twice', function()
+      refuses('BadBody', 'POST', LEASES, '{"metadata":{"name":"x"},"metadata":{"name":"cozystack-version-lock"}}')
+    end)
+    it('refuses a YAML body with a duplicate key', function()
+      refuses('BadBody', 'POST', LEASES, 'metadata:\n  name: x\n  name: cozystack-version-lock\n', 'application/yaml')
+    end)
+    it('refuses a body that is not one object', function()
+      refuses('BadBody', 'POST', CM, '[{"metadata":{"name":"cozystack-version"}}]')
+      refuses('BadBody', 'POST', CM, '{"metadata":{"name":"x"}} {"metadata":{"name":"cozystack-version"}}')
+      refuses('BadBody', 'POST', CM, 'not json')
+    end)
+    it('refuses a create with no body, or one in a format it does not read', function()
+      refuses('BadBody', 'POST', CM, nil)
+      refuses('BadBody', 'POST', CM, 'x', 'application/vnd.kubernetes.protobuf')
+    end)
+    it('refuses a name that is not a string', function()
+      refuses('BadBody', 'POST', CM, '{"metadata":{"name":["cozystack-version"]}}')
+    end)
+    it('reads an escaped key the way a decoder does', function()
+      refuses('LedgerProtected', 'POST', CM, '{"metadata":{"n\\u0061me":"cozystack-version"}}')
+    end)
+    it('allows another name, and a generated one', function()
+      assert.are.equal('allow', verdict('POST', CM, '{"metadata":{"name":"cozystack-version-2"}}'))
+      assert.are.equal('allow', verdict('POST', CM, '{"metadata":{"generateName":"cozystack-version"}}'))
+    end)
+  end)
+
+  describe('lets everything else through', function()
+    it('reads, the ledger included', function()
+      assert.are.equal('allow', verdict('GET', CM .. '/cozystack-version'))
+      assert.are.equal('allow', verdict('GET', '/api/v1/namespaces'))
+    end)
+    it('writes other objects in the ledger namespace', function()
+      assert.are.equal('allow', verdict('PATCH', CM .. '/cozystack-version-2'))
+      assert.are.equal('allow', verdict('DELETE', LEASES .. '/other'))
+      assert.are.equal('allow', verdict('DELETE', '/api/v1/namespaces/cozy-system/secrets/cozystack-version'))
+    end)
+    it('writes the same names in another namespace', function()
+      assert.are.equal('allow', verdict('PATCH', '/api/v1/namespaces/tenant-a/configmaps/cozystack-version'))
+      assert.are.equal('allow', verdict('DELETE', '/api/v1/namespaces/tenant-a'))
+    end)
+    it('guards the names it is given', function()
+      local t = { ns = 'platform', ledger = 'ledger', lease = 'ledger-lock' }
+      assert.are.equal('LedgerProtected', verdict('PATCH', '/api/v1/namespaces/platform/configmaps/ledger', nil, nil, t))
+      assert.are.equal('allow', verdict('PATCH', CM .. '/cozystack-version', nil, nil, t))
+    end)
+  end)
+
+  it('refuses a write through a proxy subresource, which it cannot see into', function()
+    refuses('LedgerProtected', 'POST',
+      '/api/v1/namespaces/default/services/https:kubernetes:443/proxy/api/v1/namespaces/cozy-system/configmaps')
+  end)
+end)
