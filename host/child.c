@@ -196,13 +196,39 @@ static void close_from(int lowfd)
 }
 
 /* The Lua child: the sandbox, then one status record on fd 3. */
+/* One status record on fd 3: "ok\t\t" or "error\tREASON\tMESSAGE". */
+static void write_status(enum sandbox_status st, char *err)
+{
+    char rec[1200];
+    if (st == SANDBOX_OK) {
+        snprintf(rec, sizeof rec, "ok\t\t\n");
+    } else {
+        /* One line, three tab-separated fields: no tab or newline inside. */
+        for (char *p = err; *p; p++)
+            if (*p == '\n' || *p == '\r' || *p == '\t')
+                *p = ' ';
+        snprintf(rec, sizeof rec, "error\t%s\t%.1100s\n", sandbox_status_name(st), err);
+    }
+    (void)write_all(STATUS_FD, rec, strlen(rec));
+}
+
+/* An error no pcall caught (the sandbox exits right after). */
+static void lua_child_panic(const char *msg)
+{
+    char m[600];
+    snprintf(m, sizeof m, "%s", msg);
+    fflush(stdout);
+    fflush(stderr);
+    write_status(SANDBOX_ERROR, m);
+}
+
 static _Noreturn void run_lua_child(const struct launch *l)
 {
     log_set_prefix(l->slug);
     char err[1024] = "";
     struct host_ctx hc;
     lua_child_ctx(l, &hc);
-    struct sandbox_opts so = {.mem_limit = l->mem, .ctx = &hc};
+    struct sandbox_opts so = {.mem_limit = l->mem, .ctx = &hc, .on_panic = lua_child_panic};
     struct sandbox *sb = sandbox_new(&so);
     enum sandbox_status st;
     if (!sb) {
@@ -215,17 +241,7 @@ static _Noreturn void run_lua_child(const struct launch *l)
      * reads the verdict (it drains the pipe until EOF anyway). */
     fflush(stdout);
     fflush(stderr);
-    char rec[sizeof err + 64];
-    if (st == SANDBOX_OK) {
-        snprintf(rec, sizeof rec, "ok\t\t\n");
-    } else {
-        /* One line, three tab-separated fields: no tab or newline inside. */
-        for (char *p = err; *p; p++)
-            if (*p == '\n' || *p == '\r' || *p == '\t')
-                *p = ' ';
-        snprintf(rec, sizeof rec, "error\t%s\t%s\n", sandbox_status_name(st), err);
-    }
-    (void)write_all(STATUS_FD, rec, strlen(rec));
+    write_status(st, err);
     /* Written before lua_close, so a finalizer misbehaving during close
      * cannot lose the verdict. */
     sandbox_free(sb);
@@ -311,6 +327,10 @@ static _Noreturn void run_child(const struct launch *l)
     if (prctl(PR_SET_PDEATHSIG, l->spec->is_shell ? SIGUSR1 : SIGKILL) != 0 ||
         getppid() != l->parent)
         _exit(127);
+    /* A crash is reported as Crashed; a core file of a migration's memory
+     * (tokens, objects) is never written. */
+    struct rlimit nocore = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &nocore);
 
     /* Ignored dispositions survive fork and exec: the parent ignores SIGPIPE,
      * a script must see the default. Handlers are reset by exec anyway. */
@@ -333,15 +353,16 @@ static _Noreturn void run_child(const struct launch *l)
     /* Lift the three fds above the targets first, so whatever numbers the
      * parent's pipes got (even 0-3 when its stdio was closed) cannot be
      * clobbered by the dup2s below. */
-    int out = fcntl(l->out_w, F_DUPFD_CLOEXEC, 10);
+    int pass = l->out_w < 0; /* passthrough: the caller's own stdout and stderr */
+    int out = pass ? -1 : fcntl(l->out_w, F_DUPFD_CLOEXEC, 10);
     int st = fcntl(l->st_w, F_DUPFD_CLOEXEC, 10);
     int nul = fcntl(l->devnull, F_DUPFD_CLOEXEC, 10);
-    if (out < 0 || st < 0 || nul < 0) {
+    if ((!pass && out < 0) || st < 0 || nul < 0) {
         report_spawn_error(l->st_w, "fcntl", errno);
         _exit(127);
     }
-    if (dup2(nul, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 || dup2(st, STATUS_FD) < 0 ||
-        fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0) {
+    if (dup2(nul, 0) < 0 || (!pass && (dup2(out, 1) < 0 || dup2(out, 2) < 0)) ||
+        dup2(st, STATUS_FD) < 0 || fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0) {
         report_spawn_error(st, "dup2", errno);
         _exit(127);
     }
@@ -699,7 +720,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         spawn_failed(res, "allocating the environment", ENOMEM);
         goto fail;
     }
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(stp, O_CLOEXEC) != 0) {
+    if ((!spec->passthrough && pipe2(out, O_CLOEXEC) != 0) || pipe2(stp, O_CLOEXEC) != 0) {
         spawn_failed(res, "pipe", errno);
         goto fail;
     }

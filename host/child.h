@@ -25,6 +25,8 @@ struct child_spec {
     double tick_every;
     void *ud;
     int quiet;                   /* do not stream output (tests / plan) */
+    int passthrough;             /* the child writes to our stdout/stderr as they are
+                                  * (no prefix, no tail): `cozy-migrate lua` */
 };
 
 enum child_outcome {

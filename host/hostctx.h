@@ -41,6 +41,8 @@ struct host_ctx {
     const char *stdlib_dir;         /* where stdlib/ modules load from (set by the sandbox) */
     struct kube_client *client;     /* owned by kube.c (a userdata in the registry) */
     struct journal *journal;        /* NULL: writes are not journaled */
+    int ended;                      /* the script is over (its state is closing):
+                                     * no more requests */
 };
 
 /* Copies *src into a userdata anchored in the registry and makes it L's

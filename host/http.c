@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "mem.h"
 #include "util.h"
 
 struct http_client {
@@ -78,9 +79,13 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
         size_t nc = r->cap ? r->cap : 16384;
         while (nc < r->len + add + 1)
             nc *= 2;
-        char *nb = realloc(r->body, nc);
-        if (!nb)
+        /* Counted against the migration's memory cap (mem.h): a response
+         * too large for it ends the transfer instead of the process. */
+        char *nb = mem_realloc(r->body, nc);
+        if (!nb) {
+            r->too_large = 1;
             return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+        }
         r->body = nb;
         r->cap = nc;
     }
@@ -304,7 +309,9 @@ int http_request(struct http_client *c, const char *method, const char *path,
 {
     memset(r, 0, sizeof *r);
     r->retry_after = -1;
-    r->body = calloc(1, 1);
+    r->body = mem_malloc(1);
+    if (r->body)
+        r->body[0] = '\0';
     r->cap = 1;
     if (!r->body) {
         snprintf(r->error, sizeof r->error, "out of memory");
@@ -392,7 +399,9 @@ int http_request(struct http_client *c, const char *method, const char *path,
         c->connects += nconn;
     if (rc != CURLE_OK) {
         r->transport_error = rc;
-        snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
+        snprintf(r->error, sizeof r->error, "%s",
+                 r->too_large ? "the response does not fit in the migration's memory cap"
+                              : curl_easy_strerror(rc));
         curl_off_t upn = 0;
         /* Body bytes read by libcurl may have gone out even when the
          * upload counter says otherwise; a refused resend surely did. */
@@ -407,7 +416,7 @@ int http_request(struct http_client *c, const char *method, const char *path,
 
 void http_response_free(struct http_response *r)
 {
-    free(r->body);
+    mem_free(r->body);
     r->body = NULL;
     r->len = r->cap = 0;
 }

@@ -13,7 +13,7 @@
 
 struct http_response {
     long status;            /* 0 when no HTTP response arrived */
-    char *body;             /* NUL-terminated; may be empty */
+    char *body;             /* NUL-terminated; may be empty; counted (mem.h): mem_free it */
     size_t len;
     size_t cap;             /* allocated size of body (grows geometrically) */
     char content_type[128];
@@ -22,6 +22,7 @@ struct http_response {
     int sent;               /* the request (or part of its body) may have reached the server */
     int resent;             /* libcurl re-sent the request on a fresh connection
                              * because the reused one died before any answer */
+    int too_large;          /* the body passed the memory cap (mem.h) */
     char error[256];        /* libcurl's message for transport errors */
 };
 

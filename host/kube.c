@@ -29,6 +29,7 @@
 #include "rest.h"
 #include "log.h"
 #include "luajson.h"
+#include "mem.h"
 #include "util.h"
 
 #define CLIENT_MT "cozy.kube.client"
@@ -60,6 +61,11 @@ static int client_gc(lua_State *L)
 static struct kube_client *client_connect(struct host_ctx *hc)
 {
     struct kube_client *c = hc->client;
+    if (hc->ended) {
+        snprintf(c->init_err, sizeof c->init_err,
+                 "the migration has ended: a finalizer may not talk to the cluster");
+        return NULL;
+    }
     if (c->rest)
         return c;
     if (c->init_failed)
@@ -261,7 +267,7 @@ struct req {
 
 static void req_release(struct req *q)
 {
-    free(q->body);
+    cJSON_free(q->body);
     cJSON_Delete(q->jbody);
     cJSON_Delete(q->before);
     free(q->path.p);
@@ -335,7 +341,7 @@ static int l_request(lua_State *L)
         /* Only the request layer's own callers pass strings (e.g. a JSON
          * patch already encoded by json.encode). */
         const char *s = lua_tolstring(L, bidx, &body_len);
-        if (!(q->body = malloc(body_len + 1)))
+        if (!(q->body = cJSON_malloc(body_len + 1)))
             return luaL_error(L, "kube: out of memory");
         memcpy(q->body, s, body_len + 1);
     }
@@ -412,7 +418,7 @@ static int l_request(lua_State *L)
     if (q->res.json) {
         /* The raw text is not needed once parsed: free it before the Lua
          * copy is built, so a list page is held twice at most, not thrice. */
-        free(q->res.body);
+        mem_free(q->res.body);
         q->res.body = NULL;
         q->res.len = 0;
         ljson_push(L, q->res.json);

@@ -318,21 +318,24 @@ static int cmd_lua(struct cli *c, int argc, char **argv)
         log_usage(c->cmd, "%s", first >= argc ? "expected a FILE" : "expected exactly one FILE");
         return EXIT_USAGE;
     }
+    /* In a supervised child like a migration: the parent's kill is the
+     * backstop for time spent in C or in finalizers. */
     const char *file = argv[first];
-    struct host_ctx hc = {.kube = c->r.k, .deadline = now_mono() + c->r.timeout};
-    struct sandbox_opts so = {.mem_limit = c->r.memory, .ctx = &hc};
-    struct sandbox *sb = sandbox_new(&so);
-    if (!sb) {
-        log_fatal("cannot create the Lua state");
-        return EXIT_FAILED;
-    }
-    char err[2048];
-    enum sandbox_status st = sandbox_run_file(sb, file, err, sizeof err);
-    sandbox_free(sb);
-    if (st == SANDBOX_OK)
-        return EXIT_OK;
-    log_fatal("%s: %s: %s", file, sandbox_status_name(st), err);
-    return EXIT_FAILED;
+    struct child_spec spec = {
+        .slug = file,
+        .path = file,
+        .timeout_s = c->r.timeout,
+        .lua_mem_limit = c->r.memory,
+        .kube = &c->r.k,
+        .passthrough = 1,
+    };
+    struct child_result res;
+    child_run(&spec, &res);
+    rc = res.outcome == CHILD_OK ? EXIT_OK : EXIT_FAILED;
+    if (rc != EXIT_OK)
+        log_fatal("%s: %s: %s", file, res.reason ? res.reason : "Failed", res.message);
+    child_result_free(&res);
+    return rc;
 }
 
 /* ---- exec SLUG FILE ------------------------------------------------------- */

@@ -20,6 +20,7 @@
 
 #include "http.h"
 #include "log.h"
+#include "mem.h"
 #include "util.h"
 
 #define MAX_RETRY_SLEEP 10.0
@@ -245,7 +246,9 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
     r.body = NULL;
     if (r.transport_error) {
         snprintf(out->err.reason, sizeof out->err.reason, "%s",
-                 r.transport_error == CURLE_OPERATION_TIMEDOUT ? "Timeout" : "ConnectionError");
+                 r.too_large                                   ? "MemoryLimit"
+                 : r.transport_error == CURLE_OPERATION_TIMEDOUT ? "Timeout"
+                                                                 : "ConnectionError");
         if (r.transport_error == CURLE_SEND_FAIL_REWIND || (!idempotent && r.sent))
             snprintf(out->err.message, sizeof out->err.message,
                      "%s: the connection broke after the request was sent; not repeating it, "
@@ -272,7 +275,7 @@ void rest_result_free(struct rest_result *r)
 {
     cJSON_Delete(r->json);
     rest_error_free(&r->err);
-    free(r->body);
+    mem_free(r->body);
     memset(r, 0, sizeof *r);
 }
 

@@ -31,7 +31,7 @@ struct rest_error {
 struct rest_result {
     long status;
     cJSON *json;                /* parsed body when it is JSON, owned */
-    char *body;                 /* raw body, owned, NUL-terminated */
+    char *body;                 /* raw body, owned, NUL-terminated (mem_free) */
     size_t len;
     struct rest_error err;      /* filled when rest_do returns -1 */
 };

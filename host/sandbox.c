@@ -27,6 +27,7 @@
 #include "kube.h"
 #include "log.h"
 #include "luajson.h"
+#include "mem.h"
 #include "util.h"
 #include "yaml.h"
 
@@ -36,9 +37,11 @@
  * holds the host context). */
 struct sandbox {
     lua_State *L;
-    size_t used, limit;
-    int nomem;           /* the cap refused an allocation */
     int timed_out;       /* the deadline hook fired */
+    int converting;      /* error_text is turning an error value into text */
+    int convert_late;    /* ... and ran out of its own time */
+    double convert_by;   /* monotonic: the end of that time */
+    void (*on_panic)(const char *msg);
     char stdlib_dir[PATH_MAX];
 };
 
@@ -52,23 +55,28 @@ static const luaL_Reg native_modules[] = {
     {NULL, NULL},
 };
 
+/* Lua's allocations count against the process's budget (mem.h), the one
+ * cJSON, the YAML bridge and response buffers count against too. */
 static void *cap_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
-    struct sandbox *sb = ud;
+    (void)ud;
     /* When ptr is NULL, osize encodes the object type, not a size. */
     size_t old = ptr ? osize : 0;
     if (nsize == 0) {
         free(ptr);
-        sb->used -= old;
+        mem_release(old);
         return NULL;
     }
-    if (sb->limit && nsize > old && sb->used + (nsize - old) > sb->limit) {
-        sb->nomem = 1;
+    if (nsize > old && mem_charge(nsize - old) != 0)
         return NULL;
-    }
     void *p = realloc(ptr, nsize);
-    if (p)
-        sb->used = sb->used - old + nsize;
+    if (!p) {
+        if (nsize > old)
+            mem_release(nsize - old);
+        return NULL;
+    }
+    if (nsize < old)
+        mem_release(old - nsize);
     return p;
 }
 
@@ -84,9 +92,19 @@ static void deadline_hook(lua_State *L, lua_Debug *ar)
     (void)ar;
     struct sandbox *sb = from_state(L);
     struct host_ctx *hc = host_ctx(L);
-    if (!sb || !hc || !hc->deadline)
+    if (!sb || !hc)
         return;
-    if (!sb->timed_out && now_mono() < hc->deadline)
+    double now = now_mono();
+    if (sb->converting && (sb->convert_late || now >= sb->convert_by)) {
+        /* Bounded like the script: a __tostring that loops or is slow gets
+         * a generic message instead, and the migration keeps its reason. */
+        if (!sb->convert_late) {
+            sb->convert_late = 1;
+            lua_sethook(L, deadline_hook, LUA_MASKCOUNT, 1);
+        }
+        luaL_error(L, "converting the error to text took too long");
+    }
+    if (!hc->deadline || (!sb->timed_out && now < hc->deadline))
         return;
     if (!sb->timed_out) {
         sb->timed_out = 1;
@@ -95,6 +113,22 @@ static void deadline_hook(lua_State *L, lua_Debug *ar)
         lua_sethook(L, deadline_hook, LUA_MASKCOUNT, 1);
     }
     luaL_error(L, "timeout: the migration ran past its deadline");
+}
+
+/* A raise with no pcall to catch it: report it cleanly and end the process
+ * (a migration's process is its own), never abort with a core. */
+static int on_panic(lua_State *L)
+{
+    struct sandbox *sb = from_state(L);
+    const char *m = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    char msg[512];
+    snprintf(msg, sizeof msg, "unprotected Lua error: %s",
+             m ? m : lua_typename(L, lua_type(L, -1)));
+    if (sb && sb->on_panic)
+        sb->on_panic(msg);
+    else
+        log_fatal("%s", msg);
+    _exit(1);
 }
 
 /* load(chunk [, name [, mode [, env]]]) that only ever accepts text. */
@@ -274,7 +308,8 @@ struct sandbox *sandbox_new(const struct sandbox_opts *o)
     struct sandbox *sb = calloc(1, sizeof *sb);
     if (!sb)
         return NULL;
-    sb->limit = o->mem_limit;
+    mem_set_limit(o->mem_limit);
+    sb->on_panic = o->on_panic;
     snprintf(sb->stdlib_dir, sizeof sb->stdlib_dir, "%s",
              o->stdlib_dir ? o->stdlib_dir : sandbox_default_stdlib());
     sb->L = lua_newstate(cap_alloc, sb);
@@ -282,6 +317,7 @@ struct sandbox *sandbox_new(const struct sandbox_opts *o)
         free(sb);
         return NULL;
     }
+    lua_atpanic(sb->L, on_panic);
     struct host_ctx hc;
     if (o->ctx)
         hc = *o->ctx;
@@ -305,12 +341,43 @@ struct sandbox *sandbox_new(const struct sandbox_opts *o)
 
 lua_State *sandbox_state(struct sandbox *sb) { return sb->L; }
 
-/* Keeps the message of an error value, whatever it is (kube errors are
- * tables with a __tostring). */
-static void error_text(lua_State *L, int idx, char *err, size_t errlen)
+#define ERROR_TEXT_S 1.0  /* how long turning an error value into text may take */
+
+static int tostring_call(lua_State *L)
 {
-    const char *m = luaL_tolstring(L, idx, NULL);
-    snprintf(err, errlen, "%s", m ? m : "(error object is not a string)");
+    luaL_tolstring(L, 1, NULL);
+    return 1;
+}
+
+/* The message of an error value at idx, whatever it is. A string is taken
+ * as it is; anything else goes through luaL_tolstring (its __tostring) in a
+ * protected call bounded by ERROR_TEXT_S, so a __tostring that raises,
+ * returns a non-string or loops yields a generic message with the value's
+ * type instead of ending the process. */
+static void error_text(struct sandbox *sb, lua_State *L, int idx, char *err, size_t errlen)
+{
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        snprintf(err, errlen, "%s", lua_tostring(L, idx));
+        utf8_clip(err);
+        return;
+    }
+    const char *type = luaL_typename(L, idx);
+    sb->converting = 1;
+    sb->convert_late = 0;
+    sb->convert_by = now_mono() + ERROR_TEXT_S;
+    lua_Hook saved = lua_gethook(L);
+    int mask = lua_gethookmask(L), count = lua_gethookcount(L);
+    lua_sethook(L, deadline_hook, LUA_MASKCOUNT, saved && count == 1 ? 1 : 1000);
+    lua_pushcfunction(L, tostring_call);
+    lua_pushvalue(L, idx);
+    int st = lua_pcall(L, 1, 1, 0);
+    sb->converting = 0;
+    lua_sethook(L, saved, mask, count);
+    if (st == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
+        snprintf(err, errlen, "%s", lua_tostring(L, -1));
+    else
+        snprintf(err, errlen, "(an error value of type %s that cannot be shown as text)", type);
     utf8_clip(err);
     lua_pop(L, 1);
 }
@@ -341,9 +408,9 @@ enum sandbox_status sandbox_run_file(struct sandbox *sb, const char *path, char 
     int st = luaL_loadbufferx(L, src + off, len - off, chunk, "t");
     free(src);
     if (st != LUA_OK) {
-        error_text(L, -1, err, errlen);
+        error_text(sb, L, -1, err, errlen);
         lua_pop(L, 1);
-        return sb->nomem ? SANDBOX_NOMEM : SANDBOX_LOADERR;
+        return mem_exceeded() ? SANDBOX_NOMEM : SANDBOX_LOADERR;
     }
     lua_pushcfunction(L, run_chunk);
     lua_insert(L, -2);
@@ -354,11 +421,28 @@ enum sandbox_status sandbox_run_file(struct sandbox *sb, const char *path, char 
         snprintf(err, errlen, "timeout: the migration ran past its deadline");
         return SANDBOX_TIMEOUT;
     }
+    /* A script that returns only after its deadline (a C call that ran
+     * long, a sleep up to it) ran past it all the same. */
+    struct host_ctx *hc = host_ctx(L);
+    if (st == LUA_OK && hc && hc->deadline && now_mono() >= hc->deadline) {
+        snprintf(err, errlen, "timeout: the migration ran past its deadline");
+        return SANDBOX_TIMEOUT;
+    }
+    if (st == LUA_OK && mem_exceeded()) {
+        /* Like the deadline, the cap holds whatever a pcall did with its
+         * error. */
+        snprintf(err, errlen, "the migration reached its memory cap (an allocation was refused)");
+        return SANDBOX_NOMEM;
+    }
     if (st == LUA_OK)
         return SANDBOX_OK;
-    error_text(L, -1, err, errlen);
+    error_text(sb, L, -1, err, errlen);
     lua_pop(L, 1);
-    if (st == LUA_ERRMEM || sb->nomem) {
+    if (sb->timed_out) {
+        snprintf(err, errlen, "timeout: the migration ran past its deadline");
+        return SANDBOX_TIMEOUT;
+    }
+    if (st == LUA_ERRMEM || mem_exceeded()) {
         if (st != LUA_ERRMEM) {
             size_t l = strlen(err);
             snprintf(err + l, errlen - l, " (after the memory cap refused an allocation)");
@@ -372,6 +456,11 @@ void sandbox_free(struct sandbox *sb)
 {
     if (!sb)
         return;
+    /* Finalizers run while the state closes, after the outcome is known:
+     * they may not talk to the cluster any more. */
+    struct host_ctx *hc = host_ctx(sb->L);
+    if (hc)
+        hc->ended = 1;
     lua_close(sb->L);
     free(sb);
 }

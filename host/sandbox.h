@@ -24,6 +24,8 @@ struct sandbox_opts {
     const struct host_ctx *ctx; /* copied onto the state; its deadline arms the
                                  * hook. NULL: default kube options, no deadline */
     const char *stdlib_dir;     /* where `require` finds Lua modules; NULL = default */
+    void (*on_panic)(const char *msg); /* an unprotected error: report msg; the
+                                        * process then exits 1 (NULL: log it) */
 };
 
 struct sandbox;
@@ -31,7 +33,10 @@ struct sandbox;
 struct sandbox *sandbox_new(const struct sandbox_opts *o);
 lua_State *sandbox_state(struct sandbox *sb);
 /* Loads PATH as a text chunk and calls it. The error text (if any) is left
- * in err with a traceback-free one-line message. */
+ * in err with a traceback-free one-line message. An error value whose
+ * __tostring fails or loops gives a generic message; the status keeps the
+ * true reason. The deadline and the memory cap hold whatever a pcall did:
+ * once hit, the status is SANDBOX_TIMEOUT / SANDBOX_NOMEM. */
 enum sandbox_status sandbox_run_file(struct sandbox *sb, const char *path,
                                      char *err, size_t errlen);
 void sandbox_free(struct sandbox *sb);

@@ -7,6 +7,7 @@
  * size, nesting or alias expansion exhaust memory or the C stack. */
 #include "yaml.h"
 #include "luajson.h"
+#include "mem.h"
 
 #include <errno.h>
 #include <math.h>
@@ -872,7 +873,7 @@ static int write_out(void *data, unsigned char *buffer, size_t size)
         size_t cap = o->cap ? o->cap : 256;
         while (cap < o->len + size + 1)
             cap *= 2;
-        char *np = realloc(o->p, cap);
+        char *np = mem_realloc(o->p, cap);
         if (!np) {
             o->failed = 1;
             return 0;
@@ -1039,7 +1040,7 @@ char *yaml_emit_err(const cJSON *v, char *err, size_t errlen)
         if (err && errlen && !err[0])
             seterr(err, errlen, "%s", o.failed ? "out of memory"
                                  : e.problem ? e.problem : "cannot encode (invalid UTF-8?)");
-        free(o.p);
+        mem_free(o.p);
         o.p = NULL;
     }
     yaml_emitter_delete(&e);
@@ -1064,7 +1065,7 @@ static int box_gc(lua_State *L)
     struct box *b = luaL_checkudata(L, 1, YAML_BOX);
     yaml_doc_free(&b->doc);
     cJSON_Delete(b->value);
-    free(b->text);
+    mem_free(b->text);
     b->value = NULL;
     b->text = NULL;
     return 0;
@@ -1114,7 +1115,7 @@ static int l_encode(lua_State *L)
     }
     lua_pushstring(L, b->text);
     cJSON_Delete(b->value);
-    free(b->text);
+    mem_free(b->text);
     b->value = NULL;
     b->text = NULL;
     return 1;

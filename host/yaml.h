@@ -26,7 +26,8 @@ int yaml_line(const struct yaml_doc *doc, const cJSON *node);
 void yaml_doc_free(struct yaml_doc *doc);
 
 /* Emits `v` as a YAML document (block style, strings quoted where a plain
- * scalar would change type). Returns a malloc'd string or NULL on failure. */
+ * scalar would change type). Returns a string counted against the memory
+ * budget (release it with mem_free), or NULL on failure. */
 char *yaml_emit(const cJSON *v);
 /* yaml_emit that says why it failed (e.g. a string that is not UTF-8). */
 char *yaml_emit_err(const cJSON *v, char *err, size_t errlen);

@@ -66,7 +66,7 @@ describe('the sandbox', function()
 
   it('stops an endless loop at the deadline with a timeout error', function()
     local started = os.time()
-    refused([[while true do end]], 'Timeout: timeout', '--timeout', '1s')
+    refused([[while true do end]], 'Timeout: timed out after 1s', '--timeout', '1s')
     assert.is_true(os.time() - started < 10)
   end)
 

@@ -214,6 +214,47 @@ describe('#e2e kube ledger guard', function()
     end)
   end
 
+  -- The same attempts from a migration under `run`: the script raises if any
+  -- write got through, so an `ok` record proves every one was refused, and
+  -- the ledger holds nothing but `version` and the runner's own record.
+  for _, dry in ipairs { true, false } do
+    it('refuses every write from a migration under run' .. (dry and ' --dry-run' or ''), function()
+      local fixture = require('support.fixture')
+      local body = 'local kube, json, core = require("kube"), require("json"), require("kube.core")\n' ..
+        attempts(string.format('%q', GNS)) .. [[
+        for name, r in pairs(out.writes) do
+          if r.ok or (not r.protected and not (name == 'update_cm' and r.reason == 'NotFound')) then
+            error('not refused: ' .. name .. ': ' .. r.text)
+          end
+        end
+      ]]
+      local dir = fixture.tree { batches = { { '00001-v1', { 'attempt' } } }, scripts = { attempt = { body = body } } }
+      local cm_rv, lease_rv = rv('configmap', 'cozystack-version'), rv('lease', 'cozystack-version-lock')
+      local res = must(h.cozy('run', '--dir', dir, '--namespace', GNS, dry and '--dry-run' or nil))
+      if not dry then
+        local cm = h.kubectl_json('get configmap cozystack-version -n ' .. GNS)
+        local keys = {}
+        for k in pairs(cm.data) do keys[#keys + 1] = k end
+        table.sort(keys)
+        assert.are.same({ 'm.attempt', 'version' }, keys)
+        assert.are.equal('ok', json.decode(cm.data['m.attempt']).state)
+        assert.are.equal('3', cm.data.version)
+        -- the runner took the (never renewed) Lease and released it: put
+        -- the other holder back for the cases that read it
+        local f = h.write(os.tmpname() .. '.json', json.encode({
+          apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
+          metadata = { name = 'cozystack-version-lock', namespace = GNS }, spec = { holderIdentity = 'runner' } }))
+        must(h.kubectl('apply -f ' .. f))
+        os.remove(f)
+      else
+        assert.are.equal(0, res.code, res.out .. res.err)
+        assert.matches('ok %(dry run%)', res.out)
+        assert.are.equal(cm_rv, rv('configmap', 'cozystack-version'))
+        assert.are.equal(lease_rv, rv('lease', 'cozystack-version-lock'))
+      end
+    end)
+  end
+
   it('gives a migration no raw request function, only the verbs', function()
     local res = must(run([[
       local found = {}

@@ -1,4 +1,4 @@
-// sources: host/kubeconfig.c host/yaml.c host/luajson.c
+// sources: host/kubeconfig.c host/yaml.c host/luajson.c host/mem.c
 /* kubeconfig_fuzz.c: libFuzzer target for host/kubeconfig.c through
  * kubeconfig_resolve_buffer. Owns checking that any input resolves or fails
  * with one non-empty line, and that a resolved config describes itself and

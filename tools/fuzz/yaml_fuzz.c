@@ -1,8 +1,9 @@
-// sources: host/yaml.c host/luajson.c
+// sources: host/yaml.c host/luajson.c host/mem.c
 /* yaml_fuzz.c: libFuzzer target for host/yaml.c. Owns checking that any
  * input either loads or fails with a one-line message, that every produced
  * node has a line, and that what yaml_emit writes reads back as the same
  * value. Must never touch the filesystem or keep state between inputs. */
+#include "mem.h"
 #include "yaml.h"
 
 #include <math.h>
@@ -66,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!same(doc.root, again.root))
         abort();
     yaml_doc_free(&again);
-    free(text);
+    mem_free(text);
     yaml_doc_free(&doc);
     return 0;
 }
