@@ -16,6 +16,7 @@
 #include "kubeconfig.h"
 #include "log.h"
 #include "manifest.h"
+#include "order.h"
 #include "runner.h"
 #include "child.h"
 #include "sandbox.h"
@@ -50,6 +51,7 @@ static const char main_help[] =
     "  exec SLUG F  run one script in a supervised child and print the outcome\n"
     "  config       print which cluster and identity the kube module would use\n"
     "  spec [ARGS]  run busted specs inside the host (ARGS are busted's)\n"
+    "  order        generate migrations/order.d/ from the git history's release tags\n"
     "\n"
     "Run 'cozy-migrate <command> --help' for a command's options.\n";
 
@@ -492,6 +494,62 @@ static int cmd_run(int argc, char **argv) { return runner_cmd(argc, argv, 0); }
 static int cmd_plan(int argc, char **argv) { return runner_cmd(argc, argv, 1); }
 static int cmd_status(int argc, char **argv) { return runner_cmd(argc, argv, 2); }
 
+/* ---- order --------------------------------------------------------------- */
+
+static const char order_help[] =
+    "Usage: cozy-migrate order [--repo DIR] [--out DIR] [--rev REV] [--check-prefix]\n"
+    "\n"
+    "Generates the manifest (migrations/order.d/) from git: this line's release\n"
+    "tags (vX.Y.Z, vX.Y.Z-rc.N reachable from REV) in version order, release\n"
+    "candidates first; a slug's batch NNNNN-<tag> is the first tag that carries\n"
+    "it; alphabetical within a batch, reordered only where `requires` demands;\n"
+    "'<slug> retired' for a slug a tag carried and REV does not; 99999-untagged\n"
+    "for slugs no tag carries (never when REV is a release tag); 00000-legacy\n"
+    "from legacy-sh/legacy-map. Reads git objects only, never the working tree.\n"
+    "\n"
+    "Options:\n"
+    "  --repo DIR       the tree holding migrations/ and legacy-sh/ (default .)\n"
+    "  --out DIR        where to write the batches (default DIR/migrations/order.d)\n"
+    "  --rev REV        the revision to generate for (default HEAD)\n"
+    "  --check-prefix   fail unless the previous release's manifest, regenerated\n"
+    "                   from its tag, is a prefix of this one (a slug may since\n"
+    "                   have been retired)\n"
+    "\n"
+    "Exit codes: 0 written, 3 packaging (cycle, dangling or later-batch requires,\n"
+    "bad header, slug or legacy-map), 8 history (shallow clone, missing previous\n"
+    "tag, not a git repository), 9 the manifest rewrites a released one,\n"
+    "10 git is not installed.\n";
+
+static int cmd_order(int argc, char **argv)
+{
+    enum { O_REPO = 300, O_OUT, O_REV, O_CHECK, O_HELP };
+    static const struct option lo[] = {
+        {"repo", required_argument, NULL, O_REPO},
+        {"out", required_argument, NULL, O_OUT},
+        {"rev", required_argument, NULL, O_REV},
+        {"check-prefix", no_argument, NULL, O_CHECK},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    const char *repo = ".", *out = NULL, *rev = "HEAD";
+    int check = 0, o;
+    while ((o = next_opt(argc, argv, lo)) != -1) {
+        switch (o) {
+        case O_HELP: printf("%s", order_help); return EXIT_OK;
+        case O_REPO: repo = optarg; break;
+        case O_OUT: out = optarg; break;
+        case O_REV: rev = optarg; break;
+        case O_CHECK: check = 1; break;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        usage_error("order: unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    return order_cmd(repo, rev, out, check);
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 static const struct {
@@ -505,6 +563,7 @@ static const struct {
     {"exec", child_cli},
     {"config", cmd_config},
     {"spec", cmd_spec},
+    {"order", cmd_order},
 };
 
 int main(int argc, char **argv)
