@@ -406,9 +406,24 @@ static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, cha
         snprintf(err, errlen, "order.d/%s: requires form a cycle", gn->names[b]);
         return;
     }
+    /* Name the cycle from its alphabetically first member, so the message
+     * does not depend on where the walk entered it. */
+    struct node *y = x, *first = x;
+    do {
+        struct node *next = NULL;
+        for (size_t r = 0; r < y->h.nrequires && !next; r++) {
+            struct node *z = gen_find(gn, y->h.requires[r]);
+            if (z && z->batch == b && !z->placed)
+                next = z;
+        }
+        y = next;
+        if (y && strcmp(y->slug, first->slug) < 0)
+            first = y;
+    } while (y && y != x);
+    x = first;
     char chain[1024];
     size_t off = (size_t)snprintf(chain, sizeof chain, "%s", x->slug);
-    struct node *y = x;
+    y = x;
     do {
         struct node *next = NULL;
         for (size_t r = 0; r < y->h.nrequires && !next; r++) {
