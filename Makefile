@@ -16,7 +16,7 @@ OBJS    := $(patsubst host/%.c,build/obj/%.o,$(SRCS))
 AOBJS   := $(patsubst host/%.c,build/asan/obj/%.o,$(SRCS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps test asan bench fuzz demo clean testenv-build
+.PHONY: all deps test asan bench fuzz demo clean testenv-build lint
 
 all: deps build/cozy-migrate
 
@@ -46,6 +46,11 @@ test: all testenv-build
 
 asan: deps build/asan/cozy-migrate testenv-build
 	@ASAN=1 tools/run-tests build/asan/cozy-migrate
+
+# The authoring contract on this repository's own tree (spec/release/
+# self_lint_spec.lua runs the same inside `make test`).
+lint: all
+	build/cozy-migrate lint --dir . --history
 
 bench: all testenv-build
 	@tools/bench/run

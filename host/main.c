@@ -16,6 +16,7 @@
 #include "kubeconfig.h"
 #include "log.h"
 #include "manifest.h"
+#include "lint.h"
 #include "order.h"
 #include "runner.h"
 #include "child.h"
@@ -52,6 +53,7 @@ static const char main_help[] =
     "  config       print which cluster and identity the kube module would use\n"
     "  spec [ARGS]  run busted specs inside the host (ARGS are busted's)\n"
     "  order        generate migrations/order.d/ from the git history's release tags\n"
+    "  lint         check the migrations tree against the authoring contract\n"
     "\n"
     "Run 'cozy-migrate <command> --help' for a command's options.\n";
 
@@ -550,6 +552,58 @@ static int cmd_order(int argc, char **argv)
     return order_cmd(repo, rev, out, check);
 }
 
+/* ---- lint ---------------------------------------------------------------- */
+
+static const char lint_help[] =
+    "Usage: cozy-migrate lint [--dir DIR] [--against REV] [--history]\n"
+    "\n"
+    "Checks the tree (migrations/, legacy-sh/, spec/) against the authoring\n"
+    "contract and prints each problem as 'file:line: rule: what is wrong'.\n"
+    "Rules: slug (grammar, length), header (present, parseable, on-error, no\n"
+    "unknown key), duplicate, requires (exists), cycle, batch (not in a later\n"
+    "batch), tier (never across tiers), spec (spec/migrations/<slug>_spec.lua\n"
+    "for every Lua migration), legacy (legacy-map and legacy-sh/ agree),\n"
+    "revoked, order-d (no order.d/ tracked in git), shebang (bash or sh),\n"
+    "shellcheck, luacheck (with the sandbox's globals); with --history: history\n"
+    "(a slug never reused from tag history); with --against: changed (a shipped\n"
+    "script is unchanged against REV and every release tag that carries it).\n"
+    "\n"
+    "Options:\n"
+    "  --dir DIR       the tree root (default .)\n"
+    "  --against REV   compare shipped scripts with REV and every release tag\n"
+    "  --history       check slugs against every release tag's tree\n"
+    "\n"
+    "Exit codes: 0 clean, 3 problems found, 8 git cannot answer (not a\n"
+    "repository, shallow clone), 10 shellcheck, luacheck or git missing.\n";
+
+static int cmd_lint(int argc, char **argv)
+{
+    enum { O_DIR = 300, O_AGAINST, O_HISTORY, O_HELP };
+    static const struct option lo[] = {
+        {"dir", required_argument, NULL, O_DIR},
+        {"against", required_argument, NULL, O_AGAINST},
+        {"history", no_argument, NULL, O_HISTORY},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    struct lint_opts lo2 = {.dir = "."};
+    int o;
+    while ((o = next_opt(argc, argv, lo)) != -1) {
+        switch (o) {
+        case O_HELP: printf("%s", lint_help); return EXIT_OK;
+        case O_DIR: lo2.dir = optarg; break;
+        case O_AGAINST: lo2.against = optarg; break;
+        case O_HISTORY: lo2.history = 1; break;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        usage_error("lint: unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    return lint_run(&lo2);
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 static const struct {
@@ -564,6 +618,7 @@ static const struct {
     {"config", cmd_config},
     {"spec", cmd_spec},
     {"order", cmd_order},
+    {"lint", cmd_lint},
 };
 
 int main(int argc, char **argv)

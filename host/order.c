@@ -256,6 +256,7 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
             struct walk_slug *ws = (struct walk_slug *)walk_find(w, s[i].slug);
             if (ws) {
                 ws->last = t;
+                ws->count++;
                 continue;
             }
             struct walk_slug *nw = realloc(w->s, (w->n + 1) * sizeof *nw);
@@ -271,6 +272,7 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
             ws->path = strdup(s[i].path);
             ws->tier = s[i].tier;
             ws->first = ws->last = t;
+            ws->count = 1;
             snprintf(ws->oid, sizeof ws->oid, "%s", s[i].oid);
             if (!ws->slug || !ws->path) {
                 snprintf(err, errlen, "out of memory");

@@ -34,6 +34,7 @@ struct walk_slug {
     char oid[65];
     const char *tier;
     size_t last;                /* the last tag that carries it */
+    size_t count;               /* how many tags carry it */
 };
 struct walk {
     struct rtag *tags;
