@@ -18,6 +18,7 @@
 #include "manifest.h"
 #include "lint.h"
 #include "order.h"
+#include "scaffold.h"
 #include "runner.h"
 #include "child.h"
 #include "sandbox.h"
@@ -54,6 +55,7 @@ static const char main_help[] =
     "  spec [ARGS]  run busted specs inside the host (ARGS are busted's)\n"
     "  order        generate migrations/order.d/ from the git history's release tags\n"
     "  lint         check the migrations tree against the authoring contract\n"
+    "  new SLUG     scaffold a Lua migration and its spec\n"
     "\n"
     "Run 'cozy-migrate <command> --help' for a command's options.\n";
 
@@ -604,6 +606,77 @@ static int cmd_lint(int argc, char **argv)
     return lint_run(&lo2);
 }
 
+/* ---- new ----------------------------------------------------------------- */
+
+static const char new_help[] =
+    "Usage: cozy-migrate new SLUG [--tier pre-apply|background] [--on-error abort|warn]\n"
+    "                        [--dir DIR]\n"
+    "\n"
+    "Writes migrations/<tier>/SLUG.lua with its header and\n"
+    "spec/migrations/SLUG_spec.lua, a spec that runs it against the cluster in\n"
+    "KUBECONFIG twice and asserts the second run changed no object's\n"
+    "resourceVersion. The pair passes `lint` and `spec` as written. Refuses an\n"
+    "invalid slug (2), and a slug the tree already has or a release tag carried\n"
+    "(9: a slug is never reused).\n"
+    "\n"
+    "Options:\n"
+    "  --tier TIER       pre-apply (default) or background\n"
+    "  --on-error MODE   abort (default) or warn\n"
+    "  --dir DIR         the tree root (default .)\n";
+
+static int cmd_new(int argc, char **argv)
+{
+    enum { O_TIER = 300, O_ONERR, O_DIR, O_HELP };
+    static const struct option lo[] = {
+        {"tier", required_argument, NULL, O_TIER},
+        {"on-error", required_argument, NULL, O_ONERR},
+        {"dir", required_argument, NULL, O_DIR},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    struct scaffold_opts so = {.dir = ".", .tier = "pre-apply", .on_error = "abort"};
+    int o;
+    /* The slug may come before or after the options. */
+    const char *slug = NULL;
+    while (optind < argc) {
+        if (argv[optind][0] != '-') {
+            if (slug) {
+                usage_error("new: unexpected argument '%s'", argv[optind]);
+                return EXIT_USAGE;
+            }
+            slug = argv[optind++];
+            continue;
+        }
+        if ((o = next_opt(argc, argv, lo)) == -1)
+            break;
+        switch (o) {
+        case O_HELP: printf("%s", new_help); return EXIT_OK;
+        case O_TIER:
+            if (strcmp(optarg, "pre-apply") != 0 && strcmp(optarg, "background") != 0) {
+                usage_error("--tier: '%s' is not pre-apply or background", optarg);
+                return EXIT_USAGE;
+            }
+            so.tier = optarg;
+            break;
+        case O_ONERR:
+            if (strcmp(optarg, "abort") != 0 && strcmp(optarg, "warn") != 0) {
+                usage_error("--on-error: '%s' is not abort or warn", optarg);
+                return EXIT_USAGE;
+            }
+            so.on_error = optarg;
+            break;
+        case O_DIR: so.dir = optarg; break;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (!slug) {
+        usage_error("new: expected a SLUG");
+        return EXIT_USAGE;
+    }
+    so.slug = slug;
+    return scaffold_new(&so);
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 static const struct {
@@ -619,6 +692,7 @@ static const struct {
     {"spec", cmd_spec},
     {"order", cmd_order},
     {"lint", cmd_lint},
+    {"new", cmd_new},
 };
 
 int main(int argc, char **argv)
