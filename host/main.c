@@ -17,6 +17,7 @@
 #include "log.h"
 #include "manifest.h"
 #include "lint.h"
+#include "import.h"
 #include "order.h"
 #include "scaffold.h"
 #include "runner.h"
@@ -56,6 +57,7 @@ static const char main_help[] =
     "  order        generate migrations/order.d/ from the git history's release tags\n"
     "  lint         check the migrations tree against the authoring contract\n"
     "  new SLUG     scaffold a Lua migration and its spec\n"
+    "  import-legacy  bring numbered shell migrations into legacy-sh/\n"
     "\n"
     "Run 'cozy-migrate <command> --help' for a command's options.\n";
 
@@ -677,6 +679,53 @@ static int cmd_new(int argc, char **argv)
     return scaffold_new(&so);
 }
 
+/* ---- import-legacy ------------------------------------------------------- */
+
+static const char import_help[] =
+    "Usage: cozy-migrate import-legacy --from DIR --names FILE [--dir DEST]\n"
+    "\n"
+    "Brings a platform's numbered shell migrations (files 1 .. N, and the lib/\n"
+    "they source) into DEST/legacy-sh/: each becomes <slug>.sh, byte-identical\n"
+    "but for one line inserted after the shebang, the header\n"
+    "'# cozystack-migration: on-error=abort'; lib/ is copied; legacy-map is\n"
+    "written. FILE names each number: 'N slug' a line, in order.\n"
+    "\n"
+    "Exit codes: 0 imported, 2 usage, 3 a missing number or name, a file\n"
+    "without a shebang, a name that is not a valid slug, 9 DEST already holds\n"
+    "legacy migrations or a slug is taken.\n";
+
+static int cmd_import_legacy(int argc, char **argv)
+{
+    enum { O_FROM = 300, O_NAMES, O_DIR, O_HELP };
+    static const struct option lo[] = {
+        {"from", required_argument, NULL, O_FROM},
+        {"names", required_argument, NULL, O_NAMES},
+        {"dir", required_argument, NULL, O_DIR},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    struct import_opts io = {.dest = "."};
+    int o;
+    while ((o = next_opt(argc, argv, lo)) != -1) {
+        switch (o) {
+        case O_HELP: printf("%s", import_help); return EXIT_OK;
+        case O_FROM: io.from = optarg; break;
+        case O_NAMES: io.names = optarg; break;
+        case O_DIR: io.dest = optarg; break;
+        default: return EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        usage_error("import-legacy: unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!io.from || !io.names) {
+        usage_error("import-legacy: --from DIR and --names FILE are required");
+        return EXIT_USAGE;
+    }
+    return import_legacy(&io);
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 static const struct {
@@ -693,6 +742,7 @@ static const struct {
     {"order", cmd_order},
     {"lint", cmd_lint},
     {"new", cmd_new},
+    {"import-legacy", cmd_import_legacy},
 };
 
 int main(int argc, char **argv)
