@@ -16,7 +16,7 @@ OBJS    := $(patsubst host/%.c,build/obj/%.o,$(SRCS))
 AOBJS   := $(patsubst host/%.c,build/asan/obj/%.o,$(SRCS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps test asan bench fuzz demo clean testenv-build
+.PHONY: all deps test asan bench fuzz demo clean testenv-build lint manifest install
 
 all: deps build/cozy-migrate
 
@@ -46,6 +46,43 @@ test: all testenv-build
 
 asan: deps build/asan/cozy-migrate testenv-build
 	@ASAN=1 tools/run-tests build/asan/cozy-migrate
+
+# The authoring contract on this repository's own tree (spec/release/
+# self_lint_spec.lua runs the same inside `make test`).
+lint: all
+	build/cozy-migrate lint --dir . --history
+
+# The image's filesystem (Dockerfile), laid out under DESTDIR: the binary in
+# $(PREFIX)/share/cozy-migrate/bin (it finds stdlib/ and the tree next to
+# itself) with $(PREFIX)/bin/cozy-migrate linking to it. MIGRATIONS_TREE is
+# the checkout whose migrations/ and legacy-sh/ ship (a platform repository,
+# or this one); its order.d/ is generated from its git history (ORDER_FLAGS
+# --check-prefix for a release), or taken as prepared when it has none.
+PREFIX          ?= /usr/local
+DESTDIR         ?=
+MIGRATIONS_TREE ?= .
+ORDER_FLAGS     ?=
+SHARE            = $(DESTDIR)$(PREFIX)/share/cozy-migrate
+
+manifest: build/cozy-migrate
+	@if git -C "$(MIGRATIONS_TREE)" rev-parse --git-dir >/dev/null 2>&1; then \
+	  build/cozy-migrate order --repo "$(MIGRATIONS_TREE)" $(ORDER_FLAGS); \
+	elif [ -d "$(MIGRATIONS_TREE)/migrations/order.d" ]; then \
+	  echo "manifest: $(MIGRATIONS_TREE) has no git history; using its prepared migrations/order.d"; \
+	else \
+	  echo "manifest: $(MIGRATIONS_TREE) has neither git history nor migrations/order.d (docs/release.md)" >&2; \
+	  exit 1; \
+	fi
+
+install: build/cozy-migrate manifest
+	install -d "$(SHARE)/bin" "$(DESTDIR)$(PREFIX)/bin"
+	install -m 0755 build/cozy-migrate "$(SHARE)/bin/cozy-migrate"
+	ln -sfn ../share/cozy-migrate/bin/cozy-migrate "$(DESTDIR)$(PREFIX)/bin/cozy-migrate"
+	rm -rf "$(SHARE)/stdlib" "$(SHARE)/migrations" "$(SHARE)/legacy-sh"
+	cp -R stdlib "$(SHARE)/stdlib"
+	cp -R "$(MIGRATIONS_TREE)/migrations" "$(SHARE)/migrations"
+	cp -R "$(MIGRATIONS_TREE)/legacy-sh" "$(SHARE)/legacy-sh"
+	chmod -R a+rX "$(SHARE)"
 
 bench: all testenv-build
 	@tools/bench/run

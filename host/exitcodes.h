@@ -12,5 +12,11 @@ enum {
     EXIT_LOCK = 5,          /* the runner lock is held by someone else */
     EXIT_CLUSTER = 6,       /* no config, unreachable, unauthorized, forbidden */
     EXIT_LEDGER = 7,        /* the ledger holds something that cannot be trusted */
+    EXIT_HISTORY = 8,       /* release commands: the git history cannot answer (shallow
+                               clone, missing release tag, not a repository) */
+    EXIT_RELEASED = 9,      /* release commands: it would change what a release shipped
+                               (manifest not a prefix, slug taken or reused) */
+    EXIT_TOOL = 10,         /* release commands: a required tool (git, shellcheck,
+                               luacheck) is not installed */
 };
 #endif

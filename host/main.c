@@ -16,12 +16,16 @@
 #include "defaults.h"
 #include "exitcodes.h"
 #include "hostctx.h"
+#include "import.h"
 #include "kubeconfig.h"
+#include "lint.h"
 #include "log.h"
 #include "manifest.h"
 #include "migrate_lua.h"
+#include "order.h"
 #include "runner.h"
 #include "sandbox.h"
+#include "scaffold.h"
 #include "util.h"
 
 #define STR_(x) #x
@@ -40,6 +44,10 @@ static const char main_help[] =
     "  exec SLUG F  run one script in a supervised child and print the outcome\n"
     "  config       print which cluster and identity the kube module would use\n"
     "  spec [ARGS]  run busted specs inside the host (ARGS are busted's)\n"
+    "  order        generate migrations/order.d/ from the git history's release tags\n"
+    "  lint         check the migrations tree against the authoring contract\n"
+    "  new SLUG     scaffold a Lua migration and its spec\n"
+    "  import-legacy  bring numbered shell migrations into legacy-sh/\n"
     "\n"
     "Run 'cozy-migrate <command> --help' for a command's options.\n";
 
@@ -57,7 +65,8 @@ enum opt_id {
     OPT_KUBECONFIG = 256, OPT_CONTEXT, OPT_LOCAL, OPT_NAMESPACE, OPT_LOG_FORMAT, OPT_HELP,
     OPT_DRY_RUN, OPT_TIMEOUT, OPT_MEMORY, OPT_TIER, OPT_ONLY, OPT_LOCK_TIMEOUT, OPT_LEDGER,
     OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT, OPT_WORKDIR, OPT_ENV,
-    OPT_TICK, OPT_QUIET,
+    OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
+    OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES,
 };
 
 #define CLUSTER_OPTS                                             \
@@ -81,6 +90,10 @@ struct cli {
     size_t nenv;
     double tick;
     int quiet;
+    /* order, lint, new, import-legacy */
+    const char *repo, *out, *rev, *against, *on_error, *from, *names;
+    int check_prefix, history;
+    int permute;                /* operands may come between options */
 };
 
 static void cli_init(struct cli *c, const char *cmd, char **env)
@@ -149,6 +162,21 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
     case OPT_DIR: r->dir = arg; return 0;
     case OPT_WORKDIR: c->workdir = arg; return 0;
     case OPT_QUIET: c->quiet = 1; return 0;
+    case OPT_REPO: c->repo = arg; return 0;
+    case OPT_OUT: c->out = arg; return 0;
+    case OPT_REV: c->rev = arg; return 0;
+    case OPT_CHECK_PREFIX: c->check_prefix = 1; return 0;
+    case OPT_AGAINST: c->against = arg; return 0;
+    case OPT_HISTORY: c->history = 1; return 0;
+    case OPT_FROM: c->from = arg; return 0;
+    case OPT_NAMES: c->names = arg; return 0;
+    case OPT_ON_ERROR:
+        if (strcmp(arg, "abort") != 0 && strcmp(arg, "warn") != 0) {
+            log_usage(c->cmd, "--on-error: '%s' is not abort or warn", arg);
+            return -1;
+        }
+        c->on_error = arg;
+        return 0;
     case OPT_NAMESPACE:
     case OPT_LEDGER:
         if (!k8s_name_valid(arg)) {
@@ -258,15 +286,19 @@ static int parse(struct cli *c, int argc, char **argv, const struct option *lo, 
                  const char *help, int *first_arg)
 {
     char spec[16];
-    snprintf(spec, sizeof spec, "+:%s", shorts ? shorts : "");
+    /* Options stop at the first operand, except for commands whose operand
+     * may sit among them (new). */
+    snprintf(spec, sizeof spec, "%s:%s", c->permute ? "" : "+", shorts ? shorts : "");
     opterr = 0;
     optind = 1;
     int o;
     while ((o = getopt_long(argc, argv, spec, lo, NULL)) != -1) {
         if (o == OPT_HELP) {
             fputs(help, stdout);
-            fputc('\n', stdout);
-            fputs(cluster_opts_help, stdout);
+            if (strcmp(flag_name(lo, OPT_KUBECONFIG), "kubeconfig") == 0) {
+                fputc('\n', stdout);
+                fputs(cluster_opts_help, stdout);
+            }
             return 1;
         }
         if (o == '?' || o == ':') {
@@ -638,6 +670,169 @@ static int cmd_status(struct cli *c, int argc, char **argv)
     return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_status(&c->r);
 }
 
+/* ---- order, lint, new, import-legacy ---------------------------------------- */
+
+#define TOOL_OPTS                                                \
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},     \
+    {"help", no_argument, NULL, OPT_HELP}
+
+static const char order_help[] =
+    "Usage: cozy-migrate order [--repo DIR] [--out DIR] [--rev REV] [--check-prefix]\n"
+    "\n"
+    "Generates the manifest (migrations/order.d/) from git: this line's release\n"
+    "tags (vX.Y.Z, vX.Y.Z-rc.N reachable from REV) in version order, release\n"
+    "candidates first; a slug's batch NNNNN-<tag> is the first tag that carries\n"
+    "it; alphabetical within a batch, reordered only where `requires` demands;\n"
+    "'<slug> retired' for a slug a tag carried and REV does not; 99999-untagged\n"
+    "for slugs no tag carries (never when REV is a release tag); 00000-legacy\n"
+    "from legacy-sh/legacy-map. Reads git objects only, never the working tree.\n"
+    "\n"
+    "Options:\n"
+    "  --repo DIR       the tree holding migrations/ and legacy-sh/ (default .)\n"
+    "  --out DIR        where to write the batches (default DIR/migrations/order.d)\n"
+    "  --rev REV        the revision to generate for (default HEAD)\n"
+    "  --check-prefix   fail unless the previous release's manifest, regenerated\n"
+    "                   from its tag, is a prefix of this one (a slug may since\n"
+    "                   have been retired)\n"
+    "\n"
+    "Exit codes: 0 written, 3 packaging (cycle, dangling or later-batch requires,\n"
+    "bad header, slug or legacy-map), 8 history (shallow clone, missing previous\n"
+    "tag, not a git repository), 9 the manifest rewrites a released one,\n"
+    "10 git is not installed.\n";
+
+static int cmd_order(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        TOOL_OPTS, OPT("repo", required_argument, OPT_REPO), OPT("out", required_argument, OPT_OUT),
+        OPT("rev", required_argument, OPT_REV), OPT("check-prefix", no_argument, OPT_CHECK_PREFIX),
+        END,
+    };
+    int first, rc = parse(c, argc, argv, lo, NULL, order_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (first != argc) {
+        log_usage(c->cmd, "unexpected argument '%s'", argv[first]);
+        return EXIT_USAGE;
+    }
+    return order_cmd(c->repo ? c->repo : ".", c->rev ? c->rev : "HEAD", c->out, c->check_prefix);
+}
+
+static const char lint_help[] =
+    "Usage: cozy-migrate lint [--dir DIR] [--against REV] [--history]\n"
+    "\n"
+    "Checks the tree (migrations/, legacy-sh/, spec/) against the authoring\n"
+    "contract and prints each problem as 'file:line: rule: what is wrong'.\n"
+    "Rules: slug (grammar, length), header (present, parseable, on-error, no\n"
+    "unknown key), duplicate, requires (exists), cycle, batch (not in a later\n"
+    "batch), tier (never across tiers), spec (spec/migrations/<slug>_spec.lua\n"
+    "for every Lua migration), legacy (legacy-map and legacy-sh/ agree),\n"
+    "revoked, order-d (no order.d/ tracked in git), shebang (bash or sh),\n"
+    "shellcheck, luacheck (with the sandbox's globals); with --history: history\n"
+    "(a slug never reused from tag history); with --against: changed (a shipped\n"
+    "script is unchanged against REV and every release tag that carries it).\n"
+    "\n"
+    "Options:\n"
+    "  --dir DIR       the tree root (default .)\n"
+    "  --against REV   compare shipped scripts with REV and every release tag\n"
+    "  --history       check slugs against every release tag's tree\n"
+    "\n"
+    "Exit codes: 0 clean, 3 problems found, 8 git cannot answer (not a\n"
+    "repository, shallow clone), 10 shellcheck, luacheck or git missing.\n";
+
+static int cmd_lint(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        TOOL_OPTS, OPT("dir", required_argument, OPT_DIR),
+        OPT("against", required_argument, OPT_AGAINST), OPT("history", no_argument, OPT_HISTORY),
+        END,
+    };
+    int first, rc = parse(c, argc, argv, lo, NULL, lint_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (first != argc) {
+        log_usage(c->cmd, "unexpected argument '%s'", argv[first]);
+        return EXIT_USAGE;
+    }
+    struct lint_opts lo2 = {.dir = c->r.dir ? c->r.dir : ".", .against = c->against,
+                            .history = c->history};
+    return lint_run(&lo2);
+}
+
+static const char new_help[] =
+    "Usage: cozy-migrate new SLUG [--tier pre-apply|background] [--on-error abort|warn]\n"
+    "                        [--dir DIR]\n"
+    "\n"
+    "Writes migrations/<tier>/SLUG.lua with its header and\n"
+    "spec/migrations/SLUG_spec.lua, a spec that runs it against the cluster in\n"
+    "KUBECONFIG twice and asserts the second run changed no object's\n"
+    "resourceVersion. The pair passes `lint` and `spec` as written. Refuses an\n"
+    "invalid slug (2), and a slug the tree already has or a release tag carried\n"
+    "(9: a slug is never reused).\n"
+    "\n"
+    "Options:\n"
+    "  --tier TIER       pre-apply (default) or background\n"
+    "  --on-error MODE   abort (default) or warn\n"
+    "  --dir DIR         the tree root (default .)\n";
+
+static int cmd_new(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        TOOL_OPTS, OPT("tier", required_argument, OPT_TIER),
+        OPT("on-error", required_argument, OPT_ON_ERROR), OPT("dir", required_argument, OPT_DIR),
+        END,
+    };
+    c->permute = 1; /* the slug may come before, among or after the options */
+    int first, rc = parse(c, argc, argv, lo, NULL, new_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    const char *slug = first < argc ? argv[first++] : NULL;
+    if (first != argc) {
+        log_usage(c->cmd, "unexpected argument '%s'", argv[first]);
+        return EXIT_USAGE;
+    }
+    if (!slug) {
+        log_usage(c->cmd, "expected a SLUG");
+        return EXIT_USAGE;
+    }
+    struct scaffold_opts so = {.dir = c->r.dir ? c->r.dir : ".", .slug = slug, .tier = c->r.tier,
+                               .on_error = c->on_error ? c->on_error : "abort"};
+    return scaffold_new(&so);
+}
+
+static const char import_help[] =
+    "Usage: cozy-migrate import-legacy --from DIR --names FILE [--dir DEST]\n"
+    "\n"
+    "Brings a platform's numbered shell migrations (files 1 .. N, and the lib/\n"
+    "they source) into DEST/legacy-sh/: each becomes <slug>.sh, byte-identical\n"
+    "but for one line inserted after the shebang, the header\n"
+    "'# cozystack-migration: on-error=abort'; lib/ is copied; legacy-map is\n"
+    "written. FILE names each number: 'N slug' a line, in order.\n"
+    "\n"
+    "Exit codes: 0 imported, 2 usage, 3 a missing number or name, a file\n"
+    "without a shebang, a name that is not a valid slug, 9 DEST already holds\n"
+    "legacy migrations or a slug is taken.\n";
+
+static int cmd_import_legacy(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        TOOL_OPTS, OPT("from", required_argument, OPT_FROM),
+        OPT("names", required_argument, OPT_NAMES), OPT("dir", required_argument, OPT_DIR), END,
+    };
+    int first, rc = parse(c, argc, argv, lo, NULL, import_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (first != argc) {
+        log_usage(c->cmd, "unexpected argument '%s'", argv[first]);
+        return EXIT_USAGE;
+    }
+    if (!c->from || !c->names) {
+        log_usage(c->cmd, "--from DIR and --names FILE are required");
+        return EXIT_USAGE;
+    }
+    struct import_opts io = {.from = c->from, .names = c->names, .dest = c->r.dir ? c->r.dir : "."};
+    return import_legacy(&io);
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 static const struct {
@@ -645,7 +840,8 @@ static const struct {
     int (*fn)(struct cli *, int, char **);
 } commands[] = {
     {"run", cmd_run},     {"plan", cmd_plan},     {"status", cmd_status}, {"lua", cmd_lua},
-    {"exec", cmd_exec},   {"config", cmd_config}, {"spec", cmd_spec},
+    {"exec", cmd_exec},   {"config", cmd_config}, {"spec", cmd_spec},   {"order", cmd_order},
+    {"lint", cmd_lint},   {"new", cmd_new},       {"import-legacy", cmd_import_legacy},
 };
 
 int main(int argc, char **argv)

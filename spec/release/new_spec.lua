@@ -1,0 +1,93 @@
+-- `cozy-migrate new`: the scaffold passes lint and its own spec as
+-- generated; invalid, existing and reused slugs are refused; and the spec's
+-- idempotence check does catch a migration that is not safe to run twice.
+local h = require('support.helpers')
+local gitrepo = require('support.gitrepo')
+local idem = require('support.idempotence')
+
+local function fails(res, code, text)
+  assert.are.equal(code, res.code, 'stdout: ' .. res.out .. '\nstderr: ' .. res.err)
+  local msg = res.err:gsub('\n$', '')
+  assert.is_nil(msg:find('\n'), 'expected one line, got:\n' .. res.err)
+  assert.is_truthy(msg:find(text, 1, true), ('expected %q in %q'):format(text, msg))
+end
+
+describe('new', function()
+  it('writes a migration with its header and a spec, which pass lint', function()
+    local dir = h.tmpdir()
+    local res = h.cozy('new', 'label-things', '--dir', dir)
+    assert.are.equal(0, res.code, res.err)
+    local script = h.slurp(dir .. '/migrations/pre-apply/label-things.lua')
+    assert.matches('^%-%- cozystack%-migration: on%-error=abort\n', script)
+    assert.is_truthy(h.slurp(dir .. '/spec/migrations/label-things_spec.lua'):find("idem.exec('label-things', script)", 1, true))
+    res = h.cozy('new', '--tier', 'background', '--on-error', 'warn', 'later-work', '--dir', dir)
+    assert.are.equal(0, res.code, res.err)
+    assert.matches('^%-%- cozystack%-migration: on%-error=warn\n', h.slurp(dir .. '/migrations/background/later-work.lua'))
+    res = h.cozy('lint', '--dir', dir)
+    assert.are.equal(0, res.code, res.out .. res.err)
+  end)
+
+  it('writes a spec that runs green against the cluster', function()
+    if not h.has_cluster() then
+      pending('needs the local apiserver (KUBECONFIG)')
+      return
+    end
+    local dir = h.tmpdir()
+    assert.are.equal(0, h.cozy('new', 'scaffolded-one', '--dir', dir).code)
+    local res = h.run('cd ' .. h.q(h.root) .. ' && ' .. h.q(h.bin) .. ' spec ' ..
+      h.q(dir .. '/spec/migrations/scaffolded-one_spec.lua'))
+    assert.are.equal(0, res.code, res.out .. res.err)
+    assert.matches('1 passed, 0 failed, 0 skipped', res.out, 1, true)
+  end)
+
+  it("catches a migration that is not safe to run twice", function()
+    if not h.has_cluster() then
+      pending('needs the local apiserver (KUBECONFIG)')
+      return
+    end
+    local ns = 'idem-' .. os.time() % 100000 .. math.random(100, 999)
+    h.must(h.kubectl('create namespace ' .. ns))
+    local f = h.write(os.tmpname() .. '.lua', string.format([[
+local kube = require('kube')
+local cm = kube.get('configmaps', 'counter', { namespace = %q })
+if not cm then
+  kube.create('configmaps', { metadata = { name = 'counter', namespace = %q }, data = { n = '0' } })
+else
+  kube.patch('configmaps', 'counter', { data = { n = tostring(tonumber(cm.data.n) + 1) } }, { namespace = %q })
+end
+]], ns, ns, ns))
+    assert.are.equal('ok', idem.exec('counter', f).outcome)
+    assert.are.same({ 'changed v1 ConfigMap ' .. ns .. '/counter' }, idem.second_run_changes('counter', f))
+    os.remove(f)
+    h.kubectl('delete namespace ' .. ns .. ' --wait=false')
+  end)
+
+  describe('refuses', function()
+    it('an invalid slug (2)', function()
+      fails(h.cozy('new', 'Not_A_Slug', '--dir', h.tmpdir()), 2, "'Not_A_Slug' is not a valid slug")
+      fails(h.cozy('new', string.rep('x', 61), '--dir', h.tmpdir()), 2, 'at most 60 characters')
+      fails(h.cozy('new', '--dir', h.tmpdir()), 2, 'expected a SLUG')
+      fails(h.cozy('new', 'ok-slug', '--tier', 'later'), 2, "--tier: 'later' is not pre-apply or background")
+    end)
+
+    it('an existing slug in any tier, legacy-sh/ or revoked (9)', function()
+      local dir = h.tmpdir()
+      assert.are.equal(0, h.cozy('new', 'taken', '--dir', dir).code)
+      fails(h.cozy('new', 'taken', '--tier', 'background', '--dir', dir), 9, "slug 'taken' already exists: ")
+      h.write(dir .. '/migrations/revoked', 'gone-bad\n')
+      fails(h.cozy('new', 'gone-bad', '--dir', dir), 9, "migrations/revoked:1: slug 'gone-bad' is revoked")
+      os.execute('mkdir -p ' .. h.q(dir .. '/legacy-sh'))
+      h.write(dir .. '/legacy-sh/legacy-map', '7 old-seven\n')
+      fails(h.cozy('new', 'old-seven', '--dir', dir), 9, "legacy-map:1: slug 'old-seven' is a legacy migration's")
+    end)
+
+    it('a slug a release tag carried, even one since deleted (9)', function()
+      local r = gitrepo.new()
+      r:lua('once-upon'):commit():tag('v1.0.0')
+      r:rm('migrations/pre-apply/once-upon.lua'):commit()
+      fails(h.cozy('new', 'once-upon', '--dir', r.dir), 9,
+        "slug 'once-upon' was shipped in v1.0.0 as migrations/pre-apply/once-upon.lua: a slug is never reused")
+      assert.are.equal(0, h.cozy('new', 'brand-new', '--dir', r.dir).code)
+    end)
+  end)
+end)

@@ -1,0 +1,300 @@
+-- `cozy-migrate order`: the manifest generator (DESIGN.md "The manifest
+-- generator") on scratch git repositories: linear history, release
+-- candidates, a maintenance line with a backport, retired and untagged
+-- slugs, `requires` reordering, every failure with its exit code, and the
+-- runner's loader (tree_load, through the planner) reading what it wrote.
+local h = require('support.helpers')
+local gitrepo = require('support.gitrepo')
+local migrate = require('migrate')
+
+local function ok(res)
+  assert.are.equal(0, res.code, 'stdout: ' .. res.out .. '\nstderr: ' .. res.err)
+  return res
+end
+
+-- fails(res, code, pattern): exit code, one line on stderr, matching pattern (plain).
+local function fails(res, code, text)
+  assert.are.equal(code, res.code, 'stdout: ' .. res.out .. '\nstderr: ' .. res.err)
+  local msg = res.err:gsub('\n$', '')
+  assert.is_nil(msg:find('\n'), 'expected one line, got:\n' .. res.err)
+  assert.is_truthy(msg:find(text, 1, true), ('expected %q in %q'):format(text, msg))
+  return msg
+end
+
+local function manifest_text(repo, dir)
+  local parts = {}
+  for _, f in ipairs(repo:manifest(dir)) do parts[#parts + 1] = '== ' .. f[1] .. '\n' .. f[2] end
+  return table.concat(parts)
+end
+
+local function runs(plan)
+  local out = {}
+  for _, s in ipairs(plan.steps) do
+    if s.kind == 'run' then out[#out + 1] = s.slug end
+  end
+  return out
+end
+
+local function seeded(plan)
+  local out = {}
+  for slug in pairs(plan.seed or {}) do out[#out + 1] = slug end
+  table.sort(out)
+  return out
+end
+
+describe('order', function()
+  it('walks a linear history: one batch per tag that first carries a slug, alphabetical', function()
+    local r = gitrepo.new()
+    r:lua('zeta'):lua('alpha'):commit():tag('v1.0.0')
+    r:commit('a release that ships nothing new'):tag('v1.0.1')
+    r:lua('beta', { tier = 'background' }):lua('aardvark'):commit():tag('v1.1.0')
+    ok(r:order())
+    assert.are.equal('== 00001-v1.0.0\nalpha\nzeta\n' ..
+      '== 00003-v1.1.0\naardvark\nbeta\n', manifest_text(r))
+  end)
+
+  it('orders release candidates before their release, versions numerically, and ignores other tags', function()
+    local r = gitrepo.new()
+    r:lua('one'):commit():tag('v1.9.0')
+    r:lua('two'):commit():tag('v1.10.0-rc.1', true)
+    r:lua('three'):commit():tag('v1.10.0-rc.2'):tag('latest'):tag('v1.10'):tag('v1.10.0-beta')
+    r:lua('four'):commit():tag('v1.10.0')
+    ok(r:order())
+    assert.are.equal('== 00001-v1.9.0\none\n== 00002-v1.10.0-rc.1\ntwo\n' ..
+      '== 00003-v1.10.0-rc.2\nthree\n== 00004-v1.10.0\nfour\n', manifest_text(r))
+  end)
+
+  it('emits a slug a tag carried and HEAD does not as retired, in its batch, and still passes the prefix check', function()
+    local r = gitrepo.new()
+    r:lua('keep'):lua('old'):commit():tag('v1.0.0')
+    r:lua('next'):commit():tag('v1.1.0')
+    r:rm('migrations/pre-apply/old.lua'):commit('retire old')
+    local res = ok(r:order('--check-prefix'))
+    assert.matches("v1.1.0's manifest (2 batches) is a prefix of this one", res.out, 1, true)
+    assert.are.equal('== 00001-v1.0.0\nkeep\nold retired\n== 00002-v1.1.0\nnext\n', manifest_text(r))
+  end)
+
+  it('puts slugs no tag carries in 99999-untagged, and never when HEAD is a release tag', function()
+    local r = gitrepo.new()
+    r:lua('first'):commit():tag('v1.0.0')
+    r:lua('wip'):commit()
+    ok(r:order())
+    assert.are.equal('== 00001-v1.0.0\nfirst\n== 99999-untagged\nwip\n', manifest_text(r))
+    r:tag('v1.1.0')
+    ok(r:order())
+    assert.are.equal('== 00001-v1.0.0\nfirst\n== 00002-v1.1.0\nwip\n', manifest_text(r))
+    -- without any tag, everything is untagged
+    local fresh = gitrepo.new()
+    fresh:lua('b'):lua('a'):commit()
+    ok(fresh:order())
+    assert.are.equal('== 99999-untagged\na\nb\n', manifest_text(fresh))
+  end)
+
+  it('reads HEAD, never the working tree', function()
+    local r = gitrepo.new()
+    r:lua('committed'):commit()
+    r:lua('uncommitted')
+    ok(r:order())
+    assert.are.equal('== 99999-untagged\ncommitted\n', manifest_text(r))
+  end)
+
+  it('writes 00000-legacy from legacy-map, keeps its slugs out of the tag walk, and retires a deleted one', function()
+    local r = gitrepo.new()
+    r:write('legacy-sh/legacy-map', '# old numbers\n1 first-old\n2 second-old\n')
+    r:sh('first-old'):sh('second-old'):write('legacy-sh/lib/common.sh', 'x=1\n')
+    r:lua('new-one'):commit():tag('v1.0.0')
+    ok(r:order())
+    assert.are.equal('== 00000-legacy\nfirst-old\nsecond-old\n== 00001-v1.0.0\nnew-one\n', manifest_text(r))
+    r:rm('legacy-sh/first-old.sh'):commit('retention floor')
+    ok(r:order('--check-prefix'))
+    assert.are.equal('== 00000-legacy\nfirst-old retired\nsecond-old\n== 00001-v1.0.0\nnew-one\n',
+      manifest_text(r))
+  end)
+
+  it('reorders within a batch only where requires demand, with the header read at that tag', function()
+    local r = gitrepo.new()
+    r:lua('base'):commit():tag('v1.0.0')
+    r:lua('apple', { requires = 'cherry' }):lua('banana'):lua('cherry', { requires = 'date,base' })
+      :lua('date'):lua('elder'):commit():tag('v1.1.0')
+    ok(r:order())
+    assert.are.equal('== 00001-v1.0.0\nbase\n== 00002-v1.1.0\nbanana\ndate\ncherry\napple\nelder\n',
+      manifest_text(r))
+  end)
+
+  it('writes exactly what the runner reads: tree_load accepts the generated manifest', function()
+    local r = gitrepo.new()
+    r:write('legacy-sh/legacy-map', '1 legacy-one\n'):sh('legacy-one')
+    r:lua('a'):lua('gone'):commit():tag('v1.0.0')
+    r:lua('b', { tier = 'background', requires = 'a' }):rm('migrations/pre-apply/gone.lua'):commit()
+    ok(r:order())
+    local plan = assert(migrate.plan(r.dir, nil, {}))
+    assert.is_true(plan.fresh_install)
+    assert.are.same({ 'a', 'b', 'gone', 'legacy-one' }, seeded(plan))
+    -- and each file parses with the runner's batch parser to what was written
+    for _, f in ipairs(r:manifest()) do
+      local entries = assert(migrate.batch(f[1], f[2]))
+      local lines = {}
+      for _, e in ipairs(entries) do lines[#lines + 1] = e.slug .. (e.retired and ' retired' or '') end
+      assert.are.equal(f[2], table.concat(lines, '\n') .. '\n')
+    end
+    -- a stale batch from an earlier generation is replaced, a foreign file refused
+    h.write(r:path('migrations/order.d/00007-v0.0.1'), 'stale\n')
+    ok(r:order())
+    assert.is_nil(io.open(r:path('migrations/order.d/00007-v0.0.1')))
+    h.write(r:path('migrations/order.d/README'), 'mine\n')
+    fails(r:order(), 1, 'README: not a batch file; refusing to replace')
+  end)
+
+  describe('a maintenance line with a backport', function()
+    -- main: v1.5.0 (base) -> fix + feature -> v1.6.0
+    -- release-1.5: branched at v1.5.0, the fix cherry-picked -> v1.5.1
+    local r
+    setup(function()
+      r = gitrepo.new()
+      r:lua('base'):commit():tag('v1.5.0')
+      r:git('branch release-1.5')
+      r:lua('fix-x'):commit('fix x')
+      local fix = r:git('rev-parse HEAD'):gsub('%s+$', '')
+      r:lua('feature-y'):commit():tag('v1.6.0')
+      r:checkout('release-1.5')
+      r:git('cherry-pick -x ' .. fix)
+      r:tag('v1.5.1')
+    end)
+
+    local function at(ref)
+      r:checkout(ref)
+      ok(r:order('--check-prefix'))
+      return manifest_text(r)
+    end
+
+    it('puts the backport in one batch on each line', function()
+      assert.are.equal('== 00001-v1.5.0\nbase\n== 00002-v1.5.1\nfix-x\n', at('v1.5.1'))
+      assert.are.equal('== 00001-v1.5.0\nbase\n== 00002-v1.6.0\nfeature-y\nfix-x\n', at('v1.6.0'))
+    end)
+
+    it('runs it once on every upgrade path (the slug is the identity)', function()
+      local function rec(batch) return { state = 'ok', batch = batch, attempts = 1 } end
+      local fixture = require('support.fixture')
+      -- 1.5.0 -> 1.6.0: both run on 1.6.0
+      at('v1.6.0')
+      local p = assert(migrate.plan(r.dir, fixture.ledger({ base = rec('00001-v1.5.0') }), {}))
+      assert.are.same({ 'feature-y', 'fix-x' }, runs(p))
+      -- 1.5.0 -> 1.5.1: the fix runs there ...
+      at('v1.5.1')
+      p = assert(migrate.plan(r.dir, fixture.ledger({ base = rec('00001-v1.5.0') }), {}))
+      assert.are.same({ 'fix-x' }, runs(p))
+      -- ... and 1.5.1 -> 1.6.0 runs only the feature: fix-x is recorded
+      at('v1.6.0')
+      p = assert(migrate.plan(r.dir, fixture.ledger({ base = rec('00001-v1.5.0'), ['fix-x'] = rec('00002-v1.5.1') }), {}))
+      assert.are.same({ 'feature-y' }, runs(p))
+      -- installed fresh at 1.5.1 -> 1.6.0: the seed covers the fix
+      at('v1.5.1')
+      p = assert(migrate.plan(r.dir, nil, {}))
+      assert.are.same({ 'base', 'fix-x' }, seeded(p))
+      at('v1.6.0')
+      p = assert(migrate.plan(r.dir, fixture.ledger({
+        base = { state = 'skipped-fresh-install' }, ['fix-x'] = { state = 'skipped-fresh-install' } }), {}))
+      assert.are.same({ 'feature-y' }, runs(p))
+    end)
+
+    it('fails the prefix check when the maintenance line is merged back and renumbers a released batch', function()
+      r:checkout('main')
+      r:git('merge -q --no-edit release-1.5')
+      r:lua('later'):commit()
+      local msg = fails(r:order('--check-prefix'), 9, "order.d/00002-v1.6.0: v1.6.0's manifest has it as batch 2")
+      assert.matches('rewrite a released one', msg, 1, true)
+    end)
+  end)
+
+  describe('fails, naming the cause', function()
+    it('on a shallow clone (8)', function()
+      local r = gitrepo.new()
+      r:lua('a'):commit():tag('v1.0.0')
+      r:lua('b'):commit()
+      local clone = h.tmpdir() .. '/shallow'
+      assert.are.equal(0, h.run('git clone -q --depth 1 file://' .. r.dir .. ' ' .. clone).code)
+      fails(h.cozy('order', '--repo', clone), 8, 'shallow clone')
+    end)
+
+    it('outside a git repository (8)', function()
+      fails(h.cozy('order', '--repo', h.tmpdir()), 8, 'not in a git repository')
+    end)
+
+    it('on a missing previous tag: a gap in a release series (8)', function()
+      local r = gitrepo.new()
+      r:lua('a'):commit():tag('v1.0.0')
+      r:lua('b'):commit():tag('v1.0.2')
+      fails(r:order(), 8, 'missing previous tag: v1.0.2 is in HEAD\'s history but v1.0.1 is not in this clone')
+      local r2 = gitrepo.new()
+      r2:lua('a'):commit():tag('v2.0.0-rc.1')
+      r2:lua('b'):commit():tag('v2.0.0-rc.3')
+      fails(r2:order(), 8, 'v2.0.0-rc.2 is not in this clone')
+    end)
+
+    it('on a missing previous tag: --check-prefix with release tags none of which is an ancestor (8)', function()
+      local r = gitrepo.new()
+      r:lua('a'):commit()
+      r:git('checkout -q -b other')
+      r:lua('b'):commit():tag('v1.0.0')
+      r:checkout('main')
+      fails(r:order('--check-prefix'), 8, 'missing previous tag: 1 release tag(s) exist but none is an ancestor of HEAD')
+      -- the very first release has nothing to compare with
+      local first = gitrepo.new()
+      first:lua('a'):commit():tag('v0.1.0')
+      assert.matches('nothing to compare', ok(first:order('--check-prefix')).out, 1, true)
+    end)
+
+    it('on a cycle (3)', function()
+      local r = gitrepo.new()
+      r:lua('a', { requires = 'b' }):lua('b', { requires = 'c' }):lua('c', { requires = 'a' }):lua('d'):commit()
+      fails(r:order(), 3, 'requires form a cycle: a -> b -> c -> a')
+      local s = gitrepo.new()
+      s:lua('self', { requires = 'self' }):commit()
+      fails(s:order(), 3, 'requires form a cycle: self -> self')
+    end)
+
+    it('on a dangling requires (3)', function()
+      local r = gitrepo.new()
+      r:lua('a', { requires = 'nowhere' }):commit()
+      fails(r:order(), 3, "HEAD:migrations/pre-apply/a.lua: requires 'nowhere', which no release carries")
+    end)
+
+    it('on a requires pointing to a later batch (3)', function()
+      local r = gitrepo.new()
+      r:lua('early', { requires = 'late' }):commit():tag('v1.0.0')
+      r:lua('late'):commit()
+      fails(r:order(), 3,
+        "v1.0.0:migrations/pre-apply/early.lua: requires 'late', which first ships in a later batch (99999-untagged, after 00001-v1.0.0)")
+    end)
+
+    it('on a bad header or slug at a tag, and a legacy script missing from legacy-map (3)', function()
+      local r = gitrepo.new()
+      r:write('migrations/pre-apply/no-header.lua', 'return\n'):commit():tag('v1.0.0')
+      fails(r:order(), 3, 'v1.0.0:migrations/pre-apply/no-header.lua: missing header')
+      local s = gitrepo.new()
+      s:lua('Bad_Slug'):commit()
+      fails(s:order(), 3, "HEAD:migrations/pre-apply/Bad_Slug.lua: 'Bad_Slug' is not a valid slug")
+      local t = gitrepo.new()
+      t:write('legacy-sh/legacy-map', '1 one\n'):sh('one'):sh('stray'):commit()
+      fails(t:order(), 3, 'HEAD:legacy-sh/stray.sh: not in legacy-sh/legacy-map')
+      local u = gitrepo.new()
+      u:write('legacy-sh/legacy-map', '2 one\n1 two\n'):commit()
+      fails(u:order(), 3, 'HEAD:legacy-sh/legacy-map:2: 1 comes after 2')
+    end)
+
+    it('on a manifest that rewrites the previous release (9)', function()
+      local r = gitrepo.new()
+      r:write('legacy-sh/legacy-map', '1 one\n'):sh('one'):lua('a'):commit():tag('v1.0.0')
+      r:write('legacy-sh/legacy-map', '1 one\n2 two\n'):sh('two'):commit()
+      fails(r:order('--check-prefix'), 9,
+        "order.d/00000-legacy:2: v1.0.0's manifest has nothing here, this one 'two'")
+      -- without --check-prefix the manifest is written
+      ok(r:order())
+    end)
+
+    it('on a bad flag (2)', function()
+      fails(h.cozy('order', '--bogus'), 2, "unknown flag '--bogus'")
+      fails(h.cozy('order', 'extra'), 2, "unexpected argument 'extra'")
+    end)
+  end)
+end)
