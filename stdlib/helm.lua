@@ -36,11 +36,33 @@ function M.owner(obj)
   return ann[M.RELEASE_NAME], nonempty(ns) and ns or nil
 end
 
--- adopt(resource, name, opts) -> object, changed
+-- patch_for(obj, release, release_namespace, keep) -> the merge patch that
+-- makes obj owned by the release, holding only what differs; nil when obj
+-- is already so.
+function M.patch_for(obj, release, release_ns, keep)
+  local meta = obj.metadata or {}
+  local ann, labels = meta.annotations or {}, meta.labels or {}
+  local want = { [M.RELEASE_NAME] = release, [M.RELEASE_NAMESPACE] = release_ns,
+    [M.RESOURCE_POLICY] = keep and 'keep' or nil }
+  local patch_ann, patch_labels
+  for k, v in pairs(want) do
+    if ann[k] ~= v then
+      patch_ann = patch_ann or {}
+      patch_ann[k] = v
+    end
+  end
+  if labels[M.MANAGED_BY] ~= 'Helm' then patch_labels = { [M.MANAGED_BY] = 'Helm' } end
+  if not patch_ann and not patch_labels then return nil end
+  return { metadata = { annotations = patch_ann, labels = patch_labels } }
+end
+
+-- adopt(resource, name_or_object, opts) -> object, changed
+-- Given a name, reads the object first; given the object itself (from
+-- kube.list or fleet.each), sends no request at all when it is already so.
 -- opts.release (required): the release that will own the object.
--- opts.namespace: the object's namespace (namespaced resources).
--- opts.release_namespace: the release's namespace; defaults to
---   opts.namespace, and is required for cluster-scoped objects.
+-- opts.namespace: the object's namespace (default: the object's own).
+-- opts.release_namespace: the release's namespace; defaults to the object's
+--   namespace, and is required for cluster-scoped objects.
 -- opts.keep: also annotate helm.sh/resource-policy=keep, so that Helm leaves
 --   the object in place when the release is uninstalled or the object leaves
 --   the chart. An existing keep is never removed.
@@ -51,35 +73,26 @@ function M.adopt(resource, name, opts)
   if not nonempty(opts.release) then
     error('helm.adopt: opts.release (the release name) is required', 2)
   end
-  local release_ns = opts.release_namespace or opts.namespace
+  local obj = name
+  if type(name) == 'table' then
+    name = obj.metadata and obj.metadata.name
+  end
+  if not nonempty(name) then error('helm.adopt: an object name or an object is required', 2) end
+  local ns = opts.namespace or (type(obj) == 'table' and obj.metadata.namespace) or nil
+  local release_ns = opts.release_namespace or ns
   if not nonempty(release_ns) then
     error('helm.adopt: opts.release_namespace is required for an object outside a namespace', 2)
   end
-  local obj = kube.get(resource, name, { namespace = opts.namespace })
-  if obj == nil then
-    fail('NotFound', string.format('helm.adopt: %s "%s"%s not found', resource, name,
-      opts.namespace and (' in namespace ' .. opts.namespace) or ''), 404)
-  end
-  local meta = obj.metadata
-  local ann, labels = meta.annotations or {}, meta.labels or {}
-  local want_ann = {
-    [M.RELEASE_NAME] = opts.release,
-    [M.RELEASE_NAMESPACE] = release_ns,
-    [M.RESOURCE_POLICY] = opts.keep and 'keep' or nil,
-  }
-  local patch_ann, patch_labels
-  for k, v in pairs(want_ann) do
-    if ann[k] ~= v then
-      patch_ann = patch_ann or {}
-      patch_ann[k] = v
+  if type(obj) ~= 'table' then
+    obj = kube.get(resource, name, { namespace = ns })
+    if obj == nil then
+      fail('NotFound', string.format('helm.adopt: %s "%s"%s not found', resource, name,
+        ns and (' in namespace ' .. ns) or ''), 404)
     end
   end
-  if labels[M.MANAGED_BY] ~= 'Helm' then patch_labels = { [M.MANAGED_BY] = 'Helm' } end
-  if not patch_ann and not patch_labels then return obj, false end
-  local patched = kube.patch(resource, name,
-    { metadata = { annotations = patch_ann, labels = patch_labels } },
-    { namespace = opts.namespace })
-  return patched, true
+  local patch = M.patch_for(obj, opts.release, release_ns, opts.keep)
+  if not patch then return obj, false end
+  return kube.patch(resource, name, patch, { namespace = ns }), true
 end
 
 -- purge_release(name, namespace) -> number of Secrets deleted

@@ -148,7 +148,9 @@ end
 
 -- apply(src [, namespace]) applies a fixture: a file under spec/fixtures, a
 -- table (one object), or a list of tables. Objects without a namespace land
--- in `namespace`.
+-- in `namespace`. Server-side, so the objects carry no last-applied
+-- annotation a migration would see, and forced, so a fixture can be applied
+-- again over what a migration changed.
 function M.apply(src, namespace)
   local file
   if type(src) == 'table' then
@@ -158,7 +160,7 @@ function M.apply(src, namespace)
   else
     file = path_of(src)
   end
-  local res = h.kc(string.format('apply %s-f %s', namespace and ('-n ' .. h.q(namespace) .. ' ') or '',
+  local res = h.kc(string.format('apply --server-side --force-conflicts %s-f %s', namespace and ('-n ' .. h.q(namespace) .. ' ') or '',
     h.q(file)))
   if type(src) == 'table' then os.remove(file) end
   return h.must(res)
