@@ -86,6 +86,29 @@ function M.assert_failed(res, pattern)
   return res
 end
 
+-- assert_fleet_failed(res, namespace, names [, why]): the migration failed
+-- with one FleetFailed error that names exactly len(names) failed objects,
+-- each of these (namespace/name, or name when namespace is nil), followed
+-- by `why` (a plain string) when given.
+function M.assert_fleet_failed(res, namespace, names, why)
+  M.assert_failed(res, 'FleetFailed')
+  local n = tonumber(tostring(res.message):match('(%d+) of %d+ objects failed'))
+  assert(n == #names, string.format('expected %d failed objects; %s', #names, explain(res)))
+  for _, name in ipairs(names) do
+    local who = (namespace and (namespace .. '/') or '') .. name .. ': '
+    local at = tostring(res.message):find(who, 1, true)
+    assert(at, string.format('the failure does not name %s; %s', who, explain(res)))
+    if why then
+      -- the failures are listed one a line, indented; exec's one-line
+      -- message keeps the indent, so an entry ends where two spaces begin
+      local rest = res.message:sub(at + #who)
+      local entry = rest:sub(1, (rest:find('\n', 1, true) or rest:find('  ', 1, true) or #rest + 1) - 1)
+      assert(entry:find(why, 1, true), string.format('%s failed, but not with %q; %s', who, why, explain(res)))
+    end
+  end
+  return res
+end
+
 -- ---- idempotency ---------------------------------------------------------------
 
 -- watched: a list whose entries are a resource name (namespaced: every
