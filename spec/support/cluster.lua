@@ -148,21 +148,24 @@ end
 
 -- apply(src [, namespace]) applies a fixture: a file under spec/fixtures, a
 -- table (one object), or a list of tables. Objects without a namespace land
--- in `namespace`. Server-side, so the objects carry no last-applied
--- annotation a migration would see, and forced, so a fixture can be applied
--- again over what a migration changed.
+-- in `namespace`, and ${NAMESPACE} in a file reads as its name. Server-side,
+-- so the objects carry no last-applied annotation a migration would see, and
+-- forced, so a fixture can be applied again over what a migration changed.
 function M.apply(src, namespace)
-  local file
+  local text
   if type(src) == 'table' then
     local body = src
     if src[1] then body = { apiVersion = 'v1', kind = 'List', items = json.array(src) } end
-    file = h.write(os.tmpname() .. '.json', json.encode(body))
+    text = json.encode(body)
   else
-    file = path_of(src)
+    text = h.slurp(path_of(src))
+    assert(text ~= '', 'no fixture ' .. path_of(src))
+    if namespace then text = text:gsub('%${NAMESPACE}', (namespace:gsub('%%', '%%%%'))) end
   end
-  local res = h.kc(string.format('apply --server-side --force-conflicts %s-f %s', namespace and ('-n ' .. h.q(namespace) .. ' ') or '',
-    h.q(file)))
-  if type(src) == 'table' then os.remove(file) end
+  local file = h.write(os.tmpname() .. '.yaml', text)
+  local res = h.kc(string.format('apply --server-side --force-conflicts %s-f %s',
+    namespace and ('-n ' .. h.q(namespace) .. ' ') or '', h.q(file)))
+  os.remove(file)
   return h.must(res)
 end
 
