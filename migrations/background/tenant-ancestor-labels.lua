@@ -6,11 +6,14 @@
 -- tenant.cozystack.io/tenant-a and tenant.cozystack.io/tenant-a-b (empty
 -- values), so the selector "tenant.cozystack.io/tenant-a" matches tenant-a
 -- and each of its descendants. This stamps the tenant namespaces that exist.
--- tenant-root is the root itself and is left as it is. A namespace that starts with "tenant-" but is not a
--- tenant name (an empty segment, as in "tenant-a--b") cannot be labelled
--- this way and is reported, not skipped.
+-- tenant-root is the root itself and is left as it is. A namespace that
+-- starts with "tenant-" but is no tenant's (an empty segment, as in
+-- "tenant-a--b": tenant names are alphanumeric) has no ancestors to name;
+-- it is left alone with a warning in the log, since failing on it would
+-- fail this migration on every run for a namespace no tenant will ever own.
 local kube = require('kube')
 local fleet = require('fleet')
+local log = require('log')
 
 local PREFIX = 'tenant.cozystack.io/'
 
@@ -33,7 +36,10 @@ fleet.each('namespaces', {}, function(ns)
   local name = ns.metadata.name
   if name == 'tenant-root' or not name:match('^tenant%-') then return false end
   local want, why = labels(name)
-  if not want then error(why, 0) end
+  if not want then
+    log.warn('%s; left alone', why)
+    return false
+  end
   local have, patch = ns.metadata.labels or {}, nil
   for k, v in pairs(want) do
     if have[k] ~= v then
