@@ -70,8 +70,10 @@ local function explain(res)
 end
 M.explain = explain
 
--- assert_ok(res) / assert_failed(res [, pattern]): the outcome, and on a
--- mismatch the migration's whole output in the message.
+-- assert_ok(res) / assert_failed(res [, pattern]): the outcome ('failed' is
+-- a script that raised or exited non-zero; a timeout, a kill or the memory
+-- cap have outcomes of their own), and on a mismatch the migration's whole
+-- output in the message.
 function M.assert_ok(res)
   assert(res.outcome == 'ok', 'the migration failed; ' .. explain(res))
   return res
@@ -176,6 +178,26 @@ function M.diff(before, after)
   return lines
 end
 
+-- assert_journal_unchanged(res): when exec reports a write journal
+-- (journal = {writes=, changed=, entries={{verb,resource,namespace,name,
+-- status,changed}}}), the run must have changed nothing, and a failure
+-- names each write that did. Without a journal there is nothing to check.
+function M.assert_journal_unchanged(res)
+  local j = res.journal
+  if type(j) ~= 'table' then return false end
+  local wrote = {}
+  for _, e in ipairs(j.entries or {}) do
+    if e.changed == true then
+      local ns = (type(e.namespace) == 'string' and e.namespace ~= '') and (e.namespace .. '/') or ''
+      wrote[#wrote + 1] = string.format('%s %s %s%s (%s)', tostring(e.verb), tostring(e.resource), ns,
+        tostring(e.name), tostring(e.status))
+    end
+  end
+  assert(j.changed == 0, string.format('the run changed %s object(s) (write journal):\n  %s',
+    tostring(j.changed), table.concat(wrote, '\n  ')))
+  return true
+end
+
 -- assert_idempotent(slug_or_path, watched [, {expect=, kubeconfig=, env=}])
 -- -> first, second
 -- Runs the migration twice; both runs must end with opts.expect (default
@@ -195,18 +217,7 @@ function M.assert_idempotent(x, watched, opts)
   local changed = M.diff(before, M.snapshot(watched))
   assert(#changed == 0, 'the second run changed what the first had already done:\n  ' ..
     table.concat(changed, '\n  ') .. '\n--- second run output ---\n' .. (second.output or ''))
-  if type(second.journal) == 'table' then
-    local wrote = {}
-    for _, e in ipairs(second.journal.entries or {}) do
-      if e.changed then
-        wrote[#wrote + 1] = string.format('%s %s %s%s (%s)', tostring(e.verb), tostring(e.resource),
-          e.namespace and e.namespace ~= json.null and (e.namespace .. '/') or '', tostring(e.name), tostring(e.status))
-      end
-    end
-    assert(second.journal.changed == 0, string.format(
-      'the second run changed %s object(s) (write journal):\n  %s', tostring(second.journal.changed),
-      table.concat(wrote, '\n  ')))
-  end
+  M.assert_journal_unchanged(second)
   return first, second
 end
 
