@@ -214,6 +214,26 @@ function M.kubectl(args)
   return M.run(shell_quote(M.testenv) .. ' kubectl ' .. args)
 end
 
+-- kc(args) runs kubectl against the cluster in $KUBECONFIG (a kind cluster,
+-- or the testenv whose kubeconfig tools/run-tests exports), falling back to
+-- the testenv's when KUBECONFIG is unset. Specs that must also pass on kind
+-- use kc; h.kubectl always means the testenv (its contexts, e.g.
+-- testenv-reader, exist nowhere else). The binary is the one built for the
+-- testenv when present, else kubectl from PATH.
+function M.kc(args)
+  local kubeconfig = os.getenv('KUBECONFIG')
+  if not kubeconfig or kubeconfig == '' then return M.kubectl(args) end
+  local bin = M.root .. '/build/testenv/bin/kubectl'
+  local f = io.open(bin, 'rb')
+  if f then f:close() else bin = 'kubectl' end
+  return M.run(string.format('%s --kubeconfig %s %s', shell_quote(bin), shell_quote(kubeconfig), args))
+end
+
+-- kc_json(args) runs `kubectl ARGS -o json` through kc and decodes the output.
+function M.kc_json(args)
+  return require('json').decode(M.must(M.kc(args .. ' -o json')).out)
+end
+
 function M.has_cluster()
   return os.getenv('KUBECONFIG') ~= nil and os.getenv('KUBECONFIG') ~= ''
 end

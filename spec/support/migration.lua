@@ -1,0 +1,224 @@
+-- The spec harness for migrations: runs one migration exactly as the runner
+-- does (`cozy-migrate exec SLUG FILE`: a supervised child, the sandbox, the
+-- header's timeout, the memory cap) against the cluster in KUBECONFIG, and
+-- proves a migration idempotent by running it twice and comparing the
+-- resourceVersion of every watched object around the second run.
+local h = require('support.helpers')
+local cluster = require('support.cluster')
+local json = require('json')
+local migrate = require('migrate')
+
+local M = {}
+
+local function exists(p)
+  local f = io.open(p, 'rb')
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- locate(slug_or_path) -> path, slug. A slug is looked up in both tiers of
+-- this checkout; anything with a slash or a .lua ending is a file.
+function M.locate(x)
+  if x:find('/', 1, true) or x:match('%.lua$') then
+    local path = x:sub(1, 1) == '/' and x or (h.root .. '/' .. x)
+    return path, (path:match('([^/]+)%.lua$') or path:match('([^/]+)$'))
+  end
+  for _, tier in ipairs({ 'pre-apply', 'background' }) do
+    local p = string.format('%s/migrations/%s/%s.lua', h.root, tier, x)
+    if exists(p) then return p, x end
+  end
+  error('no migration ' .. x .. ' in migrations/pre-apply or migrations/background', 3)
+end
+
+-- header(slug_or_path) -> {on_error=, requires=, timeout=}, read by the
+-- runner's own parser.
+function M.header(x)
+  local path = M.locate(x)
+  local hd, err = migrate.header(h.slurp(path), path:match('[^/]+$'))
+  if not hd then error(err, 2) end
+  return hd
+end
+
+-- run(slug_or_path [, {kubeconfig=, env=}]) -> res
+-- res holds exec's JSON line (outcome, reason, message, exit_code, tail,
+-- duration_ms, and journal once the host reports one) plus code (exec's
+-- exit status), out and output (everything the migration printed or
+-- logged, streamed by exec on stderr as "[slug] line").
+function M.run(x, opts)
+  opts = opts or {}
+  local path, slug = M.locate(x)
+  local hd = M.header(path)
+  local env = {}
+  for k, v in pairs(opts.env or {}) do env[k] = v end
+  if opts.kubeconfig then env.KUBECONFIG = opts.kubeconfig end
+  local res = h.cozy('exec', '--timeout', string.format('%gs', hd.timeout or 600), slug, path, { env = env })
+  local line = res.out:match('([^\n]+)\n?$')
+  local ok, d = pcall(json.decode, line or '')
+  if not (ok and type(d) == 'table' and d.outcome) then
+    error(string.format('exec printed no result line (exit %d)\nstdout: %s\nstderr: %s', res.code, res.out,
+      res.err), 2)
+  end
+  for k, v in pairs(d) do res[k] = v end
+  res.output = res.err
+  res.header = hd
+  return res
+end
+
+local function explain(res)
+  return string.format('outcome %s (%s): %s\n--- output ---\n%s', tostring(res.outcome), tostring(res.reason),
+    tostring(res.message), res.output or res.tail or '')
+end
+M.explain = explain
+
+-- assert_ok(res) / assert_failed(res [, pattern]): the outcome ('failed' is
+-- a script that raised or exited non-zero; a timeout, a kill or the memory
+-- cap have outcomes of their own), and on a mismatch the migration's whole
+-- output in the message.
+function M.assert_ok(res)
+  assert(res.outcome == 'ok', 'the migration failed; ' .. explain(res))
+  return res
+end
+
+function M.assert_failed(res, pattern)
+  assert(res.outcome == 'failed', 'the migration did not fail; ' .. explain(res))
+  if pattern then
+    assert(tostring(res.message):find(pattern),
+      string.format('the failure message does not match %q; %s', pattern, explain(res)))
+  end
+  return res
+end
+
+-- assert_fleet_failed(res, namespace, names [, why]): the migration failed
+-- with one FleetFailed error that names exactly len(names) failed objects,
+-- each of these (namespace/name, or name when namespace is nil), followed
+-- by `why` (a plain string) when given.
+function M.assert_fleet_failed(res, namespace, names, why)
+  M.assert_failed(res, 'FleetFailed')
+  local n = tonumber(tostring(res.message):match('(%d+) of %d+ objects failed'))
+  assert(n == #names, string.format('expected %d failed objects; %s', #names, explain(res)))
+  for _, name in ipairs(names) do
+    local who = (namespace and (namespace .. '/') or '') .. name .. ': '
+    local at = tostring(res.message):find(who, 1, true)
+    assert(at, string.format('the failure does not name %s; %s', who, explain(res)))
+    if why then
+      -- the failures are listed one a line, indented; exec's one-line
+      -- message keeps the indent, so an entry ends where two spaces begin
+      local rest = res.message:sub(at + #who)
+      local entry = rest:sub(1, (rest:find('\n', 1, true) or rest:find('  ', 1, true) or #rest + 1) - 1)
+      assert(entry:find(why, 1, true), string.format('%s failed, but not with %q; %s', who, why, explain(res)))
+    end
+  end
+  return res
+end
+
+-- ---- idempotency ---------------------------------------------------------------
+
+-- watched: a list whose entries are a resource name (namespaced: every
+-- object of it in the namespaces this spec created, support.cluster), or
+-- {resource, namespaces = {...}}, or {resource, names = {...}} (cluster-scoped
+-- objects, by name).
+local function entries(watched)
+  local out = {}
+  for _, w in ipairs(watched) do
+    if type(w) == 'string' then w = { w } end
+    out[#out + 1] = { resource = w[1] or w.resource, namespaces = w.namespaces, names = w.names }
+    if not out[#out].names and not out[#out].namespaces then out[#out].namespaces = cluster.namespaces() end
+  end
+  return out
+end
+
+-- snapshot(watched) -> {["resource ns/name"] = resourceVersion}, read with
+-- kubectl, not with the module under test.
+function M.snapshot(watched)
+  local snap = {}
+  for _, w in ipairs(entries(watched)) do
+    local lists = {}
+    if w.names then
+      if #w.names > 0 then
+        local names = {}
+        for i, n in ipairs(w.names) do names[i] = h.q(n) end
+        local r = h.must(h.kc(string.format('get %s %s --ignore-not-found -o json', w.resource,
+          table.concat(names, ' '))))
+        if not r.out:match('^%s*$') then
+          local d = json.decode(r.out)
+          lists[#lists + 1] = d.items or { d }
+        end
+      end
+    else
+      for _, ns in ipairs(w.namespaces) do
+        lists[#lists + 1] = h.kc_json(string.format('get %s -n %s', w.resource, h.q(ns))).items
+      end
+    end
+    for _, items in ipairs(lists) do
+      for _, o in ipairs(items) do
+        local m = o.metadata
+        snap[string.format('%s %s%s', w.resource, m.namespace and (m.namespace .. '/') or '', m.name)] =
+          m.resourceVersion
+      end
+    end
+  end
+  return snap
+end
+
+-- diff(before, after) -> sorted lines naming each object that changed,
+-- appeared or disappeared.
+function M.diff(before, after)
+  local lines = {}
+  for k, v in pairs(before) do
+    if after[k] == nil then
+      lines[#lines + 1] = k .. ': deleted'
+    elseif after[k] ~= v then
+      lines[#lines + 1] = string.format('%s: resourceVersion %s -> %s', k, v, after[k])
+    end
+  end
+  for k in pairs(after) do
+    if before[k] == nil then lines[#lines + 1] = k .. ': created' end
+  end
+  table.sort(lines)
+  return lines
+end
+
+-- assert_journal_unchanged(res): when exec reports a write journal
+-- (journal = {writes=, changed=, entries={{verb,resource,namespace,name,
+-- status,changed}}}), the run must have changed nothing, and a failure
+-- names each write that did. Without a journal there is nothing to check.
+function M.assert_journal_unchanged(res)
+  local j = res.journal
+  if type(j) ~= 'table' then return false end
+  local wrote = {}
+  for _, e in ipairs(j.entries or {}) do
+    if e.changed == true then
+      local ns = (type(e.namespace) == 'string' and e.namespace ~= '') and (e.namespace .. '/') or ''
+      wrote[#wrote + 1] = string.format('%s %s %s%s (%s)', tostring(e.verb), tostring(e.resource), ns,
+        tostring(e.name), tostring(e.status))
+    end
+  end
+  assert(j.changed == 0, string.format('the run changed %s object(s) (write journal):\n  %s',
+    tostring(j.changed), table.concat(wrote, '\n  ')))
+  return true
+end
+
+-- assert_idempotent(slug_or_path, watched [, {expect=, kubeconfig=, env=}])
+-- -> first, second
+-- Runs the migration twice; both runs must end with opts.expect (default
+-- 'ok'), and the second must change none of the watched objects. When exec
+-- reports a write journal, the second run must also have changed nothing
+-- anywhere (journal.changed == 0), watched or not.
+function M.assert_idempotent(x, watched, opts)
+  opts = opts or {}
+  local expect = opts.expect or 'ok'
+  assert(type(watched) == 'table' and #watched > 0, 'assert_idempotent: name the resources to watch')
+  local first = M.run(x, opts)
+  assert(first.outcome == expect, string.format('first run: expected %s; %s', expect, explain(first)))
+  local before = M.snapshot(watched)
+  assert(next(before) ~= nil, 'assert_idempotent: the watched resources hold no object; nothing would be compared')
+  local second = M.run(x, opts)
+  assert(second.outcome == expect, string.format('second run: expected %s; %s', expect, explain(second)))
+  local changed = M.diff(before, M.snapshot(watched))
+  assert(#changed == 0, 'the second run changed what the first had already done:\n  ' ..
+    table.concat(changed, '\n  ') .. '\n--- second run output ---\n' .. (second.output or ''))
+  M.assert_journal_unchanged(second)
+  return first, second
+end
+
+return M
