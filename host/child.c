@@ -224,7 +224,8 @@ static void lua_child_panic(const char *msg)
 
 static _Noreturn void run_lua_child(const struct launch *l)
 {
-    log_set_prefix(l->slug);
+    /* Passed through, the output is the script's own, as `lua` shows it. */
+    log_set_prefix(l->spec->passthrough ? NULL : l->slug);
     char err[1024] = "";
     struct host_ctx hc;
     lua_child_ctx(l, &hc);
