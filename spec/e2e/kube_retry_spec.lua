@@ -242,7 +242,8 @@ describe('#e2e kube retries through a fault-injecting proxy', function()
         ]], '--retry-for', '3s')
         assert.are.equal(1, res.code)
         local took = os.time() - started
-        assert.is_true(took >= 2 and took <= 8, 'gave up after ' .. took .. 's')
+        -- it stops when the next wait would pass the 3 s, never long after
+        assert.is_true(took <= 6, 'gave up after ' .. took .. 's')
         assert.is_true(count_matches(res.err, 'retrying GET') >= 3, res.err)
         assert.matches('no time left to retry', res.err)
         faults(p, {})
