@@ -7,7 +7,7 @@
 # e.g. actions/checkout with fetch-depth: 0). For a release build pass
 # --build-arg ORDER_FLAGS=--check-prefix. A context without .git is
 # accepted only with a prepared migrations/order.d/ (cozy-migrate order run
-# beforehand on a full clone). docs/release.md has the whole workflow.
+# beforehand on a full clone). The README ("Shipping migrations") has the whole workflow.
 
 FROM golang:1.24-bookworm AS kubectl
 WORKDIR /src

@@ -70,7 +70,7 @@ manifest: build/cozy-migrate
 	elif [ -d "$(MIGRATIONS_TREE)/migrations/order.d" ]; then \
 	  echo "manifest: $(MIGRATIONS_TREE) has no git history; using its prepared migrations/order.d"; \
 	else \
-	  echo "manifest: $(MIGRATIONS_TREE) has neither git history nor migrations/order.d (docs/release.md)" >&2; \
+	  echo "manifest: $(MIGRATIONS_TREE) has neither git history nor migrations/order.d (README: Shipping migrations)" >&2; \
 	  exit 1; \
 	fi
 

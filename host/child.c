@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "defaults.h"
+#include "journal.h"
 #include "log.h"
 #include "sandbox.h"
 #include "util.h"
@@ -46,7 +47,7 @@
 #define TAIL_MAX OUTPUT_TAIL_MAX    /* bytes of res->tail, NUL included */
 #define RING_LINE_MAX 1024      /* one tail line; longer ones end in "..." */
 #define STREAM_LINE_MAX 4096    /* a longer line is streamed in pieces */
-#define STATUS_MAX 2048
+#define STATUS_MAX 65536      /* the verdict line, then the journal line */
 #define STATUS_FD 3
 /* After the main child is reaped and its group killed, how long we keep
  * reading for output still in flight. Only a process that left the group
@@ -246,6 +247,22 @@ static void write_status(enum sandbox_status st, char *err)
     (void)write_all(STATUS_FD, rec, strlen(rec));
 }
 
+/* After the verdict, "journal\t<JSON>\n": the writes the migration sent
+ * (journal.h), for the runner's record. */
+static void write_journal(struct sandbox *sb)
+{
+    struct host_ctx *hc = sb ? host_ctx(sandbox_state(sb)) : NULL;
+    cJSON *j = hc && hc->journal ? journal_json(hc->journal) : NULL;
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    if (text && strlen(text) + 16 < STATUS_MAX - 1200) {
+        (void)write_all(STATUS_FD, "journal\t", 8);
+        (void)write_all(STATUS_FD, text, strlen(text));
+        (void)write_all(STATUS_FD, "\n", 1);
+    }
+    cJSON_free(text);
+    cJSON_Delete(j);
+}
+
 /* An error no pcall caught (the sandbox exits right after). */
 static void lua_child_panic(const char *msg)
 {
@@ -278,6 +295,7 @@ static _Noreturn void run_lua_child(const struct launch *l)
     fflush(stdout);
     fflush(stderr);
     write_status(st, err);
+    write_journal(sb);
     /* Written before lua_close, so a finalizer misbehaving during close
      * cannot lose the verdict. */
     sandbox_free(sb);
@@ -554,9 +572,16 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
     else if (waited && WIFSIGNALED(wstatus))
         res->signal = WTERMSIG(wstatus);
 
-    /* "KIND\tREASON\tMESSAGE\n" */
+    /* "KIND\tREASON\tMESSAGE\n", then maybe "journal\tJSON\n" */
     const char *kind = NULL, *reason = "", *msg = "";
     char *nl = strchr(rec, '\n');
+    if (nl && strncmp(nl + 1, "journal\t", 8) == 0) {
+        char *j = nl + 9, *end = strchr(j, '\n');
+        if (end) {
+            *end = 0;
+            res->journal = strdup(j);
+        }
+    }
     if (nl) {
         *nl = 0;
         kind = rec;
@@ -937,6 +962,8 @@ void child_result_free(struct child_result *res)
         return;
     free(res->tail);
     res->tail = NULL;
+    free(res->journal);
+    res->journal = NULL;
 }
 
 const char *child_outcome_name(enum child_outcome o)
@@ -968,6 +995,11 @@ cJSON *child_result_json(const struct child_result *res, long ticks)
              cJSON_AddNumberToObject(j, "duration_ms", (double)res->duration_ms) &&
              cJSON_AddStringToObject(j, "tail", res->tail ? res->tail : "") &&
              cJSON_AddNumberToObject(j, "ticks", (double)ticks);
+    cJSON *journal = ok && res->journal ? cJSON_Parse(res->journal) : NULL;
+    if (journal && !cJSON_AddItemToObject(j, "journal", journal)) {
+        cJSON_Delete(journal);
+        ok = 0;
+    }
     if (!ok) {
         cJSON_Delete(j);
         return NULL;

@@ -56,6 +56,8 @@ struct child_result {
                                     "killed by signal 9", or "timed out after 5m" */
     int exit_code, signal;       /* how the child process ended (0 when not applicable) */
     long duration_ms;
+    char *journal;               /* Lua: the write journal as JSON (journal.h), malloc'd;
+                                    NULL when none came */
     char *tail;                  /* last OUTPUT_TAIL_LINES lines of combined stdout+stderr, at most
                                     OUTPUT_TAIL_MAX bytes, each line '\n'-terminated; malloc'd,
                                     free with child_result_free */
@@ -70,6 +72,7 @@ void child_result_free(struct child_result *res);
 const char *child_outcome_name(enum child_outcome o);
 
 /* The result as `cozy-migrate exec` prints it: outcome, reason, message,
- * exit_code, signal, duration_ms, tail, ticks. NULL when out of memory. */
+ * exit_code, signal, duration_ms, tail, ticks, journal. NULL when out of
+ * memory. */
 cJSON *child_result_json(const struct child_result *res, long ticks);
 #endif

@@ -6,6 +6,8 @@
  * moves. Must never send anything: kube.c has already made both requests. */
 #include "dryrun.h"
 
+#include "log.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -108,7 +110,7 @@ static void describe(const char *path, const char *new_name, char *buf, size_t c
              ns ? "/" : "", name ? name : "(unnamed)");
 }
 
-void dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after)
+int dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after)
 {
     char what[600];
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(
@@ -119,22 +121,23 @@ void dryrun_report(const char *method, const char *path, const cJSON *before, co
                        : strcmp(method, "PUT") == 0    ? "replace"
                                                        : "patch";
     if (strcmp(method, "DELETE") == 0) {
-        printf("dry-run: would delete %s\n", what);
-    } else if (strcmp(method, "POST") == 0 || !before) {
-        printf("dry-run: would create %s\n", what);
-    } else {
-        char fields[4096];
-        int n = dryrun_diff(before, after, fields, sizeof fields, MAX_FIELDS);
-        if (n == 0) {
-            printf("dry-run: %s %s: no change\n", verb, what);
-        } else {
-            printf("dry-run: would %s %s, %d field%s:\n", verb, what, n, n == 1 ? "" : "s");
-            for (char *save = NULL, *l = strtok_r(fields, "\n", &save); l;
-                 l = strtok_r(NULL, "\n", &save))
-                printf("  %s\n", l);
-            if (n > MAX_FIELDS)
-                printf("  ... and %d more\n", n - MAX_FIELDS);
-        }
+        out_line("dry-run: would delete %s", what);
+        return 1;
     }
-    fflush(stdout);
+    if (strcmp(method, "POST") == 0 || !before) {
+        out_line("dry-run: would create %s", what);
+        return 1;
+    }
+    char fields[4096];
+    int n = dryrun_diff(before, after, fields, sizeof fields, MAX_FIELDS);
+    if (n == 0) {
+        out_line("dry-run: %s %s: no change", verb, what);
+        return 0;
+    }
+    out_line("dry-run: would %s %s, %d field%s:", verb, what, n, n == 1 ? "" : "s");
+    for (char *save = NULL, *l = strtok_r(fields, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+        out_line("  %s", l);
+    if (n > MAX_FIELDS)
+        out_line("  ... and %d more", n - MAX_FIELDS);
+    return n;
 }

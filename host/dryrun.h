@@ -5,10 +5,11 @@
 #define COZY_DRYRUN_H
 #include <cjson/cJSON.h>
 
-/* Prints one line per intended change to stdout. before is the object as it
- * is (NULL when absent or not known), after the dry-run response (NULL for a
- * DELETE that returned a Status). */
-void dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after);
+/* Prints the intended change (out_line). before is the object as it is
+ * (NULL when absent or not known), after the dry-run response (NULL for a
+ * DELETE that returned a Status). Returns how many fields would change (a
+ * create or delete counts 1). */
+int dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after);
 
 /* Collects up to max differing leaf paths ("metadata.labels.app") between
  * a and b into out (newline separated). Returns how many differ in total. */

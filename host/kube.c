@@ -26,6 +26,7 @@
 #include "discovery.h"
 #include "dryrun.h"
 #include "guard.h"
+#include "journal.h"
 #include "rest.h"
 #include "log.h"
 #include "luajson.h"
@@ -45,6 +46,7 @@ struct kube_client {
     int disc_loaded;
     char init_err[512];
     int init_failed;
+    struct journal journal;     /* hc->journal points here */
 };
 
 static int client_gc(lua_State *L)
@@ -53,6 +55,7 @@ static int client_gc(lua_State *L)
     rest_free(c->rest);
     c->rest = NULL;
     discovery_clear(&c->disc);
+    journal_free(&c->journal);
     return 0;
 }
 
@@ -386,11 +389,25 @@ static int l_request(lua_State *L)
     }
     if (q->body && !ctype)
         ctype = "application/json";
-    /* In dry run, read the object first so the report can name the fields
-     * the write would change (a create has nothing to read). */
+    /* What the object was before a write: in dry run, for the report of the
+     * fields it would change; otherwise, for the journal to tell a change
+     * from a no-op, read only when no earlier answer of this migration
+     * showed it (a create has nothing to read). */
     int report = mutating && hc->kube.dry_run;
+    int creating = strcmp(method, "POST") == 0;
     double left = host_ctx_remaining(hc);
-    if (report && strcmp(method, "POST") != 0) {
+    char rv_before[64] = "";
+    const char *known = mutating && !creating ? journal_rv(hc->journal, path0) : NULL;
+    if (known)
+        snprintf(rv_before, sizeof rv_before, "%s", known);
+    if (mutating && !creating && strcmp(method, "PUT") == 0 && !*rv_before) {
+        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(q->jbody, "metadata"), "resourceVersion");
+        if (cJSON_IsString(rv))
+            snprintf(rv_before, sizeof rv_before, "%s", rv->valuestring);
+    }
+    if ((report || (mutating && hc->journal && !*rv_before && strcmp(method, "DELETE") != 0)) &&
+        !creating) {
         struct rest_error be;
         char bpath[2048];
         snprintf(bpath, sizeof bpath, "%s", path0);
@@ -399,13 +416,24 @@ static int l_request(lua_State *L)
             *qm = '\0';
         q->before = rest_get_json(c->rest, bpath, NULL, left, &be);
         rest_error_free(&be);
+        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(q->before, "metadata"), "resourceVersion");
+        if (cJSON_IsString(rv) && !*rv_before)
+            snprintf(rv_before, sizeof rv_before, "%s", rv->valuestring);
     }
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
     int rc = rest_do(c->rest, method, q->path.p, accept, ctype, q->body, body_len, safe,
                      host_ctx_remaining(hc), &q->res);
     q->have_res = 1;
+    int would = -1;
     if (report && rc == 0)
-        dryrun_report(method, path0, q->before, q->res.json);
+        would = dryrun_report(method, path0, q->before, q->res.json) > 0;
+    if (mutating)
+        journal_add(hc->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
+                    rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,
+                    hc->kube.dry_run);
+    else if (rc == 0)
+        journal_seen(hc->journal, path0, q->res.json);
     if (rc != 0) {
         lua_pushnil(L);
         push_rest_error(L, &q->res.err, verb, method, path0);
@@ -662,6 +690,23 @@ static int l_default_namespace(lua_State *L)
     return 1;
 }
 
+/* core.journal() -> {writes=, changed=, entries={...}, more=} | nil: this
+ * migration's writes so far (for specs, and what the runner records). */
+static int l_journal(lua_State *L)
+{
+    struct host_ctx *hc = host_ctx(L);
+    if (!hc->journal) {
+        lua_pushnil(L);
+        return 1;
+    }
+    struct ljson_box *box = ljson_box(L);
+    if (!(box->json = journal_json(hc->journal)))
+        return luaL_error(L, "kube: out of memory");
+    ljson_push(L, box->json);
+    ljson_box_free(box);
+    return 1;
+}
+
 static int l_make_error(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -698,6 +743,9 @@ static void ensure_client(lua_State *L, struct host_ctx *hc)
     lua_setmetatable(L, -2);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &CLIENT_KEY);
     hc->client = c;
+    /* Without the journal's memory a migration still runs, unjournaled. */
+    if (journal_init(&c->journal) == 0)
+        hc->journal = &c->journal;
 }
 
 static const char PRIVATE_KEY = 'p';
@@ -741,6 +789,7 @@ int luaopen_kube_core(lua_State *L)
         {"config", l_config},
         {"default_namespace", l_default_namespace},
         {"make_error", l_make_error},
+        {"journal", l_journal},
         {"is_error", l_is_error},
         {NULL, NULL},
     };

@@ -101,8 +101,15 @@ int record_parse(const char *text, struct record *r)
         get_str(o, "reason", r->reason, sizeof r->reason, r) ||
         get_str(o, "message", r->message, sizeof r->message, r) ||
         get_str(o, "output", r->output, sizeof r->output, r) ||
-        get_int(o, "attempts", &r->attempts, r) || get_int(o, "duration_ms", &r->duration_ms, r))
+        get_int(o, "attempts", &r->attempts, r) || get_int(o, "duration_ms", &r->duration_ms, r) ||
+        get_int(o, "writes", &r->writes, r) || get_int(o, "changed", &r->changed, r))
         goto out;
+    r->journaled = cJSON_GetObjectItemCaseSensitive(o, "writes") != NULL;
+    const cJSON *jr = cJSON_GetObjectItemCaseSensitive(o, "journal");
+    if (jr && !cJSON_IsObject(jr)) {
+        snprintf(r->problem, sizeof r->problem, "field 'journal' is not an object");
+        goto out;
+    }
     r->state = st;
     rc = 0;
 out:
@@ -132,12 +139,22 @@ char *record_format(const struct record *r)
         ok &= cJSON_AddStringToObject(o, "runner", r->runner) != NULL;
     ok &= cJSON_AddNumberToObject(o, "attempts", (double)r->attempts) != NULL;
     ok &= cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms) != NULL;
+    if (r->journaled) {
+        ok &= cJSON_AddNumberToObject(o, "writes", (double)r->writes) != NULL;
+        ok &= cJSON_AddNumberToObject(o, "changed", (double)r->changed) != NULL;
+    }
     if (*r->reason)
         ok &= cJSON_AddStringToObject(o, "reason", r->reason) != NULL;
     if (*r->message)
         ok &= cJSON_AddStringToObject(o, "message", r->message) != NULL;
     if (*r->output)
         ok &= cJSON_AddStringToObject(o, "output", r->output) != NULL;
+    if (r->journal) {
+        cJSON *j = cJSON_Parse(r->journal);
+        ok &= j && cJSON_AddItemToObject(o, "journal", j);
+        if (!ok)
+            cJSON_Delete(j);
+    }
     char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;

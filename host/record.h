@@ -29,6 +29,10 @@ struct record {
     char runner[256];       /* the lock holder that wrote it */
     long attempts;
     long duration_ms;
+    int journaled;          /* writes/changed hold the journal's counts */
+    long writes, changed;   /* mutating requests sent, objects they changed */
+    char *journal;          /* failed records: the bounded journal as JSON text
+                             * (borrowed: the writer frees it; never parsed back) */
     char reason[64];
     char message[1024];
     char output[OUTPUT_CAP];    /* last lines of the script's output */

@@ -17,6 +17,7 @@
 #include "child.h"
 #include "defaults.h"
 #include "exitcodes.h"
+#include "journal.h"
 #include "ledger.h"
 #include "lock.h"
 #include "log.h"
@@ -192,6 +193,57 @@ static void new_record(struct ctx *c, const struct step *s, enum rec_state st, s
 
 /* ---- run ---------------------------------------------------------------- */
 
+/* What follows a migration's end: the lock, the progress line, the record,
+ * the Event. 0 or an exit code. */
+static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, struct record *r,
+                       int ok, int aborted, const char *summary, int *failed_warn)
+{
+    const struct runner_opts *o = c->o;
+    const struct migration *m = s->m;
+    int rc;
+    /* The lock first: a migration stopped because the lock was lost (by
+     * the tick, or by its own lease watch) did not fail on its own. */
+    char err[ERRLINE_MAX];
+    if (!o->k.dry_run && !c->lock_lost && lock_confirm(&c->lk, err, sizeof err) != 0) {
+        c->lock_lost = 1;
+        log_error("%s", err);
+    }
+    if (c->lock_lost || aborted) {
+        log_fatal("lost the runner lock while %s ran: it was stopped and is not recorded "
+                  "(it runs again next time)", s->slug);
+        return EXIT_LOCK;
+    }
+    if (ok) {
+        progress(k, n, s->tier, s->slug, o->k.dry_run ? "ok (dry run)" : "ok", r->duration_ms,
+                 summary);
+        if ((rc = write_record(c, s->slug, r)) != 0)
+            return rc;
+        event(c, "Normal", "MigrationSucceeded", "%s (%s, batch %s) succeeded in %ld ms%s%s",
+              s->slug, s->tier, s->batch, r->duration_ms, summary ? ", " : "",
+              summary ? summary : "");
+        return 0;
+    }
+    int abort = m->h.on_error == ON_ERROR_ABORT;
+    char detail[1200];
+    snprintf(detail, sizeof detail, "%s: %s%s%s%s", r->reason, r->message, summary ? " (" : "",
+             summary ? summary : "", summary ? ")" : "");
+    utf8_clip(detail);
+    progress(k, n, s->tier, s->slug, abort ? "FAILED (abort)" : "FAILED (warn)", r->duration_ms,
+             detail);
+    event(c, "Warning", "MigrationFailed", "%s (%s) failed, on-error=%s: %s: %s", s->slug, s->tier,
+          abort ? "abort" : "warn", r->reason, r->message);
+    if (abort) {
+        log_fatal("%s failed and its on-error is abort: stopping; nothing is recorded, so it runs "
+                  "again next time",
+                  s->slug);
+        return EXIT_FAILED;
+    }
+    if ((rc = write_record(c, s->slug, r)) != 0)
+        return rc;
+    *failed_warn = 1;
+    return 0;
+}
+
 static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int *failed_warn)
 {
     const struct runner_opts *o = c->o;
@@ -238,6 +290,17 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     new_record(c, s, ok ? REC_OK : REC_FAILED, &r);
     r.attempts = s->prev_attempts + 1;
     r.duration_ms = res.duration_ms;
+    /* An ok record carries the journal's counts, a failed one the journal
+     * itself (bounded), so an operator can tell what it touched. */
+    char summary[64] = "";
+    cJSON *jn = res.journal ? cJSON_Parse(res.journal) : NULL;
+    if (jn) {
+        r.journaled = 1;
+        r.writes = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(jn, "writes"));
+        r.changed = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(jn, "changed"));
+        journal_summary((size_t)r.writes, (size_t)r.changed, summary, sizeof summary);
+        cJSON_Delete(jn);
+    }
     if (!ok) {
         snprintf(r.reason, sizeof r.reason, "%s", res.reason ? res.reason : "Failed");
         snprintf(r.message, sizeof r.message, "%s", res.message);
@@ -247,47 +310,14 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
             const char *from = tl >= sizeof r.output ? res.tail + tl - (sizeof r.output - 1) : res.tail;
             snprintf(r.output, sizeof r.output, "%s", utf8_start(from));
         }
+        r.journal = res.journal;
+        res.journal = NULL;
     }
     int aborted = res.outcome == CHILD_ABORTED;
     child_result_free(&res);
-    /* The lock first: a migration stopped because the lock was lost (by
-     * the tick, or by its own lease watch) did not fail on its own. */
-    char err[ERRLINE_MAX];
-    if (!o->k.dry_run && !c->lock_lost && lock_confirm(&c->lk, err, sizeof err) != 0) {
-        c->lock_lost = 1;
-        log_error("%s", err);
-    }
-    if (c->lock_lost || aborted) {
-        log_fatal("lost the runner lock while %s ran: it was stopped and is not recorded "
-                  "(it runs again next time)", s->slug);
-        return EXIT_LOCK;
-    }
-    if (ok) {
-        progress(k, n, s->tier, s->slug, o->k.dry_run ? "ok (dry run)" : "ok", r.duration_ms, NULL);
-        if ((rc = write_record(c, s->slug, &r)) != 0)
-            return rc;
-        event(c, "Normal", "MigrationSucceeded", "%s (%s, batch %s) succeeded in %ld ms", s->slug,
-              s->tier, s->batch, r.duration_ms);
-        return 0;
-    }
-    int abort = m->h.on_error == ON_ERROR_ABORT;
-    char detail[1200];
-    snprintf(detail, sizeof detail, "%s: %s", r.reason, r.message);
-    utf8_clip(detail);
-    progress(k, n, s->tier, s->slug, abort ? "FAILED (abort)" : "FAILED (warn)", r.duration_ms,
-             detail);
-    event(c, "Warning", "MigrationFailed", "%s (%s) failed, on-error=%s: %s: %s", s->slug, s->tier,
-          abort ? "abort" : "warn", r.reason, r.message);
-    if (abort) {
-        log_fatal("%s failed and its on-error is abort: stopping; nothing is recorded, so it runs "
-                  "again next time",
-                  s->slug);
-        return EXIT_FAILED;
-    }
-    if ((rc = write_record(c, s->slug, &r)) != 0)
-        return rc;
-    *failed_warn = 1;
-    return 0;
+    rc = finish_step(c, s, k, n, &r, ok, aborted, *summary ? summary : NULL, failed_warn);
+    free(r.journal);
+    return rc;
 }
 
 static int run_steps(struct ctx *c, struct plan *p)

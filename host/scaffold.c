@@ -38,12 +38,12 @@
 
 #define SPEC_TMPL \
     "-- %1$s: runs migrations/%2$s/%1$s.lua against the cluster in KUBECONFIG\n" \
-    "-- (tools/testenv locally, or a kind cluster) and proves it safe to run\n" \
-    "-- twice: the second run changes no object's resourceVersion.\n" \
+    "-- (tools/testenv locally, or a kind cluster) as the runner does, and\n" \
+    "-- proves it safe to run twice: the second run changes no object.\n" \
     "local h = require('support.helpers')\n" \
-    "local idem = require('support.idempotence')\n" \
+    "local migration = require('support.migration')\n" \
     "\n" \
-    "local script = idem.script_path(debug.getinfo(1, 'S').source, '%2$s', '%1$s')\n" \
+    "local script = migration.beside(debug.getinfo(1, 'S').source, '%2$s', '%1$s')\n" \
     "\n" \
     "describe('%1$s', function()\n" \
     "  if not h.has_cluster() then\n" \
@@ -54,10 +54,9 @@
     "\n" \
     "  it('runs, and a second run changes nothing', function()\n" \
     "    -- Arrange here the state this migration fixes, e.g. h.kapply({...}).\n" \
-    "    local first = idem.exec('%1$s', script)\n" \
-    "    assert.are.equal('ok', first.outcome, first.message)\n" \
-    "    -- Assert here what the first run changed.\n" \
-    "    assert.are.same({}, idem.second_run_changes('%1$s', script))\n" \
+    "    local first = migration.assert_idempotent(script)\n" \
+    "    -- Assert here what the first run changed (first.journal lists its writes).\n" \
+    "    assert.are.equal(0, first.journal.writes)\n" \
     "  end)\n" \
     "end)\n"
 

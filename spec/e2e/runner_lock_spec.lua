@@ -170,7 +170,7 @@ echo "end $$ $(date +%%s.%%N)" >> %s]], h.q(f), h.q(f), h.q(f))
     assert.are.equal(1, #first, h.slurp(f))
     local bash_pid = first[1]:match('^start (%d+)')
     -- The migration's shell died with its runner (PR_SET_PDEATHSIG) ...
-    assert.is_true(eventually(1, function() return not running(bash_pid) end),
+    assert.is_true(eventually(3, function() return not running(bash_pid) end),
       'the killed runner\'s migration shell is still running')
     -- Its own children may outlive it (see the next case); they are ours
     -- to clean up, by pid.
@@ -209,7 +209,7 @@ echo "end $$ $(date +%%s.%%N)" >> %s]], h.q(f), h.q(f), h.q(f))
     assert.are.equal('137\n', out.r1)
     local bash_pid = h.slurp(f):match('start (%d+)')
     assert.is_string(bash_pid, 'the migration did not start')
-    assert.is_true(eventually(1, function() return not running(bash_pid) end),
+    assert.is_true(eventually(3, function() return not running(bash_pid) end),
       'the migration shell outlived its runner')
     local gone = eventually(1, function() return not alive('sleep 30.4246') end)
     local _, pids = alive('sleep 30.4246')
