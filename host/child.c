@@ -275,8 +275,10 @@ static void lua_child_panic(const char *msg)
 
 static _Noreturn void run_lua_child(const struct launch *l)
 {
-    /* Passed through, the output is the script's own, as `lua` shows it. */
-    log_set_prefix(l->spec->passthrough ? NULL : l->slug);
+    /* The parent prefixes each streamed line with the slug already; a JSON
+     * line needs it inside. Passed through (`lua`), the output is the
+     * script's own. */
+    log_set_prefix(!l->spec->passthrough && log_json() ? l->slug : NULL);
     char err[1024] = "";
     struct host_ctx hc;
     lua_child_ctx(l, &hc);

@@ -30,7 +30,7 @@ describe('#e2e the migration harness', function()
       assert(io == nil and os.getenv == nil, 'not sandboxed')
     ]])
     local res = migration.assert_ok(migration.run(f))
-    assert.matches('[says-hello] info says-hello: hello from the sandbox', res.output, 1, true)
+    assert.matches('[says-hello] info: hello from the sandbox', res.output, 1, true)
     assert.are.equal('warn', res.header.on_error)
   end)
 
