@@ -672,12 +672,12 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
     return 0;
 }
 
-/* environ plus spec entries; a spec entry replaces the inherited one of the
+/* base plus spec entries; a spec entry replaces the inherited one of the
  * same name. Only the pointer array is allocated. */
-static char **build_env(char *const *extra)
+static char **build_env(char **base, char *const *extra)
 {
     size_t n = 0, m = 0;
-    for (char **e = environ; e && *e; e++)
+    for (char **e = base; e && *e; e++)
         n++;
     for (char *const *e = extra; e && *e; e++)
         m++;
@@ -685,7 +685,7 @@ static char **build_env(char *const *extra)
     if (!env)
         return NULL;
     size_t at = 0;
-    for (char **e = environ; e && *e; e++) {
+    for (char **e = base; e && *e; e++) {
         const char *eq = strchr(*e, '=');
         size_t klen = eq ? (size_t)(eq - *e) : strlen(*e);
         int overridden = 0;
@@ -780,7 +780,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         snprintf(abs_path, len, "%s/%s", cwd, path);
         path = abs_path;
     }
-    if (spec->is_shell && !(envp = build_env(spec->env))) {
+    if (spec->is_shell && !(envp = build_env(spec->env_only ? NULL : environ, spec->env))) {
         spawn_failed(res, "allocating the environment", ENOMEM);
         goto fail;
     }

@@ -18,6 +18,7 @@ struct child_spec {
     int is_shell;                /* 1: bash PATH; 0: Lua in the sandbox */
     const char *workdir;         /* shell: working directory (legacy-sh/); NULL = inherit */
     char *const *env;            /* shell: extra NAME=VALUE entries, NULL-terminated, may be NULL */
+    int env_only;                /* shell: env is the whole environment (nothing inherited) */
     double timeout_s;            /* wall clock; TERM to the process group at the deadline; 0 = none */
     double grace_s;              /* TERM -> KILL delay (0 -> DEFAULT_GRACE_S) */
     size_t lua_mem_limit;        /* bytes, Lua only (0 -> DEFAULT_MEMORY_MB) */

@@ -2,7 +2,8 @@
  *
  * Owns the header grammar: the lines sit in the leading comment block (after
  * an optional #! line), one `key=value` each, keys on-error (required:
- * abort|warn), requires (comma-separated slugs), timeout (a duration).
+ * abort|warn), requires (comma-separated slugs), timeout (a duration),
+ * dry-run (shell only: the variable a dry run sets to 1).
  * Must never guess: an unknown key, a repeated key, a bad value or a header
  * line after the first code line is an error naming the file and line. */
 #include "header.h"
@@ -67,6 +68,18 @@ static int parse_requires(struct header *h, char *v, const char *path, int line,
     return 0;
 }
 
+/* [A-Za-z_][A-Za-z0-9_]*: what a shell script can read as $NAME. */
+static int shell_name_valid(const char *s)
+{
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return 0;
+    return 1;
+}
+
 static int parse_line(struct header *h, char *kv, const char *path, int line, unsigned *seen,
                       char *err, size_t errlen)
 {
@@ -77,13 +90,13 @@ static int parse_line(struct header *h, char *kv, const char *path, int line, un
     }
     *eq = '\0';
     char *key = trim(kv), *val = trim(eq + 1);
-    static const char *const keys[] = {"on-error", "requires", "timeout"};
+    static const char *const keys[] = {"on-error", "requires", "timeout", "dry-run"};
     int k = -1;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (strcmp(key, keys[i]) == 0)
             k = i;
     if (k < 0) {
-        snprintf(err, errlen, "%s:%d: unknown header key '%s' (on-error, requires, timeout)",
+        snprintf(err, errlen, "%s:%d: unknown header key '%s' (on-error, requires, timeout, dry-run)",
                  path, line, key);
         return -1;
     }
@@ -105,6 +118,14 @@ static int parse_line(struct header *h, char *kv, const char *path, int line, un
         return 0;
     case 1:
         return parse_requires(h, val, path, line, err, errlen);
+    case 3:
+        if (!shell_name_valid(val) || strlen(val) >= sizeof h->dry_run_var) {
+            snprintf(err, errlen, "%s:%d: dry-run=%s: expected a shell variable name like "
+                     "DRY_RUN", path, line, val);
+            return -1;
+        }
+        snprintf(h->dry_run_var, sizeof h->dry_run_var, "%s", val);
+        return 0;
     default:
         if (parse_duration(val, &h->timeout) != 0) {
             snprintf(err, errlen, "%s:%d: timeout=%s: not a duration like 90s, 5m or 1h", path,
@@ -166,6 +187,12 @@ int header_parse(const char *path, const char *text, size_t len, int lua, struct
                  "%s: missing header: a migration starts with the line '%s " TAG
                  " on-error=abort' (or on-error=warn)%s",
                  path, prefix, near_miss ? "; other spellings are not a header" : "");
+        return -1;
+    }
+    if (lua && *h->dry_run_var) {
+        snprintf(err, errlen, "%s: dry-run=%s is for shell migrations (a Lua migration's writes "
+                 "are always dry-run with --dry-run)", path, h->dry_run_var);
+        header_free(h);
         return -1;
     }
     if (h->on_error == ON_ERROR_UNSET) {

@@ -11,6 +11,8 @@ struct header {
     char **requires;        /* slugs */
     size_t nrequires;
     double timeout;         /* seconds; 0 when the header sets none */
+    char dry_run_var[64];   /* shell: dry-run=VAR, the variable set to 1 in a dry run
+                             * (the script promises to change nothing then); "" = none */
 };
 
 /* Parses the header of a script's text. `lua` selects the comment prefix

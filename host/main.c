@@ -68,7 +68,7 @@ enum opt_id {
     OPT_DRY_RUN, OPT_TIMEOUT, OPT_MEMORY, OPT_TIER, OPT_ONLY, OPT_LOCK_TIMEOUT, OPT_LEDGER,
     OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT, OPT_WORKDIR, OPT_ENV,
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
-    OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR,
+    OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV,
 };
 
 #define CLUSTER_OPTS                                             \
@@ -119,6 +119,7 @@ static void cli_init(struct cli *c, const char *cmd, char **env)
     c->r.max_attempts = DEFAULT_MAX_ATTEMPTS;
     c->r.memory = (size_t)DEFAULT_MEMORY_MB << 20;
     c->r.image = getenv("MIGRATIONS_IMAGE");
+    c->r.pass_env = getenv("PASS_ENV");
     const char *only = getenv("ONLY");
     c->r.only = only && *only ? only : NULL;
 }
@@ -172,6 +173,16 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
     case OPT_AGAINST: c->against = arg; return 0;
     case OPT_HISTORY: c->history = 1; return 0;
     case OPT_FROM: c->from = arg; return 0;
+    case OPT_PASS_ENV:
+        for (const char *p = arg; *p; p++)
+            if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                  *p == '_' || *p == ',')) {
+                log_usage(c->cmd, "--pass-env: '%s' is not a comma-separated list of variable names",
+                          arg);
+                return -1;
+            }
+        r->pass_env = arg;
+        return 0;
     case OPT_NAMES: c->names = arg; return 0;
     case OPT_ON_ERROR:
         if (strcmp(arg, "abort") != 0 && strcmp(arg, "warn") != 0) {
@@ -569,8 +580,11 @@ static const char run_help[] =
     "  --dir DIR            the tree holding migrations/ and legacy-sh/ (default: the\n"
     "                       image's, or the working tree with --local)\n"
     "  --memory MIB         memory cap of a Lua migration (default " STR(DEFAULT_MEMORY_MB) ")\n"
+    "  --pass-env A,B       variables passed to shell migrations (env PASS_ENV); they get\n"
+    "                       NAMESPACE, MIGRATION_SLUG, CURRENT_VERSION, TARGET_VERSION, PATH,\n"
+    "                       HOME, locale and proxy settings, and nothing else of the runner's\n"
     "\n"
-    "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN.\n"
+    "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN, PASS_ENV.\n"
     "Exit codes: 0 ok, 1 a migration failed, 2 usage, 3 invalid packaging,\n"
     "4 retention floor, 5 lock not acquired, 6 cluster unreachable or\n"
     "forbidden, 7 untrustworthy ledger.\n";
@@ -646,7 +660,8 @@ static int cmd_run(struct cli *c, int argc, char **argv)
         OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
         OPT("grace", required_argument, OPT_GRACE),
         OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
-        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR),
+        OPT("pass-env", required_argument, OPT_PASS_ENV), END,
     };
     int first, rc = parse(c, argc, argv, lo, NULL, run_help, &first);
     if (rc)

@@ -47,7 +47,7 @@ void report_plan(const struct tree *t, const struct ledger *l, const struct plan
                              : s->kind == STEP_RECORD_REVOKED ? "revoke"
                                                               : "skip";
         const char *why = *s->why ? s->why : s->kind == STEP_RUN ? "pending" : "revoked, no record";
-        if (s->kind == STEP_RUN && s->m && s->m->is_shell && o->dry_run)
+        if (s->kind == STEP_RUN && s->m && s->m->is_shell && !*s->m->h.dry_run_var && o->dry_run)
             why = "pending (shell: not dry-runnable)";
         out_line(PLAN_ROW, action, s->tier, s->batch, s->slug, why);
     }

@@ -193,6 +193,71 @@ static void new_record(struct ctx *c, const struct step *s, enum rec_state st, s
 
 /* ---- run ---------------------------------------------------------------- */
 
+/* The environment of a shell migration: what the old hook gave its scripts
+ * (NAMESPACE, CURRENT_VERSION: the ledger's legacy integer, TARGET_VERSION:
+ * one past the highest legacy number), MIGRATION_SLUG, the dry-run variable
+ * its header names, what a shell and kubectl need from the runner's own
+ * (PATH, HOME, locale, proxies, the in-cluster service host), and every
+ * variable --pass-env / PASS_ENV names (a chart value such as a skip-backup
+ * switch). Nothing else of the runner's environment reaches it. */
+#define SHELL_ENV_MAX 96
+struct shell_env {
+    char *v[SHELL_ENV_MAX + 1];
+    char buf[16384];
+    size_t used, n;
+};
+
+static int env_add(struct shell_env *e, const char *name, const char *value)
+{
+    if (!value || e->n == SHELL_ENV_MAX)
+        return value ? -1 : 0;
+    size_t need = strlen(name) + strlen(value) + 2;
+    if (e->used + need > sizeof e->buf)
+        return -1;
+    char *at = e->buf + e->used;
+    snprintf(at, need, "%s=%s", name, value);
+    e->used += need;
+    e->v[e->n++] = at;
+    e->v[e->n] = NULL;
+    return 0;
+}
+
+static int shell_env(struct ctx *c, const struct step *s, struct shell_env *e)
+{
+    static const char *const keep[] = {
+        "PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "KUBECONFIG",
+        "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_SERVICE_PORT_HTTPS",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", NULL};
+    memset(e, 0, sizeof *e);
+    char cur[32] = "", target[32];
+    long top = 0;
+    for (size_t i = 0; i < c->t.legacy.n; i++)
+        if (c->t.legacy.e[i].number > top)
+            top = c->t.legacy.e[i].number;
+    snprintf(target, sizeof target, "%ld", top + 1);
+    if (c->l.has_version)
+        snprintf(cur, sizeof cur, "%ld", c->l.version);
+    int bad = 0;
+    for (const char *const *k = keep; *k; k++)
+        bad |= env_add(e, *k, getenv(*k));
+    const char *list = c->o->pass_env;
+    while (list && *list) {
+        size_t len = strcspn(list, ",");
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), list);
+        if (*name)
+            bad |= env_add(e, name, getenv(name));
+        list += len + (list[len] == ',');
+    }
+    bad |= env_add(e, "NAMESPACE", c->o->k.ledger_namespace);
+    bad |= env_add(e, "MIGRATION_SLUG", s->slug);
+    bad |= env_add(e, "CURRENT_VERSION", cur);
+    bad |= env_add(e, "TARGET_VERSION", target);
+    if (c->o->k.dry_run && s->m && *s->m->h.dry_run_var)
+        bad |= env_add(e, s->m->h.dry_run_var, "1");
+    return bad ? -1 : 0;
+}
+
 /* What follows a migration's end: the lock, the progress line, the record,
  * the Event. 0 or an exit code. */
 static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, struct record *r,
@@ -248,8 +313,9 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
 {
     const struct runner_opts *o = c->o;
     const struct migration *m = s->m;
-    if (o->k.dry_run && m->is_shell) {
-        progress(k, n, s->tier, s->slug, "not dry-runnable (shell), not executed", -1, NULL);
+    if (o->k.dry_run && m->is_shell && !*m->h.dry_run_var) {
+        progress(k, n, s->tier, s->slug, "not dry-runnable (shell, no dry-run= header), not executed",
+                 -1, NULL);
         return 0;
     }
     char what[200];
@@ -257,11 +323,11 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     int rc = hold(c, what);
     if (rc != 0)
         return rc;
-    /* What a legacy shell script reads from its environment. */
-    char env_ns[256], env_slug[128];
-    snprintf(env_ns, sizeof env_ns, "NAMESPACE=%s", o->k.ledger_namespace);
-    snprintf(env_slug, sizeof env_slug, "MIGRATION_SLUG=%s", s->slug);
-    char *env[] = {env_ns, env_slug, NULL};
+    struct shell_env se;
+    if (m->is_shell && shell_env(c, s, &se) != 0) {
+        log_fatal("%s: the environment for its shell does not fit", s->slug);
+        return EXIT_FAILED;
+    }
     char workdir[4096];
     snprintf(workdir, sizeof workdir, "%s/legacy-sh", c->t.root);
     struct child_spec spec = {
@@ -269,7 +335,8 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         .path = m->path,
         .is_shell = m->is_shell,
         .workdir = m->is_shell ? workdir : NULL,
-        .env = env,
+        .env = m->is_shell ? se.v : NULL,
+        .env_only = 1,
         .timeout_s = o->timeout > 0 ? o->timeout : m->h.timeout > 0 ? m->h.timeout : DEFAULT_TIMEOUT_S,
         .grace_s = o->grace,
         .lua_mem_limit = o->memory,

@@ -24,6 +24,8 @@ struct runner_opts {
     const char *image;          /* recorded; MIGRATIONS_IMAGE */
     int output_json;            /* status -o json */
     size_t memory;              /* Lua memory cap, bytes */
+    const char *pass_env;       /* shell: comma-separated variables passed through
+                                 * (--pass-env, PASS_ENV) */
 };
 
 int runner_run(const struct runner_opts *o);

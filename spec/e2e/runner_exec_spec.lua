@@ -258,7 +258,7 @@ describe('#e2e the runner', function()
     local rv = runner.get_ledger(ns).metadata.resourceVersion
     local res = must(runner.run(dir, ns, '--dry-run'))
     contains(res.out, 'lua-one ... ok (dry run)')
-    contains(res.out, 'sh-one ... not dry-runnable (shell), not executed')
+    contains(res.out, 'sh-one ... not dry-runnable (shell, no dry-run= header), not executed')
     contains(res.err, '[lua-one] server returned ran-lua-one uid=', 'the apiserver answered the create')
     assert.is_nil(runner.markers(ns)['ran-lua-one'], 'a dry-run create persisted')
     assert.is_nil(io.open(log), 'the shell migration ran')
@@ -300,5 +300,55 @@ describe('#e2e the runner', function()
         'apiserver stores the stray byte as U+FFFD')
     end
     lacks(raw.accents, '\u{fffd}', 'record')
+  end)
+
+  it("gives a shell migration the old hook's environment, what --pass-env names, and nothing else", function()
+    local ns = runner.new_ns()
+    local out = h.tmpdir() .. '/env'
+    local dir = fixture.tree({
+      batches = { { '00000-legacy', { 'old-one', 'old-two' } } },
+      scripts = { ['old-one'] = { shell = true, body = 'true' },
+                  ['old-two'] = { shell = true, body = 'env | sort >' .. h.q(out) } },
+      legacy = { { 1, 'old-one' }, { 2, 'old-two' } },
+    })
+    runner.make_ledger(ns, { version = '2' })
+    local res = runner.run(dir, ns, '--pass-env', 'SKIP_BACKUP', { env = { SKIP_BACKUP = 'yes', SECRET_TOKEN = 'x',
+      PASS_ENV = 'ALSO' , ALSO = 'too' } })
+    assert.are.equal(0, res.code, res.err)
+    local env = {}
+    for k, v in h.slurp(out):gmatch('([%w_]+)=([^\n]*)') do env[k] = v end
+    assert.are.equal(ns, env.NAMESPACE)
+    assert.are.equal('old-two', env.MIGRATION_SLUG)
+    assert.are.equal('2', env.CURRENT_VERSION)
+    assert.are.equal('3', env.TARGET_VERSION)
+    assert.are.equal('yes', env.SKIP_BACKUP)
+    assert.is_nil(env.SECRET_TOKEN, 'a variable nobody passed reached the script')
+    assert.is_nil(env.ALSO, '--pass-env replaces PASS_ENV')
+    assert.is_truthy(env.PATH)
+    res = runner.run(dir, ns, '--only', 'old-two', { env = { PASS_ENV = 'ALSO', ALSO = 'too' } })
+    assert.are.equal(0, res.code, res.err)
+    assert.are.equal('too', h.slurp(out):match('ALSO=(%w+)'))
+  end)
+
+  it('runs a shell migration in dry run only when its header names the variable it honours', function()
+    local ns = runner.new_ns()
+    local dir0 = h.tmpdir()
+    local dir = fixture.tree({
+      batches = { { '00001-v1', { 'careful', 'careless' } } },
+      scripts = {
+        careful = { shell = true, header = '# cozystack-migration: on-error=abort\n# cozystack-migration: dry-run=PREVIEW',
+          body = 'echo "careful PREVIEW=${PREVIEW:-unset}" >>' .. h.q(dir0 .. '/log') },
+        careless = { shell = true, body = 'echo careless >>' .. h.q(dir0 .. '/log') },
+      },
+    })
+    runner.make_ledger(ns, {})
+    local res = runner.run(dir, ns, '--dry-run')
+    assert.are.equal(0, res.code, res.err)
+    assert.are.equal('careful PREVIEW=1\n', h.slurp(dir0 .. '/log'))
+    contains(res.out, 'careless ... not dry-runnable (shell, no dry-run= header), not executed')
+    assert.is_nil(runner.records(ns).careful, 'a dry run records nothing')
+    res = runner.run(dir, ns)
+    assert.are.equal(0, res.code, res.err)
+    assert.are.equal('careful PREVIEW=1\ncareful PREVIEW=unset\ncareless\n', h.slurp(dir0 .. '/log'))
   end)
 end)

@@ -54,7 +54,7 @@ end
 local function start(name, dir, ns, flags)
   local f = dir .. '/' .. name
   assert(os.execute(string.format(
-    "(sh -c 'RUNNER=$$; export RUNNER; exec %s run --dir %s --namespace %s --lease-duration %s %s' >%s 2>%s & " ..
+    "(sh -c 'RUNNER=$$; export RUNNER; exec %s run --pass-env RUNNER --dir %s --namespace %s --lease-duration %s %s' >%s 2>%s & " ..
     "echo $! >%s; wait $!; echo $? >%s) >/dev/null 2>&1 &",
     h.q(h.bin), h.q(dir), h.q(ns), LEASE, flags or '', h.q(f .. '.out'), h.q(f .. '.err'), h.q(f .. '.pid'),
     h.q(f .. '.rc'))))
