@@ -40,6 +40,7 @@
 #include "defaults.h"
 #include "journal.h"
 #include "log.h"
+#include "overlay.h"
 #include "sandbox.h"
 #include "util.h"
 
@@ -181,6 +182,7 @@ static void lua_child_ctx(const struct launch *l, struct host_ctx *hc)
     else
         kube_default_options(&hc->kube);
     hc->deadline = l->deadline;
+    hc->overlay_path = l->spec->overlay_path;
 }
 
 static void close_from(int lowfd)
@@ -263,6 +265,16 @@ static void write_journal(struct sandbox *sb)
     cJSON_Delete(j);
 }
 
+/* A preview's overlay goes back to the file the next migration reads. */
+static void save_overlay(struct sandbox *sb)
+{
+    struct host_ctx *hc = sb ? host_ctx(sandbox_state(sb)) : NULL;
+    char err[512];
+    if (hc && hc->overlay && overlay_changed(hc->overlay) &&
+        overlay_save(hc->overlay, hc->overlay_path, err, sizeof err) != 0)
+        log_error("%s", err);
+}
+
 /* An error no pcall caught (the sandbox exits right after). */
 static void lua_child_panic(const char *msg)
 {
@@ -296,6 +308,7 @@ static _Noreturn void run_lua_child(const struct launch *l)
      * reads the verdict (it drains the pipe until EOF anyway). */
     fflush(stdout);
     fflush(stderr);
+    save_overlay(sb);
     write_status(st, err);
     write_journal(sb);
     /* Written before lua_close, so a finalizer misbehaving during close

@@ -23,6 +23,8 @@ struct child_spec {
     double grace_s;              /* TERM -> KILL delay (0 -> DEFAULT_GRACE_S) */
     size_t lua_mem_limit;        /* bytes, Lua only (0 -> DEFAULT_MEMORY_MB) */
     const struct kube_options *kube; /* Lua only: the kube module's options (NULL -> defaults) */
+    const char *overlay_path;    /* Lua only: preview: the overlay file the child reads and
+                                  * writes back (overlay.h); NULL otherwise */
     int (*tick)(void *ud);       /* called in the parent about every tick_every seconds while
                                   * waiting (lease renewal); non-zero: stop the migration now
                                   * (its group is killed, the outcome is Aborted) */

@@ -110,8 +110,11 @@ static void describe(const char *path, const char *new_name, char *buf, size_t c
              ns ? "/" : "", name ? name : "(unnamed)");
 }
 
-int dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after)
+int dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after,
+                  char *fields_out, size_t cap)
 {
+    if (cap)
+        *fields_out = '\0';
     char what[600];
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(after, "metadata"), "name");
@@ -134,6 +137,7 @@ int dryrun_report(const char *method, const char *path, const cJSON *before, con
         out_line("dry-run: %s %s: no change", verb, what);
         return 0;
     }
+    snprintf(fields_out, cap, "%s", fields);
     out_line("dry-run: would %s %s, %d field%s:", verb, what, n, n == 1 ? "" : "s");
     for (char *save = NULL, *l = strtok_r(fields, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
         out_line("  %s", l);

@@ -8,8 +8,9 @@
 /* Prints the intended change (out_line). before is the object as it is
  * (NULL when absent or not known), after the dry-run response (NULL for a
  * DELETE that returned a Status). Returns how many fields would change (a
- * create or delete counts 1). */
-int dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after);
+ * create or delete counts 1), their "path: old -> new" lines in fields. */
+int dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after,
+                  char *fields, size_t cap);
 
 /* Collects up to max differing leaf paths ("metadata.labels.app") between
  * a and b into out (newline separated). Returns how many differ in total. */

@@ -34,6 +34,7 @@ void kube_default_options(struct kube_options *o);
 
 struct kube_client;                 /* kube.c's, created on first use */
 struct journal;                     /* journal.h */
+struct overlay;                     /* overlay.h */
 
 struct host_ctx {
     struct kube_options kube;
@@ -41,6 +42,8 @@ struct host_ctx {
     const char *stdlib_dir;         /* where stdlib/ modules load from (set by the sandbox) */
     struct kube_client *client;     /* owned by kube.c (a userdata in the registry) */
     struct journal *journal;        /* NULL: writes are not journaled */
+    const char *overlay_path;       /* preview: the overlay file (overlay.h); NULL otherwise */
+    struct overlay *overlay;        /* preview: loaded by kube.c on first use */
     int ended;                      /* the script is over (its state is closing):
                                      * no more requests */
 };

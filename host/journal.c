@@ -8,87 +8,14 @@
  * guess: an outcome it cannot know is recorded as unknown. */
 #include "journal.h"
 
+#include "apipath.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CACHE_CAP 4096
 #define BUCKETS 8192            /* a power of two */
-
-/* An object's place, from a request path. */
-struct objref {
-    char prefix[600];       /* /api/v1 or /apis/<group>/<version> */
-    char group[256];
-    char ns[256];
-    char resource[256];
-    char name[256];
-};
-
-static int hexv(int c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                        : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* Splits path into decoded segments (at most max). */
-static int segments(const char *path, char seg[][256], int max)
-{
-    int n = 0;
-    const char *p = path;
-    while (*p == '/')
-        p++;
-    while (*p && *p != '?' && n < max) {
-        size_t o = 0;
-        while (*p && *p != '/' && *p != '?') {
-            int c = (unsigned char)*p;
-            if (c == '%' && hexv(p[1]) >= 0 && hexv(p[2]) >= 0) {
-                c = hexv(p[1]) * 16 + hexv(p[2]);
-                p += 2;
-            }
-            if (o + 1 < 256)
-                seg[n][o++] = (char)c;
-            p++;
-        }
-        seg[n][o] = '\0';
-        n++;
-        while (*p == '/')
-            p++;
-    }
-    return n;
-}
-
-/* 0 when path names a resource (with or without an object name). */
-static int parse_ref(const char *path, struct objref *r)
-{
-    char s[12][256];
-    int n = segments(path, s, 12), i;
-    memset(r, 0, sizeof *r);
-    if (n >= 2 && strcmp(s[0], "api") == 0) {
-        snprintf(r->prefix, sizeof r->prefix, "/api/%s", s[1]);
-        i = 2;
-    } else if (n >= 3 && strcmp(s[0], "apis") == 0) {
-        snprintf(r->prefix, sizeof r->prefix, "/apis/%s/%s", s[1], s[2]);
-        snprintf(r->group, sizeof r->group, "%s", s[1]);
-        i = 3;
-    } else {
-        return -1;
-    }
-    if (n - i >= 3 && strcmp(s[i], "namespaces") == 0) {
-        snprintf(r->ns, sizeof r->ns, "%s", s[i + 1]);
-        i += 2;
-    }
-    if (i >= n)
-        return -1;
-    snprintf(r->resource, sizeof r->resource, "%s", s[i]);
-    if (i + 1 < n)
-        snprintf(r->name, sizeof r->name, "%s", s[i + 1]);
-    return 0;
-}
-
-static void key_of(const struct objref *r, const char *ns, const char *name, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s|%s|%s|%s", r->prefix, ns ? ns : "", r->resource, name ? name : "");
-}
 
 int journal_init(struct journal *j)
 {
@@ -172,8 +99,8 @@ static const char *meta_str(const cJSON *o, const char *k)
 
 void journal_seen(struct journal *j, const char *path, const cJSON *body)
 {
-    struct objref r;
-    if (!j || !body || parse_ref(path, &r) != 0)
+    struct apipath r;
+    if (!j || !body || apipath_parse(path, &r) != 0)
         return;
     char key[1400];
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(body, "items");
@@ -181,36 +108,36 @@ void journal_seen(struct journal *j, const char *path, const cJSON *body)
         const cJSON *it;
         cJSON_ArrayForEach(it, items) {
             const char *ns = meta_str(it, "namespace");
-            key_of(&r, ns ? ns : r.ns, meta_str(it, "name"), key, sizeof key);
+            apipath_key(&r, ns ? ns : r.ns, meta_str(it, "name"), key, sizeof key);
             remember(j, key, meta_str(it, "resourceVersion"));
         }
         return;
     }
     if (*r.name) {
-        key_of(&r, r.ns, r.name, key, sizeof key);
+        apipath_key(&r, r.ns, r.name, key, sizeof key);
         remember(j, key, meta_str(body, "resourceVersion"));
     }
 }
 
 const char *journal_rv(const struct journal *j, const char *path)
 {
-    struct objref r;
-    if (!j || !j->cache || parse_ref(path, &r) != 0 || !*r.name)
+    struct apipath r;
+    if (!j || !j->cache || apipath_parse(path, &r) != 0 || !*r.name)
         return NULL;
     char key[1400];
-    key_of(&r, r.ns, r.name, key, sizeof key);
+    apipath_key(&r, r.ns, r.name, key, sizeof key);
     const struct rv_slot *s = find(j, key);
     return s ? s->rv : NULL;
 }
 
 void journal_add(struct journal *j, const char *method, const char *verb, const char *path,
                  long status, const cJSON *answer, const char *rv_before, int changed_hint,
-                 int dry_run)
+                 int dry_run, const char *fields)
 {
     if (!j)
         return;
-    struct objref r;
-    if (parse_ref(path, &r) != 0)
+    struct apipath r;
+    if (apipath_parse(path, &r) != 0)
         memset(&r, 0, sizeof r);
     const char *name = *r.name ? r.name : meta_str(answer, "name");
     const char *after = meta_str(answer, "resourceVersion");
@@ -234,7 +161,7 @@ void journal_add(struct journal *j, const char *method, const char *verb, const 
     /* A write's answer is the freshest resourceVersion of its object. */
     if (ok && after && name) {
         char key[1400];
-        key_of(&r, *r.ns ? r.ns : meta_str(answer, "namespace"), name, key, sizeof key);
+        apipath_key(&r, *r.ns ? r.ns : meta_str(answer, "namespace"), name, key, sizeof key);
         remember(j, key, after);
     }
     if (j->kept == JOURNAL_KEEP)
@@ -251,6 +178,31 @@ void journal_add(struct journal *j, const char *method, const char *verb, const 
     e->status = status;
     e->changed = changed;
     e->dry_run = dry_run;
+    snprintf(e->fields, sizeof e->fields, "%s", fields ? fields : "");
+}
+
+/* "fields": ["path: old -> new", ...] from the newline-separated text. */
+static int add_fields(cJSON *x, const char *text)
+{
+    cJSON *arr = cJSON_AddArrayToObject(x, "fields");
+    if (!arr)
+        return 0;
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n");
+        cJSON *line = cJSON_CreateString("");
+        char *copy = malloc(n + 1);
+        if (!line || !copy || !cJSON_AddItemToArray(arr, line)) {
+            cJSON_Delete(line);
+            free(copy);
+            return 0;
+        }
+        memcpy(copy, p, n);
+        copy[n] = '\0';
+        cJSON_SetValuestring(line, copy);
+        free(copy);
+        p += n + (p[n] == '\n');
+    }
+    return 1;
 }
 
 cJSON *journal_json(const struct journal *j)
@@ -274,7 +226,8 @@ cJSON *journal_json(const struct journal *j)
             !cJSON_AddNumberToObject(x, "status", (double)e->status) ||
             !(e->changed < 0 ? cJSON_AddNullToObject(x, "changed")
                              : cJSON_AddBoolToObject(x, "changed", e->changed)) ||
-            (e->dry_run && !cJSON_AddTrueToObject(x, "dry_run"))) {
+            (e->dry_run && !cJSON_AddTrueToObject(x, "dry_run")) ||
+            (*e->fields && !add_fields(x, e->fields))) {
             cJSON_Delete(o);
             return NULL;
         }

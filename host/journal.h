@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #define JOURNAL_KEEP 50          /* entries a record carries; the rest are counted */
+#define JOURNAL_FIELDS_MAX 1024  /* dry run: "path: old -> new" lines of one write */
 
 struct journal_entry {
     char verb[16];               /* create, patch, replace, update, delete, apply */
@@ -25,6 +26,7 @@ struct journal_entry {
     long status;                 /* HTTP status; 0 when no answer arrived */
     int changed;                 /* 1, 0, or -1 when it cannot be known */
     int dry_run;
+    char fields[JOURNAL_FIELDS_MAX]; /* dry run: what would change, one field a line */
 };
 
 struct rv_slot {
@@ -57,7 +59,7 @@ const char *journal_rv(const struct journal *j, const char *path);
  * that would change). */
 void journal_add(struct journal *j, const char *method, const char *verb, const char *path,
                  long status, const cJSON *answer, const char *rv_before, int changed_hint,
-                 int dry_run);
+                 int dry_run, const char *fields);
 /* {"writes":N,"changed":N,"unknown":N,"entries":[...],"more":N}. NULL on OOM. */
 cJSON *journal_json(const struct journal *j);
 /* "12 writes, 3 changed" */

@@ -25,12 +25,14 @@
 
 #include "discovery.h"
 #include "dryrun.h"
+#include "apipath.h"
 #include "guard.h"
 #include "journal.h"
 #include "rest.h"
 #include "log.h"
 #include "luajson.h"
 #include "mem.h"
+#include "overlay.h"
 #include "util.h"
 
 #define CLIENT_MT "cozy.kube.client"
@@ -47,6 +49,7 @@ struct kube_client {
     char init_err[512];
     int init_failed;
     struct journal journal;     /* hc->journal points here */
+    struct overlay *overlay;    /* preview: loaded on first use, saved by the child */
 };
 
 static int client_gc(lua_State *L)
@@ -56,6 +59,11 @@ static int client_gc(lua_State *L)
     c->rest = NULL;
     discovery_clear(&c->disc);
     journal_free(&c->journal);
+    overlay_free(c->overlay);
+    c->overlay = NULL;
+    struct host_ctx *hc = host_ctx(L);
+    if (hc)
+        hc->overlay = NULL;
     return 0;
 }
 
@@ -294,6 +302,197 @@ static struct req *req_box(lua_State *L)
     return q;
 }
 
+/* ---- the upgrade preview (overlay.h) ----------------------------------- */
+
+/* How a request goes out; the preview may turn a write into another. */
+struct send {
+    const char *method;
+    const char *ctype;
+    size_t body_len;
+    int safe;
+};
+
+static void push_status(lua_State *L, long status, const cJSON *body)
+{
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, status);
+    lua_setfield(L, -2, "status");
+    if (body) {
+        ljson_push(L, body);
+        lua_setfield(L, -2, "body");
+    }
+}
+
+/* The collection a path's object lives in, with dryRun=All. */
+static int collection_of(const char *path, struct sbuf *out)
+{
+    struct apipath p;
+    if (apipath_parse(path, &p) != 0)
+        return -1;
+    free(out->p);
+    memset(out, 0, sizeof *out);
+    sb_add(out, p.prefix);
+    if (*p.ns) {
+        sb_add(out, "/namespaces/");
+        sb_add(out, p.ns);
+    }
+    sb_add(out, "/");
+    sb_add(out, p.resource);
+    sb_add(out, "?dryRun=All");
+    return out->oom ? -1 : 0;
+}
+
+/* The body q sends becomes obj (a patch applied by the preview), as JSON. */
+static int resend_as(struct req *q, struct send *snd, const char *method, cJSON *obj)
+{
+    cJSON_free(q->body);
+    cJSON_Delete(q->jbody);
+    q->jbody = obj;
+    if (!(q->body = cJSON_PrintUnformatted(obj)))
+        return -1;
+    snd->method = method;
+    snd->ctype = "application/json";
+    snd->body_len = strlen(q->body);
+    snd->safe = strcmp(method, "POST") != 0;
+    return 0;
+}
+
+/* What the overlay answers before anything is sent. Returns the number of
+ * Lua results it pushed, or -1 to send (q and snd possibly rewritten so a
+ * write to an object the overlay holds goes out as a dry run of the
+ * overlay's version). *held is the overlay's object when it has one. May
+ * raise. */
+static int preview_before(lua_State *L, struct host_ctx *hc, struct req *q, struct send *snd,
+                          const char *path0, const char *verb, const cJSON **held,
+                          enum overlay_state *st)
+{
+    struct overlay *ov = hc->client->overlay;
+    const char *method = snd->method;
+    struct apipath ap;
+    int item = apipath_parse(path0, &ap) == 0 && *ap.name;
+    char objpath[2048];
+    snprintf(objpath, sizeof objpath, "%s", path0);
+    if (strcmp(method, "POST") == 0) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(q->jbody, "metadata"), "name");
+        if (!cJSON_IsString(name))
+            return -1;
+        snprintf(objpath, sizeof objpath, "%s/%s", path0, name->valuestring);
+        item = 1;
+    }
+    *st = item ? overlay_get(ov, objpath, held) : OV_UNKNOWN;
+    if (*st == OV_UNKNOWN)
+        return -1;
+    if (*st == OV_DELETED && strcmp(method, "POST") != 0) {
+        lua_pushnil(L);
+        push_error(L, 404, "NotFound", lua_pushfstring(L, "%s \"%s\" not found (deleted earlier in "
+                   "this preview)", ap.resource, ap.name), NULL, verb, method, path0);
+        lua_remove(L, -2);
+        return 2;
+    }
+    if (*st == OV_DELETED) {
+        lua_pushnil(L);
+        push_error(L, 0, "PreviewUnsupported", "the preview cannot re-create an object an earlier "
+                   "write of this preview deleted", NULL, verb, method, path0);
+        return 2;
+    }
+    if (strcmp(method, "GET") == 0) {
+        push_status(L, 200, *held);
+        return 1;
+    }
+    if (strcmp(method, "POST") == 0) {
+        lua_pushnil(L);
+        push_error(L, 409, "AlreadyExists", lua_pushfstring(L, "%s \"%s\" already exists (created "
+                   "earlier in this preview)", ap.resource, cJSON_GetStringValue(
+                   cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(q->jbody,
+                   "metadata"), "name"))), NULL, verb, method, path0);
+        lua_remove(L, -2);
+        return 2;
+    }
+    const char *rv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(*held, "metadata"), "resourceVersion"));
+    int created = !rv || !*rv; /* created by this preview: the server has none */
+    if (strcmp(method, "DELETE") == 0) {
+        if (!created)
+            return -1;
+        if (overlay_delete(ov, path0) != 0)
+            return luaL_error(L, "kube: preview: out of memory");
+        journal_add(hc->journal, method, verb, path0, 200, NULL, NULL, 1, 1, "");
+        out_line("dry-run: would delete %s/%s (created earlier in this preview)", ap.resource,
+                 ap.name);
+        push_status(L, 200, NULL);
+        return 1;
+    }
+    cJSON *next = NULL;
+    if (strcmp(method, "PATCH") == 0) {
+        char err[512];
+        if (overlay_apply_patch(*held, snd->ctype, q->jbody, &next, err, sizeof err) != 0) {
+            lua_pushnil(L);
+            push_error(L, 0, "PreviewUnsupported", err, NULL, verb, method, path0);
+            return 2;
+        }
+    } else {
+        next = cJSON_Duplicate(q->jbody, 1);
+    }
+    if (!next)
+        return luaL_error(L, "kube: preview: out of memory");
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(next, "metadata");
+    if (created) {
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "uid");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "creationTimestamp");
+        if (resend_as(q, snd, "POST", next) != 0 || collection_of(path0, &q->path) != 0)
+            return luaL_error(L, "kube: preview: out of memory");
+    } else if (resend_as(q, snd, "PUT", next) != 0) {
+        return luaL_error(L, "kube: preview: out of memory");
+    }
+    return -1;
+}
+
+/* After a successful request in a preview: a write's answer goes in the
+ * overlay; a list page is merged with it. 0, or -1 with an error pushed
+ * (a selector the preview cannot evaluate). May raise. */
+static int preview_after(lua_State *L, struct overlay *ov, struct req *q, const char *method,
+                         const char *path0, int qidx)
+{
+    const cJSON *resp = q->res.json;
+    if (strcmp(method, "GET") == 0) {
+        struct apipath ap;
+        if (apipath_parse(path0, &ap) != 0 || *ap.name || !cJSON_IsArray(
+                cJSON_GetObjectItemCaseSensitive(resp, "items")))
+            return 0;
+        lua_getfield(L, qidx, "labelSelector");
+        lua_getfield(L, qidx, "fieldSelector");
+        const char *ls = lua_tostring(L, -2), *fs = lua_tostring(L, -1);
+        const char *cont = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(resp, "metadata"), "continue"));
+        char err[512];
+        int rc = overlay_merge_list(ov, path0, ls, fs, q->res.json, !cont || !*cont, err, sizeof err);
+        lua_pop(L, 2);
+        if (rc != 0) {
+            push_error(L, 0, "PreviewUnsupported", err, NULL, "list", "GET", path0);
+            return -1;
+        }
+        return 0;
+    }
+    int rc;
+    /* A delete leaves the object terminating only while finalizers remain,
+     * as the preview has the object (the server's copy may still hold
+     * finalizers an earlier write of this preview removed). */
+    const cJSON *fin = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(q->before ? q->before : resp, "metadata"), "finalizers");
+    if (strcmp(method, "DELETE") == 0 && cJSON_GetArraySize(fin) == 0)
+        rc = overlay_delete(ov, path0);
+    else
+        rc = resp ? overlay_put(ov, path0, resp) : 0;
+    if (rc != 0) {
+        push_error(L, 0, "PreviewUnsupported", "the preview could not keep this write's answer",
+                   NULL, method, method, path0);
+        return -1;
+    }
+    return 0;
+}
+
 /* request{method=, path=, query=, body=, content_type=, accept=, verb=,
  *         idempotent=} -> {status=, body=} | nil, err
  * Not a function of kube.core: only stdlib/kube.lua receives it (see
@@ -371,10 +570,11 @@ static int l_request(lua_State *L)
     int first = 1;
     sb_add(pb, path0);
     lua_getfield(L, 1, "query");
-    if (append_query(pb, L, lua_gettop(L), &first) != 0)
+    int qidx = lua_gettop(L);
+    if (append_query(pb, L, qidx, &first) != 0)
         return luaL_error(L, "kube: query keys are API parameter names (never dryRun) and values "
                           "strings, numbers or booleans");
-    lua_pop(L, 1);
+    /* The query table stays on the stack: the preview reads its selectors. */
     if (mutating && hc->kube.dry_run)
         sb_add(pb, first ? "?dryRun=All" : "&dryRun=All");
     if (pb->oom)
@@ -389,6 +589,23 @@ static int l_request(lua_State *L)
     }
     if (q->body && !ctype)
         ctype = "application/json";
+    struct overlay *ov = NULL;
+    if (hc->overlay_path) {
+        char oerr[512];
+        if (!c->overlay && !(c->overlay = overlay_load(hc->overlay_path, oerr, sizeof oerr)))
+            return luaL_error(L, "kube: preview: %s", oerr);
+        ov = hc->overlay = c->overlay;
+    }
+    struct send snd = {method, ctype, body_len, safe};
+    const cJSON *held = NULL;
+    enum overlay_state ost = OV_UNKNOWN;
+    if (ov) {
+        int r = preview_before(L, hc, q, &snd, path0, verb, &held, &ost);
+        if (r >= 0) {
+            req_release(q);
+            return r; /* the top r values: what the overlay answered */
+        }
+    }
     /* What the object was before a write: in dry run, for the report of the
      * fields it would change; otherwise, for the journal to tell a change
      * from a no-op, read only when no earlier answer of this migration
@@ -406,34 +623,34 @@ static int l_request(lua_State *L)
         if (cJSON_IsString(rv))
             snprintf(rv_before, sizeof rv_before, "%s", rv->valuestring);
     }
-    if ((report || (mutating && hc->journal && !*rv_before && strcmp(method, "DELETE") != 0)) &&
-        !creating) {
+    if (held && mutating && !creating) {
+        q->before = cJSON_Duplicate(held, 1);
+    } else if ((report || (mutating && hc->journal && !*rv_before && strcmp(method, "DELETE") != 0)) &&
+               !creating) {
         struct rest_error be;
-        char bpath[2048];
-        snprintf(bpath, sizeof bpath, "%s", path0);
-        char *qm = strchr(bpath, '?');
-        if (qm)
-            *qm = '\0';
-        q->before = rest_get_json(c->rest, bpath, NULL, left, &be);
+        q->before = rest_get_json(c->rest, path0, NULL, left, &be);
         rest_error_free(&be);
-        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(q->before, "metadata"), "resourceVersion");
-        if (cJSON_IsString(rv) && !*rv_before)
-            snprintf(rv_before, sizeof rv_before, "%s", rv->valuestring);
     }
+    const cJSON *brv = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(q->before, "metadata"), "resourceVersion");
+    if (cJSON_IsString(brv) && !*rv_before)
+        snprintf(rv_before, sizeof rv_before, "%s", brv->valuestring);
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
-    int rc = rest_do(c->rest, method, q->path.p, accept, ctype, q->body, body_len, safe,
-                     host_ctx_remaining(hc), &q->res);
+    int rc = rest_do(c->rest, snd.method, q->path.p, accept, snd.ctype, q->body, snd.body_len,
+                     snd.safe, host_ctx_remaining(hc), &q->res);
     q->have_res = 1;
     int would = -1;
+    char fields[JOURNAL_FIELDS_MAX] = "";
     if (report && rc == 0)
-        would = dryrun_report(method, path0, q->before, q->res.json) > 0;
+        would = dryrun_report(method, path0, q->before, q->res.json, fields, sizeof fields) > 0;
     if (mutating)
         journal_add(hc->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
                     rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,
-                    hc->kube.dry_run);
+                    hc->kube.dry_run, fields);
     else if (rc == 0)
         journal_seen(hc->journal, path0, q->res.json);
+    if (rc == 0 && ov && preview_after(L, ov, q, method, path0, qidx) != 0)
+        return lua_error(L);
     if (rc != 0) {
         lua_pushnil(L);
         push_rest_error(L, &q->res.err, verb, method, path0);
@@ -456,7 +673,8 @@ static int l_request(lua_State *L)
         lua_pushnil(L);
     lua_setfield(L, -2, "body");
     req_release(q);
-    lua_remove(L, box);
+    lua_replace(L, box);
+    lua_settop(L, box);
     return 1;
 }
 

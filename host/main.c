@@ -23,6 +23,7 @@
 #include "manifest.h"
 #include "migrate_lua.h"
 #include "order.h"
+#include "preview.h"
 #include "runner.h"
 #include "sandbox.h"
 #include "scaffold.h"
@@ -39,6 +40,8 @@ static const char main_help[] =
     "Commands:\n"
     "  run          run the pending migrations and record them in the ledger\n"
     "  plan         print what run would do, and why each other slug is skipped\n"
+    "  preview      dry-run every pending migration in order against a copy-on-write\n"
+    "               view of the cluster: each object it would change\n"
     "  status       print the ledger: every migration's state\n"
     "  lua FILE     run a Lua file in the migration sandbox, kube module connected\n"
     "  exec SLUG F  run one script in a supervised child and print the outcome\n"
@@ -683,6 +686,38 @@ static int cmd_plan(struct cli *c, int argc, char **argv)
     return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_plan(&c->r);
 }
 
+static const char preview_help[] =
+    "Usage: cozy-migrate preview [options]\n"
+    "\n"
+    "What an upgrade would do to this cluster: runs every pending Lua migration\n"
+    "of the tier in manifest order, each in its supervised child as `run` would,\n"
+    "with every write sent dryRun=All, and keeps the apiserver's answers in a\n"
+    "copy-on-write overlay that later reads (and later migrations) see. Prints\n"
+    "each migration's outcome, each object it would change (field: old -> new)\n"
+    "and the records the run would write. Shell migrations are listed as not\n"
+    "previewable. Takes no lock, writes no record, no Event, nothing that\n"
+    "persists. Exit 0 when the run would succeed, 1 when it would stop.\n"
+    "\n"
+    "Options:\n"
+    "  --tier TIER          pre-apply (default) or background\n"
+    "  --only SLUG          preview re-running exactly this migration\n"
+    "  -o, --output FMT     text (default) or json (one document, for a CI gate)\n"
+    "  --timeout, --memory, --ledger, --dir as for run\n";
+
+static int cmd_preview(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        CLUSTER_OPTS, OPT("tier", required_argument, OPT_TIER), OPT("only", required_argument, OPT_ONLY),
+        OPT("output", required_argument, OPT_OUTPUT), OPT("timeout", required_argument, OPT_TIMEOUT),
+        OPT("memory", required_argument, OPT_MEMORY), OPT("ledger", required_argument, OPT_LEDGER),
+        OPT("dir", required_argument, OPT_DIR), END,
+    };
+    int first, rc = parse(c, argc, argv, lo, "o:", preview_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    return (rc = runner_finish(c, argc, argv, first)) ? rc : preview_run(&c->r);
+}
+
 static int cmd_status(struct cli *c, int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -865,6 +900,7 @@ static const struct {
     int (*fn)(struct cli *, int, char **);
 } commands[] = {
     {"run", cmd_run},     {"plan", cmd_plan},     {"status", cmd_status}, {"lua", cmd_lua},
+    {"preview", cmd_preview},
     {"exec", cmd_exec},   {"config", cmd_config}, {"spec", cmd_spec},   {"order", cmd_order},
     {"lint", cmd_lint},   {"new", cmd_new},       {"import-legacy", cmd_import_legacy},
 };

@@ -1,0 +1,24 @@
+/* apipath.h: what an apiserver request path names: the API prefix (group
+ * and version), the namespace, the resource, the object's name and its
+ * subresource. The one parser of that shape for the journal and the
+ * preview overlay (the ledger guard has its own, stricter, parser: it
+ * refuses what it cannot judge rather than reading it). */
+#ifndef COZY_APIPATH_H
+#define COZY_APIPATH_H
+#include <stddef.h>
+
+struct apipath {
+    char prefix[600];       /* /api/v1 or /apis/<group>/<version> */
+    char group[256];        /* "" for the core group */
+    char ns[256];           /* "" when not namespaced (or across namespaces) */
+    char resource[256];
+    char name[256];         /* "" for a collection */
+    char sub[256];          /* subresource, "" for none */
+};
+
+/* Parses path (query ignored; segments percent-decoded). 0, or -1 when it
+ * names no resource. */
+int apipath_parse(const char *path, struct apipath *p);
+/* "prefix|ns|resource|name": the key one object has in every cache. */
+void apipath_key(const struct apipath *p, const char *ns, const char *name, char *buf, size_t len);
+#endif
