@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "manifest.h"
 #include "util.h"
 
 #define PREFIX "m."
@@ -50,15 +51,14 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
             continue;
         l->bytes += strlen(kv->string) + strlen(kv->valuestring);
         if (strcmp(kv->string, "version") == 0) {
-            const char *v = kv->valuestring;
-            char *end;
-            long n = strtol(v, &end, 10);
-            while (*end == ' ' || *end == '\n')
-                end++;
-            if (!*v || *end || n < 0) {
-                snprintf(err, errlen, "key 'version' is \"%.40s\", not a non-negative integer", v);
-                ledger_free(l);
-                return -1;
+            /* A plain decimal within what any legacy map can mean; anything
+             * else is reported (with every other bad key) by the planner. */
+            long n;
+            if (parse_decimal(kv->valuestring, LEGACY_NUMBER_MAX + 1L, &n) != 0) {
+                l->version_bad = 1;
+                snprintf(l->version_raw, sizeof l->version_raw, "%s", kv->valuestring);
+                utf8_clip(l->version_raw);
+                continue;
             }
             l->has_version = 1;
             l->version = n;

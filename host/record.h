@@ -11,12 +11,16 @@ enum rec_state {
     REC_LEGACY,
     REC_REVOKED,
     REC_SKIPPED_FRESH,
+    REC_SKIPPED,            /* an operator's skip (reason Operator, message, by) */
     REC_UNKNOWN,            /* present but unparseable: recorded, state unknown */
 };
 
 #include "defaults.h"
 
 #define OUTPUT_CAP OUTPUT_TAIL_MAX
+/* The most of a record's `journal` kept for display; a longer one is
+ * replaced by a note saying how many entries it held. */
+#define RECORD_JOURNAL_CAP 8192
 
 struct record {
     enum rec_state state;
@@ -31,6 +35,10 @@ struct record {
     char reason[64];
     char message[1024];
     char output[OUTPUT_CAP];    /* last lines of the script's output */
+    char by[256];           /* skipped: who (the identity the runner's config resolved) */
+    char journal[RECORD_JOURNAL_CAP]; /* the write journal as compact JSON (an
+                                       * array), "" when absent; read, shown by
+                                       * status, written back as it was */
     char problem[256];      /* why it is REC_UNKNOWN */
 };
 
