@@ -36,6 +36,24 @@ const struct record *ledger_find(const struct ledger *l, const char *slug)
     return NULL;
 }
 
+/* A value as it can sit inside "..." in a one-line message: control
+ * characters and quotes escaped, cut (whole UTF-8 sequences) to fit. */
+static void quote_for_message(const char *v, char *out, size_t cap)
+{
+    size_t at = 0;
+    for (const unsigned char *p = (const unsigned char *)v; *p && at + 5 < cap; p++) {
+        if (*p == '\n' || *p == '\t' || *p == '"' || *p == '\\')
+            at += (size_t)snprintf(out + at, cap - at, "\\%c",
+                                   *p == '\n' ? 'n' : *p == '\t' ? 't' : (char)*p);
+        else if (*p < 0x20 || *p == 0x7f)
+            at += (size_t)snprintf(out + at, cap - at, "\\x%02x", *p);
+        else
+            out[at++] = (char)*p;
+    }
+    out[at] = '\0';
+    utf8_clip(out);
+}
+
 int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
@@ -56,8 +74,7 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
             long n;
             if (parse_decimal(kv->valuestring, LEGACY_NUMBER_MAX + 1L, &n) != 0) {
                 l->version_bad = 1;
-                snprintf(l->version_raw, sizeof l->version_raw, "%s", kv->valuestring);
-                utf8_clip(l->version_raw);
+                quote_for_message(kv->valuestring, l->version_raw, sizeof l->version_raw);
                 continue;
             }
             l->has_version = 1;
