@@ -56,6 +56,8 @@ struct plan_opts {
     const char *skip_reason;    /* their message; an unchanged skipped record is not
                                  * written again */
     int skip_only;              /* the skip command: plan the skips and nothing else */
+    int survey;                 /* status: plan the walk whatever the ledger holds
+                                 * (problems listed, nothing refused; nothing runs) */
     int max_attempts;           /* background retries bound (0 = DEFAULT_MAX_ATTEMPTS) */
     const char *image;
     const char *now;            /* RFC 3339 timestamp for seeded records */

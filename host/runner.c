@@ -61,7 +61,7 @@ static struct report_opts report_opts(const struct runner_opts *o)
 {
     struct report_opts r = {.ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
                             .tier = o->tier, .only = o->only, .dry_run = o->k.dry_run,
-                            .output_json = o->output_json};
+                            .output_json = o->output_json, .failed_only = o->failed_only};
     return r;
 }
 
@@ -211,7 +211,7 @@ static int blocked_step(struct ctx *c, const struct step *s, const char *why, si
                         int *blocked_warn)
 {
     int abort = s->m && s->m->h.on_error == ON_ERROR_ABORT;
-    progress(k, n, s->tier, s->slug, abort ? "BLOCKED (abort)" : "BLOCKED (warn)", -1, why);
+    progress(k, n, s->tier, s->slug, abort ? "NOT RUN (abort)" : "NOT RUN (warn)", -1, why);
     event(c, "Warning", "MigrationBlocked", "%s (%s) not run, on-error=%s: %s", s->slug, s->tier,
           abort ? "abort" : "warn", why);
     note_ran(c, s->slug, "blocked");
@@ -606,7 +606,7 @@ int runner_status(const struct runner_opts *o)
         static const char *const tiers[] = {"pre-apply", "background"};
         for (size_t i = 0; i < 2; i++) {
             struct plan_opts po = {.tier = tiers[i], .max_attempts = o->max_attempts,
-                                   .now = c.now};
+                                   .now = c.now, .survey = 1};
             if (plan_build(&c.t, &c.l, &po, &plans[i]) != 0) {
                 log_fatal("out of memory");
                 rc = EXIT_FAILED;
