@@ -340,6 +340,14 @@ describe('#e2e operator control', function()
       local st = json.decode(must(status(empty, ns, '-o', 'json')).out)
       assert.are.same({ 'zeta', 'mid', 'alpha' }, { st[1].migration, st[2].migration, st[3].migration })
       assert.are.equal('n/a', st[1].checksum)
+      -- without --dir: --local reads "." (here a directory with no tree), and
+      -- the default (the binary's own checkout or image) warns of nothing either
+      res = must(h.run(string.format('cd %s && %s status --local --namespace %s -o json', h.q(empty), h.q(h.bin), ns)))
+      assert.are.equal('', res.err)
+      st = json.decode(res.out)
+      assert.are.same({ 'zeta', 'mid', 'alpha' }, { st[1].migration, st[2].migration, st[3].migration })
+      res = must(h.cozy('status', '--namespace', ns))
+      assert.are.equal('', res.err)
       -- a tree that is there but broken is said, and the ledger still shown
       local broken = fixture.tree({ batches = { { '00001-v1.0.0', { 'ghost' } } } })
       res = must(status(broken, ns))
