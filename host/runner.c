@@ -440,8 +440,9 @@ static int seed(struct ctx *c, struct plan *p)
             return seed(c, p);
         }
         out_line("fresh install: created the ledger %s/%s, recorded %zu migrations as "
-                 "skipped-fresh-install; nothing to run",
-                 c->loc.ns, c->loc.name, p->nseed);
+                 "skipped-fresh-install; %s%s",
+                 c->loc.ns, c->loc.name, p->nseed, o->only ? "running only --only " : "nothing to run",
+                 o->only ? o->only : "");
         if (read_ledger(c) == 0)
             event(c, "Normal", "LedgerCreated", "fresh install: %zu migrations recorded as "
                   "skipped-fresh-install", p->nseed);

@@ -452,6 +452,19 @@ describe('#e2e operator control', function()
       assert.are.equal('revoked', runner.records(ns).rev.state)
     end)
 
+    it('a fresh install with --only says it runs that one', function()
+      local ns = runner.new_ns()
+      local dir = fixture.tree({
+        batches = { { '00001-v1.0.0', { 'alpha', 'beta' } } },
+        scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') }, beta = { body = runner.lua_marker(ns, 'beta') } },
+      })
+      local res = must(runner.run(dir, ns, '--only', 'alpha'))
+      contains(res.out, 'recorded 2 migrations as skipped-fresh-install; running only --only alpha')
+      lacks(res.out, 'nothing to run')
+      assert.are.same({ ['ran-alpha'] = true }, (runner.markers(ns)))
+      assert.are.equal('ok', runner.records(ns).alpha.state)
+    end)
+
     it('a failed --only re-run of an ok slug says the ok record stays, and it does', function()
       local ns = runner.new_ns()
       local dir = fixture.tree({
