@@ -6,7 +6,7 @@ CC      ?= gcc
 PKGS    := lua5.4 libcurl libcjson yaml-0.1 libcrypto
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wformat=2 \
-           -Wno-unused-parameter
+           -Wno-unused-parameter -pthread
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 

@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -196,6 +197,39 @@ static void close_from(int lowfd)
 }
 
 /* The Lua child: the sandbox, then one status record on fd 3. */
+/* The lease watch: a thread of the migration's group leader that kills the
+ * whole group once the runner's hold on the lock can no longer be vouched
+ * for (the runner renews the shared word; a stopped or wedged runner does
+ * not). Polling is cheap and needs nothing from the parent. */
+#define WATCH_EVERY_NS (50 * 1000 * 1000)
+
+static void *lease_watch(void *arg)
+{
+    const _Atomic(long long) *until = arg;
+    for (;;) {
+        long long u = atomic_load(until);
+        if (u && (long long)(now_mono() * 1e6) >= u)
+            kill(0, SIGKILL);
+        struct timespec ts = {0, WATCH_EVERY_NS};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void start_watch(const struct child_spec *spec)
+{
+    if (!spec->lease_until_us)
+        return;
+    pthread_t t;
+    pthread_attr_t a;
+    if (pthread_attr_init(&a) != 0 || pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) != 0 ||
+        pthread_create(&t, &a, lease_watch, (void *)spec->lease_until_us) != 0) {
+        /* Without a watch the runner's own checks still stop it, later. */
+        log_warn("cannot start the lease watch: the runner's checks alone guard this migration");
+    }
+    pthread_attr_destroy(&a);
+}
+
 /* One status record on fd 3: "ok\t\t" or "error\tREASON\tMESSAGE". */
 static void write_status(enum sandbox_status st, char *err)
 {
@@ -230,6 +264,7 @@ static _Noreturn void run_lua_child(const struct launch *l)
     struct host_ctx hc;
     lua_child_ctx(l, &hc);
     struct sandbox_opts so = {.mem_limit = l->mem, .ctx = &hc, .on_panic = lua_child_panic};
+    start_watch(l->spec);
     struct sandbox *sb = sandbox_new(&so);
     enum sandbox_status st;
     if (!sb) {
@@ -280,6 +315,7 @@ static _Noreturn void supervise_shell(const struct launch *l)
     }
     /* EOF on the status fd now means bash exec'd: only it may hold it. */
     close(STATUS_FD);
+    start_watch(l->spec);
     /* The parent's TERM on timeout is for bash and its children; this
      * process must outlive bash to report how it ended. */
     signal(SIGTERM, SIG_IGN);
@@ -769,6 +805,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     size_t stlen = 0;
     st[0] = 0;
     int reaped = 0, waited = 0, wstatus = 0, timed_out = 0, term_sent = 0, kill_sent = 0;
+    int aborted = 0;
     double kill_at_deadline = l.deadline ? l.deadline + (spec->is_shell ? 0 : LUA_BACKSTOP_S) : 0;
     double term_at = 0, reaped_at = 0;
     double every = spec->tick && spec->tick_every > 0 ? spec->tick_every : 0;
@@ -788,7 +825,10 @@ int child_run(const struct child_spec *spec, struct child_result *res)
             }
         }
         if (next_tick && now >= next_tick) {
-            spec->tick(spec->ud);
+            if (spec->tick(spec->ud) != 0 && !reaped && !aborted) {
+                (void)kill(-pid, SIGKILL);
+                aborted = kill_sent = 1;
+            }
             now = now_mono();
             next_tick = now + every;
         }
@@ -869,6 +909,11 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     close_fd(&stp[0]);
     res->tail = reader_tail(rd);
     int rc = classify(spec, path, res, waited, wstatus, timed_out, st);
+    if (aborted) {
+        res->outcome = CHILD_ABORTED;
+        res->reason = "Aborted";
+        set_msg(res, "stopped: the runner lost its lock");
+    }
     free(rd);
     free(abs_path);
     free(envp);
@@ -904,6 +949,7 @@ const char *child_outcome_name(enum child_outcome o)
     case CHILD_CRASHED: return "crashed";
     case CHILD_NOMEM: return "nomem";
     case CHILD_SPAWN_ERROR: return "spawn_error";
+    case CHILD_ABORTED: return "aborted";
     }
     return "unknown";
 }

@@ -6,6 +6,7 @@
  * never writes the ledger: the caller does that with the result. */
 #ifndef COZY_CHILD_H
 #define COZY_CHILD_H
+#include <stdatomic.h>
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
@@ -21,8 +22,13 @@ struct child_spec {
     double grace_s;              /* TERM -> KILL delay (0 -> DEFAULT_GRACE_S) */
     size_t lua_mem_limit;        /* bytes, Lua only (0 -> DEFAULT_MEMORY_MB) */
     const struct kube_options *kube; /* Lua only: the kube module's options (NULL -> defaults) */
-    void (*tick)(void *ud);      /* called in the parent about every tick_every seconds while waiting (lease renewal) */
+    int (*tick)(void *ud);       /* called in the parent about every tick_every seconds while
+                                  * waiting (lease renewal); non-zero: stop the migration now
+                                  * (its group is killed, the outcome is Aborted) */
     double tick_every;
+    const _Atomic(long long) *lease_until_us; /* shared word (lock_watch): the migration's group
+                                  * kills itself once CLOCK_MONOTONIC passes it, even when
+                                  * this process is stopped; NULL = no watch */
     void *ud;
     int quiet;                   /* do not stream output (tests / plan) */
     int passthrough;             /* the child writes to our stdout/stderr as they are
@@ -37,13 +43,15 @@ enum child_outcome {
     CHILD_CRASHED,
     CHILD_NOMEM,
     CHILD_SPAWN_ERROR,
+    CHILD_ABORTED,               /* the caller's tick asked to stop it (a lost lock) */
 };
 
 struct child_result {
     enum child_outcome outcome;
     const char *reason;          /* "ScriptError" (Lua error), "ExitCode" (shell non-zero), "Timeout",
                                     "Killed" (SIGKILL/SIGTERM from outside), "Crashed" (SIGSEGV/SIGABRT/
-                                    SIGBUS/SIGILL/SIGFPE), "MemoryLimit", "SpawnError"; NULL when OK */
+                                    SIGBUS/SIGILL/SIGFPE), "MemoryLimit", "SpawnError", "Aborted";
+                                    NULL when OK */
     char message[1024];          /* one line: the Lua error message, or "exit code 3", or
                                     "killed by signal 9", or "timed out after 5m" */
     int exit_code, signal;       /* how the child process ended (0 when not applicable) */

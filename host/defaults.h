@@ -18,12 +18,16 @@
 #define DEFAULT_MAX_ATTEMPTS 3              /* background retries of a failed record */
 
 /* The runner lock. */
-#define DEFAULT_LEASE_S 30                  /* leaseDurationSeconds */
+/* leaseDurationSeconds: long enough that an apiserver restart (30-60 s)
+ * does not end a run; a crashed runner's lock frees itself after it. */
+#define DEFAULT_LEASE_S 90
 #define DEFAULT_LOCK_WAIT_S (5 * 60.0)      /* how long a second runner waits */
 
 /* Every request to the apiserver (rest.c's policy). */
 #define DEFAULT_REQUEST_TIMEOUT_S 30.0      /* one attempt */
-#define DEFAULT_REQUEST_ATTEMPTS 6          /* including the first */
+/* Transient failures are retried for a time, not a count: long enough for
+ * an apiserver restart (--retry-for). The count is only a backstop. */
+#define DEFAULT_REQUEST_ATTEMPTS 100        /* including the first */
 #define DEFAULT_RETRY_BUDGET_S 60.0         /* all attempts of one request */
 
 /* What a failed migration keeps of its output (record field `output`). */

@@ -149,8 +149,9 @@ static int send(const struct ledger_loc *at, const char *method, const char *pat
     struct rest_result r;
     /* A merge patch of whole string values is idempotent; a create is not,
      * and its AlreadyExists is handled by the caller re-reading. */
+    double left = at->deadline ? at->deadline - now_mono() : HUGE_VAL;
     int rc = rest_do(at->rest, method, path, NULL, ctype, s, strlen(s),
-                     strcmp(method, "PATCH") == 0, HUGE_VAL, &r);
+                     strcmp(method, "PATCH") == 0, left > 0.001 ? left : 0.001, &r);
     free(s);
     *code = rc == 0 ? r.status : r.err.code;
     if (rc != 0) {
@@ -236,7 +237,9 @@ enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_ent
     long code;
     int rc = send(at, "PATCH", path, "application/merge-patch+json", p, err, errlen, &code);
     cJSON_Delete(p);
-    return rc == 0 ? LEDGER_OK : LEDGER_ERROR;
+    if (rc == 0)
+        return LEDGER_OK;
+    return code == 0 || code == 429 || code >= 500 ? LEDGER_UNAVAILABLE : LEDGER_ERROR;
 }
 
 void ledger_event(const struct ledger_loc *at, const char *uid, const char *type,

@@ -39,13 +39,17 @@ struct ledger_loc {
     struct rest_client *rest;
     const char *ns;
     const char *name;
+    double deadline;        /* monotonic: a write must be over by then (the runner's
+                             * hold on its lock); 0 = none */
 };
 
 enum ledger_rc {
     LEDGER_OK = 0,
     LEDGER_EXISTS,          /* ledger_create: someone created it first (re-read it) */
     LEDGER_UNTRUSTED,       /* ledger_read: the answer is not a ConfigMap it can read */
-    LEDGER_ERROR,           /* the apiserver failed or refused (err says why) */
+    LEDGER_ERROR,           /* the apiserver refused (err says why) */
+    LEDGER_UNAVAILABLE,     /* throttled, 5xx or out of reach past every retry (or the
+                             * deadline): it may work later */
 };
 
 /* Parses a ConfigMap object. Returns 0, or -1 when out of memory. A bad
@@ -64,7 +68,7 @@ enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *
 enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_entry *e,
                              size_t n, char *err, size_t errlen);
 /* Writes the n records with one JSON merge patch. Never touches `version`,
- * never deletes. LEDGER_OK or LEDGER_ERROR. */
+ * never deletes. LEDGER_OK, LEDGER_ERROR or LEDGER_UNAVAILABLE. */
 enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                             char *err, size_t errlen);
 /* The size the n records add to the object (key and value bytes). */

@@ -1,19 +1,25 @@
-/* lock.c: the runner's Lease.
+/* lock.c: the runner's Lease (the protocol is in lock.h).
  *
- * Owns the Lease protocol: create it when absent; take it over only when
- * renewTime + leaseDurationSeconds has passed (an update carrying the
- * resourceVersion we read, so two runners racing for an expired lease cannot
- * both win: the loser gets 409); renew with our resourceVersion; release by
- * clearing the holder. Must never write a Lease it does not hold or has not
- * seen expire. */
+ * Owns the Lease's writes and what their answers mean: a create, a takeover
+ * once expired, renewals and the release, each a compare-and-swap on the
+ * resourceVersion we last saw, so two runners can never both believe they
+ * hold it; reading the Lease back whenever a write's outcome is unknown (a
+ * retried request may have been applied by its first attempt); the
+ * finalizer that keeps a deleted Lease in place while we hold it; and the
+ * shared watch word children read. Must never write a Lease it does not hold
+ * or has not seen expire, and never call a lock held that no confirmed write
+ * proves. */
 #include "lock.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "defaults.h"
 #include "log.h"
 #include "util.h"
 
@@ -56,63 +62,14 @@ static void lease_path(const struct lock *lk, char *buf, size_t n, int item)
              item ? "/" : "", item ? lk->name : "");
 }
 
-static cJSON *lease_body(const struct lock *lk, const char *holder, long transitions,
-                         const char *acquire, const char *rv)
-{
-    char now[40];
-    micro_time(now);
-    cJSON *o = cJSON_CreateObject();
-    cJSON *meta = cJSON_AddObjectToObject(o, "metadata");
-    cJSON *spec = cJSON_AddObjectToObject(o, "spec");
-    if (!o || !meta || !spec || !cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1") ||
-        !cJSON_AddStringToObject(o, "kind", "Lease") || !cJSON_AddStringToObject(meta, "name", lk->name) ||
-        !cJSON_AddStringToObject(meta, "namespace", lk->ns) ||
-        (rv && !cJSON_AddStringToObject(meta, "resourceVersion", rv)) ||
-        !cJSON_AddStringToObject(spec, "holderIdentity", holder) ||
-        !cJSON_AddNumberToObject(spec, "leaseDurationSeconds", lk->duration_s) ||
-        !cJSON_AddStringToObject(spec, "acquireTime", acquire ? acquire : now) ||
-        !cJSON_AddStringToObject(spec, "renewTime", now) ||
-        !cJSON_AddNumberToObject(spec, "leaseTransitions", (double)transitions)) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
-}
-
-/* Sends a Lease write; on success remembers the new resourceVersion.
- * POST creates; PUT and PATCH carry our resourceVersion, so they are safe to
- * repeat and fail with 409 if anyone else wrote the Lease since. Returns 0,
- * the HTTP code (409 = lost a race), or -1. */
-static long write_lease(struct lock *lk, const char *method, cJSON *body, char *err, size_t errlen)
-{
-    char path[512];
-    int create = strcmp(method, "POST") == 0;
-    lease_path(lk, path, sizeof path, !create);
-    char *s = body ? cJSON_PrintUnformatted(body) : NULL;
-    if (!s) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    const char *ctype = strcmp(method, "PATCH") == 0 ? "application/merge-patch+json"
-                                                     : "application/json";
-    struct rest_result r;
-    int rc = rest_do(lk->c, method, path, NULL, ctype, s, strlen(s), !create, 60, &r);
-    free(s);
-    long code = 0;
-    if (rc == 0) {
-        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(r.json, "metadata"), "resourceVersion");
-        if (cJSON_IsString(rv))
-            snprintf(lk->rv, sizeof lk->rv, "%s", rv->valuestring);
-    } else {
-        char m[2300];
-        rest_error_string(&r.err, m, sizeof m);
-        snprintf(err, errlen, "lease %s/%s: %s", lk->ns, lk->name, m);
-        code = r.err.code ? r.err.code : -1;
-    }
-    rest_result_free(&r);
-    return code;
-}
+/* What a read of the Lease says. */
+struct view {
+    int exists;
+    char holder[256], renew[40], rv[64];
+    double duration;
+    long transitions;
+    int deleting;           /* deletionTimestamp is set */
+};
 
 static const char *jstr(const cJSON *o, const char *a, const char *b)
 {
@@ -120,56 +77,211 @@ static const char *jstr(const cJSON *o, const char *a, const char *b)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* One attempt. 0 = held, 1 = held by someone else (holder in err), -1 = error. */
-static int try_acquire(struct lock *lk, char *err, size_t errlen, int again)
+static void view_of(const struct lock *lk, const cJSON *o, struct view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->exists = 1;
+    const char *s;
+    if ((s = jstr(o, "spec", "holderIdentity")))
+        snprintf(v->holder, sizeof v->holder, "%s", s);
+    if ((s = jstr(o, "spec", "renewTime")))
+        snprintf(v->renew, sizeof v->renew, "%s", s);
+    if ((s = jstr(o, "metadata", "resourceVersion")))
+        snprintf(v->rv, sizeof v->rv, "%s", s);
+    v->deleting = jstr(o, "metadata", "deletionTimestamp") != NULL;
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(o, "spec");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
+    v->duration = cJSON_IsNumber(d) ? d->valuedouble : lk->duration_s;
+    v->transitions = cJSON_IsNumber(t) ? (long)t->valuedouble : 0;
+}
+
+/* Reads the Lease. 0 (v->exists says whether it is there), or -1 with err. */
+static int read_lease(struct lock *lk, struct view *v, char *err, size_t errlen)
 {
     char path[512];
     lease_path(lk, path, sizeof path, 1);
     struct rest_result r;
-    if (rest_do(lk->c, "GET", path, NULL, NULL, NULL, 0, 1, 60, &r) != 0) {
-        if (r.err.code != 404) {
-            char m[2300];
-            rest_error_string(&r.err, m, sizeof m);
-            snprintf(err, errlen, "reading lease %s/%s: %s", lk->ns, lk->name, m);
-            rest_result_free(&r);
+    memset(v, 0, sizeof *v);
+    int rc = rest_do(lk->c, "GET", path, NULL, NULL, NULL, 0, 1, DEFAULT_RETRY_BUDGET_S, &r);
+    if (rc == 0 && r.json)
+        view_of(lk, r.json, v);
+    else if (rc != 0 && r.err.code != 404) {
+        char m[REST_ERRSTR_MAX];
+        rest_error_string(&r.err, m, sizeof m);
+        snprintf(err, errlen, "reading lease %s/%s: %s", lk->ns, lk->name, m);
+        rest_result_free(&r);
+        return -1;
+    }
+    rest_result_free(&r);
+    return 0;
+}
+
+/* A Lease body: holder, our renewTime (remembered in lk->sent), and the
+ * resourceVersion the write is conditional on. */
+static cJSON *lease_body(struct lock *lk, const char *holder, long transitions, const char *rv,
+                         int full)
+{
+    micro_time(lk->sent);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(o, "metadata");
+    cJSON *spec = cJSON_AddObjectToObject(o, "spec");
+    cJSON *fin = cJSON_AddArrayToObject(meta, "finalizers");
+    if (!o || !meta || !spec || !fin || !cJSON_AddStringToObject(meta, "name", lk->name) ||
+        !cJSON_AddStringToObject(meta, "namespace", lk->ns) ||
+        (rv && !cJSON_AddStringToObject(meta, "resourceVersion", rv)) ||
+        !cJSON_AddItemToArray(fin, cJSON_CreateString(LOCK_FINALIZER)) ||
+        !cJSON_AddStringToObject(spec, "holderIdentity", holder) ||
+        !cJSON_AddNumberToObject(spec, "leaseDurationSeconds", lk->duration_s) ||
+        !cJSON_AddStringToObject(spec, "renewTime", lk->sent) ||
+        (full && (!cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1") ||
+                  !cJSON_AddStringToObject(o, "kind", "Lease") ||
+                  !cJSON_AddStringToObject(spec, "acquireTime", lk->sent) ||
+                  !cJSON_AddNumberToObject(spec, "leaseTransitions", (double)transitions)))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+enum wrote { WROTE_OK, WROTE_REFUSED, WROTE_UNKNOWN };
+
+/* Sends one Lease write. Every one is conditional (a create, or our
+ * resourceVersion), hence safe to repeat. WROTE_OK fills *v from the answer;
+ * WROTE_REFUSED is a definite no (409, 404, 403, ...) whose code is in
+ * *code; WROTE_UNKNOWN means the server may or may not have applied it (a
+ * transport failure, a 5xx, or a refusal after a retry of a request that may
+ * already have landed). */
+static enum wrote write_lease(struct lock *lk, const char *method, cJSON *body, double left,
+                              struct view *v, long *code, char *err, size_t errlen)
+{
+    char path[512];
+    int create = strcmp(method, "POST") == 0;
+    lease_path(lk, path, sizeof path, !create);
+    char *s = body ? cJSON_PrintUnformatted(body) : NULL;
+    *code = 0;
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return WROTE_UNKNOWN;
+    }
+    const char *ctype = strcmp(method, "PATCH") == 0 ? "application/merge-patch+json"
+                                                     : "application/json";
+    struct rest_result r;
+    int rc = rest_do(lk->c, method, path, NULL, ctype, s, strlen(s), 1, left > 1 ? left : 1, &r);
+    cJSON_free(s);
+    enum wrote w = WROTE_OK;
+    if (rc == 0) {
+        if (r.json)
+            view_of(lk, r.json, v);
+    } else {
+        char m[REST_ERRSTR_MAX];
+        rest_error_string(&r.err, m, sizeof m);
+        snprintf(err, errlen, "lease %s/%s: %s", lk->ns, lk->name, m);
+        *code = r.err.code;
+        w = r.err.code == 0 || r.err.code >= 500 || r.err.code == 429 || r.err.after_retry
+                ? WROTE_UNKNOWN
+                : WROTE_REFUSED;
+    }
+    rest_result_free(&r);
+    return w;
+}
+
+/* Our write's outcome, read back: 1 when the Lease holds our holder and the
+ * renewTime we sent (it landed), 0 when it holds our holder but not that
+ * renewTime (it did not land, we still hold it), -1 when another holds it
+ * or it is gone or being deleted, -2 when it cannot be read. */
+static int settle(struct lock *lk, struct view *v, char *err, size_t errlen)
+{
+    if (read_lease(lk, v, err, errlen) != 0)
+        return -2;
+    if (!v->exists || v->deleting || strcmp(v->holder, lk->holder) != 0)
+        return -1;
+    return strcmp(v->renew, lk->sent) == 0 ? 1 : 0;
+}
+
+static void set_watch(struct lock *lk)
+{
+    if (lk->watch)
+        atomic_store(lk->watch,
+                     (long long)((lk->confirmed_at + lk->duration_s - lk->margin) * 1e6));
+}
+
+static void confirmed(struct lock *lk, double sent_at, const struct view *v)
+{
+    lk->confirmed_at = sent_at;
+    if (*v->rv)
+        snprintf(lk->rv, sizeof lk->rv, "%s", v->rv);
+    set_watch(lk);
+}
+
+/* One attempt. 0 = held, 1 = held by someone else (holder in err), -1 = error. */
+static int try_acquire(struct lock *lk, char *err, size_t errlen)
+{
+    struct view v;
+    if (read_lease(lk, &v, err, errlen) != 0)
+        return -1;
+    int expired = v.exists && wall_now() > parse_time(v.renew) + v.duration;
+    int ours = v.exists && strcmp(v.holder, lk->holder) == 0;
+    if (v.exists && v.deleting) {
+        /* Someone deleted it; our finalizer keeps it while a holder lives.
+         * Once free, finish the deletion so it can be created anew. */
+        if (*v.holder && !expired && !ours) {
+            snprintf(err, errlen, "held by %s (being deleted; renewed %s)", v.holder, v.renew);
+            return 1;
+        }
+        cJSON *p = cJSON_CreateObject();
+        cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
+        if (!meta || !cJSON_AddStringToObject(meta, "resourceVersion", v.rv) ||
+            !cJSON_AddNullToObject(meta, "finalizers")) {
+            cJSON_Delete(p);
+            snprintf(err, errlen, "out of memory");
             return -1;
         }
-        rest_result_free(&r);
-        cJSON *b = lease_body(lk, lk->holder, 0, NULL, NULL);
-        long code = write_lease(lk, "POST", b, err, errlen);
-        cJSON_Delete(b);
-        if (code == 409) /* another runner created it first: say who */
-            return again ? try_acquire(lk, err, errlen, 0) : 1;
-        return code == 0 ? 0 : -1;
+        long code;
+        struct view after;
+        write_lease(lk, "PATCH", p, DEFAULT_RETRY_BUDGET_S, &after, &code, err, errlen);
+        cJSON_Delete(p);
+        snprintf(err, errlen, "being deleted");
+        return 1; /* look again: it is gone, or someone else got there */
     }
-    const char *holder = jstr(r.json, "spec", "holderIdentity");
-    const char *renew = jstr(r.json, "spec", "renewTime");
-    const char *rv = jstr(r.json, "metadata", "resourceVersion");
-    const cJSON *dur = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(r.json, "spec"), "leaseDurationSeconds");
-    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(r.json, "spec"), "leaseTransitions");
-    double d = cJSON_IsNumber(dur) ? dur->valuedouble : lk->duration_s;
-    double renewed = parse_time(renew);
-    int free_now = !holder || !*holder || strcmp(holder, lk->holder) == 0 ||
-                   wall_now() > renewed + d;
-    if (!free_now) {
+    if (v.exists && *v.holder && !expired && !ours) {
         snprintf(err, errlen, "held by %s (renewed %s, expires after %.0fs without renewal)",
-                 holder, renew ? renew : "never", d);
-        rest_result_free(&r);
+                 v.holder, *v.renew ? v.renew : "never", v.duration);
         return 1;
     }
-    if (holder && *holder && strcmp(holder, lk->holder) != 0)
-        log_warn("lock: taking over the expired lease of %s (last renewed %s)", holder,
-                 renew ? renew : "never");
-    cJSON *b = lease_body(lk, lk->holder, (cJSON_IsNumber(tr) ? (long)tr->valuedouble : 0) + 1,
-                          NULL, rv);
-    rest_result_free(&r);
-    long code = write_lease(lk, "PUT", b, err, errlen);
+    if (v.exists && *v.holder && !ours)
+        log_warn("lock: taking over the expired lease of %s (last renewed %s)", v.holder,
+                 *v.renew ? v.renew : "never");
+    cJSON *b = lease_body(lk, lk->holder, v.exists ? v.transitions + 1 : 0,
+                         v.exists ? v.rv : NULL, 1);
+    if (!b) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    double sent_at = now_mono();
+    long code;
+    struct view got;
+    enum wrote w = write_lease(lk, v.exists ? "PUT" : "POST", b, DEFAULT_RETRY_BUDGET_S, &got,
+                               &code, err, errlen);
     cJSON_Delete(b);
-    if (code == 409) /* another runner took it first: say who */
-        return again ? try_acquire(lk, err, errlen, 0) : 1;
-    return code == 0 ? 0 : -1;
+    if (w == WROTE_OK) {
+        confirmed(lk, sent_at, &got);
+        return 0;
+    }
+    /* A 409 (another runner was first) or an unknown outcome: the Lease
+     * itself says who won. */
+    if (w == WROTE_REFUSED && code != 409)
+        return -1;
+    int s = settle(lk, &got, err, errlen);
+    if (s == 1) {
+        confirmed(lk, sent_at, &got);
+        return 0;
+    }
+    if (s == -2)
+        return -1;
+    snprintf(err, errlen, "held by %s (renewed %s)", *got.holder ? got.holder : "nobody",
+             *got.renew ? got.renew : "never");
+    return 1;
 }
 
 int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const char *name,
@@ -177,29 +289,32 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
 {
     memset(lk, 0, sizeof *lk);
     lk->c = c;
-    lk->duration_s = duration_s > 0 ? duration_s : 30;
+    lk->duration_s = duration_s > 0 ? duration_s : DEFAULT_LEASE_S;
+    /* Others judge expiry by their clocks; give up well before them. */
+    lk->margin = fmax(0.5, lk->duration_s / 6.0);
     snprintf(lk->ns, sizeof lk->ns, "%s", ns);
     snprintf(lk->name, sizeof lk->name, "%s", name);
     char host[128] = "unknown";
     gethostname(host, sizeof host - 1);
     snprintf(lk->holder, sizeof lk->holder, "%s/%ld/%ld", host, (long)getpid(),
              (long)time(NULL));
+    void *page = mmap(NULL, sizeof(*lk->watch), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                      -1, 0);
+    lk->watch = page == MAP_FAILED ? NULL : page;
     double end = now_mono() + wait_s;
     int said = 0;
     for (;;) {
-        int rc = try_acquire(lk, err, errlen, 1);
+        int rc = try_acquire(lk, err, errlen);
         if (rc == 0) {
             lk->held = 1;
-            lk->renewed_at = now_mono();
             *busy = 0;
             return 0;
         }
-        if (rc < 0) {
-            *busy = 0;
-            return -1;
-        }
-        if (now_mono() >= end) {
-            *busy = 1;
+        if (rc < 0 || now_mono() >= end) {
+            *busy = rc > 0;
+            if (lk->watch)
+                munmap((void *)lk->watch, sizeof(*lk->watch));
+            lk->watch = NULL;
             return -1;
         }
         if (!said) {
@@ -211,37 +326,120 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
     }
 }
 
-/* A merge patch of holder and renewTime, guarded by our resourceVersion. */
-static long patch_lease(struct lock *lk, const char *holder, char *err, size_t errlen)
+double lock_left(const struct lock *lk)
 {
-    cJSON *b = lease_body(lk, holder, 0, NULL, lk->rv);
-    cJSON *spec = cJSON_GetObjectItemCaseSensitive(b, "spec");
-    cJSON_DeleteItemFromObject(spec, "leaseTransitions");
-    cJSON_DeleteItemFromObject(spec, "acquireTime");
-    long code = write_lease(lk, "PATCH", b, err, errlen);
+    return lk->held ? lk->confirmed_at + lk->duration_s - lk->margin - now_mono() : 0;
+}
+
+const _Atomic(long long) *lock_watch(const struct lock *lk) { return lk->watch; }
+
+static int lose(struct lock *lk, char *err, size_t errlen, const char *why)
+{
+    lk->held = 0;
+    snprintf(lk->lost, sizeof lk->lost, "%s", why);
+    if (lk->watch)
+        atomic_store(lk->watch, 1); /* in the past: children stop now */
+    snprintf(err, errlen, "lost the runner lock %s/%s: %s", lk->ns, lk->name, why);
+    return -1;
+}
+
+/* A compare-and-swap renewal now. 0 held (confirmed, or not confirmed but
+ * still within its time), -1 lost. */
+static int renew_now(struct lock *lk, char *err, size_t errlen)
+{
+    cJSON *b = lease_body(lk, lk->holder, 0, lk->rv, 0);
+    if (!b)
+        return lock_left(lk) > 0 ? 0 : lose(lk, err, errlen, "out of memory");
+    double sent_at = now_mono();
+    long code;
+    struct view v;
+    char why[ERRLINE_MAX] = "";
+    enum wrote w = write_lease(lk, "PATCH", b, lock_left(lk), &v, &code, why, sizeof why);
     cJSON_Delete(b);
-    return code;
+    if (w == WROTE_OK && v.deleting)
+        return lose(lk, err, errlen, "the Lease was deleted while held (by a migration or a person)");
+    if (w == WROTE_OK && strcmp(v.holder, lk->holder) == 0) {
+        confirmed(lk, sent_at, &v);
+        return 0;
+    }
+    if (w == WROTE_REFUSED && code != 409 && code != 404) {
+        /* Forbidden, invalid: nothing says another holds it; keep trying
+         * while our time lasts. */
+        log_warn("lock: renewal refused: %s", why);
+    } else {
+        int s = settle(lk, &v, why, sizeof why);
+        if (s == 1) {
+            confirmed(lk, sent_at, &v);
+            return 0;
+        }
+        if (s == -1) {
+            if (v.exists && v.deleting)
+                return lose(lk, err, errlen,
+                            "the Lease was deleted while held (by a migration or a person)");
+            char m[400];
+            snprintf(m, sizeof m, v.exists ? "it is held by %s now" : "it was deleted",
+                     *v.holder ? v.holder : "nobody");
+            return lose(lk, err, errlen, m);
+        }
+        log_warn("lock: renewal not confirmed (%s); retrying while the lease lasts", why);
+    }
+    if (lock_left(lk) > 0)
+        return 0;
+    char m[300];
+    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
+    return lose(lk, err, errlen, m);
 }
 
 int lock_renew(struct lock *lk, char *err, size_t errlen)
 {
-    if (!lk->held || now_mono() - lk->renewed_at < lk->duration_s / 4.0)
+    if (!lk->held) {
+        snprintf(err, errlen, "lost the runner lock %s/%s: %s", lk->ns, lk->name,
+                 *lk->lost ? lk->lost : "not held");
+        return -1;
+    }
+    /* A hold that lapsed (the runner was stopped, or no renewal got
+     * through) is lost for good, even if nobody took the Lease: the
+     * migration's group killed itself at that moment (lock_watch). */
+    if (lock_left(lk) <= 0) {
+        char m[300];
+        snprintf(m, sizeof m, "no renewal was confirmed for %.1fs (was the runner stopped, or "
+                 "the apiserver out of reach?)", now_mono() - lk->confirmed_at);
+        return lose(lk, err, errlen, m);
+    }
+    if (now_mono() - lk->confirmed_at < lk->duration_s / 4.0)
         return 0;
-    long code = patch_lease(lk, lk->holder, err, errlen);
-    if (code == 0)
-        lk->renewed_at = now_mono();
-    else if (code == 409 || now_mono() - lk->renewed_at >= lk->duration_s)
-        lk->held = 0; /* someone else wrote it, or it expired unrenewed */
-    /* A transient failure keeps the lease until it would expire. */
-    return lk->held ? 0 : -1;
+    return renew_now(lk, err, errlen);
+}
+
+int lock_confirm(struct lock *lk, char *err, size_t errlen)
+{
+    if (lock_renew(lk, err, errlen) != 0)
+        return -1;
+    if (lock_left(lk) > 0)
+        return 0;
+    char m[300];
+    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
+    return lose(lk, err, errlen, m);
 }
 
 void lock_release(struct lock *lk)
 {
-    if (!lk->held)
-        return;
-    char err[2600];
-    if (patch_lease(lk, "", err, sizeof err) != 0)
-        log_warn("lock: could not release it: %s (it expires by itself)", err);
-    lk->held = 0;
+    if (lk->held) {
+        cJSON *b = lease_body(lk, "", 0, lk->rv, 0);
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(b, "metadata");
+        cJSON_DeleteItemFromObject(meta, "finalizers");
+        long code;
+        struct view v;
+        char err[ERRLINE_MAX];
+        if (!b || !cJSON_AddNullToObject(meta, "finalizers") ||
+            write_lease(lk, "PATCH", b, DEFAULT_RETRY_BUDGET_S, &v, &code, err, sizeof err) !=
+                WROTE_OK)
+            log_warn("lock: could not release it: %s (it expires by itself)",
+                     b ? err : "out of memory");
+        cJSON_Delete(b);
+        lk->held = 0;
+    }
+    if (lk->watch)
+        munmap((void *)lk->watch, sizeof(*lk->watch));
+    lk->watch = NULL;
 }

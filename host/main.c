@@ -58,7 +58,9 @@ static const char cluster_opts_help[] =
     "  --context NAME      use this kubeconfig context\n"
     "  --local             use the kubeconfig's context, never in-cluster credentials\n"
     "  --namespace NS      platform namespace (default $NAMESPACE or " DEFAULT_NAMESPACE ")\n"
-    "  --log-format FMT    text (default) or json: every line printed is a JSON object\n";
+    "  --log-format FMT    text (default) or json: every line printed is a JSON object\n"
+    "  --retry-for DUR     how long a request is retried through throttling, 5xx and\n"
+    "                      broken connections (default 60s: an apiserver restart)\n";
 
 /* ---- options: one table per command, one handler for all ---------------- */
 
@@ -67,7 +69,8 @@ enum opt_id {
     OPT_DRY_RUN, OPT_TIMEOUT, OPT_MEMORY, OPT_TIER, OPT_ONLY, OPT_LOCK_TIMEOUT, OPT_LEDGER,
     OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT, OPT_WORKDIR, OPT_ENV,
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
-    OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_FORCE, OPT_REASON, OPT_FAILED,
+    OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_FORCE, OPT_REASON,
+    OPT_FAILED,
 };
 
 #define CLUSTER_OPTS                                             \
@@ -76,6 +79,7 @@ enum opt_id {
     {"local", no_argument, NULL, OPT_LOCAL},                     \
     {"namespace", required_argument, NULL, OPT_NAMESPACE},       \
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},     \
+    {"retry-for", required_argument, NULL, OPT_RETRY_FOR},       \
     {"help", no_argument, NULL, OPT_HELP}
 #define OPT(name, arg, id) {name, arg, NULL, id}
 #define END {NULL, 0, NULL, 0}
@@ -236,6 +240,8 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
         return duration_arg(c, flag, arg, &r->grace);
     case OPT_TICK:
         return duration_arg(c, flag, arg, &c->tick);
+    case OPT_RETRY_FOR:
+        return duration_arg(c, flag, arg, &r->k.retry_budget);
     case OPT_LEASE_DURATION:
         if (duration_arg(c, flag, arg, &d) != 0)
             return -1;
@@ -405,7 +411,11 @@ static const char exec_help[] =
     "  --tick DURATION     count ticks at this interval (reported as ticks)\n"
     "  --quiet             do not stream the output\n";
 
-static void count_tick(void *ud) { (*(long *)ud)++; }
+static int count_tick(void *ud)
+{
+    (*(long *)ud)++;
+    return 0;
+}
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -564,7 +574,8 @@ static const char run_help[] =
     "                       the header's timeout, else 10m)\n"
     "  --lock-timeout DUR   how long to wait for another runner's lock (default 5m)\n"
     "  --lease-duration DUR how long the lock lives without renewal (default "
-    STR(DEFAULT_LEASE_S) "s)\n"
+    STR(DEFAULT_LEASE_S) "s); the run\n"
+    "                       stops (exit 5) if no renewal is confirmed for most of it\n"
     "  --grace DURATION     TERM-to-KILL delay on timeout (default 10s)\n"
     "  --max-attempts N     background: retries of a failed migration (default "
     STR(DEFAULT_MAX_ATTEMPTS) ")\n"

@@ -117,6 +117,7 @@ int record_parse(const char *text, struct record *r)
         get_str(o, "batch", r->batch, sizeof r->batch, r) ||
         get_str(o, "tier", r->tier, sizeof r->tier, r) ||
         get_str(o, "image", r->image, sizeof r->image, r) ||
+        get_str(o, "runner", r->runner, sizeof r->runner, r) ||
         get_str(o, "reason", r->reason, sizeof r->reason, r) ||
         get_str(o, "message", r->message, sizeof r->message, r) ||
         get_str(o, "output", r->output, sizeof r->output, r) ||
@@ -148,6 +149,8 @@ char *record_format(const struct record *r)
         ok &= cJSON_AddStringToObject(o, "tier", r->tier) != NULL;
     if (*r->image)
         ok &= cJSON_AddStringToObject(o, "image", r->image) != NULL;
+    if (*r->runner)
+        ok &= cJSON_AddStringToObject(o, "runner", r->runner) != NULL;
     ok &= cJSON_AddNumberToObject(o, "attempts", (double)r->attempts) != NULL;
     ok &= cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms) != NULL;
     if (*r->reason)

@@ -30,6 +30,7 @@ struct record {
     char batch[128];
     char tier[24];
     char image[256];
+    char runner[256];       /* the lock holder that wrote it */
     long attempts;
     long duration_ms;
     char reason[64];

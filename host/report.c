@@ -326,6 +326,8 @@ int report_record(const struct status_view *v, const char *slug, const struct re
         out_line("message:     %s", r->message);
     if (*r->by)
         out_line("by:          %s", r->by);
+    if (*r->runner)
+        out_line("runner:      %s", r->runner);
     if (*r->output) {
         out_line("output:");
         indented(r->output);

@@ -202,9 +202,14 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
             tmo = left > 0.001 ? left : 0.001;
         int rc = http_request(c->http, method, path, accept, content_type, body, body_len,
                               idempotent, tmo, &r);
-        if (r.resent)
+        if (r.resent) {
             log_warn("kube: retrying %s %s after the reused connection died before an answer "
                      "(libcurl re-sent it on a fresh connection)", method, path);
+            /* The first copy may have been applied: what the second one
+             * hears (a 409, a 404) proves nothing about it. */
+            if (strcmp(method, "GET") != 0)
+                maybe_applied = 1;
+        }
         char cause[300] = "";
         int retry = 0;
         if (rc != 0) {
@@ -235,7 +240,10 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
         }
         log_warn("kube: retrying %s %s after %s (attempt %d/%d in %.2fs)", method, path, cause,
                  attempt + 1, max, delay);
-        if (rc != 0 && r.sent)
+        /* A write whose connection broke after sending, or that a 5xx
+         * answered (an apiserver may time out after storing), may have been
+         * applied: its repeat's refusal is then no proof of anything. */
+        if ((rc != 0 && r.sent) || (rc == 0 && r.status >= 500 && strcmp(method, "GET") != 0))
             maybe_applied = 1;
         http_response_free(&r);
         rest_sleep(delay);

@@ -121,15 +121,65 @@ static int read_ledger(struct ctx *c)
     return 0;
 }
 
-static int write_record(struct ctx *c, const char *slug, const struct record *r)
+/* While a child runs: renew, and stop it at once when the lock is lost. */
+static int renew_tick(void *ud)
+{
+    struct ctx *c = ud;
+    char err[ERRLINE_MAX];
+    if (lock_renew(&c->lk, err, sizeof err) == 0)
+        return 0;
+    if (!c->lock_lost) {
+        c->lock_lost = 1;
+        log_error("%s", err);
+    }
+    return 1;
+}
+
+/* Before a migration starts and before a record is written: do we still
+ * hold the lock? 0, or EXIT_LOCK after saying so. A write that follows may
+ * take only as long as the hold is certain. */
+static int hold(struct ctx *c, const char *what)
 {
     if (c->o->k.dry_run)
         return 0;
     char err[ERRLINE_MAX];
+    if (!c->lock_lost && lock_confirm(&c->lk, err, sizeof err) == 0) {
+        c->loc.deadline = now_mono() + lock_left(&c->lk);
+        return 0;
+    }
+    if (!c->lock_lost) {
+        c->lock_lost = 1;
+        log_error("%s", err);
+    }
+    log_fatal("stopping before %s: this runner no longer holds the lock; nothing more is "
+              "recorded (exit 5)", what);
+    return EXIT_LOCK;
+}
+
+/* 0, EXIT_LOCK (the lock is gone: not written) or EXIT_CLUSTER. */
+static int write_record(struct ctx *c, const char *slug, struct record *r)
+{
+    if (c->o->k.dry_run)
+        return 0;
+    char what[200];
+    snprintf(what, sizeof what, "recording %s", slug);
+    int rc = hold(c, what);
+    if (rc != 0)
+        return rc;
+    char err[ERRLINE_MAX];
+    snprintf(r->runner, sizeof r->runner, "%s", c->lk.holder);
     struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
-    if (ledger_write(&c->loc, &e, 1, err, sizeof err) != LEDGER_OK) {
+    enum ledger_rc lrc = ledger_write(&c->loc, &e, 1, err, sizeof err);
+    if (lrc == LEDGER_UNAVAILABLE) {
+        /* Retried as long as the lock is certain, and no longer: a record
+         * landing after another runner took over would lie. */
+        log_fatal("recording %s: not written while this runner held the lock (%s); it runs "
+                  "again next time (exit 5)", slug, err);
+        return EXIT_LOCK;
+    }
+    if (lrc != LEDGER_OK) {
         log_fatal("recording %s: %s", slug, err);
-        return -1;
+        return EXIT_CLUSTER;
     }
     c->ledger_bytes += ledger_entry_bytes(&e, 1);
     if (!c->size_warned && c->ledger_bytes > LEDGER_LIMIT * 8 / 10) {
@@ -145,16 +195,6 @@ static void new_record(struct ctx *c, const struct step *s, enum rec_state st, s
 {
     now_rfc3339(c->now);
     plan_record(&c->t, s, &c->po, st, r);
-}
-
-static void renew_tick(void *ud)
-{
-    struct ctx *c = ud;
-    char err[ERRLINE_MAX];
-    if (lock_renew(&c->lk, err, sizeof err) != 0 && !c->lock_lost) {
-        c->lock_lost = 1;
-        log_error("%s", err);
-    }
 }
 
 /* ---- operator control: what a shell child reaches, requires, skips ----- */
@@ -239,8 +279,9 @@ static int skipped_step(struct ctx *c, const struct step *s, size_t k, size_t n)
         progress(k, n, s->tier, s->slug, "would record skipped (dry run)", -1, r.message);
         return 0;
     }
-    if (write_record(c, s->slug, &r) != 0)
-        return EXIT_CLUSTER;
+    int rc = write_record(c, s->slug, &r);
+    if (rc != 0)
+        return rc;
     progress(k, n, s->tier, s->slug, "skipped by the operator, recorded", -1, r.message);
     event(c, "Warning", "MigrationSkipped", "%s (%s) skipped by %s: %s", s->slug, s->tier, r.by,
           r.message);
@@ -257,6 +298,11 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         progress(k, n, s->tier, s->slug, "not dry-runnable (shell), not executed", -1, NULL);
         return 0;
     }
+    char what[200];
+    snprintf(what, sizeof what, "starting %s", s->slug);
+    int rc = hold(c, what);
+    if (rc != 0)
+        return rc;
     /* What a legacy shell script reads from its environment. */
     char env_ns[256], env_slug[128];
     snprintf(env_ns, sizeof env_ns, "NAMESPACE=%s", o->k.ledger_namespace);
@@ -281,6 +327,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         .lua_mem_limit = o->memory,
         .kube = &o->k,
         .tick = o->k.dry_run ? NULL : renew_tick,
+        .lease_until_us = o->k.dry_run ? NULL : lock_watch(&c->lk),
         /* Renew well inside the lease, however short it is. */
         .tick_every = o->lease_duration / 4.0 < 2 ? o->lease_duration / 4.0 : 2,
         .ud = c,
@@ -306,15 +353,24 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
             snprintf(r.output, sizeof r.output, "%s", utf8_start(from));
         }
     }
+    int aborted = res.outcome == CHILD_ABORTED;
     child_result_free(&res);
-    if (c->lock_lost) {
-        log_fatal("lost the runner lock while %s ran; not recording it", s->slug);
+    /* The lock first: a migration stopped because the lock was lost (by
+     * the tick, or by its own lease watch) did not fail on its own. */
+    char err[ERRLINE_MAX];
+    if (!o->k.dry_run && !c->lock_lost && lock_confirm(&c->lk, err, sizeof err) != 0) {
+        c->lock_lost = 1;
+        log_error("%s", err);
+    }
+    if (c->lock_lost || aborted) {
+        log_fatal("lost the runner lock while %s ran: it was stopped and is not recorded "
+                  "(it runs again next time)", s->slug);
         return EXIT_LOCK;
     }
     if (ok) {
         progress(k, n, s->tier, s->slug, o->k.dry_run ? "ok (dry run)" : "ok", r.duration_ms, NULL);
-        if (write_record(c, s->slug, &r) != 0)
-            return EXIT_CLUSTER;
+        if ((rc = write_record(c, s->slug, &r)) != 0)
+            return rc;
         event(c, "Normal", "MigrationSucceeded", "%s (%s, batch %s) succeeded in %ld ms", s->slug,
               s->tier, s->batch, r.duration_ms);
         return 0;
@@ -332,8 +388,8 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
                   next_time(c, s->slug));
         return EXIT_FAILED;
     }
-    if (write_record(c, s->slug, &r) != 0)
-        return EXIT_CLUSTER;
+    if ((rc = write_record(c, s->slug, &r)) != 0)
+        return rc;
     *failed_warn = 1;
     return 0;
 }
@@ -356,8 +412,9 @@ static int run_steps(struct ctx *c, struct plan *p)
             progress(k, n, s->tier, s->slug,
                      c->o->k.dry_run ? "revoked, would record revoked (dry run)" : "revoked, recorded",
                      -1, NULL);
-            if (write_record(c, s->slug, &r) != 0)
-                return EXIT_CLUSTER;
+            int rc = write_record(c, s->slug, &r);
+            if (rc != 0)
+                return rc;
             event(c, "Normal", "MigrationRevoked", "%s is revoked and will never run", s->slug);
             continue;
         }
@@ -422,6 +479,11 @@ static int seed(struct ctx *c, struct plan *p)
                      "skipped-fresh-install", c->loc.ns, c->loc.name, p->nseed);
             return 0;
         }
+        int held = hold(c, "creating the ledger");
+        if (held != 0)
+            return held;
+        for (size_t i = 0; i < p->nseed; i++)
+            snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
         enum ledger_rc rc = ledger_create(&c->loc, p->seed, p->nseed, err, sizeof err);
         if (rc == LEDGER_ERROR) {
             log_fatal("creating the ledger %s/%s: %s", c->loc.ns, c->loc.name, err);
@@ -454,6 +516,11 @@ static int seed(struct ctx *c, struct plan *p)
                      c->l.version);
             return 0;
         }
+        int held = hold(c, "seeding legacy records");
+        if (held != 0)
+            return held;
+        for (size_t i = 0; i < p->nseed; i++)
+            snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
         if (ledger_write(&c->loc, p->seed, p->nseed, err, sizeof err) != LEDGER_OK) {
             log_fatal("seeding legacy records: %s", err);
             return EXIT_CLUSTER;
@@ -503,7 +570,7 @@ static int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, i
         log_warn("%s (showing the ledger alone)", err);
     if (!(c->rest = connect_cluster(o)))
         return EXIT_CLUSTER;
-    c->loc = (struct ledger_loc){c->rest, o->k.ledger_namespace, o->k.ledger_name};
+    c->loc = (struct ledger_loc){c->rest, o->k.ledger_namespace, o->k.ledger_name, 0};
     kubeconfig_identity(rest_config(c->rest), c->identity, sizeof c->identity);
     return 0;
 }

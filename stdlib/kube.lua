@@ -386,6 +386,36 @@ end
 -- Reads the object, calls fn(obj) (which edits obj in place or returns a new
 -- one; returning false means "no change"), writes it with its
 -- resourceVersion, and starts over on a Conflict (opts.attempts, default 5).
+-- Exactly once where the server can tell: when a write whose first attempt
+-- may have landed (its connection broke, or a 5xx answered) is refused with
+-- a Conflict on its repeat, the object is read again, and if it already
+-- holds what was sent the update is done: fn is not called a second time.
+
+-- What a write sent, compared with what the server holds: everything but
+-- the fields the server moves on every write.
+local SERVER_FIELDS = { resourceVersion = true, managedFields = true, generation = true }
+
+local function same(a, b, depth)
+  if type(a) ~= 'table' or type(b) ~= 'table' then return a == b end
+  for k, v in pairs(a) do
+    if not (depth == 1 and SERVER_FIELDS[k]) and not same(v, b[k], k == 'metadata' and 1 or 2) then
+      return false
+    end
+  end
+  for k in pairs(b) do
+    if a[k] == nil and not (depth == 1 and SERVER_FIELDS[k]) then return false end
+  end
+  return true
+end
+
+local function holds(current, sent)
+  if type(current) ~= 'table' then return false end
+  for k, v in pairs(sent) do
+    if k ~= 'status' and not same(v, current[k], k == 'metadata' and 1 or 2) then return false end
+  end
+  return true
+end
+
 function M.update(resource, name, fn, opts)
   opts = opts or {}
   local r = resolve(resource)
@@ -399,12 +429,21 @@ function M.update(resource, name, fn, opts)
     local res = fn(obj)
     if res == false then return obj, false end
     if type(res) == 'table' then obj = res end
+    local sent = json.decode(json.encode(obj))
     local resp, err = request {
       verb = 'update', method = 'PUT',
       path = path_for(r, namespace_for(r, opts, obj), name, opts.subresource),
       body = obj, idempotent = true,
     }
     if resp then return resp.body, true end
+    if err.code == 409 and err.after_retry then
+      local now = M.get(r, name, opts)
+      if holds(now, sent) then
+        log.info('kube.update %s/%s: applied by an earlier attempt (its answer was lost)',
+          r.resource, name)
+        return now, true
+      end
+    end
     if not (err.code == 409 and attempt < attempts) then raise(err) end
     log.info('kube.update %s/%s: conflict, retrying (%d/%d)', r.resource, name, attempt + 1, attempts)
   end

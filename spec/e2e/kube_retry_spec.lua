@@ -8,68 +8,15 @@ local h = require('support.helpers')
 local json = require('json')
 
 local NS = string.format('kr-%d-%d', os.time(), math.random(1000, 9999))
-local PROXY = h.root .. '/build/testenv/bin/faultproxy'
-
 local must = h.must
+local proxy = require('support.proxy')
+local build_proxy, start_proxy, stop_proxy = proxy.build, proxy.start, proxy.stop
+local faults, counts = proxy.faults, proxy.counts
 
-local function build_proxy()
-  must(h.run(string.format('cd %s/tools/cluster && go build -o %s ./faultproxy', h.q(h.root), h.q(PROXY))))
-end
-
--- start_proxy(args) -> {pid, port, ca, dir, kubeconfig}
-local function start_proxy(args)
-  local p = { dir = h.tmpdir() }
-  p.ca = p.dir .. '/ca.pem'
-  -- not through h.run: its own redirections would take the echo's output
-  assert(os.execute(string.format('%s -port-file %s -ca-file %s %s >%s 2>&1 & echo $! >%s',
-    h.q(PROXY), h.q(p.dir .. '/port'), h.q(p.ca), args or '', h.q(p.dir .. '/log'), h.q(p.dir .. '/pid'))))
-  p.pid = assert(h.slurp(p.dir .. '/pid'):match('%d+'), 'no pid for faultproxy')
-  for _ = 1, 100 do
-    p.port = h.slurp(p.dir .. '/port'):match('%d+')
-    if p.port then break end
-    h.sleep(0.1)
-  end
-  assert(p.port, 'faultproxy did not start: ' .. h.slurp(p.dir .. '/log'))
-  -- The script's kubeconfig trusts the proxy's own certificate and carries
-  -- no credential: the proxy adds the admin identity upstream.
-  p.kubeconfig = h.write(p.dir .. '/kubeconfig', string.format([[
-apiVersion: v1
-kind: Config
-clusters:
-- name: proxy
-  cluster: {server: "https://127.0.0.1:%s", certificate-authority: %s}
-users:
-- name: nobody
-  user: {}
-contexts:
-- name: proxy
-  context: {cluster: proxy, user: nobody}
-current-context: proxy
-]], p.port, p.ca))
-  return p
-end
-
-local function stop_proxy(p)
-  if p and p.pid then assert.is_true(os.execute('kill ' .. p.pid)) end
-end
-
-local function control(p, method, what, body)
-  local args = ''
-  if body then
-    args = '--data-binary @' .. h.q(h.write(p.dir .. '/body.json', json.encode(body)))
-  end
-  local res = must(h.run(string.format('curl -sS -f --cacert %s -X %s %s https://127.0.0.1:%s/_faultproxy/%s',
-    h.q(p.ca), method, args, p.port, what)))
-  return res.out ~= '' and json.decode(res.out) or nil
-end
-
-local function faults(p, specs) control(p, 'PUT', 'faults', json.array(specs)) end
-local function counts(p) return control(p, 'GET', 'counts') end
-
-local function run(p, body)
+local function run(p, body, ...)
   local src = string.format("local kube = require('kube')\nlocal json = require('json')\nlocal NS = %q\n%s",
     NS, body)
-  local res = h.lua(src, '--kubeconfig', p.kubeconfig)
+  local res = h.lua(src, '--kubeconfig', p.kubeconfig, ...)
   local last = res.out:match('([^\n]*)\n?$')
   if last and last ~= '' then res.json = json.decode(last) end
   return res
@@ -263,6 +210,43 @@ describe('#e2e kube retries through a fault-injecting proxy', function()
         assert.is_true(faulted > 0, 'the seed injected no fault')
         assert.are.equal(40, c.forwarded['GET ' .. CM_PATH .. '/target'])
         assert.are.equal(faulted, count_matches(res.err, 'retrying'))
+      end)
+
+      it('applies a kube.update once when the answer to its PUT is lost', function()
+        local name = 'counter-' .. (mode.args == '' and 'h2' or 'h1')
+        must(h.kubectl('create configmap ' .. name .. ' -n ' .. NS .. ' --from-literal=n=0'))
+        faults(p, { 'method=PUT,path=' .. CM_PATH .. '/' .. name .. ',action=reset-after,count=1' })
+        local res = run(p, string.format([[
+          local calls = 0
+          local obj = kube.update('cm', %q, function(cm)
+            calls = calls + 1
+            cm.data.n = tostring(tonumber(cm.data.n) + 1)
+          end, { namespace = NS })
+          print(json.encode({ calls = calls, n = obj.data.n }))
+        ]], name))
+        must(res)
+        local c = counts(p)
+        assert.are.equal(1, c.faulted['PUT ' .. CM_PATH .. '/' .. name])
+        -- the first PUT landed (its answer was dropped), the repeat got 409
+        assert.are.equal(2, c.forwarded['PUT ' .. CM_PATH .. '/' .. name])
+        assert.are.same({ calls = 1, n = '1' }, res.json)
+        assert.are.equal('1', h.kubectl_json('get configmap ' .. name .. ' -n ' .. NS).data.n)
+        assert.matches('applied by an earlier attempt', res.err)
+      end)
+
+      it('retries a broken connection for the time --retry-for allows, logging each retry', function()
+        faults(p, { 'method=GET,path=' .. CM_PATH .. '/target,action=reset' })
+        local started = os.time()
+        local res = run(p, [[
+          kube.get('cm', 'target', { namespace = NS })
+        ]], '--retry-for', '3s')
+        assert.are.equal(1, res.code)
+        local took = os.time() - started
+        -- it stops when the next wait would pass the 3 s, never long after
+        assert.is_true(took <= 6, 'gave up after ' .. took .. 's')
+        assert.is_true(count_matches(res.err, 'retrying GET') >= 3, res.err)
+        assert.matches('no time left to retry', res.err)
+        faults(p, {})
       end)
     end)
   end

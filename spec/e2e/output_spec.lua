@@ -38,7 +38,7 @@ users: [{name: u, user: {token: t}}]
 contexts: [{name: nowhere, context: {cluster: c, user: u}}]
 ]])
     local res = h.cozy('run', '--log-format=json', '--kubeconfig', kc, '--dir', dir,
-      '--namespace', 'nowhere', '--lock-timeout', '1s')
+      '--namespace', 'nowhere', '--lock-timeout', '1s', '--retry-for', '1s')
     assert.are.equal(6, res.code, res.err)
     json_lines(res.out, 'stdout')
     local lines = json_lines(res.err, 'stderr')
