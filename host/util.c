@@ -1,6 +1,7 @@
-/* util.c: the monotonic clock, whole-file reads, timestamps, durations and
- * UTF-8-safe truncation shared by the host. Must never hold state or make a
- * decision for its callers. */
+/* util.c: the monotonic clock, whole-file reads, timestamps, UTF-8-safe
+ * truncation, and the one parser of durations and of plain decimals, shared
+ * by the host. Must never hold state, make a decision for its callers, or
+ * accept a duration or a number in any spelling but the one grammar. */
 #include "util.h"
 
 #include <dirent.h>
