@@ -331,6 +331,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         /* Renew well inside the lease, however short it is. */
         .tick_every = o->lease_duration / 4.0 < 2 ? o->lease_duration / 4.0 : 2,
         .ud = c,
+        .remove_on_orphan = *kp.path ? kp.path : NULL, /* operator */
     };
     if (!log_json())
         out_line("[%zu/%zu] %s %s ... running%s%s%s", k, n, s->tier, s->slug,

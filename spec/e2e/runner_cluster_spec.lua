@@ -239,5 +239,18 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     assert.are.equal('143\n', f.r1, f.e1)
     private_gone(out)
     assert.is_nil(runner.records(ns).touch, 'nothing recorded for a stopped run')
+    -- and SIGKILL, which the runner cannot catch: the shell child's
+    -- supervisor removes it as it takes the migration down
+    out = fresh_case()
+    runner.make_ledger(ns, {})
+    dir = tree(out, 'sleep 30.5152')
+    base = string.format('env -i PATH=%s HOME=%s KUBECONFIG=%s %s run --dir %s --namespace %s --lease-duration 3s',
+      h.q(PATH), h.q(h.tmpdir()), h.q(merged('a')), h.q(h.bin), h.q(dir), ns)
+    f = runner.alongside(base, 1.5, 'kill -KILL $p')
+    assert.are.equal('137\n', f.r1, f.e1)
+    local path = h.slurp(out .. '/path'):gsub('\n$', '')
+    assert.is_true(h.eventually(2, function() return io.open(path) == nil end),
+      'the private kubeconfig outlived a killed runner: ' .. path)
+    private_gone(out)
   end)
 end)
