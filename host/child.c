@@ -8,7 +8,8 @@
  * the Lua child, running the sandbox and reporting its status; in the parent,
  * streaming "[slug] line" to stderr, the 20-line tail, the deadline (TERM,
  * grace, KILL to the group), the tick that renews the lease while waiting,
- * and turning how the child ended into an outcome.
+ * and turning how the child ended into an outcome; and, when the runner
+ * dies under a shell child, removing the file it asked to be removed.
  *
  * Must never: write the ledger or decide whether a migration runs (the
  * caller does, from the result); leave any process of the group alive when
@@ -319,10 +320,27 @@ static _Noreturn void run_lua_child(const struct launch *l)
     _exit(st == SANDBOX_OK ? 0 : 1);
 }
 
-/* The runner died: kill the migration's whole group, this process too. */
+/* What the runner would have removed after the child (its private
+ * kubeconfig): set in the shell child before the handler below. */
+static const char *orphan_file;
+
+/* The runner died: remove what it can no longer remove, then kill the
+ * migration's whole group, this process too. */
 static void on_parent_death(int sig)
 {
     (void)sig;
+    if (orphan_file) {
+        char dir[4200];
+        size_t n = append(dir, 0, sizeof dir, orphan_file), slash = 0;
+        for (size_t i = 0; i < n; i++)
+            if (dir[i] == '/')
+                slash = i;
+        (void)unlink(orphan_file);
+        if (slash) {
+            dir[slash] = 0;
+            (void)rmdir(dir);
+        }
+    }
     kill(0, SIGKILL);
     _exit(137);
 }
@@ -387,6 +405,7 @@ static _Noreturn void run_child(const struct launch *l)
      * so SIGKILL to it is enough; a shell child stays as the group's
      * supervisor, and its handler takes the whole group down. */
     if (l->spec->is_shell) {
+        orphan_file = l->spec->remove_on_orphan;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_parent_death;

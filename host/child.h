@@ -36,6 +36,9 @@ struct child_spec {
     int quiet;                   /* do not stream output (tests / plan) */
     int passthrough;             /* the child writes to our stdout/stderr as they are
                                   * (no prefix, no tail): `cozy-migrate lua` */
+    const char *remove_on_orphan; /* shell: a file removed, with its directory, when the
+                                  * runner dies while the child runs (its private
+                                  * kubeconfig); NULL = none */
 };
 
 enum child_outcome {

@@ -34,6 +34,10 @@
 #define OUTPUT_TAIL_LINES 20
 #define OUTPUT_TAIL_MAX 4096                /* bytes, NUL included */
 
+/* An operator's skip: the longest --reason / SKIP_REASON (the record's
+ * message holds it whole). */
+#define SKIP_REASON_MAX 1000
+
 /* One line of error text: a REST error (reason + 2 KiB message) with the
  * context a caller prefixes to it. Every buffer that carries such a line
  * has this size. */

@@ -18,5 +18,9 @@ enum {
                                (manifest not a prefix, slug taken or reused) */
     EXIT_TOOL = 10,         /* release commands: a required tool (git, shellcheck,
                                luacheck) is not installed */
+    EXIT_REFUSED = 11,      /* what the ledger records forbids the request: `skip` of a
+                               slug recorded ok (or legacy, skipped-fresh-install), or
+                               `--only` of a legacy slug whose script would stamp an
+                               older `version`, without --force */
 };
 #endif

@@ -5,12 +5,16 @@
  * material into struct kube_config. Must never open a connection, never run a
  * credential plugin, never guess when the config is ambiguous or unsupported
  * (an unsupported auth method is an error, not a silent anonymous request),
- * and never put secrets or key material into a message or a description. */
+ * and never put secrets or key material into a message or a description.
+ * Also owns the one kubeconfig it writes: a child's private file holding
+ * only the resolved context (mode 0600 in a 0700 directory, removed after
+ * the child, and by a signal that ends the runner meanwhile). */
 #include "kubeconfig.h"
 #include "yaml.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +23,8 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+
+#include "mem.h"
 
 #define SA_DIR_DEFAULT "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -840,4 +846,234 @@ cJSON *kubeconfig_describe(const struct kube_config *c)
 fail:
     cJSON_Delete(o);
     return NULL;
+}
+
+/* ---------- the private kubeconfig of a child ---------- */
+
+/* A token file's text (at most 64 KiB), NUL-terminated; NULL when unreadable. */
+static char *read_small(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return NULL;
+    char *buf = malloc(65536 + 1);
+    ssize_t n = buf ? read(fd, buf, 65536) : -1;
+    close(fd);
+    if (n < 0) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    while (n > 0 && strchr(" \t\r\n", buf[n - 1]))
+        buf[--n] = '\0';
+    return buf;
+}
+
+static int b64_field(cJSON *o, const char *key, const char *data, size_t len)
+{
+    size_t cap = 4 * ((len + 2) / 3) + 1;
+    unsigned char *out = malloc(cap);
+    if (!out)
+        return -1;
+    EVP_EncodeBlock(out, (const unsigned char *)data, (int)len);
+    int ok = cJSON_AddStringToObject(o, key, (const char *)out) != NULL;
+    OPENSSL_cleanse(out, cap);
+    free(out);
+    return ok ? 0 : -1;
+}
+
+static int opt_str(cJSON *o, const char *key, const char *v)
+{
+    return !v || cJSON_AddStringToObject(o, key, v) ? 0 : -1;
+}
+
+/* {"name": name, body_key: body} appended to the list `key` of root. */
+static cJSON *named_entry(cJSON *root, const char *key, const char *name, const char *body_key)
+{
+    cJSON *list = cJSON_AddArrayToObject(root, key);
+    cJSON *e = cJSON_CreateObject();
+    if (!list || !e || !cJSON_AddItemToArray(list, e)) {
+        cJSON_Delete(e);
+        return NULL;
+    }
+    if (!cJSON_AddStringToObject(e, "name", name))
+        return NULL;
+    return cJSON_AddObjectToObject(e, body_key);
+}
+
+/* The resolved config as a kubeconfig document holding one context. */
+static cJSON *private_doc(const struct kube_config *c)
+{
+    const char *ctx = c->context ? c->context : "in-cluster";
+    const char *cl = c->cluster ? c->cluster : "in-cluster";
+    const char *us = c->user ? c->user : "in-cluster";
+    cJSON *root = cJSON_CreateObject();
+    if (!root || !cJSON_AddStringToObject(root, "apiVersion", "v1") ||
+        !cJSON_AddStringToObject(root, "kind", "Config") ||
+        !cJSON_AddStringToObject(root, "current-context", ctx))
+        goto fail;
+    cJSON *cluster = named_entry(root, "clusters", cl, "cluster");
+    if (!cluster || opt_str(cluster, "server", c->server) < 0 ||
+        opt_str(cluster, "tls-server-name", c->tls_server_name) < 0 ||
+        (c->insecure && !cJSON_AddBoolToObject(cluster, "insecure-skip-tls-verify", 1)) ||
+        (c->ca_pem && b64_field(cluster, "certificate-authority-data", c->ca_pem, c->ca_len) < 0) ||
+        opt_str(cluster, "certificate-authority", c->ca_file) < 0)
+        goto fail;
+    cJSON *user = named_entry(root, "users", us, "user");
+    if (!user || opt_str(user, "token", c->token) < 0 ||
+        opt_str(user, "tokenFile", c->token_file) < 0 ||
+        (c->cert_pem && b64_field(user, "client-certificate-data", c->cert_pem, c->cert_len) < 0) ||
+        opt_str(user, "client-certificate", c->cert_file) < 0 ||
+        (c->key_pem && b64_field(user, "client-key-data", c->key_pem, c->key_len) < 0) ||
+        opt_str(user, "client-key", c->key_file) < 0)
+        goto fail;
+    cJSON *context = named_entry(root, "contexts", ctx, "context");
+    if (!context || !cJSON_AddStringToObject(context, "cluster", cl) ||
+        !cJSON_AddStringToObject(context, "user", us) ||
+        opt_str(context, "namespace", c->namespace) < 0)
+        goto fail;
+    return root;
+fail:
+    cJSON_Delete(root);
+    return NULL;
+}
+
+/* Removed by a signal that ends the process while a child runs. Only
+ * async-signal-safe calls here. */
+static char priv_dir[4096], priv_path[4200];
+static volatile sig_atomic_t priv_armed;
+static const int priv_signals[] = {SIGTERM, SIGINT, SIGHUP};
+static struct sigaction priv_old[3];
+
+static void priv_on_signal(int sig)
+{
+    if (priv_armed) {
+        unlink(priv_path);
+        rmdir(priv_dir);
+        priv_armed = 0;
+    }
+    /* The disposition from before us takes the signal again once this
+     * handler returns (it is blocked meanwhile): by default, it ends us. */
+    for (size_t i = 0; i < 3; i++)
+        if (priv_signals[i] == sig) {
+            sigaction(sig, &priv_old[i], NULL);
+            raise(sig);
+        }
+}
+
+int kubeconfig_private_write(const struct kube_config *c, struct kube_private *kp, char *err,
+                             size_t errlen)
+{
+    memset(kp, 0, sizeof *kp);
+    if (priv_armed)
+        return fail(err, errlen, "a private kubeconfig is already in use");
+    cJSON *doc = private_doc(c);
+    char yerr[256] = "";
+    char *text = doc ? yaml_emit_err(doc, yerr, sizeof yerr) : NULL;
+    cJSON_Delete(doc);
+    if (!text)
+        return fail(err, errlen, "writing the child's kubeconfig: %s", *yerr ? yerr : "out of memory");
+    const char *tmp = getenv("TMPDIR");
+    snprintf(kp->dir, sizeof kp->dir, "%s/cozy-migrate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int rc = -1, fd = -1;
+    if (!mkdtemp(kp->dir)) { /* mode 0700 */
+        fail(err, errlen, "creating a private directory for the child's kubeconfig in %s: %s",
+             tmp && *tmp ? tmp : "/tmp", strerror(errno));
+        kp->dir[0] = '\0';
+        goto out;
+    }
+    snprintf(kp->path, sizeof kp->path, "%s/kubeconfig", kp->dir);
+    size_t len = strlen(text);
+    fd = open(kp->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
+        fail(err, errlen, "writing %s: %s", kp->path, strerror(errno));
+        goto out;
+    }
+    snprintf(priv_dir, sizeof priv_dir, "%s", kp->dir);
+    snprintf(priv_path, sizeof priv_path, "%s", kp->path);
+    priv_armed = 1;
+    for (size_t i = 0; i < 3; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = priv_on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(priv_signals[i], &sa, &priv_old[i]);
+    }
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    OPENSSL_cleanse(text, strlen(text));
+    mem_free(text);
+    if (rc != 0)
+        kubeconfig_private_remove(kp);
+    return rc;
+}
+
+void kubeconfig_private_remove(struct kube_private *kp)
+{
+    if (priv_armed && strcmp(priv_dir, kp->dir) == 0) {
+        for (size_t i = 0; i < 3; i++)
+            sigaction(priv_signals[i], &priv_old[i], NULL);
+        priv_armed = 0;
+    }
+    if (kp->path[0])
+        unlink(kp->path);
+    if (kp->dir[0])
+        rmdir(kp->dir);
+    memset(kp, 0, sizeof *kp);
+}
+
+/* The `sub` claim of a JWT (a service account token), or "" when it is none. */
+static void jwt_subject(const char *tok, char *out, size_t len)
+{
+    out[0] = '\0';
+    const char *a = strchr(tok, '.'), *b = a ? strchr(a + 1, '.') : NULL;
+    if (!a || !b || b - a - 1 <= 0 || b - a - 1 > 8192)
+        return;
+    size_t n = (size_t)(b - a - 1);
+    char *s = malloc(n + 4);
+    if (!s)
+        return;
+    for (size_t i = 0; i < n; i++)
+        s[i] = a[1 + i] == '-' ? '+' : a[1 + i] == '_' ? '/' : a[1 + i];
+    while (n % 4)
+        s[n++] = '=';
+    s[n] = '\0';
+    char *dec = NULL;
+    size_t dlen = 0;
+    if (b64_decode(s, &dec, &dlen) == 0) {
+        cJSON *j = cJSON_ParseWithLength(dec, dlen);
+        const cJSON *sub = cJSON_GetObjectItemCaseSensitive(j, "sub");
+        if (cJSON_IsString(sub))
+            snprintf(out, len, "%s", sub->valuestring);
+        cJSON_Delete(j);
+        free(dec);
+    }
+    free(s);
+}
+
+void kubeconfig_identity(const struct kube_config *c, char *buf, size_t len)
+{
+    if (!c->in_cluster) {
+        snprintf(buf, len, "%s (context %s)", c->user ? c->user : "?",
+                 c->context ? c->context : "?");
+        return;
+    }
+    char sub[256] = "";
+    const char *tok = c->token;
+    char *file = NULL;
+    if (!tok && c->token_file && (file = read_small(c->token_file)))
+        tok = file;
+    if (tok)
+        jwt_subject(tok, sub, sizeof sub);
+    if (file) {
+        OPENSSL_cleanse(file, strlen(file));
+        free(file);
+    }
+    if (*sub)
+        snprintf(buf, len, "%s", sub);
+    else
+        snprintf(buf, len, "the in-cluster service account%s%s", c->namespace ? " of namespace " : "",
+                 c->namespace ? c->namespace : "");
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "manifest.h"
 #include "util.h"
 
 #define PREFIX "m."
@@ -35,6 +36,24 @@ const struct record *ledger_find(const struct ledger *l, const char *slug)
     return NULL;
 }
 
+/* A value as it can sit inside "..." in a one-line message: control
+ * characters and quotes escaped, cut (whole UTF-8 sequences) to fit. */
+static void quote_for_message(const char *v, char *out, size_t cap)
+{
+    size_t at = 0;
+    for (const unsigned char *p = (const unsigned char *)v; *p && at + 5 < cap; p++) {
+        if (*p == '\n' || *p == '\t' || *p == '"' || *p == '\\')
+            at += (size_t)snprintf(out + at, cap - at, "\\%c",
+                                   *p == '\n' ? 'n' : *p == '\t' ? 't' : (char)*p);
+        else if (*p < 0x20 || *p == 0x7f)
+            at += (size_t)snprintf(out + at, cap - at, "\\x%02x", *p);
+        else
+            out[at++] = (char)*p;
+    }
+    out[at] = '\0';
+    utf8_clip(out);
+}
+
 int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
@@ -50,15 +69,13 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
             continue;
         l->bytes += strlen(kv->string) + strlen(kv->valuestring);
         if (strcmp(kv->string, "version") == 0) {
-            const char *v = kv->valuestring;
-            char *end;
-            long n = strtol(v, &end, 10);
-            while (*end == ' ' || *end == '\n')
-                end++;
-            if (!*v || *end || n < 0) {
-                snprintf(err, errlen, "key 'version' is \"%.40s\", not a non-negative integer", v);
-                ledger_free(l);
-                return -1;
+            /* A plain decimal within what any legacy map can mean; anything
+             * else is reported (with every other bad key) by the planner. */
+            long n;
+            if (parse_decimal(kv->valuestring, LEGACY_NUMBER_MAX + 1L, &n) != 0) {
+                l->version_bad = 1;
+                quote_for_message(kv->valuestring, l->version_raw, sizeof l->version_raw);
+                continue;
             }
             l->has_version = 1;
             l->version = n;

@@ -26,6 +26,9 @@ struct ledger {
     int exists;
     int has_version;
     long version;           /* key `version`, the legacy integer */
+    int version_bad;        /* `version` is present but not a plain decimal from 0
+                             * to LEGACY_NUMBER_MAX + 1 (has_version is 0) */
+    char version_raw[48];   /* its text, cut, for messages */
     struct ledger_entry *e;
     size_t n;
     size_t bytes;           /* keys + values, to warn before the object limit */
@@ -43,15 +46,15 @@ struct ledger_loc {
 enum ledger_rc {
     LEDGER_OK = 0,
     LEDGER_EXISTS,          /* ledger_create: someone created it first (re-read it) */
-    LEDGER_UNTRUSTED,       /* ledger_read: it holds a `version` that cannot be trusted */
+    LEDGER_UNTRUSTED,       /* ledger_read: the answer is not a ConfigMap it can read */
     LEDGER_ERROR,           /* the apiserver refused (err says why) */
     LEDGER_UNAVAILABLE,     /* throttled, 5xx or out of reach past every retry (or the
                              * deadline): it may work later */
 };
 
-/* Parses a ConfigMap object. Returns 0, or -1 when it cannot be trusted at
- * all (a `version` that is not an integer), with the reason in err. A bad
- * record is not an error here: it becomes REC_UNKNOWN. */
+/* Parses a ConfigMap object. Returns 0, or -1 when out of memory. A bad
+ * `version` (version_bad) or record (REC_UNKNOWN) is not an error here: the
+ * planner reports every bad key together and refuses. */
 int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen);
 const struct record *ledger_find(const struct ledger *l, const char *slug);
 void ledger_free(struct ledger *l);

@@ -42,7 +42,8 @@ static const char main_help[] =
     "  plan         print what run would do, and why each other slug is skipped\n"
     "  preview      dry-run every pending migration in order against a copy-on-write\n"
     "               view of the cluster: each object it would change\n"
-    "  status       print the ledger: every migration's state\n"
+    "  status       print the ledger: every migration's state (SLUG: one whole record)\n"
+    "  skip SLUG    record a migration skipped by the operator (--reason TEXT)\n"
     "  lua FILE     run a Lua file in the migration sandbox, kube module connected\n"
     "  exec SLUG F  run one script in a supervised child and print the outcome\n"
     "  config       print which cluster and identity the kube module would use\n"
@@ -71,7 +72,8 @@ enum opt_id {
     OPT_DRY_RUN, OPT_TIMEOUT, OPT_MEMORY, OPT_TIER, OPT_ONLY, OPT_LOCK_TIMEOUT, OPT_LEDGER,
     OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT, OPT_WORKDIR, OPT_ENV,
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
-    OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV,
+    OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV, OPT_FORCE,
+    OPT_REASON, OPT_FAILED,
 };
 
 #define CLUSTER_OPTS                                             \
@@ -96,6 +98,9 @@ struct cli {
     size_t nenv;
     double tick;
     int quiet;
+    /* SKIP: the slugs, each a valid slug, at most once */
+    const char *skip[64];
+    char skip_buf[4096];
     /* order, lint, new, import-legacy */
     const char *repo, *out, *rev, *against, *on_error, *from, *names;
     int check_prefix, history;
@@ -187,6 +192,15 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
         r->pass_env = arg;
         return 0;
     case OPT_NAMES: c->names = arg; return 0;
+    case OPT_FORCE: r->force = 1; return 0;
+    case OPT_FAILED: r->failed_only = 1; return 0;
+    case OPT_REASON:
+        if (!*arg || strlen(arg) > SKIP_REASON_MAX) {
+            log_usage(c->cmd, "--reason: say why, in 1 to %d bytes", SKIP_REASON_MAX);
+            return -1;
+        }
+        r->skip_reason = arg;
+        return 0;
     case OPT_ON_ERROR:
         if (strcmp(arg, "abort") != 0 && strcmp(arg, "warn") != 0) {
             log_usage(c->cmd, "--on-error: '%s' is not abort or warn", arg);
@@ -583,14 +597,24 @@ static const char run_help[] =
     "  --dir DIR            the tree holding migrations/ and legacy-sh/ (default: the\n"
     "                       image's, or the working tree with --local)\n"
     "  --memory MIB         memory cap of a Lua migration (default " STR(DEFAULT_MEMORY_MB) ")\n"
+    "  --force              with --only: run a legacy migration whose script stamps a\n"
+    "                       `version` older than the ledger's, or one whose requires\n"
+    "                       are not recorded ok\n"
     "  --pass-env A,B       variables passed to shell migrations (env PASS_ENV); they get\n"
     "                       NAMESPACE, MIGRATION_SLUG, CURRENT_VERSION, TARGET_VERSION, PATH,\n"
     "                       HOME, locale and proxy settings, and nothing else of the runner's\n"
     "\n"
-    "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN, PASS_ENV.\n"
-    "Exit codes: 0 ok, 1 a migration failed, 2 usage, 3 invalid packaging,\n"
-    "4 retention floor, 5 lock not acquired, 6 cluster unreachable or\n"
-    "forbidden, 7 untrustworthy ledger.\n";
+    "A migration runs only when every slug it requires is recorded ok, legacy or\n"
+    "skipped-fresh-install (or ran ok earlier in the run); otherwise it is blocked:\n"
+    "not run, nothing recorded, and an on-error=abort one stops the run.\n"
+    "\n"
+    "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN, PASS_ENV,\n"
+    "SKIP=slug[,slug] with SKIP_REASON (record them skipped by the operator first).\n"
+    "Exit codes: 0 ok, 1 a migration failed or was blocked, 2 usage, 3 invalid\n"
+    "packaging, 4 retention floor, 5 lock not acquired, 6 cluster unreachable or\n"
+    "forbidden, 7 untrustworthy ledger (nothing ran), 11 refused by what the\n"
+    "ledger records (SKIP of a slug recorded ok; --only of a legacy slug without\n"
+    "--force).\n";
 
 static const char plan_help[] =
     "Usage: cozy-migrate plan [options]\n"
@@ -599,16 +623,23 @@ static const char plan_help[] =
     "run in order, and why each other one is skipped. Writes nothing and takes\n"
     "no lock.\n"
     "\n"
-    "Options: --tier, --only, --dry-run, --max-attempts, --ledger, --dir, as for run.\n";
+    "Options: --tier, --only, --force, --dry-run, --max-attempts, --ledger, --dir,\n"
+    "as for run; env SKIP and SKIP_REASON too. Exits as run would refuse (7 for a\n"
+    "ledger that cannot be trusted, naming each bad key).\n";
 
 static const char status_help[] =
-    "Usage: cozy-migrate status [options]\n"
+    "Usage: cozy-migrate status [SLUG] [options]\n"
     "\n"
     "Prints the ledger as a table: migration, state, when, attempts, batch,\n"
-    "tier, and whether the recorded checksum matches the shipped script.\n"
+    "tier, and whether the recorded checksum matches the shipped script. A\n"
+    "pending migration that run would not run shows as blocked. Without a tree\n"
+    "(no migrations/order.d under --dir) it reads the ledger alone, by time.\n"
+    "With SLUG, prints that whole record: message, output tail, journal.\n"
     "\n"
     "Options:\n"
     "  -o, --output FMT     table (default) or json\n"
+    "  --failed             only what needs a person (failed, blocked, unreadable,\n"
+    "                       a bad version); exit 1 when there is any\n"
     "  --ledger NAME, --dir DIR as for run\n";
 
 /* The tree: --dir, else $COZY_MIGRATIONS_DIR, else the image's
@@ -630,7 +661,55 @@ static const char *default_dir(void)
     return ".";
 }
 
-/* What run, plan and status share once parsed. 0 or an exit code. */
+/* env SKIP ("slug[,slug]") and SKIP_REASON, for run and plan: the hook's
+ * escape hatch. 0, or an exit code after reporting. */
+static int skip_env(struct cli *c)
+{
+    const char *env = getenv("SKIP");
+    if (!env || !*env)
+        return 0;
+    const char *reason = getenv("SKIP_REASON");
+    if (!reason || !*reason || strlen(reason) > SKIP_REASON_MAX) {
+        log_usage(c->cmd, "SKIP=%s needs SKIP_REASON: say why, in 1 to %d bytes", env,
+                  SKIP_REASON_MAX);
+        return EXIT_USAGE;
+    }
+    if (strlen(env) >= sizeof c->skip_buf) {
+        log_usage(c->cmd, "SKIP is longer than %zu bytes", sizeof c->skip_buf - 1);
+        return EXIT_USAGE;
+    }
+    snprintf(c->skip_buf, sizeof c->skip_buf, "%s", env);
+    size_t n = 0;
+    for (char *p = c->skip_buf, *next; p; p = next) {
+        next = strchr(p, ',');
+        if (next)
+            *next++ = '\0';
+        while (*p == ' ')
+            p++;
+        for (size_t l = strlen(p); l && p[l - 1] == ' ';)
+            p[--l] = '\0';
+        if (!slug_valid(p)) {
+            log_usage(c->cmd, "SKIP: '%s' is not a valid slug (SKIP is slug[,slug...])", p);
+            return EXIT_USAGE;
+        }
+        int dup = 0;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = strcmp(c->skip[i], p) == 0;
+        if (dup)
+            continue;
+        if (n == sizeof c->skip / sizeof c->skip[0]) {
+            log_usage(c->cmd, "SKIP names more than %zu slugs", n);
+            return EXIT_USAGE;
+        }
+        c->skip[n++] = p;
+    }
+    c->r.skip = c->skip;
+    c->r.nskip = n;
+    c->r.skip_reason = reason;
+    return 0;
+}
+
+/* What run, plan, status and skip share once parsed. 0 or an exit code. */
 static int runner_finish(struct cli *c, int argc, char **argv, int first)
 {
     if (first != argc) {
@@ -663,13 +742,15 @@ static int cmd_run(struct cli *c, int argc, char **argv)
         OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
         OPT("grace", required_argument, OPT_GRACE),
         OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
-        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR),
-        OPT("pass-env", required_argument, OPT_PASS_ENV), END,
+        OPT("force", no_argument, OPT_FORCE), OPT("pass-env", required_argument, OPT_PASS_ENV),
+        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
     };
     int first, rc = parse(c, argc, argv, lo, NULL, run_help, &first);
     if (rc)
         return rc > 0 ? EXIT_OK : EXIT_USAGE;
-    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_run(&c->r);
+    if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
+        return rc;
+    return runner_run(&c->r);
 }
 
 static int cmd_plan(struct cli *c, int argc, char **argv)
@@ -678,12 +759,15 @@ static int cmd_plan(struct cli *c, int argc, char **argv)
         CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
         OPT("tier", required_argument, OPT_TIER), OPT("only", required_argument, OPT_ONLY),
         OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
+        OPT("force", no_argument, OPT_FORCE),
         OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
     };
     int first, rc = parse(c, argc, argv, lo, NULL, plan_help, &first);
     if (rc)
         return rc > 0 ? EXIT_OK : EXIT_USAGE;
-    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_plan(&c->r);
+    if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
+        return rc;
+    return runner_plan(&c->r);
 }
 
 static const char preview_help[] =
@@ -722,12 +806,84 @@ static int cmd_status(struct cli *c, int argc, char **argv)
 {
     static const struct option lo[] = {
         CLUSTER_OPTS, OPT("output", required_argument, OPT_OUTPUT),
+        OPT("failed", no_argument, OPT_FAILED),
         OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
     };
+    c->permute = 1; /* status SLUG -o json, or status -o json SLUG */
     int first, rc = parse(c, argc, argv, lo, "o:", status_help, &first);
     if (rc)
         return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (first < argc) {
+        const char *slug = argv[first++];
+        if (!slug_valid(slug)) {
+            log_usage(c->cmd, "'%s' is not a valid slug", slug);
+            return EXIT_USAGE;
+        }
+        if (c->r.failed_only) {
+            log_usage(c->cmd, "--failed lists every slug that needs a person; it takes no SLUG");
+            return EXIT_USAGE;
+        }
+        c->r.status_slug = slug;
+    }
     return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_status(&c->r);
+}
+
+static const char skip_help[] =
+    "Usage: cozy-migrate skip SLUG --reason TEXT [options]\n"
+    "\n"
+    "The operator's escape hatch: records SLUG in the ledger as\n"
+    "{\"state\":\"skipped\",\"reason\":\"Operator\",\"message\":TEXT,\"by\":WHO,\"at\":...}\n"
+    "under the runner lock, without running it. WHO is the identity the\n"
+    "cluster config resolved (user and context, or the service account). A\n"
+    "skipped slug is not pending; a slug that requires it is blocked; `run\n"
+    "--only SLUG` runs it later and rewrites the record. The hook does the\n"
+    "same for env SKIP=slug[,slug] with SKIP_REASON (Helm values\n"
+    "migrations.skip and migrations.skipReason).\n"
+    "\n"
+    "Options:\n"
+    "  --reason TEXT        why (required; recorded as the message)\n"
+    "  --dry-run            say what would be recorded, write nothing\n"
+    "  --lock-timeout DUR   how long to wait for another runner's lock (default 5m)\n"
+    "  --lease-duration DUR how long the lock lives without renewal (default "
+    STR(DEFAULT_LEASE_S) "s)\n"
+    "  --ledger NAME, --dir DIR as for run\n"
+    "\n"
+    "Exit codes: 0 recorded (or already skipped with this reason), 2 usage or a\n"
+    "slug revoked or absent from the image, 5 lock not acquired, 6 cluster,\n"
+    "7 untrustworthy ledger, 11 the slug is recorded ok, legacy or\n"
+    "skipped-fresh-install (a migration that ran is never skipped).\n";
+
+static int cmd_skip(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        CLUSTER_OPTS, OPT("reason", required_argument, OPT_REASON),
+        OPT("dry-run", no_argument, OPT_DRY_RUN),
+        OPT("lock-timeout", required_argument, OPT_LOCK_TIMEOUT),
+        OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
+        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+    };
+    c->permute = 1; /* skip SLUG --reason TEXT */
+    int first, rc = parse(c, argc, argv, lo, NULL, skip_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (first >= argc) {
+        log_usage(c->cmd, "expected a SLUG");
+        return EXIT_USAGE;
+    }
+    static const char *slug[1];
+    slug[0] = argv[first++];
+    if (!slug_valid(slug[0])) {
+        log_usage(c->cmd, "'%s' is not a valid slug", slug[0]);
+        return EXIT_USAGE;
+    }
+    if (!c->r.skip_reason) {
+        log_usage(c->cmd, "--reason TEXT is required: say why %s is skipped", slug[0]);
+        return EXIT_USAGE;
+    }
+    c->r.only = NULL; /* env ONLY is the hook's, not the skip command's */
+    c->r.skip = slug;
+    c->r.nskip = 1;
+    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_skip(&c->r);
 }
 
 /* ---- order, lint, new, import-legacy ---------------------------------------- */
@@ -899,8 +1055,8 @@ static const struct {
     const char *name;
     int (*fn)(struct cli *, int, char **);
 } commands[] = {
-    {"run", cmd_run},     {"plan", cmd_plan},     {"status", cmd_status}, {"lua", cmd_lua},
-    {"preview", cmd_preview},
+    {"run", cmd_run},     {"plan", cmd_plan},     {"status", cmd_status}, {"skip", cmd_skip},
+    {"lua", cmd_lua},     {"preview", cmd_preview},
     {"exec", cmd_exec},   {"config", cmd_config}, {"spec", cmd_spec},   {"order", cmd_order},
     {"lint", cmd_lint},   {"new", cmd_new},       {"import-legacy", cmd_import_legacy},
 };

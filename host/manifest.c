@@ -281,10 +281,11 @@ int legacy_map_parse(const char *path, const char *text, size_t len, struct lega
     while ((s = next_line(&it, 1))) {
         char *w[3];
         int n = it.too_long ? 4 : words(s, w);
-        char *end = NULL;
-        long num = n == 2 ? strtol(w[0], &end, 10) : 0;
-        if (n != 2 || !end || *end || num < 1 || w[0][0] == '+' || w[0][0] == '0') {
-            snprintf(err, errlen, "%s:%d: expected '<number> <slug>'", path, it.line);
+        long num = 0;
+        if (n != 2 || parse_decimal(w[0], LEGACY_NUMBER_MAX, &num) != 0 || num < 1) {
+            snprintf(err, errlen,
+                     "%s:%d: expected '<number> <slug>', the number decimal from 1 to %d",
+                     path, it.line, LEGACY_NUMBER_MAX);
             legacy_map_free(m);
             return -1;
         }

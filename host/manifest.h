@@ -49,6 +49,10 @@ int revoked_parse(const char *path, const char *text, size_t len, struct slug_li
 int revoked_load(const char *path, struct slug_list *l, char *err, size_t errlen);
 void slug_list_free(struct slug_list *l);
 
+/* The largest number a legacy-map line may hold; the ledger's `version`
+ * is at most one more. */
+#define LEGACY_NUMBER_MAX 99999
+
 struct legacy_entry {
     long number;            /* the old integer */
     char *slug;
@@ -58,8 +62,9 @@ struct legacy_map {
     struct legacy_entry *e; /* in file order, which must be increasing */
     size_t n;
 };
-/* `legacy-map`: "N slug" a line; N unique and increasing, slugs unique. A
- * missing file is an empty map. */
+/* `legacy-map`: "N slug" a line; N a plain decimal from 1 to
+ * LEGACY_NUMBER_MAX, unique and increasing, slugs unique. A missing file is
+ * an empty map. */
 int legacy_map_parse(const char *path, const char *text, size_t len, struct legacy_map *m,
                      char *err, size_t errlen);
 int legacy_map_load(const char *path, struct legacy_map *m, char *err, size_t errlen);

@@ -17,6 +17,7 @@
 #include "plan.h"
 #include "record.h"
 #include "tree.h"
+#include "util.h"
 
 static int fail(lua_State *L, const char *err)
 {
@@ -163,7 +164,8 @@ static void push_string_or_nil(lua_State *L, const char *s)
 
 /* plan(dir, data, opts) -> plan table | nil, err
  * dir: a tree on disk; data: the ledger's data map (nil = absent ledger);
- * opts: {tier=, only=, max_attempts=, image=, now=}. */
+ * opts: {tier=, only=, force=, skip={slug...}, skip_reason=, skip_only=,
+ * max_attempts=, image=}. */
 static int l_plan(lua_State *L)
 {
     const char *dir = luaL_checkstring(L, 1);
@@ -187,6 +189,7 @@ static int l_plan(lua_State *L)
         cJSON_Delete(cm);
     }
     struct plan_opts po = {.tier = "pre-apply", .now = "2026-01-01T00:00:00Z"};
+    const char *skip[16];
     if (lua_istable(L, 3)) {
         lua_getfield(L, 3, "tier");
         lua_getfield(L, 3, "only");
@@ -197,6 +200,23 @@ static int l_plan(lua_State *L)
         po.only = lua_tostring(L, -3);
         po.max_attempts = (int)lua_tointeger(L, -2);
         po.image = lua_tostring(L, -1);
+        lua_getfield(L, 3, "force");
+        lua_getfield(L, 3, "skip_only");
+        lua_getfield(L, 3, "skip_reason");
+        po.force = lua_toboolean(L, -3);
+        po.skip_only = lua_toboolean(L, -2);
+        po.skip_reason = lua_tostring(L, -1);
+        /* skip = {slug, ...}: the strings stay on the stack while planning */
+        lua_getfield(L, 3, "skip");
+        if (lua_istable(L, -1)) {
+            lua_Integer n = luaL_len(L, -1);
+            for (lua_Integer i = 1; i <= n && po.nskip < sizeof skip / sizeof skip[0]; i++) {
+                lua_rawgeti(L, -1, i);
+                skip[po.nskip++] = luaL_checkstring(L, -1);
+                lua_insert(L, -2);
+            }
+            po.skip = skip;
+        }
     }
     struct plan p;
     if (plan_build(&t, &l, &po, &p) != 0) {
@@ -219,6 +239,12 @@ static int l_plan(lua_State *L)
     lua_setfield(L, -2, "refuse_msg");
     lua_pushboolean(L, p.corrupt);
     lua_setfield(L, -2, "corrupt");
+    lua_createtable(L, (int)p.nproblems, 0);
+    for (size_t i = 0; i < p.nproblems; i++) {
+        lua_pushstring(L, p.problems[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "problems");
     lua_createtable(L, (int)p.nwarnings, 0);
     for (size_t i = 0; i < p.nwarnings; i++) {
         lua_pushstring(L, p.warnings[i]);
@@ -278,6 +304,17 @@ static int l_guard(lua_State *L)
     return 2;
 }
 
+/* duration(text) -> seconds | nil (util.c's parse_duration, the one parser) */
+static int l_duration(lua_State *L)
+{
+    double d;
+    if (parse_duration(luaL_checkstring(L, 1), &d) != 0)
+        lua_pushnil(L);
+    else
+        lua_pushnumber(L, d);
+    return 1;
+}
+
 /* slug_valid(s) -> boolean */
 static int l_slug_valid(lua_State *L)
 {
@@ -290,7 +327,8 @@ int luaopen_migrate(lua_State *L)
     static const luaL_Reg f[] = {
         {"header", l_header},     {"batch", l_batch},   {"revoked", l_revoked},
         {"legacy_map", l_legacy_map}, {"record", l_record}, {"plan", l_plan},
-        {"slug_valid", l_slug_valid}, {"guard", l_guard}, {NULL, NULL},
+        {"slug_valid", l_slug_valid}, {"guard", l_guard}, {"duration", l_duration},
+        {NULL, NULL},
     };
     ljson_init(L);
     luaL_newlib(L, f);

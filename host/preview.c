@@ -38,7 +38,15 @@ struct preview {
     char dir[64], overlay[128];     /* the overlay lives in a private temp dir */
     cJSON *doc;                     /* the JSON report being built */
     cJSON *migrations, *records;
+    cJSON *ran;                     /* slug -> "ok" | "failed in this run" | "blocked" */
 };
+
+/* plan_ran_fn: what this preview predicts of a slug it already went past. */
+static const char *preview_ran(void *ud, const char *slug)
+{
+    struct preview *v = ud;
+    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v->ran, slug));
+}
 
 static void preview_free(struct preview *v)
 {
@@ -51,6 +59,7 @@ static void preview_free(struct preview *v)
     tree_free(&v->t);
     rest_free(v->rest);
     cJSON_Delete(v->doc);
+    cJSON_Delete(v->ran);
 }
 
 /* A record the run would write. */
@@ -104,10 +113,12 @@ static int prepare(struct preview *v)
     snprintf(v->overlay, sizeof v->overlay, "%s/overlay.json", v->dir);
     v->k = o->k;
     v->k.dry_run = 1;
+    v->ran = cJSON_CreateObject();
     v->doc = cJSON_CreateObject();
     v->migrations = cJSON_AddArrayToObject(v->doc, "migrations");
     v->records = cJSON_AddArrayToObject(v->doc, "records");
-    if (!v->doc || !v->migrations || !v->records || !cJSON_AddStringToObject(v->doc, "tier", o->tier)) {
+    if (!v->ran || !v->doc || !v->migrations || !v->records ||
+        !cJSON_AddStringToObject(v->doc, "tier", o->tier)) {
         log_fatal("out of memory");
         return EXIT_FAILED;
     }
@@ -153,6 +164,27 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
         would_record(v, s->slug, "revoked", NULL);
         return 0;
     }
+    if (s->kind == STEP_RECORD_SKIPPED) {
+        cJSON_AddStringToObject(mj, "outcome", "skipped");
+        if (!o->output_json)
+            out_line("[%zu/%zu] %s ... skipped by the operator: the run would record it skipped", k,
+                     n, s->slug);
+        would_record(v, s->slug, "skipped", "Operator");
+        return 0;
+    }
+    char why[160] = "";
+    if (s->kind == STEP_BLOCKED || plan_blocked(&v->p, &v->l, m, preview_ran, v, why, sizeof why)) {
+        int stop = m && m->h.on_error == ON_ERROR_ABORT;
+        const char *because = s->kind == STEP_BLOCKED ? s->why : why;
+        cJSON_AddStringToObject(mj, "outcome", "blocked");
+        cJSON_AddStringToObject(mj, "message", because);
+        cJSON_AddBoolToObject(mj, "stops_upgrade", stop);
+        cJSON_AddStringToObject(v->ran, s->slug, "blocked");
+        if (!o->output_json)
+            out_line("[%zu/%zu] %s ... would not run (%s)%s", k, n, s->slug, because,
+                     stop ? "; on-error=abort: the upgrade would stop here" : "");
+        return stop;
+    }
     if (m->is_shell) {
         cJSON_AddStringToObject(mj, "outcome", "not-previewable");
         if (!o->output_json)
@@ -160,6 +192,7 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
                      *blind ? "" : "; what follows is predicted without its effects");
         *blind = 1;
         would_record(v, s->slug, "ok", "predicted: the shell migration was not previewed");
+        cJSON_AddStringToObject(v->ran, s->slug, "ok");
         return 0;
     }
     struct child_spec spec = {
@@ -197,6 +230,7 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
     }
     if (journal && !cJSON_AddItemToObject(mj, "journal", journal))
         cJSON_Delete(journal);
+    cJSON_AddStringToObject(v->ran, s->slug, ok ? "ok" : "failed in this run");
     if (ok)
         would_record(v, s->slug, "ok", NULL);
     else if (!stop)

@@ -13,7 +13,7 @@
 static const char *const state_names[] = {
     [REC_NONE] = "none",       [REC_OK] = "ok",           [REC_FAILED] = "failed",
     [REC_LEGACY] = "legacy",   [REC_REVOKED] = "revoked", [REC_SKIPPED_FRESH] = "skipped-fresh-install",
-    [REC_UNKNOWN] = "unknown",
+    [REC_SKIPPED] = "skipped", [REC_UNKNOWN] = "unknown",
 };
 
 const char *rec_state_name(enum rec_state s)
@@ -66,6 +66,25 @@ static int get_int(const cJSON *o, const char *k, long *dst, struct record *r)
     return 0;
 }
 
+/* `journal`: the write journal, an object (journal.h), kept as compact text (or a note when long). */
+static int get_journal(const cJSON *o, struct record *r)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "journal");
+    if (!v)
+        return 0;
+    if (!cJSON_IsObject(v)) {
+        snprintf(r->problem, sizeof r->problem, "field 'journal' is not an object");
+        return -1;
+    }
+    char *s = cJSON_PrintUnformatted(v);
+    if (s && strlen(s) < sizeof r->journal)
+        snprintf(r->journal, sizeof r->journal, "%s", s);
+    else
+        snprintf(r->journal, sizeof r->journal, "{\"note\":\"too long to show\"}");
+    cJSON_free(s);
+    return 0;
+}
+
 int record_parse(const char *text, struct record *r)
 {
     memset(r, 0, sizeof *r);
@@ -101,15 +120,11 @@ int record_parse(const char *text, struct record *r)
         get_str(o, "reason", r->reason, sizeof r->reason, r) ||
         get_str(o, "message", r->message, sizeof r->message, r) ||
         get_str(o, "output", r->output, sizeof r->output, r) ||
+        get_str(o, "by", r->by, sizeof r->by, r) || get_journal(o, r) ||
         get_int(o, "attempts", &r->attempts, r) || get_int(o, "duration_ms", &r->duration_ms, r) ||
         get_int(o, "writes", &r->writes, r) || get_int(o, "changed", &r->changed, r))
         goto out;
     r->journaled = cJSON_GetObjectItemCaseSensitive(o, "writes") != NULL;
-    const cJSON *jr = cJSON_GetObjectItemCaseSensitive(o, "journal");
-    if (jr && !cJSON_IsObject(jr)) {
-        snprintf(r->problem, sizeof r->problem, "field 'journal' is not an object");
-        goto out;
-    }
     r->state = st;
     rc = 0;
 out:
@@ -149,11 +164,11 @@ char *record_format(const struct record *r)
         ok &= cJSON_AddStringToObject(o, "message", r->message) != NULL;
     if (*r->output)
         ok &= cJSON_AddStringToObject(o, "output", r->output) != NULL;
-    if (r->journal) {
+    if (*r->by)
+        ok &= cJSON_AddStringToObject(o, "by", r->by) != NULL;
+    if (*r->journal) {
         cJSON *j = cJSON_Parse(r->journal);
         ok &= j && cJSON_AddItemToObject(o, "journal", j);
-        if (!ok)
-            cJSON_Delete(j);
     }
     char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);

@@ -11,12 +11,16 @@ enum rec_state {
     REC_LEGACY,
     REC_REVOKED,
     REC_SKIPPED_FRESH,
+    REC_SKIPPED,            /* an operator's skip (reason Operator, message, by) */
     REC_UNKNOWN,            /* present but unparseable: recorded, state unknown */
 };
 
 #include "defaults.h"
 
 #define OUTPUT_CAP OUTPUT_TAIL_MAX
+/* The most of a record's `journal` kept for display; a longer one is
+ * replaced by a note saying how many entries it held. */
+#define RECORD_JOURNAL_CAP 16384
 
 struct record {
     enum rec_state state;
@@ -31,11 +35,14 @@ struct record {
     long duration_ms;
     int journaled;          /* writes/changed hold the journal's counts */
     long writes, changed;   /* mutating requests sent, objects they changed */
-    char *journal;          /* failed records: the bounded journal as JSON text
-                             * (borrowed: the writer frees it; never parsed back) */
     char reason[64];
     char message[1024];
     char output[OUTPUT_CAP];    /* last lines of the script's output */
+    char by[256];           /* skipped: who (the identity the runner's config resolved) */
+    char journal[RECORD_JOURNAL_CAP]; /* failed records: the bounded write journal
+                                       * as compact JSON (journal.h: an object with
+                                       * writes, changed, entries, more), "" when
+                                       * absent; shown by status, written back */
     char problem[256];      /* why it is REC_UNKNOWN */
 };
 

@@ -4,20 +4,24 @@
  * read the ledger fresh, seed, then for each step run the migration in a
  * child and record the outcome (the parent alone writes the ledger, after
  * the child has ended), with a progress line and an Event each. Also the
- * read-only `plan` and `status` (their tables are report.c's). Must never
- * record a migration that did not succeed as ok, record anything after an
- * abort, or write in dry run. */
+ * read-only `plan` and `status` (their tables are report.c's), and `skip`.
+ * Also what a shell child may reach: a private kubeconfig of the runner's
+ * own context. Must never record a migration that did not succeed as ok,
+ * record anything after an abort, run a slug whose requires did not succeed
+ * in the ledger or in this run, or write in dry run. */
 #include "runner.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "child.h"
 #include "defaults.h"
 #include "exitcodes.h"
 #include "journal.h"
+#include "kubeconfig.h"
 #include "ledger.h"
 #include "lock.h"
 #include "log.h"
@@ -39,6 +43,9 @@ struct ctx {
     size_t ledger_bytes;
     int size_warned;        /* the 80% warning is given once a run */
     int lock_lost;
+    struct ran { const char *slug; const char *how; } *ran; /* what this run executed */
+    size_t nran;
+    char identity[256];     /* who the runner acts as, for skipped records (record.by) */
 };
 
 static struct rest_client *connect_cluster(const struct runner_opts *o)
@@ -55,7 +62,7 @@ static struct report_opts report_opts(const struct runner_opts *o)
 {
     struct report_opts r = {.ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
                             .tier = o->tier, .only = o->only, .dry_run = o->k.dry_run,
-                            .output_json = o->output_json};
+                            .output_json = o->output_json, .failed_only = o->failed_only};
     return r;
 }
 
@@ -191,6 +198,97 @@ static void new_record(struct ctx *c, const struct step *s, enum rec_state st, s
     plan_record(&c->t, s, &c->po, st, r);
 }
 
+/* ---- operator control: what a shell child reaches, requires, skips ----- */
+
+/* KUBECONFIG=<a private kubeconfig of the runner's context> in env, for a
+ * shell child (kp removes it afterwards). 0, or -1 after reporting. */
+static int shell_kubeconfig(struct ctx *c, struct kube_private *kp, char *env, size_t len)
+{
+    char err[ERRLINE_MAX];
+    if (kubeconfig_private_write(rest_config(c->rest), kp, err, sizeof err) != 0) {
+        log_fatal("%s", err);
+        return -1;
+    }
+    snprintf(env, len, "KUBECONFIG=%s", kp->path);
+    return 0;
+}
+
+/* What happens next after a failure that records nothing, said truly:
+ * --only leaves an earlier record as it was. */
+static const char *next_time(struct ctx *c, const char *slug)
+{
+    static char buf[200];
+    const struct record *r = ledger_find(&c->l, slug);
+    if (c->o->only && r)
+        snprintf(buf, sizeof buf, "its earlier record (%s) is left as it was", rec_state_name(r->state));
+    else if (c->o->k.dry_run)
+        snprintf(buf, sizeof buf, "nothing is recorded (dry run)");
+    else
+        snprintf(buf, sizeof buf, "nothing is recorded, so it runs again next time");
+    return buf;
+}
+
+static void note_ran(struct ctx *c, const char *slug, const char *how)
+{
+    struct ran *nr = realloc(c->ran, (c->nran + 1) * sizeof *nr);
+    if (!nr)
+        return; /* then it reads as not run: its dependents are blocked */
+    c->ran = nr;
+    nr[c->nran++] = (struct ran){slug, how};
+}
+
+static const char *ran_in_run(void *ud, const char *slug)
+{
+    struct ctx *c = ud;
+    for (size_t i = c->nran; i-- > 0;)
+        if (strcmp(c->ran[i].slug, slug) == 0)
+            return c->ran[i].how;
+    return NULL;
+}
+
+/* A step whose requires did not succeed: not run, nothing recorded; an
+ * abort one stops the run. */
+static int blocked_step(struct ctx *c, const struct step *s, const char *why, size_t k, size_t n,
+                        int *blocked_warn)
+{
+    int abort = s->m && s->m->h.on_error == ON_ERROR_ABORT;
+    progress(k, n, s->tier, s->slug, abort ? "NOT RUN (abort)" : "NOT RUN (warn)", -1, why);
+    event(c, "Warning", "MigrationBlocked", "%s (%s) not run, on-error=%s: %s", s->slug, s->tier,
+          abort ? "abort" : "warn", why);
+    note_ran(c, s->slug, "blocked");
+    if (abort) {
+        log_fatal("%s is %s and its on-error is abort: stopping; %s", s->slug, why,
+                  next_time(c, s->slug));
+        return EXIT_FAILED;
+    }
+    *blocked_warn = 1;
+    return 0;
+}
+
+/* An operator's skip: recorded `skipped`, reason Operator, with who and why. */
+static int skipped_step(struct ctx *c, const struct step *s, size_t k, size_t n)
+{
+    struct record r;
+    new_record(c, s, REC_SKIPPED, &r);
+    r.attempts = s->prev_attempts;
+    snprintf(r.reason, sizeof r.reason, "Operator");
+    snprintf(r.message, sizeof r.message, "%s", c->o->skip_reason ? c->o->skip_reason : "");
+    utf8_clip(r.message);
+    snprintf(r.by, sizeof r.by, "%s", c->identity);
+    utf8_clip(r.by);
+    if (c->o->k.dry_run) {
+        progress(k, n, s->tier, s->slug, "would record skipped (dry run)", -1, r.message);
+        return 0;
+    }
+    int rc = write_record(c, s->slug, &r);
+    if (rc != 0)
+        return rc;
+    progress(k, n, s->tier, s->slug, "skipped by the operator, recorded", -1, r.message);
+    event(c, "Warning", "MigrationSkipped", "%s (%s) skipped by %s: %s", s->slug, s->tier, r.by,
+          r.message);
+    return 0;
+}
+
 /* ---- run ---------------------------------------------------------------- */
 
 /* The environment of a shell migration: what the old hook gave its scripts
@@ -222,7 +320,9 @@ static int env_add(struct shell_env *e, const char *name, const char *value)
     return 0;
 }
 
-static int shell_env(struct ctx *c, const struct step *s, struct shell_env *e)
+/* kubeconfig: "KUBECONFIG=<the private one>", or "" to pass the runner's. */
+static int shell_env(struct ctx *c, const struct step *s, const char *kubeconfig,
+                     struct shell_env *e)
 {
     static const char *const keep[] = {
         "PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "KUBECONFIG",
@@ -239,7 +339,10 @@ static int shell_env(struct ctx *c, const struct step *s, struct shell_env *e)
         snprintf(cur, sizeof cur, "%ld", c->l.version);
     int bad = 0;
     for (const char *const *k = keep; *k; k++)
-        bad |= env_add(e, *k, getenv(*k));
+        if (!(*kubeconfig && strcmp(*k, "KUBECONFIG") == 0))
+            bad |= env_add(e, *k, getenv(*k));
+    if (*kubeconfig)
+        bad |= env_add(e, "KUBECONFIG", kubeconfig + strlen("KUBECONFIG="));
     const char *list = c->o->pass_env;
     while (list && *list) {
         size_t len = strcspn(list, ",");
@@ -298,9 +401,8 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
     event(c, "Warning", "MigrationFailed", "%s (%s) failed, on-error=%s: %s: %s", s->slug, s->tier,
           abort ? "abort" : "warn", r->reason, r->message);
     if (abort) {
-        log_fatal("%s failed and its on-error is abort: stopping; nothing is recorded, so it runs "
-                  "again next time",
-                  s->slug);
+        log_fatal("%s failed and its on-error is abort: stopping; %s", s->slug,
+                  next_time(c, s->slug));
         return EXIT_FAILED;
     }
     if ((rc = write_record(c, s->slug, r)) != 0)
@@ -323,8 +425,16 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     int rc = hold(c, what);
     if (rc != 0)
         return rc;
+    /* a shell child's kubectl reaches the runner's cluster only, as the
+     * runner's identity */
+    char env_kc[sizeof ((struct kube_private *)0)->path + 16] = "";
+    struct kube_private kp;
+    memset(&kp, 0, sizeof kp);
+    if (m->is_shell && shell_kubeconfig(c, &kp, env_kc, sizeof env_kc) != 0)
+        return EXIT_CLUSTER;
     struct shell_env se;
-    if (m->is_shell && shell_env(c, s, &se) != 0) {
+    if (m->is_shell && shell_env(c, s, env_kc, &se) != 0) {
+        kubeconfig_private_remove(&kp);
         log_fatal("%s: the environment for its shell does not fit", s->slug);
         return EXIT_FAILED;
     }
@@ -346,12 +456,14 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         /* Renew well inside the lease, however short it is. */
         .tick_every = o->lease_duration / 4.0 < 2 ? o->lease_duration / 4.0 : 2,
         .ud = c,
+        .remove_on_orphan = *kp.path ? kp.path : NULL, /* operator */
     };
     if (!log_json())
         out_line("[%zu/%zu] %s %s ... running%s%s%s", k, n, s->tier, s->slug,
                  *s->why ? " (" : "", s->why, *s->why ? ")" : "");
     struct child_result res;
     child_run(&spec, &res);
+    kubeconfig_private_remove(&kp);
     struct record r;
     int ok = res.outcome == CHILD_OK;
     new_record(c, s, ok ? REC_OK : REC_FAILED, &r);
@@ -377,13 +489,12 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
             const char *from = tl >= sizeof r.output ? res.tail + tl - (sizeof r.output - 1) : res.tail;
             snprintf(r.output, sizeof r.output, "%s", utf8_start(from));
         }
-        r.journal = res.journal;
-        res.journal = NULL;
+        if (res.journal && strlen(res.journal) < sizeof r.journal)
+            snprintf(r.journal, sizeof r.journal, "%s", res.journal);
     }
     int aborted = res.outcome == CHILD_ABORTED;
     child_result_free(&res);
     rc = finish_step(c, s, k, n, &r, ok, aborted, *summary ? summary : NULL, failed_warn);
-    free(r.journal);
     return rc;
 }
 
@@ -393,7 +504,7 @@ static int run_steps(struct ctx *c, struct plan *p)
     for (size_t i = 0; i < p->n; i++)
         if (p->s[i].kind != STEP_SKIP)
             n++;
-    int failed_warn = 0;
+    int failed_warn = 0, blocked_warn = 0;
     for (size_t i = 0; i < p->n; i++) {
         const struct step *s = &p->s[i];
         if (s->kind == STEP_SKIP)
@@ -402,20 +513,39 @@ static int run_steps(struct ctx *c, struct plan *p)
         if (s->kind == STEP_RECORD_REVOKED) {
             struct record r;
             new_record(c, s, REC_REVOKED, &r);
-            progress(k, n, s->tier, s->slug, "revoked, recorded", -1, NULL);
+            progress(k, n, s->tier, s->slug,
+                     c->o->k.dry_run ? "revoked, would record revoked (dry run)" : "revoked, recorded",
+                     -1, NULL);
             int rc = write_record(c, s->slug, &r);
             if (rc != 0)
                 return rc;
             event(c, "Normal", "MigrationRevoked", "%s is revoked and will never run", s->slug);
             continue;
         }
-        int rc = execute(c, s, k, n, &failed_warn);
+        /* operator: skips are recorded, requires re-checked with what ran */
+        int rc;
+        char why[160];
+        if (s->kind == STEP_RECORD_SKIPPED) {
+            if ((rc = skipped_step(c, s, k, n)) != 0)
+                return rc;
+            continue;
+        }
+        if (s->kind == STEP_BLOCKED ||
+            (!(c->o->only && c->o->force) && plan_blocked(p, &c->l, s->m, ran_in_run, c, why, sizeof why))) {
+            if ((rc = blocked_step(c, s, s->kind == STEP_BLOCKED ? s->why : why, k, n, &blocked_warn)) != 0)
+                return rc;
+            continue;
+        }
+        int fw = 0;
+        rc = execute(c, s, k, n, &fw);
+        note_ran(c, s->slug, fw ? "failed in this run" : "ok");
+        failed_warn |= fw;
         if (rc != 0)
             return rc;
     }
     if (n == 0 && !log_json())
         out_line("nothing to run for the %s tier", c->o->only ? "requested" : c->o->tier);
-    if (failed_warn && c->o->only)
+    if ((failed_warn || blocked_warn) && c->o->only)
         return EXIT_FAILED;
     return 0;
 }
@@ -433,7 +563,10 @@ static int read_and_plan(struct ctx *c, struct plan *p)
         return EXIT_FAILED;
     }
     if (p->refuse) {
-        log_fatal("%s", p->refuse_msg);
+        if (p->refuse == EXIT_LEDGER)
+            log_fatal("ledger %s/%s: %s", c->loc.ns, c->loc.name, p->refuse_msg);
+        else
+            log_fatal("%s", p->refuse_msg);
         return p->refuse;
     }
     return 0;
@@ -473,8 +606,9 @@ static int seed(struct ctx *c, struct plan *p)
             return seed(c, p);
         }
         out_line("fresh install: created the ledger %s/%s, recorded %zu migrations as "
-                 "skipped-fresh-install; nothing to run",
-                 c->loc.ns, c->loc.name, p->nseed);
+                 "skipped-fresh-install; %s%s",
+                 c->loc.ns, c->loc.name, p->nseed, o->only ? "running only --only " : "nothing to run",
+                 o->only ? o->only : "");
         if (read_ledger(c) == 0)
             event(c, "Normal", "LedgerCreated", "fresh install: %zu migrations recorded as "
                   "skipped-fresh-install", p->nseed);
@@ -505,6 +639,7 @@ static int seed(struct ctx *c, struct plan *p)
 
 static void ctx_free(struct ctx *c)
 {
+    free(c->ran);
     if (c->lk.held)
         lock_release(&c->lk);
     ledger_free(&c->l);
@@ -520,21 +655,45 @@ static int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, i
     memset(c, 0, sizeof *c);
     c->o = o;
     c->po = (struct plan_opts){.tier = o->tier, .only = o->only, .max_attempts = o->max_attempts,
-                               .image = o->image, .now = c->now};
+                               .image = o->image, .now = c->now, .force = o->force,
+                               .skip = o->skip, .nskip = o->nskip, .skip_reason = o->skip_reason};
     char err[ERRLINE_MAX];
-    int loaded = tree_load(o->dir, &c->t, err, sizeof err) == 0;
+    /* Without a manifest there is no tree to show (status reads the ledger
+     * alone, quietly); a tree that is there but broken is said. */
+    char man_dir[4200];
+    snprintf(man_dir, sizeof man_dir, "%s/migrations/order.d", o->dir);
+    int loaded = (need_tree || access(man_dir, F_OK) == 0) &&
+                 tree_load(o->dir, &c->t, err, sizeof err) == 0;
     if (have_tree)
         *have_tree = loaded;
-    if (!loaded) {
-        if (need_tree) {
-            log_fatal("%s", err);
-            return EXIT_PACKAGING;
-        }
-        log_warn("%s (showing the ledger alone)", err);
+    if (!loaded && need_tree) {
+        log_fatal("%s", err);
+        return EXIT_PACKAGING;
     }
+    if (!loaded && access(man_dir, F_OK) == 0)
+        log_warn("%s (showing the ledger alone)", err);
     if (!(c->rest = connect_cluster(o)))
         return EXIT_CLUSTER;
     c->loc = (struct ledger_loc){c->rest, o->k.ledger_namespace, o->k.ledger_name, 0};
+    kubeconfig_identity(rest_config(c->rest), c->identity, sizeof c->identity);
+    return 0;
+}
+
+/* The runner lock for skip, taken as runner_run takes it. 0 or an exit code. */
+static int take_lock(struct ctx *c)
+{
+    const struct runner_opts *o = c->o;
+    char err[ERRLINE_MAX];
+    int busy = 0;
+    if (lock_acquire(&c->lk, c->rest, o->k.ledger_namespace, o->k.lease_name, o->lease_duration,
+                     o->lock_timeout, &busy, err, sizeof err) != 0) {
+        if (busy)
+            log_fatal("the runner lock %s/%s is %s; gave up after %gs", o->k.ledger_namespace,
+                      o->k.lease_name, err, o->lock_timeout);
+        else
+            log_fatal("%s", err);
+        return busy ? EXIT_LOCK : EXIT_CLUSTER;
+    }
     return 0;
 }
 
@@ -572,17 +731,11 @@ int runner_run(const struct runner_opts *o)
         goto out;
     for (size_t i = 0; i < p.nwarnings; i++)
         log_warn("%s", p.warnings[i]);
+    /* A ledger that cannot be trusted was refused by the planner before
+     * anything ran; what is left here is the repair (--only, SKIP) of a bad
+     * record, the others reported in the warnings above. */
     if (!p.fresh_install || o->only)
         rc = run_steps(&c, &p);
-    /* An unreadable record stays a problem unless --only just rewrote it. */
-    int still_corrupt = 0;
-    for (size_t i = 0; p.corrupt && i < c.l.n; i++)
-        if (c.l.e[i].rec.state == REC_UNKNOWN && !(o->only && strcmp(c.l.e[i].slug, o->only) == 0))
-            still_corrupt = 1;
-    if (rc == 0 && still_corrupt) {
-        log_fatal("the ledger holds records that cannot be read (see the warnings above)");
-        rc = EXIT_LEDGER;
-    }
 out:
     plan_free(&p);
     ctx_free(&c);
@@ -598,25 +751,119 @@ int runner_plan(const struct runner_opts *o)
     if (rc == 0 && (rc = read_and_plan(&c, &p)) == 0) {
         struct report_opts ro = report_opts(o);
         report_plan(&c.t, &c.l, &p, &ro);
-        rc = p.corrupt ? EXIT_LEDGER : 0;
     }
     plan_free(&p);
     ctx_free(&c);
     return rc;
 }
 
+/* status: the ledger, with the tree when there is one (checksums, order,
+ * what run would leave blocked). */
 int runner_status(const struct runner_opts *o)
 {
     struct ctx c;
     int have_tree = 0;
+    struct plan plans[2];
+    memset(plans, 0, sizeof plans);
+    struct manifest man;
+    memset(&man, 0, sizeof man);
+    int have_man = 0;
     int rc = open_ctx(&c, o, 0, &have_tree);
-    if (rc == 0 && (rc = read_ledger(&c)) == 0) {
-        struct report_opts ro = report_opts(o);
-        if (report_status(have_tree ? &c.t : NULL, &c.l, &ro) != 0) {
-            log_fatal("out of memory");
-            rc = EXIT_FAILED;
+    if (rc != 0 || (rc = read_ledger(&c)) != 0)
+        goto out;
+    struct status_view v = {.l = &c.l, .t = have_tree ? &c.t : NULL};
+    char err[ERRLINE_MAX], *version_problem[1];
+    char vp[200];
+    if (have_tree && c.l.exists) {
+        static const char *const tiers[] = {"pre-apply", "background"};
+        for (size_t i = 0; i < 2; i++) {
+            struct plan_opts po = {.tier = tiers[i], .max_attempts = o->max_attempts,
+                                   .now = c.now, .survey = 1};
+            if (plan_build(&c.t, &c.l, &po, &plans[i]) != 0) {
+                log_fatal("out of memory");
+                rc = EXIT_FAILED;
+                goto out;
+            }
+        }
+        v.plans = plans;
+        v.nplans = 2;
+        v.problems = plans[0].problems;
+        v.nproblems = plans[0].nversion;
+    } else if (!have_tree) {
+        /* Ordered by a manifest when one can be read, else by time. */
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/migrations/order.d", o->dir);
+        if (access(dir, F_OK) == 0 && manifest_load(dir, &man, err, sizeof err) == 0) {
+            have_man = 1;
+            v.man = &man;
+        }
+        if (c.l.version_bad) {
+            snprintf(vp, sizeof vp, "key 'version' is \"%s\", not a plain decimal", c.l.version_raw);
+            version_problem[0] = vp;
+            v.problems = version_problem;
+            v.nproblems = 1;
         }
     }
+    struct report_opts ro = report_opts(o);
+    if (o->status_slug) {
+        int r = report_record(&v, o->status_slug, &ro);
+        if (r < 0) {
+            log_fatal("out of memory");
+            rc = EXIT_FAILED;
+        } else if (r > 0) {
+            log_fatal("%s: no record in the ledger %s/%s%s", o->status_slug, c.loc.ns, c.loc.name,
+                      have_tree ? " and no such migration in this image" : "");
+            rc = EXIT_FAILED;
+        }
+        goto out;
+    }
+    int need = report_status(&v, &ro);
+    if (need < 0) {
+        log_fatal("out of memory");
+        rc = EXIT_FAILED;
+    } else if (o->failed_only && need > 0) {
+        rc = EXIT_FAILED;
+    }
+out:
+    plan_free(&plans[0]);
+    plan_free(&plans[1]);
+    if (have_man)
+        manifest_free(&man);
+    ctx_free(&c);
+    return rc;
+}
+
+/* skip SLUG --reason TEXT: one record, under the lock, nothing run. */
+int runner_skip(const struct runner_opts *o)
+{
+    struct ctx c;
+    struct plan p;
+    memset(&p, 0, sizeof p);
+    char err[ERRLINE_MAX];
+    int rc = open_ctx(&c, o, 1, NULL);
+    if (rc != 0)
+        goto out;
+    c.po.skip_only = 1;
+    /* A slug the image cannot skip is refused before waiting for the lock. */
+    if ((rc = plan_check_skip(&c.t, o->skip[0], err, sizeof err)) != 0) {
+        log_fatal("%s", err);
+        goto out;
+    }
+    if (!o->k.dry_run && (rc = take_lock(&c)) != 0)
+        goto out;
+    if ((rc = read_and_plan(&c, &p)) != 0)
+        goto out;
+    for (size_t i = 0; i < p.nwarnings; i++)
+        log_warn("%s", p.warnings[i]);
+    for (size_t i = 0; rc == 0 && i < p.n; i++) {
+        if (p.s[i].kind == STEP_RECORD_SKIPPED)
+            rc = skipped_step(&c, &p.s[i], 1, 1);
+        else
+            out_line("%s is already %s with this reason; nothing to write", p.s[i].slug,
+                     p.s[i].why);
+    }
+out:
+    plan_free(&p);
     ctx_free(&c);
     return rc;
 }

@@ -4,7 +4,11 @@
  * checksums, and every fatal packaging condition: a script in no batch, a
  * batch entry neither shipped nor retired, a slug in two batches or two
  * tiers, a bad header, a revoked or legacy slug the manifest does not know,
- * a `requires` on a slug that is absent or ordered later. Must never touch
+ * a `requires` on a slug that is absent, ordered later, itself, revoked or
+ * in the other tier, and any entry of a script directory that is not a
+ * readable script (a subdirectory, a dangling or looping symlink, an
+ * unreadable file), or shared code (stdlib/, legacy-sh/lib/) it cannot
+ * read. Must never touch
  * the cluster: this runs before the lock, and a bad tree exits before any
  * script runs. */
 #include "tree.h"
@@ -49,15 +53,22 @@ static int cmp_path(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Collects regular files below dir (relative paths) into *list. */
-static int walk(const char *base, const char *rel, char ***list, size_t *n)
+/* Collects regular files below dir (relative paths) into *list. Anything
+ * it cannot read (a dangling or looping symlink, a directory it may not
+ * list, a file it may not open) fails, naming the path in err. */
+static int walk(const char *base, const char *rel, char ***list, size_t *n, char *err,
+                size_t errlen)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s%s%s", base, *rel ? "/" : "", rel);
     char **names;
     size_t nn;
-    if (list_dir(path, &names, &nn) != 0)
-        return errno == ENOENT && !*rel ? 0 : -1;
+    if (list_dir(path, &names, &nn) != 0) {
+        if (errno == ENOENT && !*rel)
+            return 0;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < nn; i++) {
         char sub[4096], full[8200];
@@ -65,14 +76,18 @@ static int walk(const char *base, const char *rel, char ***list, size_t *n)
         snprintf(full, sizeof full, "%s/%s", base, sub);
         struct stat st;
         if (stat(full, &st) != 0) {
+            snprintf(err, errlen, "%s: %s", full,
+                     errno == ENOENT ? "dangling symlink" : errno == ELOOP ? "symlink loop"
+                                                                           : strerror(errno));
             rc = -1;
         } else if (S_ISDIR(st.st_mode)) {
-            rc = walk(base, sub, list, n);
+            rc = walk(base, sub, list, n, err, errlen);
         } else if (S_ISREG(st.st_mode)) {
             char **nl = realloc(*list, (*n + 1) * sizeof *nl);
             if (!nl || !(nl[*n] = strdup(sub))) {
                 if (nl)
                     *list = nl;
+                snprintf(err, errlen, "out of memory");
                 rc = -1;
             } else {
                 *list = nl;
@@ -84,14 +99,16 @@ static int walk(const char *base, const char *rel, char ***list, size_t *n)
     return rc;
 }
 
-int sha256_dir(const char *dir, char out[65])
+int sha256_dir(const char *dir, char out[65], char *err, size_t errlen)
 {
     char **list = NULL;
     size_t n = 0;
-    int rc = walk(dir, "", &list, &n);
+    int rc = walk(dir, "", &list, &n, err, errlen);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (rc == 0 && (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)))
+    if (rc == 0 && (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))) {
+        snprintf(err, errlen, "out of memory");
         rc = -1;
+    }
     /* Each directory's names come sorted, but "a/x" and "a-b" must sort as
      * whole paths, the same on every machine. */
     if (rc == 0 && n)
@@ -101,15 +118,22 @@ int sha256_dir(const char *dir, char out[65])
         snprintf(full, sizeof full, "%s/%s", dir, list[i]);
         size_t len;
         char *buf = read_file(full, &len);
-        if (!buf || !EVP_DigestUpdate(ctx, list[i], strlen(list[i]) + 1) ||
-            !EVP_DigestUpdate(ctx, buf, len))
+        if (!buf) {
+            snprintf(err, errlen, "%s: %s", full, strerror(errno));
             rc = -1;
+        } else if (!EVP_DigestUpdate(ctx, list[i], strlen(list[i]) + 1) ||
+                   !EVP_DigestUpdate(ctx, buf, len)) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+        }
         free(buf);
     }
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned dn = 0;
-    if (rc == 0 && !EVP_DigestFinal_ex(ctx, d, &dn))
+    if (rc == 0 && !EVP_DigestFinal_ex(ctx, d, &dn)) {
+        snprintf(err, errlen, "out of memory");
         rc = -1;
+    }
     if (rc == 0)
         hex(d, dn, out);
     EVP_MD_CTX_free(ctx);
@@ -167,14 +191,33 @@ static int scan(struct tree *t, const char *rel, const char *tier, const char *e
         snprintf(err, errlen, "out of memory");
         rc = -1;
     }
+    /* Every entry is a script (or, in legacy-sh/, lib/ and legacy-map):
+     * nothing is passed over in silence. */
     for (size_t i = 0; rc == 0 && i < na; i++) {
         char full[8200];
         snprintf(full, sizeof full, "%s/%s", dir, all[i]);
         struct stat st;
-        if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
-            continue; /* lib/ and other directories */
-        names[nn++] = all[i];
-        all[i] = NULL;
+        if (stat(full, &st) != 0) {
+            struct stat lst;
+            int link = lstat(full, &lst) == 0 && S_ISLNK(lst.st_mode);
+            snprintf(err, errlen, "%s: %s", full,
+                     link && errno == ENOENT ? "dangling symlink"
+                     : errno == ELOOP        ? "symlink loop"
+                                             : strerror(errno));
+            rc = -1;
+        } else if (S_ISDIR(st.st_mode)) {
+            if (shell && strcmp(all[i], "lib") == 0)
+                continue;
+            snprintf(err, errlen, "%s: a directory; migrations sit directly in %s/ as <slug>%s",
+                     full, rel, ext);
+            rc = -1;
+        } else if (!S_ISREG(st.st_mode)) {
+            snprintf(err, errlen, "%s: not a regular file", full);
+            rc = -1;
+        } else {
+            names[nn++] = all[i];
+            all[i] = NULL;
+        }
     }
     free_names(all, na);
     size_t el = strlen(ext);
@@ -252,14 +295,18 @@ int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen
         tree_free(t);
         return -1;
     }
+    /* The shared code every record names by digest: what cannot be read
+     * cannot be recorded, so it is a packaging error like a bad script. */
     char path[4096];
     snprintf(path, sizeof path, "%s/stdlib", root);
-    if (sha256_dir(path, t->lib_lua) != 0)
-        snprintf(t->lib_lua, sizeof t->lib_lua, "unreadable");
-    snprintf(path, sizeof path, "%s/legacy-sh/lib", root);
-    if (sha256_dir(path, t->lib_sh) != 0)
-        snprintf(t->lib_sh, sizeof t->lib_sh, "unreadable");
-    return 0;
+    int rc = sha256_dir(path, t->lib_lua, err, errlen);
+    if (rc == 0) {
+        snprintf(path, sizeof path, "%s/legacy-sh/lib", root);
+        rc = sha256_dir(path, t->lib_sh, err, errlen);
+    }
+    if (rc != 0)
+        tree_free(t);
+    return rc;
 }
 
 /* Where a slug sits in the manifest: batch index and entry, or -1. */
@@ -327,6 +374,21 @@ static int validate(struct tree *t, char *err, size_t errlen)
             if ((size_t)order > m->order) {
                 snprintf(err, errlen, "%s: requires '%s', which runs after it (%s)", m->path,
                          m->h.requires[r], man->b[bi].name);
+                return -1;
+            }
+            if (strcmp(m->h.requires[r], m->slug) == 0) {
+                snprintf(err, errlen, "%s: requires '%s', itself", m->path, m->slug);
+                return -1;
+            }
+            if (tree_revoked(t, m->h.requires[r])) {
+                snprintf(err, errlen, "%s: requires '%s', which is revoked and never runs",
+                         m->path, m->h.requires[r]);
+                return -1;
+            }
+            const struct migration *req = tree_find(t, m->h.requires[r]);
+            if (req && strcmp(req->tier, m->tier) != 0) {
+                snprintf(err, errlen, "%s: requires '%s', which is in the %s tier, not %s",
+                         m->path, m->h.requires[r], req->tier, m->tier);
                 return -1;
             }
         }

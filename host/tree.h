@@ -42,7 +42,9 @@ int tree_revoked(const struct tree *t, const char *slug);
 void tree_free(struct tree *t);
 
 /* Hex sha256 of a file, and of a directory's regular files (sorted relative
- * paths and contents). 0 on success. */
+ * paths and contents). 0 on success. sha256_dir of a missing directory is the
+ * digest of nothing; anything below it that cannot be read fails, with
+ * "PATH: why" in err. */
 int sha256_file(const char *path, char out[65]);
-int sha256_dir(const char *dir, char out[65]);
+int sha256_dir(const char *dir, char out[65], char *err, size_t errlen);
 #endif

@@ -1,6 +1,7 @@
-/* util.c: the monotonic clock, whole-file reads, timestamps, durations and
- * UTF-8-safe truncation shared by the host. Must never hold state or make a
- * decision for its callers. */
+/* util.c: the monotonic clock, whole-file reads, timestamps, UTF-8-safe
+ * truncation, and the one parser of durations and of plain decimals, shared
+ * by the host. Must never hold state, make a decision for its callers, or
+ * accept a duration or a number in any spelling but the one grammar. */
 #include "util.h"
 
 #include <dirent.h>
@@ -133,45 +134,70 @@ void now_rfc3339(char buf[32])
     strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+int parse_decimal(const char *s, long max, long *out)
+{
+    if (!s || !*s || (s[0] == '0' && s[1]))
+        return -1;
+    long v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        int d = *p - '0';
+        if (d > max || v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The units of a duration, largest first: each part must use a smaller unit
+ * than the one before it. */
+static const struct {
+    const char *name;
+    long long ms;
+} duration_units[] = {{"h", 3600000LL}, {"m", 60000LL}, {"s", 1000LL}, {"ms", 1LL}};
+
+#define DURATION_MAX_MS (7LL * 24 * 3600 * 1000)   /* a week: nothing waits longer */
+#define DURATION_PART_DIGITS 9                      /* no part needs more; no overflow */
+
 int parse_duration(const char *s, double *out)
 {
     if (!s || !*s)
         return -1;
-    double total = 0;
+    long long total = 0;
+    size_t next_unit = 0;      /* the largest unit still allowed */
     const char *p = s;
     while (*p) {
-        char *end;
-        if (*p < '0' || *p > '9')
-            return -1;
-        double v = strtod(p, &end);
-        if (end == p)
-            return -1;
-        p = end;
-        double mult;
-        if (*p == '\0') {
-            if (total != 0)
+        long long v = 0;
+        int digits = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (++digits > DURATION_PART_DIGITS)
                 return -1;
-            mult = 1; /* a bare number is seconds */
-        } else if (p[0] == 'm' && p[1] == 's') {
-            mult = 0.001;
-            p += 2;
-        } else if (*p == 'h') {
-            mult = 3600;
-            p++;
-        } else if (*p == 'm') {
-            mult = 60;
-            p++;
-        } else if (*p == 's') {
-            mult = 1;
-            p++;
-        } else {
-            return -1;
+            v = v * 10 + (*p++ - '0');
         }
-        total += v * mult;
+        if (!digits)
+            return -1;
+        /* "ms" before "m": the longest unit name that matches. */
+        size_t u = sizeof duration_units / sizeof duration_units[0], best = u, blen = 0;
+        for (size_t i = 0; i < u; i++) {
+            size_t l = strlen(duration_units[i].name);
+            if (strncmp(p, duration_units[i].name, l) == 0 && l > blen) {
+                best = i;
+                blen = l;
+            }
+        }
+        if (best == u || best < next_unit)
+            return -1;
+        p += blen;
+        next_unit = best + 1;
+        total += v * duration_units[best].ms;
+        if (total > DURATION_MAX_MS)
+            return -1;
     }
-    if (total <= 0 || total > 7 * 24 * 3600)
+    if (total <= 0)
         return -1;
-    *out = total;
+    *out = (double)total / 1000.0;
     return 0;
 }
 

@@ -18,7 +18,13 @@ void free_names(char **names, size_t n);
 /* "2026-08-12T10:04:00Z" for the current time. */
 void now_rfc3339(char buf[32]);
 
-/* Parses "90", "90s", "5m", "1h30m", "500ms" into seconds. 0 on success. */
+/* A plain decimal integer from 0 to max (max >= 0): digits only, no sign,
+ * space or leading zero. 0 with *out set, else -1. */
+int parse_decimal(const char *s, long max, long *out);
+/* The one parser of durations: "90s", "5m", "1h30m", "500ms". One or more
+ * <digits><unit> parts, units h, m, s, ms, each at most once and largest
+ * first; nothing else (no bare number, sign, space, fraction or exponent).
+ * Positive and at most a week. Seconds in *out; 0 on success, else -1. */
 int parse_duration(const char *s, double *out);
 /* Cuts an incomplete UTF-8 sequence off the end of s (after a byte-count
  * truncation), so what is stored is never a stray byte. */

@@ -105,7 +105,16 @@ describe('the legacy map', function()
     { 'a repeated number', '1 one\n1 two\n', 'legacy%-map:2: the number repeats line 1' },
     { 'a repeated slug', '1 one\n2 one\n', 'legacy%-map:2: the slug repeats line 1' },
     { 'numbers out of order', '2 two\n1 one\n', 'legacy%-map:2: 1 comes after 2' },
+    { 'an exponent', '1e20 one\n', "legacy%-map:1: expected '<number> <slug>', the number decimal from 1 to 99999" },
+    { 'a number past the bound', '100000 one\n', 'legacy%-map:1: expected' },
+    { 'a number that overflows', '99999999999999999999 one\n', 'legacy%-map:1: expected' },
+    { 'a sign', '+1 one\n', 'legacy%-map:1: expected' },
+    { 'a leading zero', '01 one\n', 'legacy%-map:1: expected' },
+    { 'hex', '0x1 one\n', 'legacy%-map:1: expected' },
   }
+  it('reads a number up to the bound', function()
+    assert.are.same({ { number = 99999, slug = 'last' } }, assert(migrate.legacy_map('99999 last\n')))
+  end)
   for _, case in ipairs(bad) do
     it('refuses ' .. case[1], function()
       local m, err = migrate.legacy_map(case[2])
@@ -113,6 +122,28 @@ describe('the legacy map', function()
       assert.matches('^' .. case[3], err)
     end)
   end
+end)
+
+describe('a duration', function()
+  for _, case in ipairs({ { '90s', 90 }, { '5m', 300 }, { '1h30m', 5400 }, { '500ms', 0.5 },
+    { '1h2m3s4ms', 3723.004 }, { '1m5ms', 60.005 }, { '168h', 604800 }, { '007s', 7 } }) do
+    it('reads ' .. case[1], function()
+      assert.are.equal(case[2], migrate.duration(case[1]))
+    end)
+  end
+  for _, bad in ipairs({ '0x10s', '1e2s', '5s5s', '5m1h', '1h1h', '5ms5s', '90', '', ' 5s', '5s ', '+5s', '-5s',
+    '1.5s', '0s', '0h0m', '5 s', '5S', '5sec', 'm', '1d', '169h', '1000000000s', '5m\n' }) do
+    it(string.format('refuses %q', bad), function()
+      assert.is_nil(migrate.duration(bad))
+    end)
+  end
+  it('is what a header timeout and a flag are read with', function()
+    local _, err = migrate.header('-- cozystack-migration: on-error=abort\n-- cozystack-migration: timeout=5s5s\n', 'x.lua')
+    assert.matches('x%.lua:2: timeout=5s5s: not a duration', err)
+    local res = require('support.helpers').cozy('run', '--timeout', '1e2s')
+    assert.are.equal(2, res.code)
+    assert.matches("%-%-timeout: '1e2s' is not a duration", res.err)
+  end)
 end)
 
 describe('a ledger record', function()
@@ -129,7 +160,15 @@ describe('a ledger record', function()
     { 'with an unknown state', '{"state":"done"}', "unknown state 'done'" },
     { 'with attempts that are not an integer', '{"state":"ok","attempts":"2"}', "field 'attempts' is not a non%-negative integer" },
     { 'with a state that is not a string', '{"state":1}', "field 'state' is not a string" },
+    { 'with a journal that is not an array', '{"state":"ok","journal":"x"}', "field 'journal' is not an array" },
+    { 'with a by that is not a string', '{"state":"skipped","by":1}', "field 'by' is not a string" },
   }
+  it('reads an operator skip and a journal', function()
+    local r = assert(migrate.record('{"state":"skipped","reason":"Operator","message":"why","by":"me (context c)",' ..
+      '"journal":[{"verb":"PATCH","path":"/api/v1/x"}]}'))
+    assert.are.same({ 'skipped', 'Operator', 'why', 'me (context c)' }, { r.state, r.reason, r.message, r.by })
+    assert.are.same({ { verb = 'PATCH', path = '/api/v1/x' } }, r.journal)
+  end)
   for _, case in ipairs(bad) do
     it('is unreadable ' .. case[1], function()
       local r, problem = migrate.record(case[2])
@@ -185,5 +224,38 @@ describe('a migrations tree', function()
   end)
   it('is refused when the manifest is missing', function()
     refused({ scripts = { a = {} } }, 'order%.d: No such file or directory')
+  end)
+
+  local function with(setup_fn, pattern)
+    local dir = fixture.tree({ batches = { { '00001-v1', { 'a' } } }, scripts = { a = {} } })
+    setup_fn(dir)
+    local p, err = migrate.plan(dir, nil, {})
+    assert.is_nil(p)
+    assert.truthy(err:find(pattern:gsub('DIR', dir), 1, true), err)
+  end
+  local function sh(cmd) assert(os.execute(cmd)) end
+  it('is refused when a tier directory holds a subdirectory', function()
+    with(function(d) sh('mkdir -p ' .. d .. '/migrations/pre-apply/sub && touch ' .. d .. '/migrations/pre-apply/sub/x.lua') end,
+      'DIR/migrations/pre-apply/sub: a directory; migrations sit directly in migrations/pre-apply/ as <slug>.lua')
+  end)
+  it('is refused when legacy-sh holds a directory other than lib', function()
+    with(function(d) sh('mkdir -p ' .. d .. '/legacy-sh/old') end, 'DIR/legacy-sh/old: a directory')
+  end)
+  it('is refused when a script is a dangling symlink', function()
+    with(function(d) sh('ln -s nowhere.lua ' .. d .. '/migrations/background/b.lua') end,
+      'DIR/migrations/background/b.lua: dangling symlink')
+  end)
+  it('is refused when a script is a symlink loop', function()
+    with(function(d) sh('ln -s c.lua ' .. d .. '/migrations/pre-apply/c.lua') end,
+      'DIR/migrations/pre-apply/c.lua: symlink loop')
+  end)
+  it('is refused when legacy-sh/lib cannot be read', function()
+    with(function(d) sh('ln -s gone ' .. d .. '/legacy-sh/lib/common.sh') end,
+      'DIR/legacy-sh/lib/common.sh: dangling symlink')
+  end)
+  it('takes a symlink to a readable script', function()
+    local dir = fixture.tree({ batches = { { '00001-v1', { 'a', 'b' } } }, scripts = { a = {} } })
+    sh('ln -s a.lua ' .. dir .. '/migrations/pre-apply/b.lua')
+    assert(migrate.plan(dir, nil, {}))
   end)
 end)

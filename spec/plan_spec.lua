@@ -175,17 +175,246 @@ describe('the planner', function()
       assert.matches('alpha: recorded sha256 deadbeef differs', p.warnings[1])
     end)
 
-    it('treats an unparseable record as recorded, state unknown, and reports it by slug', function()
+    it('refuses to walk a ledger with unreadable records, naming each key and its repair', function()
       local l = fixture.ledger({ ['old-one'] = { state = 'legacy' }, ['old-two'] = { state = 'legacy' },
         ['old-gone'] = { state = 'legacy' }, gamma = { state = 'ok' } })
       l['m.alpha'] = '{not json'
       l['m.beta'] = '{"state":"done"}'
       local p = assert(migrate.plan(dir, l, {}))
       assert.is_true(p.corrupt)
-      assert.are.same({ 'delta' }, runs(p))
-      local all = table.concat(p.warnings, '\n')
-      assert.matches('m%.alpha cannot be read %(not JSON%)', all)
-      assert.matches("m%.beta cannot be read %(unknown state 'done'%)", all)
+      assert.are.equal(7, p.refuse)
+      assert.are.same({}, runs(p))
+      assert.are.equal(2, #p.problems)
+      assert.matches("m%.alpha cannot be read %(not JSON%): repair it with 'cozy%-migrate run %-%-only alpha' " ..
+        "or 'cozy%-migrate skip alpha %-%-reason TEXT'", p.refuse_msg)
+      assert.matches("m%.beta cannot be read %(unknown state 'done'%)", p.refuse_msg)
+      assert.is_nil(p.refuse_msg:find('\n'), 'one line')
+      -- --only of another slug is refused too; --only of a bad one repairs it and reports the other
+      p = assert(migrate.plan(dir, l, { only = 'delta' }))
+      assert.are.equal(7, p.refuse)
+      p = assert(migrate.plan(dir, l, { only = 'alpha' }))
+      assert.are.equal(0, p.refuse)
+      assert.are.same({ 'run:alpha' }, kinds(p))
+      assert.matches("m%.beta cannot be read %(unknown state 'done'%)", table.concat(p.warnings, '\n'))
+      assert.is_nil(table.concat(p.warnings, '\n'):find('m.alpha', 1, true))
+      -- the skip command of any slug runs nothing, so it is not refused
+      p = assert(migrate.plan(dir, l, { skip = { 'alpha' }, skip_reason = 'x', skip_only = true }))
+      assert.are.equal(0, p.refuse)
+      assert.are.same({ 'record-skipped:alpha' }, kinds(p))
+    end)
+  end)
+
+  describe('an untrustworthy version', function()
+    -- the map runs to 3, so a version from 0 to 4 means something
+    for _, v in ipairs({ 'abc', '99999999999999999999', ' 3', '3 ', '+2', '-1', '0x3', '1e1', '3.0', '' , '03' }) do
+      it(string.format('refuses %q before anything, naming the value', v), function()
+        local l = fixture.ledger({})
+        l.version = v
+        local p = assert(migrate.plan(dir, l, {}))
+        assert.are.equal(7, p.refuse)
+        assert.are.same({}, p.steps)
+        assert.are.same({}, seeded(p), 'nothing is seeded from a version it cannot read')
+        assert.truthy(p.refuse_msg:find(string.format('key \'version\' is "%s", not a plain decimal from 0 to 4', v), 1, true),
+          p.refuse_msg)
+        -- --only does not get past it either; the skip command does (it runs nothing)
+        assert.are.equal(7, assert(migrate.plan(dir, l, { only = 'alpha' })).refuse)
+        assert.are.equal(0, assert(migrate.plan(dir, l, { skip = { 'alpha' }, skip_reason = 'r', skip_only = true })).refuse)
+      end)
+    end
+
+    it('refuses a version above the last legacy number plus one, and takes every value up to it', function()
+      local p = assert(migrate.plan(dir, fixture.ledger({}, 5), {}))
+      assert.are.equal(7, p.refuse)
+      assert.matches("key 'version' is 5, above the last legacy migration %(3%) plus one", p.refuse_msg)
+      for v = 0, 4 do
+        p = assert(migrate.plan(dir, fixture.ledger({ gamma = { state = 'ok' }, ['old-gone'] = { state = 'legacy' } }, v), {}))
+        assert.are.equal(0, p.refuse, p.refuse_msg)
+      end
+    end)
+  end)
+
+  describe('requires', function()
+    local function hdr(on_error, req)
+      return '-- cozystack-migration: on-error=' .. on_error .. '\n-- cozystack-migration: requires=' .. req
+    end
+    local rdir
+    setup(function()
+      rdir = fixture.tree({
+        batches = { { '00000-legacy', { 'old' } }, { '00001-v1', { 'base', 'needs-base', 'needs-both', 'needs-old', 'bg', 'bg-needs' } } },
+        scripts = {
+          old = { shell = true },
+          base = { on_error = 'warn' },
+          ['needs-base'] = { header = hdr('abort', 'base') },
+          ['needs-both'] = { header = hdr('warn', 'base, needs-base') },
+          ['needs-old'] = { header = hdr('abort', 'old') },
+          bg = { tier = 'background', on_error = 'warn' },
+          ['bg-needs'] = { tier = 'background', header = hdr('warn', 'bg') },
+        },
+        legacy = { { 1, 'old' } },
+      })
+    end)
+
+    it('runs a slug whose requires run earlier in the same run', function()
+      local p = assert(migrate.plan(rdir, fixture.ledger({}, 0), {}))
+      assert.are.same({ 'run:old', 'run:base', 'run:needs-base', 'run:needs-both', 'run:needs-old', 'skip:bg', 'skip:bg-needs' }, kinds(p))
+    end)
+
+    it('counts ok, legacy and skipped-fresh-install as done', function()
+      for _, st in ipairs({ 'ok', 'legacy', 'skipped-fresh-install' }) do
+        local p = assert(migrate.plan(rdir, fixture.ledger({ old = { state = 'legacy' }, base = { state = st } }), {}))
+        assert.are.same({ 'skip:old', 'skip:base', 'run:needs-base', 'run:needs-both', 'run:needs-old', 'skip:bg', 'skip:bg-needs' }, kinds(p), st)
+      end
+    end)
+
+    for _, case in ipairs({
+      { 'failed', { state = 'failed', attempts = 1 }, 'blocked: requires base (failed)' },
+      { 'skipped', { state = 'skipped', reason = 'Operator', message = 'm' }, 'blocked: requires base (skipped)' },
+    }) do
+      it('blocks a slug whose required slug is ' .. case[1] .. ', and what requires that', function()
+        local l = fixture.ledger({ old = { state = 'legacy' }, base = case[2] })
+        local p = assert(migrate.plan(rdir, l, {}))
+        assert.are.same({ 'skip:old', 'skip:base', 'blocked:needs-base', 'blocked:needs-both', 'run:needs-old', 'skip:bg', 'skip:bg-needs' }, kinds(p))
+        assert.are.equal(case[3], p.steps[3].why)
+        -- needs-both names the first it lacks
+        assert.are.equal(case[3], p.steps[4].why)
+        p = assert(migrate.plan(rdir, l, { only = 'needs-base' }))
+        assert.are.same({ 'blocked:needs-base' }, kinds(p))
+        assert.are.equal(case[3], p.steps[1].why)
+        -- --force runs it anyway, and says so
+        p = assert(migrate.plan(rdir, l, { only = 'needs-base', force = true }))
+        assert.are.same({ 'run:needs-base' }, kinds(p))
+        assert.matches('%-%-force past its requires', p.steps[1].why)
+      end)
+    end
+
+    it('blocks a slug whose required slug is itself blocked', function()
+      local p = assert(migrate.plan(rdir, fixture.ledger({ old = { state = 'legacy' }, base = { state = 'failed' },
+        ['needs-base'] = nil }), {}))
+      assert.are.equal('blocked: requires base (failed)', p.steps[3].why)
+      local l = fixture.ledger({ old = { state = 'legacy' }, base = { state = 'ok' }, ['needs-base'] = { state = 'skipped' } })
+      p = assert(migrate.plan(rdir, l, {}))
+      assert.are.same({ 'skip:old', 'skip:base', 'skip:needs-base', 'blocked:needs-both', 'run:needs-old', 'skip:bg', 'skip:bg-needs' }, kinds(p))
+      assert.are.equal('blocked: requires needs-base (skipped)', p.steps[4].why)
+    end)
+
+    it('blocks a background retry whose required slug failed its last attempt', function()
+      local l = fixture.ledger({ old = { state = 'legacy' }, base = { state = 'ok' }, ['needs-base'] = { state = 'ok' },
+        ['needs-both'] = { state = 'ok' }, ['needs-old'] = { state = 'ok' },
+        bg = { state = 'failed', attempts = 3 }, ['bg-needs'] = { state = 'failed', attempts = 1 } })
+      local p = assert(migrate.plan(rdir, l, { tier = 'background' }))
+      assert.are.same({ 'skip:bg', 'blocked:bg-needs' }, { kinds(p)[6], kinds(p)[7] })
+      assert.are.equal('blocked: requires bg (failed)', p.steps[7].why)
+      -- while bg is still retried, bg-needs is planned after it
+      l['m.bg'] = '{"state":"failed","attempts":1}'
+      p = assert(migrate.plan(rdir, l, { tier = 'background' }))
+      assert.are.same({ 'run:bg', 'run:bg-needs' }, { kinds(p)[6], kinds(p)[7] })
+    end)
+
+    for _, case in ipairs({
+      { 'itself', { a = { header = hdr('abort', 'a') } }, nil, "a.lua: requires 'a', itself" },
+      { 'a revoked slug', { a = {}, b = { header = hdr('abort', 'a') } }, { 'a' }, "b.lua: requires 'a', which is revoked and never runs" },
+      { 'a slug of the other tier', { a = { tier = 'background' }, b = { header = hdr('abort', 'a') } }, nil,
+        "b.lua: requires 'a', which is in the background tier, not pre-apply" },
+    }) do
+      it('is refused at load time when it names ' .. case[1], function()
+        local d = fixture.tree({ batches = { { '00001-v1', { 'a', 'b' } } }, scripts = case[2], revoked = case[3] })
+        if not case[2].b then
+          d = fixture.tree({ batches = { { '00001-v1', { 'a' } } }, scripts = case[2] })
+        end
+        local p, err = migrate.plan(d, fixture.ledger({}), {})
+        assert.is_nil(p)
+        assert.truthy(err:find(case[4], 1, true), err)
+      end)
+    end
+  end)
+
+  describe('operator skips', function()
+    local sdir
+    setup(function()
+      sdir = fixture.tree({
+        batches = { { '00000-legacy', { 'old', 'older' } }, { '00001-v1', { 'a', 'b', 'bg', 'rev' } } },
+        scripts = { old = { shell = true }, older = { shell = true }, a = {}, b = {}, bg = { tier = 'background' }, rev = {} },
+        legacy = { { 1, 'older' }, { 2, 'old' } },
+        revoked = { 'rev' },
+      })
+    end)
+    local function opts(slugs, extra)
+      local o = { skip = slugs, skip_reason = 'broken upstream' }
+      for k, v in pairs(extra or {}) do o[k] = v end
+      return o
+    end
+
+    it('plans a skipped record first and treats the slug as recorded in the walk', function()
+      local p = assert(migrate.plan(sdir, fixture.ledger({ a = { state = 'failed', attempts = 2 } }, 2), opts({ 'b', 'a' })))
+      assert.are.equal(0, p.refuse, p.refuse_msg)
+      assert.are.same({ 'record-skipped:b', 'record-skipped:a', 'run:old', 'skip:older', 'skip:bg', 'record-revoked:rev' },
+        kinds(p))
+      assert.are.equal(2, p.steps[2].prev_attempts, 'attempts count executions: a skip keeps them')
+      assert.matches('skipped by the operator, was failed', p.steps[2].why)
+      -- the skip command plans the skip alone
+      p = assert(migrate.plan(sdir, fixture.ledger({}, 1), opts({ 'bg' }, { skip_only = true })))
+      assert.are.same({ 'record-skipped:bg' }, kinds(p))
+      assert.are.same({}, seeded(p))
+    end)
+
+    it('leaves a slug already skipped with the same message alone, and rewrites another message', function()
+      local l = fixture.ledger({ a = { state = 'skipped', reason = 'Operator', message = 'broken upstream', by = 'me' } }, 1)
+      local p = assert(migrate.plan(sdir, l, opts({ 'a' }, { skip_only = true })))
+      assert.are.same({ 'skip:a' }, kinds(p))
+      assert.matches('recorded skipped, by me', p.steps[1].why)
+      p = assert(migrate.plan(sdir, l, { skip = { 'a' }, skip_reason = 'another', skip_only = true }))
+      assert.are.same({ 'record-skipped:a' }, kinds(p))
+    end)
+
+    for _, case in ipairs({
+      { 'recorded ok', fixture.ledger({ a = { state = 'ok' } }, 1), 'a', 11, 'skip a: it is recorded ok' },
+      { 'recorded legacy', fixture.ledger({ older = { state = 'legacy' } }, 1), 'older', 11, 'skip older: it is recorded legacy' },
+      { 'below the version (legacy by seeding)', fixture.ledger({}, 3), 'old', 11, 'skip old: it is recorded legacy' },
+      { 'recorded skipped-fresh-install', fixture.ledger({ a = { state = 'skipped-fresh-install' } }, 1), 'a', 11,
+        'skip a: it is recorded skipped-fresh-install' },
+      { 'revoked', fixture.ledger({}, 1), 'rev', 2, 'skip rev: the slug is revoked' },
+      { 'absent from the image', fixture.ledger({}, 1), 'ghost', 2, 'skip ghost: no such migration in this image' },
+    }) do
+      it('refuses a slug ' .. case[1], function()
+        for _, only in ipairs({ true, false }) do
+          local p = assert(migrate.plan(sdir, case[2], opts({ case[3] }, { skip_only = only })))
+          assert.are.equal(case[4], p.refuse)
+          assert.truthy(p.refuse_msg:find(case[5], 1, true), p.refuse_msg)
+          assert.are.same({}, p.steps)
+        end
+      end)
+    end
+
+    it('refuses a slug both skipped and re-run with --only', function()
+      local p = assert(migrate.plan(sdir, fixture.ledger({}, 1), opts({ 'a' }, { only = 'a' })))
+      assert.are.equal(2, p.refuse)
+    end)
+
+    it('has nothing to skip on a fresh install, and the skip command refuses one', function()
+      local p = assert(migrate.plan(sdir, nil, opts({ 'a' })))
+      assert.are.equal(0, p.refuse)
+      assert.is_true(p.fresh_install)
+      assert.matches('SKIP has nothing to skip', p.warnings[1])
+      p = assert(migrate.plan(sdir, nil, opts({ 'a' }, { skip_only = true })))
+      assert.are.equal(11, p.refuse)
+      assert.matches('there is no ledger yet', p.refuse_msg)
+    end)
+  end)
+
+  describe('--only of a legacy slug', function()
+    it('needs --force when its script would stamp a version older than the ledger\'s', function()
+      local l = fixture.ledger({ ['old-one'] = { state = 'legacy' }, ['old-two'] = { state = 'legacy' },
+        ['old-gone'] = { state = 'legacy' }, gamma = { state = 'ok' } }, 4)
+      local p = assert(migrate.plan(dir, l, { only = 'old-one' }))
+      assert.are.equal(11, p.refuse)
+      assert.are.equal("--only old-one: legacy migration 1 stamps version 2 when it runs, older than the ledger's 4 " ..
+        '(older tooling reads it); add --force to run it anyway', p.refuse_msg)
+      p = assert(migrate.plan(dir, l, { only = 'old-one', force = true }))
+      assert.are.same({ 'run:old-one' }, kinds(p))
+      -- number 3 stamps 4: nothing older, no --force needed
+      l.version = '3'
+      p = assert(migrate.plan(dir, l, { only = 'old-two' }))
+      assert.are.same({ 'run:old-two' }, kinds(p))
     end)
   end)
 end)

@@ -259,31 +259,48 @@ describe('#e2e the runner', function()
     end
 
     for _, case in ipairs({
-      { 'an unparseable record', '{not json', 'record m.alpha cannot be read (not JSON)' },
-      { 'a record with an unknown state', '{"state":"done"}', "record m.alpha cannot be read (unknown state 'done')" },
+      { 'an unparseable record', '{not json', 'm.alpha cannot be read (not JSON)' },
+      { 'a record with an unknown state', '{"state":"done"}', "m.alpha cannot be read (unknown state 'done')" },
     }) do
-      it('reports ' .. case[1] .. ' by slug, leaves it alone, runs the rest, exits 7', function()
+      it('refuses ' .. case[1] .. ' before anything runs, naming the key and its repair, exit 7', function()
         local ns = runner.new_ns()
         local dir = tree(ns)
         runner.make_ledger(ns, { ['m.alpha'] = case[2] })
+        local rv = runner.get_ledger(ns).metadata.resourceVersion
         local res = runner.run(dir, ns)
         assert.are.equal(7, res.code, res.err)
-        contains(res.err, case[3], 'stderr')
-        contains(res.err, 're-run it with --only alpha', 'stderr')
-        contains(res.err, 'the ledger holds records that cannot be read')
-        lacks(res.out, 'alpha ... running')
-        local recs, raw = runner.records(ns)
-        assert.are.equal(case[2], raw.alpha)
-        assert.are.equal('ok', recs.beta.state)
-        local set, gen = runner.markers(ns)
-        assert.is_nil(gen.alpha)
-        assert.is_true(set['ran-beta'])
+        one_line(res.err)
+        contains(res.err, 'ledger ' .. ns .. '/' .. runner.LEDGER .. ': the ledger cannot be trusted, so nothing runs: ' ..
+          case[3] .. ": repair it with 'cozy-migrate run --only alpha' or 'cozy-migrate skip alpha --reason TEXT'")
+        assert.are.equal('', res.out)
+        assert.are.equal(rv, runner.get_ledger(ns).metadata.resourceVersion, 'nothing was written')
+        assert.are.same({}, (runner.markers(ns)), 'beta did not run')
+        -- plan says the same, and so does --only of another slug
+        res = runner.plan(dir, ns)
+        assert.are.equal(7, res.code)
+        contains(res.err, case[3] .. ": repair it with 'cozy-migrate run --only alpha'")
+        res = runner.run(dir, ns, '--only', 'beta')
+        assert.are.equal(7, res.code, res.err)
+        assert.are.same({}, (runner.markers(ns)))
         -- status shows it as unknown
         local st = runner.status(dir, ns)
         assert.are.equal('unknown', st[1].state)
         assert.are.equal('alpha', st[1].migration)
       end)
     end
+
+    it('names every bad key on one line: the version and each record', function()
+      local ns = runner.new_ns()
+      local dir = tree(ns)
+      runner.make_ledger(ns, { version = '99999999999999999999', ['m.alpha'] = '{not json', ['m.beta'] = '[]' })
+      local res = runner.run(dir, ns)
+      assert.are.equal(7, res.code, res.err)
+      one_line(res.err)
+      contains(res.err, 'key \'version\' is "99999999999999999999", not a plain decimal from 0 to 100000')
+      contains(res.err, 'm.alpha cannot be read (not JSON)')
+      contains(res.err, 'm.beta cannot be read (not a JSON object)')
+      assert.are.same({}, (runner.markers(ns)))
+    end)
 
     it('lets an explicit --only re-run rewrite an unreadable record', function()
       local ns = runner.new_ns()
@@ -297,25 +314,73 @@ describe('#e2e the runner', function()
       local _, gen = runner.markers(ns)
       assert.are.equal(1, gen.alpha)
       assert.is_nil(runner.records(ns).beta, '--only runs nothing else')
-      -- nothing unreadable is left, so the repair exits 0
+      -- nothing unreadable is left, so the repair exits 0, and the next run runs the rest
       assert.are.equal(0, res.code, res.err)
+      must(runner.run(dir, ns))
+      assert.are.equal('ok', runner.records(ns).beta.state)
     end)
 
-    it('refuses a version that is not an integer before anything runs (exit 7)', function()
+    it('lets --only repair one unreadable record while another stays, reporting it', function()
       local ns = runner.new_ns()
       local dir = tree(ns)
-      runner.make_ledger(ns, { version = 'abc' })
-      local rv = runner.get_ledger(ns).metadata.resourceVersion
+      runner.make_ledger(ns, { ['m.alpha'] = '{not json', ['m.beta'] = '{"state":"done"}' })
+      local res = must(runner.run(dir, ns, '--only', 'alpha'))
+      contains(res.err, "record m.beta cannot be read (unknown state 'done'); it stays as it is")
+      assert.are.equal('ok', runner.records(ns).alpha.state)
+      assert.are.equal(7, runner.run(dir, ns).code, 'the walk is still refused')
+    end)
+
+    it('lets skip rewrite an unreadable record', function()
+      local ns = runner.new_ns()
+      local dir = tree(ns)
+      runner.make_ledger(ns, { ['m.alpha'] = '{not json' })
+      must(h.cozy('skip', 'alpha', '--reason', 'rewritten by hand', '--dir', dir, '--namespace', ns))
+      local r = runner.records(ns).alpha
+      assert.are.same({ 'skipped', 'Operator', 'rewritten by hand' }, { r.state, r.reason, r.message })
+      -- the rest now runs
+      must(runner.run(dir, ns))
+      assert.are.equal('ok', runner.records(ns).beta.state)
+    end)
+
+    for _, v in ipairs({ 'abc', '99999999999999999999', ' 3', '+2', '3\n', '0x10' }) do
+      it(string.format('refuses version %q before anything runs (exit 7)', v), function()
+        local ns = runner.new_ns()
+        local dir = tree(ns)
+        runner.make_ledger(ns, { version = v })
+        local rv = runner.get_ledger(ns).metadata.resourceVersion
+        local res = runner.run(dir, ns)
+        assert.are.equal(7, res.code, res.err)
+        one_line(res.err)
+        contains(res.err, string.format('key \'version\' is "%s", not a plain decimal from 0 to 100000', (v:gsub('\n', '\\n'))))
+        assert.are.equal('', res.out)
+        local cm = runner.get_ledger(ns)
+        assert.are.equal(rv, cm.metadata.resourceVersion)
+        assert.are.same({ version = v }, cm.data)
+        assert.are.same({}, (runner.markers(ns)))
+        assert.are.equal('', runner.get_lease(ns).spec.holderIdentity or '')
+        assert.are.equal(7, runner.plan(dir, ns).code)
+      end)
+    end
+
+    it('refuses a version above the legacy map plus one: nothing is seeded as legacy', function()
+      local ns = runner.new_ns()
+      local log = os.tmpname()
+      local dir = fixture.tree({
+        batches = { { '00000-legacy', { 'one', 'two' } } },
+        scripts = { one = { shell = true, body = runner.sh_append(log) }, two = { shell = true, body = runner.sh_append(log) } },
+        legacy = { { 1, 'one' }, { 2, 'two' } },
+      })
+      runner.make_ledger(ns, { version = '4' })
       local res = runner.run(dir, ns)
       assert.are.equal(7, res.code, res.err)
-      one_line(res.err)
-      contains(res.err, 'key \'version\' is "abc", not a non-negative integer')
-      assert.are.equal('', res.out)
-      local cm = runner.get_ledger(ns)
-      assert.are.equal(rv, cm.metadata.resourceVersion)
-      assert.are.same({ version = 'abc' }, cm.data)
-      assert.are.same({}, (runner.markers(ns)))
-      assert.are.equal('', runner.get_lease(ns).spec.holderIdentity or '')
+      contains(res.err, "key 'version' is 4, above the last legacy migration (2) plus one")
+      assert.is_nil(runner.records(ns).one)
+      -- 3 is the top: both are seeded legacy, none runs
+      local ns2 = runner.new_ns()
+      runner.make_ledger(ns2, { version = '3' })
+      must(runner.run(dir, ns2))
+      local recs = runner.records(ns2)
+      assert.are.same({ 'legacy', 'legacy' }, { recs.one.state, recs.two.state })
     end)
   end)
 

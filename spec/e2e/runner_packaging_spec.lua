@@ -67,11 +67,50 @@ describe('#e2e the runner refuses an invalid tree with exit 3 before any script 
                scripts = { first = { body = runner.lua_marker(ns, 'first') } },
                revoked = { '# comment', 'nobody' } }
     end, "migrations/revoked:2: revoked slug 'nobody' is in no batch" },
+    { 'a legacy-map number past the bound (1e20)', function(ns)
+      return { batches = { { '00000-legacy', { 'first', 'old' } } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') }, old = { shell = true } },
+               raw = { ['legacy-sh/legacy-map'] = '1e20 old\n' } }
+    end, "legacy-sh/legacy-map:1: expected '<number> <slug>', the number decimal from 1 to 99999" },
+    { 'timeout=5s5s', function(ns)
+      return { batches = { { '00001-v1.0.0', { 'first', 'twice' } } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') },
+                           twice = { header = '-- cozystack-migration: on-error=warn\n-- cozystack-migration: timeout=5s5s' } } }
+    end, 'twice.lua:2: timeout=5s5s: not a duration' },
+    { 'a script in a subdirectory of a tier', function(ns)
+      return { batches = { { '00001-v1.0.0', { 'first' } } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') } },
+               raw = { ['migrations/pre-apply/sub/x.lua'] = '-- cozystack-migration: on-error=warn\n' } }
+    end, '/migrations/pre-apply/sub: a directory; migrations sit directly in migrations/pre-apply/ as <slug>.lua' },
+    { 'a dangling *.lua symlink', function(ns)
+      return { batches = { { '00001-v1.0.0', { 'first' } } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') } },
+               links = { ['migrations/background/gone.lua'] = 'nowhere.lua' } }
+    end, '/migrations/background/gone.lua: dangling symlink' },
+    { 'a looping *.lua symlink', function(ns)
+      return { batches = { { '00001-v1.0.0', { 'first' } } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') } },
+               links = { ['migrations/pre-apply/loop.lua'] = 'loop.lua' } }
+    end, '/migrations/pre-apply/loop.lua: symlink loop' },
+    { 'a legacy-sh/lib that cannot be read', function(ns)
+      return { batches = { { '00001-v1.0.0', { 'first' } } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') } },
+               links = { ['legacy-sh/lib/helpers.sh'] = '/nonexistent/helpers.sh' } }
+    end, '/legacy-sh/lib/helpers.sh: dangling symlink' },
+    { 'a requires naming itself', function(ns)
+      return { batches = { { '00001-v1.0.0', { 'first', 'selfish' } } },
+               scripts = { first = { body = runner.lua_marker(ns, 'first') },
+                           selfish = { header = '-- cozystack-migration: on-error=warn\n-- cozystack-migration: requires=selfish' } } }
+    end, "selfish.lua: requires 'selfish', itself" },
   }
   for _, case in ipairs(cases) do
     it('given ' .. case[1], function()
       local ns = runner.new_ns()
-      local dir = fixture.tree(case[2](ns))
+      local spec = case[2](ns)
+      local dir = fixture.tree(spec)
+      for path, target in pairs(spec.links or {}) do
+        assert(os.execute(string.format('ln -s %s %s', h.q(target), h.q(dir .. '/' .. path))))
+      end
       runner.make_ledger(ns, {})
       local rv = runner.get_ledger(ns).metadata.resourceVersion
       local res = runner.run(dir, ns)
@@ -88,4 +127,20 @@ describe('#e2e the runner refuses an invalid tree with exit 3 before any script 
       contains(res.err, case[3], 'plan stderr')
     end)
   end
+
+  it('given a script it cannot read (as the unprivileged user the image runs as)', function()
+    if h.run('id -u').out ~= '0\n' then
+      pending('needs root to switch to the unprivileged user (setpriv)')
+      return
+    end
+    local ns = runner.new_ns()
+    local dir = fixture.tree({ batches = { { '00001-v1.0.0', { 'first', 'secret' } } },
+      scripts = { first = { body = runner.lua_marker(ns, 'first') }, secret = {} } })
+    h.must(h.run(string.format('chmod -R a+rX %s && chmod 000 %s/migrations/pre-apply/secret.lua', h.q(dir), h.q(dir))))
+    local res = h.run(string.format('setpriv --reuid=65534 --regid=65534 --clear-groups %s plan --dir %s --local',
+      h.q(h.bin), h.q(dir)))
+    assert.are.equal(3, res.code, res.err)
+    one_line(res.err)
+    contains(res.err, dir .. '/migrations/pre-apply/secret.lua: Permission denied')
+  end)
 end)
