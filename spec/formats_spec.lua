@@ -160,14 +160,15 @@ describe('a ledger record', function()
     { 'with an unknown state', '{"state":"done"}', "unknown state 'done'" },
     { 'with attempts that are not an integer', '{"state":"ok","attempts":"2"}', "field 'attempts' is not a non%-negative integer" },
     { 'with a state that is not a string', '{"state":1}', "field 'state' is not a string" },
-    { 'with a journal that is not an array', '{"state":"ok","journal":"x"}', "field 'journal' is not an array" },
+    { 'with a journal that is not an object', '{"state":"ok","journal":["x"]}', "field 'journal' is not an object" },
     { 'with a by that is not a string', '{"state":"skipped","by":1}', "field 'by' is not a string" },
   }
   it('reads an operator skip and a journal', function()
     local r = assert(migrate.record('{"state":"skipped","reason":"Operator","message":"why","by":"me (context c)",' ..
-      '"journal":[{"verb":"PATCH","path":"/api/v1/x"}]}'))
+      '"journal":{"writes":1,"changed":1,"entries":[{"verb":"patch","resource":"configmaps","name":"x","status":200,"changed":true}]}}'))
     assert.are.same({ 'skipped', 'Operator', 'why', 'me (context c)' }, { r.state, r.reason, r.message, r.by })
-    assert.are.same({ { verb = 'PATCH', path = '/api/v1/x' } }, r.journal)
+    assert.are.equal(1, r.journal.writes)
+    assert.are.equal('patch', r.journal.entries[1].verb)
   end)
   for _, case in ipairs(bad) do
     it('is unreadable ' .. case[1], function()

@@ -379,14 +379,15 @@ describe('#e2e operator control', function()
       assert.matches('line one\nline two\n', j.output)
       -- a journal, when the record has one
       local rec = runner.records(ns).noisy
-      rec.journal = { { verb = 'PATCH', path = '/api/v1/namespaces/x/configmaps/y', code = 200 } }
+      rec.journal = { writes = 1, changed = 1, entries = { { verb = 'patch', resource = 'configmaps',
+        namespace = 'x', name = 'y', status = 200, changed = true } } }
       h.must(h.kubectl(string.format('patch configmap %s -n %s --type merge -p %s', runner.LEDGER, ns,
         h.q(json.encode({ data = { ['m.noisy'] = json.encode(rec) } })))))
       res = must(status(dir, ns, 'noisy'))
       contains(res.out, 'journal:\n')
-      contains(res.out, '"path":\t"/api/v1/namespaces/x/configmaps/y"')
+      contains(res.out, '"name":\t"y"')
       j = json.decode(must(status(dir, ns, 'noisy', '-o', 'json')).out)
-      assert.are.equal('PATCH', j.journal[1].verb)
+      assert.are.equal('patch', j.journal.entries[1].verb)
       -- a pending slug, and one nobody knows
       contains(must(status(dir, ns, 'quiet')).out, 'record:      none')
       res = status(dir, ns, 'ghost')
