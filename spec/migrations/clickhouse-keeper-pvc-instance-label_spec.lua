@@ -20,24 +20,7 @@ local function pvc(name, labels)
 end
 
 describe('#e2e migration ' .. SLUG, function()
-  setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at a cluster (tools/run-tests sets it)')
-  end)
-  after_each(function() cluster.purge(RES, 'persistentvolumeclaims') end)
-  teardown(function() cluster.cleanup(RES, 'persistentvolumeclaims') end)
-
-  it('is recorded as failed and does not stop the upgrade when it fails (on-error=warn)', function()
-    assert.are.equal('warn', migration.header(SLUG).on_error)
-  end)
-
-  describe('on a cluster without ClickHouse Keeper', function()
-    setup(function() cluster.crd_absent('clickhousekeeperinstallations') end)
-
-    it('does nothing and says why', function()
-      local res = migration.assert_ok(migration.run(SLUG))
-      assert.matches(RES .. ' is not served: nothing to do', res.output, 1, true)
-    end)
-  end)
+  migration.common(SLUG, { resource = RES, crd = 'clickhousekeeperinstallations', what = 'ClickHouse Keeper', purge = { RES, 'persistentvolumeclaims' }, on_error = 'warn' })
 
   describe('with ClickHouse Keeper served', function()
     setup(function() cluster.crds('clickhousekeeperinstallations') end)

@@ -13,24 +13,7 @@ local function k(ns, name) return cluster.get(RES, name, ns) end
 local function version(ns, name) return k(ns, name).spec.version end
 
 describe('#e2e migration ' .. SLUG, function()
-  setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at a cluster (tools/run-tests sets it)')
-  end)
-  after_each(function() cluster.purge(RES) end)
-  teardown(function() cluster.cleanup(RES) end)
-
-  it('aborts the upgrade when it fails (on-error=abort)', function()
-    assert.are.equal('abort', migration.header(SLUG).on_error)
-  end)
-
-  describe('on a cluster without tenant Kubernetes', function()
-    setup(function() cluster.crd_absent('kuberneteses') end)
-
-    it('does nothing and says why', function()
-      local res = migration.assert_ok(migration.run(SLUG))
-      assert.matches(RES .. ' is not served: nothing to do', res.output, 1, true)
-    end)
-  end)
+  migration.common(SLUG, { resource = RES, crd = 'kuberneteses', what = 'tenant Kubernetes', purge = { RES }, on_error = 'abort' })
 
   describe('with tenant Kubernetes served', function()
     setup(function() cluster.crds('kuberneteses') end)

@@ -19,24 +19,7 @@ local function label(ns, names, key)
 end
 
 describe('#e2e migration ' .. SLUG, function()
-  setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at a cluster (tools/run-tests sets it)')
-  end)
-  after_each(function() cluster.purge(RES) end)
-  teardown(function() cluster.cleanup(RES) end)
-
-  it('aborts the upgrade when it fails (on-error=abort)', function()
-    assert.are.equal('abort', migration.header(SLUG).on_error)
-  end)
-
-  describe('on a cluster without Flux HelmReleases', function()
-    setup(function() cluster.crd_absent('helmreleases') end)
-
-    it('does nothing and says why', function()
-      local res = migration.assert_ok(migration.run(SLUG))
-      assert.matches(RES .. ' is not served: nothing to do', res.output, 1, true)
-    end)
-  end)
+  migration.common(SLUG, { resource = RES, crd = 'helmreleases', what = 'Flux HelmReleases', purge = { RES }, on_error = 'abort' })
 
   describe('with HelmReleases served', function()
     setup(function() cluster.crds('helmreleases') end)

@@ -14,24 +14,7 @@ local PINNED = 'redis:6.2.6-alpine'
 local function rf(ns, name) return cluster.get(RES, name, ns) end
 
 describe('#e2e migration ' .. SLUG, function()
-  setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at a cluster (tools/run-tests sets it)')
-  end)
-  after_each(function() cluster.purge(RES) end)
-  teardown(function() cluster.cleanup(RES) end)
-
-  it('aborts the upgrade when it fails (on-error=abort)', function()
-    assert.are.equal('abort', migration.header(SLUG).on_error)
-  end)
-
-  describe('on a cluster without RedisFailovers', function()
-    setup(function() cluster.crd_absent('redisfailovers') end)
-
-    it('does nothing and says why', function()
-      local res = migration.assert_ok(migration.run(SLUG))
-      assert.matches(RES .. ' is not served: nothing to do', res.output, 1, true)
-    end)
-  end)
+  migration.common(SLUG, { resource = RES, crd = 'redisfailovers', what = 'RedisFailovers', purge = { RES }, on_error = 'abort' })
 
   describe('with RedisFailovers served', function()
     setup(function() cluster.crds('redisfailovers') end)

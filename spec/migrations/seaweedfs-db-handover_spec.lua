@@ -14,24 +14,7 @@ local function pg(ns, name) return cluster.get(RES, name, ns) end
 local function annotations(o) return o.metadata.annotations or {} end
 
 describe('#e2e migration ' .. SLUG, function()
-  setup(function()
-    assert.is_true(h.has_cluster(), 'KUBECONFIG must point at a cluster (tools/run-tests sets it)')
-  end)
-  after_each(function() cluster.purge(RES) end)
-  teardown(function() cluster.cleanup(RES) end)
-
-  it('aborts the upgrade when it fails (on-error=abort)', function()
-    assert.are.equal('abort', migration.header(SLUG).on_error)
-  end)
-
-  describe('on a cluster without CNPG', function()
-    setup(function() cluster.crd_absent('clusters-cnpg') end)
-
-    it('does nothing and says why', function()
-      local res = migration.assert_ok(migration.run(SLUG))
-      assert.matches(RES .. ' is not served: nothing to do', res.output, 1, true)
-    end)
-  end)
+  migration.common(SLUG, { resource = RES, crd = 'clusters-cnpg', what = 'CNPG', purge = { RES }, on_error = 'abort' })
 
   describe('with CNPG served', function()
     setup(function() cluster.crds('clusters-cnpg') end)

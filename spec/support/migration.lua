@@ -235,4 +235,36 @@ function M.assert_idempotent(x, watched, opts)
   return first, second
 end
 
+-- common(slug, {resource=, crd=, what=, purge={...}, on_error=}): what
+-- every spec of a migration over one custom resource shares, called first
+-- inside its describe: a cluster, the watched objects purged after each case
+-- and removed after the file, the header's on-error as a sentence, and
+-- "does nothing and says why" on a cluster that does not serve the resource.
+function M.common(slug, o)
+  -- busted's functions, as the spec files see them
+  local b = require('busted')
+  local setup, after_each, teardown, it, describe = b.setup, b.after_each, b.teardown, b.it, b.describe
+  local assert = require('luassert')
+  setup(function()
+    assert(h.has_cluster(), 'KUBECONFIG must point at a cluster (tools/run-tests sets it)')
+  end)
+  after_each(function() cluster.purge(table.unpack(o.purge)) end)
+  teardown(function() cluster.cleanup(table.unpack(o.purge)) end)
+
+  local sentence = o.on_error == 'abort' and 'aborts the upgrade when it fails (on-error=abort)'
+    or 'is recorded as failed and does not stop the upgrade when it fails (on-error=warn)'
+  it(sentence, function()
+    assert.are.equal(o.on_error, M.header(slug).on_error)
+  end)
+
+  describe('on a cluster without ' .. o.what, function()
+    setup(function() cluster.crd_absent(o.crd) end)
+
+    it('does nothing and says why', function()
+      local res = M.assert_ok(M.run(slug))
+      assert.matches(o.resource .. ' is not served: nothing to do', res.output, 1, true)
+    end)
+  end)
+end
+
 return M
