@@ -18,6 +18,11 @@
 #include "util.h"
 
 #define PREFIX "m."
+/* What a write asks back: the object's metadata alone. The writer needs
+ * nothing of the answer but its status, and the whole ledger (2,000 records
+ * are over half a megabyte) would be encoded by the apiserver, sent and
+ * parsed here on every record. Errors still come back as a JSON Status. */
+#define METADATA_ONLY "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 void ledger_free(struct ledger *l)
 {
@@ -122,7 +127,8 @@ enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *
 
 /* Sends body; *code gets the HTTP status (0 for a transport failure). */
 static int send(const struct ledger_loc *at, const char *method, const char *path,
-                const char *ctype, cJSON *body, char *err, size_t errlen, long *code)
+                const char *accept, const char *ctype, cJSON *body, char *err, size_t errlen,
+                long *code)
 {
     char *s = cJSON_PrintUnformatted(body);
     if (!s) {
@@ -132,7 +138,7 @@ static int send(const struct ledger_loc *at, const char *method, const char *pat
     struct rest_result r;
     /* A merge patch of whole string values is idempotent; a create is not,
      * and its AlreadyExists is handled by the caller re-reading. */
-    int rc = rest_do(at->rest, method, path, NULL, ctype, s, strlen(s),
+    int rc = rest_do(at->rest, method, path, accept, ctype, s, strlen(s),
                      strcmp(method, "PATCH") == 0, HUGE_VAL, &r);
     free(s);
     *code = rc == 0 ? r.status : r.err.code;
@@ -196,7 +202,7 @@ enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_en
     char path[512];
     cm_path(path, sizeof path, at, 0);
     long code;
-    int rc = send(at, "POST", path, "application/json", cm, err, errlen, &code);
+    int rc = send(at, "POST", path, NULL, "application/json", cm, err, errlen, &code);
     cJSON_Delete(cm);
     if (rc != 0)
         return code == 409 ? LEDGER_EXISTS : LEDGER_ERROR;
@@ -217,7 +223,8 @@ enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_ent
     char path[512];
     cm_path(path, sizeof path, at, 1);
     long code;
-    int rc = send(at, "PATCH", path, "application/merge-patch+json", p, err, errlen, &code);
+    int rc = send(at, "PATCH", path, METADATA_ONLY, "application/merge-patch+json", p, err, errlen,
+                  &code);
     cJSON_Delete(p);
     return rc == 0 ? LEDGER_OK : LEDGER_ERROR;
 }
