@@ -28,6 +28,8 @@ struct ledger {
     long version;           /* key `version`, the legacy integer */
     struct ledger_entry *e;
     size_t n;
+    int sorted;             /* e is in strictly increasing slug order (the
+                             * apiserver's): ledger_find bisects */
     size_t bytes;           /* keys + values, to warn before the object limit */
     char uid[64];           /* for Events about it */
 };
