@@ -16,7 +16,7 @@ OBJS    := $(patsubst host/%.c,build/obj/%.o,$(SRCS))
 AOBJS   := $(patsubst host/%.c,build/asan/obj/%.o,$(SRCS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps test asan bench fuzz demo clean testenv-build lint manifest install
+.PHONY: all deps test asan bench reliability fuzz valgrind demo clean testenv-build lint manifest install
 
 all: deps build/cozy-migrate
 
@@ -86,6 +86,12 @@ install: build/cozy-migrate manifest
 
 bench: all testenv-build
 	@tools/bench/run
+
+# The reliability trials at full counts (crash, concurrency, faults, an
+# apiserver restart, a stopped runner), printed as a table; `make test` runs
+# their short form.
+reliability: all testenv-build
+	@tools/reliability/run build/cozy-migrate
 
 fuzz: deps
 	@tools/fuzz/run

@@ -9,7 +9,7 @@
 -- finds nothing to run.
 local h = require('support.helpers')
 local T = require('support.trials')
-T.bind(it, pending)
+T.bind(it, function(msg) pending(msg) end)
 
 local STEPS = 10
 local SECS = 0.15

@@ -9,7 +9,7 @@
 -- exit 1, nothing recorded) and the re-run complete.
 local h = require('support.helpers')
 local T = require('support.trials')
-T.bind(it, pending)
+T.bind(it, function(msg) pending(msg) end)
 
 local STEPS = 20
 local DELAY = 0.03

@@ -45,7 +45,9 @@ local notes = {}
 function M.note(text) notes[#notes + 1] = text end
 
 -- bind(it, pending): busted's functions live in the spec file's own
--- environment; a spec file hands them over once, before its first trial.
+-- environment; a spec file hands them over once, before its first trial
+-- (pending as a closure, so that it is looked up while the case runs:
+-- busted swaps in the one a running case may call).
 local busted_it, busted_pending
 function M.bind(it_fn, pending_fn) busted_it, busted_pending = it_fn, pending_fn end
 
@@ -124,14 +126,17 @@ end
 
 -- ---- processes --------------------------------------------------------------
 
--- start(cmd): runs the shell line cmd in the background; returns
--- {dir=, pid=} (the pid of cmd itself: a simple command is exec'd); its
+-- start(cmd): runs the shell command cmd (one simple command) in the
+-- background; returns {dir=, pid=} (the pid of cmd itself: exec'd); its
 -- stdout, stderr and exit code land in dir/out, dir/err, dir/rc.
 function M.start(cmd)
   local d = h.tmpdir()
+  -- from a file, so that no waiting shell carries cmd in its command line
+  -- (orphans() looks for what is left by command line)
+  h.write(d .. '/cmd', 'exec ' .. cmd .. '\n')
   assert(os.execute(string.format(
-    'cd %s && ( %s >out 2>err </dev/null & echo $! >pid; wait $!; echo $? >rc.tmp; mv rc.tmp rc ) >/dev/null 2>&1 </dev/null &',
-    h.q(d), cmd)))
+    'cd %s && ( sh ./cmd >out 2>err </dev/null & echo $! >pid; wait $!; echo $? >rc.tmp; mv rc.tmp rc ) >/dev/null 2>&1 </dev/null &',
+    h.q(d))))
   local pid
   for _ = 1, 200 do
     pid = h.slurp(d .. '/pid'):match('%d+')
