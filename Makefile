@@ -96,6 +96,10 @@ reliability: all testenv-build
 fuzz: deps
 	@tools/fuzz/run
 
+# The end-to-end smoke under valgrind memcheck (tools/valgrind/run).
+valgrind: all testenv-build
+	@tools/valgrind/run build/cozy-migrate
+
 demo: all testenv-build
 	@tools/demo
 
