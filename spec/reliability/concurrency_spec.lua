@@ -71,7 +71,8 @@ describe('#reliability one runner at a time', function()
     local n = T.count('concurrency-' .. runners, 1, 10)
     for i = 1, n do
       T.trial(string.format('concurrency: %d runners', runners),
-        string.format('%d runners started together: one runs, each migration once, no overlap (trial %d/%d)', runners, i, n),
+        string.format('%d runners started together: one runs, each migration once, no overlap (trial %d/%d)',
+          runners, i, n),
         function() trial(runners, i) end)
     end
   end

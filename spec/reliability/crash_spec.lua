@@ -35,7 +35,7 @@ describe('#reliability crash safety', function()
 
   -- The checks after a run ended (killed or not), then the re-run and the
   -- checks at the end. killed: what was killed, for the notes.
-  local function finish(ns, dir, p, rc)
+  local function finish(ns, dir, rc)
     local recs, problems = T.ledger(c, ns)
     T.check(problems, 'the ledger after the kill')
     local markers = T.labelled(c, ns, 'trial/end')
@@ -55,7 +55,8 @@ describe('#reliability crash safety', function()
       local slug = string.format('seq-%02d', k)
       local r = recs[slug]
       if not r or r.state ~= 'ok' or r.attempts ~= 1 then
-        bad[#bad + 1] = string.format('%s: %s', slug, r and (r.state .. ' attempts ' .. tostring(r.attempts)) or 'no record')
+        bad[#bad + 1] = string.format('%s: %s', slug,
+          r and (r.state .. ' attempts ' .. tostring(r.attempts)) or 'no record')
       end
     end
     T.check(bad, 'the records at the end')
@@ -64,7 +65,8 @@ describe('#reliability crash safety', function()
   end
 
   for i = 1, RUNNER_KILLS do
-    T.trial('crash: runner kill -9', string.format('survives kill -9 of the runner (trial %d/%d)', i, RUNNER_KILLS), function()
+    local title = string.format('survives kill -9 of the runner (trial %d/%d)', i, RUNNER_KILLS)
+    T.trial('crash: runner kill -9', title, function()
       local ns = T.sequence_ns(c, 'rel-crash')
       local dir = T.sequence(ns, STEPS, DELAY)
       local at = math.random() * clean_s
@@ -78,12 +80,13 @@ describe('#reliability crash safety', function()
       local gone = h.eventually(2, function() return #T.orphans(dir) == 0 end)
       T.check(gone and {} or T.orphans(dir), 'processes of the killed run still alive 2 s later')
       T.note(string.format('kill at %.2fs of %.2fs', at, clean_s))
-      finish(ns, dir, p, rc)
+      finish(ns, dir, rc)
     end)
   end
 
   for i = 1, CHILD_KILLS do
-    T.trial('crash: child kill -9', string.format('survives kill -9 of a migration\'s child (trial %d/%d)', i, CHILD_KILLS), function()
+    local title = string.format('survives kill -9 of a migration\'s child (trial %d/%d)', i, CHILD_KILLS)
+    T.trial('crash: child kill -9', title, function()
       local ns = T.sequence_ns(c, 'rel-crash-child')
       local dir = T.sequence(ns, STEPS, DELAY)
       local at = math.random() * clean_s * 0.9
@@ -103,7 +106,7 @@ describe('#reliability crash safety', function()
       h.contains(T.out(p), 'FAILED (abort)', 'stdout')
       h.contains(T.out(p), 'Killed', 'stdout')
       T.check(T.orphans(dir), 'processes left after the runner ended')
-      finish(ns, dir, p, rc)
+      finish(ns, dir, rc)
     end)
   end
 end)

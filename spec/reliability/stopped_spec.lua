@@ -70,8 +70,9 @@ describe('#reliability a stopped runner', function()
       for _, s in ipairs(spans) do runs[s.slug] = (runs[s.slug] or 0) + 1 end
       for slug, n in pairs(runs) do if n > 1 then twice[#twice + 1] = slug end end
       table.sort(twice)
-      T.note(string.format('A stopped %s after %d spans; A exited %d; ran twice: %s; overlaps: %d', inside and 'inside' or
-        'between', before, rc, #twice > 0 and table.concat(twice, ',') or 'none', #T.span_problems(spans)))
+      T.note(string.format('A stopped %s after %d spans; A exited %d; ran twice: %s; overlaps: %d',
+        inside and 'inside' or 'between', before, rc, #twice > 0 and table.concat(twice, ',') or 'none',
+        #T.span_problems(spans)))
       -- B's work is complete whatever A did
       local recs, problems = T.ledger(c, ns)
       T.check(problems, 'the ledger')

@@ -135,7 +135,8 @@ function M.start(cmd)
   -- (orphans() looks for what is left by command line)
   h.write(d .. '/cmd', 'exec ' .. cmd .. '\n')
   assert(os.execute(string.format(
-    'cd %s && ( sh ./cmd >out 2>err </dev/null & echo $! >pid; wait $!; echo $? >rc.tmp; mv rc.tmp rc ) >/dev/null 2>&1 </dev/null &',
+    'cd %s && ( sh ./cmd >out 2>err </dev/null & echo $! >pid; wait $!; echo $? >rc.tmp; mv rc.tmp rc ) ' ..
+    '>/dev/null 2>&1 </dev/null &',
     h.q(d))))
   local pid
   for _ = 1, 200 do
@@ -202,7 +203,8 @@ local function write_tree(lines, scripts)
     h.q(dir), h.q(dir), h.q(dir))))
   h.write(dir .. '/migrations/order.d/00001-v1.0.0', table.concat(lines, '\n') .. '\n')
   for slug, body in pairs(scripts) do
-    h.write(dir .. '/migrations/pre-apply/' .. slug .. '.lua', '-- cozystack-migration: on-error=abort\n' .. body .. '\n')
+    h.write(dir .. '/migrations/pre-apply/' .. slug .. '.lua',
+      '-- cozystack-migration: on-error=abort\n' .. body .. '\n')
   end
   return dir
 end
@@ -277,7 +279,9 @@ function M.ledger(c, ns)
   local res = c.kubectl('get configmap cozystack-version -n ' .. ns .. ' -o json')
   if res.code ~= 0 then return nil, { 'no ledger: ' .. res.err } end
   local f = h.write(os.tmpname(), res.out)
-  local q = h.run(string.format([[jq -r '(.data // {}) | to_entries[] | select(.key | startswith("m.")) | "\(.key[2:])\t\(try (.value | fromjson | "\(.state)\t\(.attempts)") catch "UNPARSEABLE\t-")"' %s]], h.q(f)))
+  local program = [[(.data // {}) | to_entries[] | select(.key | startswith("m.")) ]] ..
+    [[| "\(.key[2:])\t\(try (.value | fromjson | "\(.state)\t\(.attempts)") catch "UNPARSEABLE\t-")"]]
+  local q = h.run(string.format('jq -r %s %s', h.q(program), h.q(f)))
   os.remove(f)
   local recs, problems = {}, {}
   if q.code ~= 0 then return nil, { 'jq: ' .. q.err } end
