@@ -92,12 +92,25 @@ describe('#reliability crash safety', function()
       local at = math.random() * clean_s * 0.9
       local p = T.start(c.run_cmd(dir, ns, FLAGS))
       h.sleep(string.format('%.3f', at))
-      -- the child alive at that moment, or the next one to start
+      -- the child alive at that moment, or the next one to start: stopped
+      -- first, so that it cannot end (and be reaped) before the kill lands,
+      -- then killed once it is seen stopped and still the runner's child
       local victim
       local deadline = T.now() + 5
       repeat
-        victim = T.children(p.pid)[1]
-        if not victim then h.sleep(0.005) end
+        local pid = T.children(p.pid)[1]
+        if pid then
+          os.execute('kill -STOP ' .. pid .. ' 2>/dev/null')
+          local state, ppid
+          for _ = 1, 100 do
+            state, ppid = T.stat(pid)
+            if state ~= 'R' and state ~= 'S' and state ~= 'D' then break end
+            h.sleep(0.002)
+          end
+          if state == 'T' and ppid == p.pid then victim = pid end
+        else
+          h.sleep(0.005)
+        end
       until victim or T.now() > deadline or h.slurp(p.dir .. '/rc') ~= ''
       assert.is_not_nil(victim, 'no migration child to kill')
       os.execute('kill -9 ' .. victim)

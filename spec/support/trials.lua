@@ -170,12 +170,29 @@ function M.now()
   return tonumber(s:match('^[%d.]+'))
 end
 
+-- stat(pid) -> state letter, parent pid; nil when pid is gone (it may go
+-- between the open and the read: a nil read is "gone", not an error).
+function M.stat(pid)
+  local f = io.open('/proc/' .. pid .. '/stat')
+  if not f then return nil end
+  local s = f:read('a')
+  f:close()
+  if not s then return nil end
+  local state, ppid = s:match('%) (%a) (%d+)')
+  return state, ppid
+end
+
+local function live(pid)
+  local st = M.stat(pid)
+  return st ~= nil and st ~= 'Z' and st ~= 'X'
+end
+
 -- children(pid): the pids of pid's live children (/proc), as a list.
 function M.children(pid)
   local out = {}
   local s = h.slurp(string.format('/proc/%s/task/%s/children', pid, pid))
   for c in s:gmatch('%d+') do
-    if h.running(c) then out[#out + 1] = c end
+    if live(c) then out[#out + 1] = c end
   end
   return out
 end
@@ -186,7 +203,7 @@ function M.orphans(marker)
   local out = {}
   local p = io.popen('ls /proc')
   for pid in p:lines() do
-    if pid:match('^%d+$') and h.running(pid) then
+    if pid:match('^%d+$') and live(pid) then
       local cmd = h.slurp('/proc/' .. pid .. '/cmdline'):gsub('%z', ' ')
       if cmd:find(marker, 1, true) then out[#out + 1] = pid .. ' (' .. cmd:sub(1, 120) .. ')' end
     end
