@@ -16,7 +16,7 @@ OBJS    := $(patsubst host/%.c,build/obj/%.o,$(SRCS))
 AOBJS   := $(patsubst host/%.c,build/asan/obj/%.o,$(SRCS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps test asan bench fuzz demo clean testenv-build lint manifest install
+.PHONY: all deps test asan bench reliability fuzz valgrind demo clean testenv-build lint manifest install
 
 all: deps build/cozy-migrate
 
@@ -87,8 +87,18 @@ install: build/cozy-migrate manifest
 bench: all testenv-build
 	@tools/bench/run
 
+# The reliability trials at full counts (crash, concurrency, faults, an
+# apiserver restart, a stopped runner), printed as a table; `make test` runs
+# their short form.
+reliability: all testenv-build
+	@tools/reliability/run build/cozy-migrate
+
 fuzz: deps
 	@tools/fuzz/run
+
+# The end-to-end smoke under valgrind memcheck (tools/valgrind/run).
+valgrind: all testenv-build
+	@tools/valgrind/run build/cozy-migrate
 
 demo: all testenv-build
 	@tools/demo

@@ -31,6 +31,8 @@ struct ledger {
     char version_raw[48];   /* its text, cut, for messages */
     struct ledger_entry *e;
     size_t n;
+    int sorted;             /* e is in strictly increasing slug order (the
+                             * apiserver's): ledger_find bisects */
     size_t bytes;           /* keys + values, to warn before the object limit */
     char uid[64];           /* for Events about it */
 };

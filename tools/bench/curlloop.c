@@ -11,6 +11,19 @@
  *   curlloop list URL LIMIT CA CERT KEY pages URL with limit/continue,
  *                                       keeping one page in memory; prints
  *                                       "<seconds> <items>"
+ *   curlloop send FILE - CA CERT KEY      sends the requests of FILE, one a line
+ *                                       "METHOD<TAB>URL[<TAB>BODY]" (PATCH
+ *                                       bodies are JSON merge patches, POST
+ *                                       and PUT JSON), in order, each answer
+ *                                       read whole and discarded; stops at the
+ *                                       first non-2xx; prints "<seconds>
+ *                                       <requests> <response bytes>"
+ *
+ * Environment: CURLLOOP_ACCEPT (default application/json), CURLLOOP_ENCODING
+ * (Accept-Encoding; default "" = every encoding libcurl has, as host/http.c;
+ * "identity" = none), CURLLOOP_TIMES=FILE (send: each request's seconds, one a
+ * line), CURLLOOP_PATCH_TYPE (send: the PATCH Content-Type, default
+ * application/merge-patch+json).
  *
  * Built by tools/bench/run with gcc against libcurl. */
 #include <curl/curl.h>
@@ -62,11 +75,16 @@ static CURL *handle(const char *ca, const char *cert, const char *key, struct bu
     CURL *h = curl_easy_init();
     if (!h)
         return NULL;
-    *hdrs = curl_slist_append(NULL, "Accept: application/json");
+    const char *accept = getenv("CURLLOOP_ACCEPT");
+    const char *enc = getenv("CURLLOOP_ENCODING");
+    char line[512];
+    snprintf(line, sizeof line, "Accept: %s", accept && *accept ? accept : "application/json");
+    *hdrs = curl_slist_append(NULL, line);
+    *hdrs = curl_slist_append(*hdrs, "Expect:");
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, enc ? enc : "");
     curl_easy_setopt(h, CURLOPT_CAINFO, ca);
     curl_easy_setopt(h, CURLOPT_SSLCERT, cert);
     curl_easy_setopt(h, CURLOPT_SSLKEY, key);
@@ -82,7 +100,7 @@ static int perform(CURL *h, const char *url)
     CURLcode rc = curl_easy_perform(h);
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (rc != CURLE_OK || status != 200) {
+    if (rc != CURLE_OK || status < 200 || status > 299) {
         fprintf(stderr, "curlloop: %s: %s (HTTP %ld)\n", url, curl_easy_strerror(rc), status);
         return -1;
     }
@@ -97,13 +115,78 @@ static size_t count(const char *s, const char *needle)
     return n;
 }
 
+/* "METHOD\tURL[\tBODY]" lines of path, sent in order on handle h. */
+static int do_file(CURL *h, struct curl_slist *base, const char *path, struct buf *b)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    const char *tpath = getenv("CURLLOOP_TIMES");
+    FILE *times = tpath && *tpath ? fopen(tpath, "w") : NULL;
+    char *line = NULL;
+    size_t cap = 0, n = 0;
+    ssize_t len;
+    int rc = 0;
+    /* the Content-Type goes after the base headers, on a list of its own */
+    struct curl_slist *merge = NULL, *json = NULL;
+    for (struct curl_slist *p = base; p; p = p->next) {
+        merge = curl_slist_append(merge, p->data);
+        json = curl_slist_append(json, p->data);
+    }
+    const char *ptype = getenv("CURLLOOP_PATCH_TYPE");
+    char ct[200];
+    snprintf(ct, sizeof ct, "Content-Type: %s", ptype && *ptype ? ptype : "application/merge-patch+json");
+    merge = curl_slist_append(merge, ct);
+    json = curl_slist_append(json, "Content-Type: application/json");
+    double t0 = now();
+    while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
+        if (line[len - 1] == '\n')
+            line[--len] = '\0';
+        char *method = line, *url = strchr(line, '\t'), *body = NULL;
+        if (!url)
+            continue;
+        *url++ = '\0';
+        if ((body = strchr(url, '\t')))
+            *body++ = '\0';
+        if (body) {
+            curl_easy_setopt(h, CURLOPT_HTTPHEADER, strcmp(method, "PATCH") == 0 ? merge : json);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, strcmp(method, "POST") == 0 ? NULL : method);
+        } else {
+            curl_easy_setopt(h, CURLOPT_HTTPHEADER, base);
+            curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, strcmp(method, "GET") == 0 ? NULL : method);
+        }
+        double r0 = now();
+        rc = perform(h, url);
+        if (times)
+            fprintf(times, "%.6f\n", now() - r0);
+        n++;
+    }
+    if (rc == 0)
+        printf("%.6f %zu %zu\n", now() - t0, n, b->total);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, base);
+    curl_slist_free_all(merge);
+    curl_slist_free_all(json);
+    free(line);
+    fclose(f);
+    if (times)
+        fclose(times);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 7 || (strcmp(argv[1], "get") != 0 && strcmp(argv[1], "list") != 0)) {
-        fprintf(stderr, "usage: curlloop get URL N CA CERT KEY | curlloop list URL LIMIT CA CERT KEY\n");
+    if (argc != 7 || (strcmp(argv[1], "get") != 0 && strcmp(argv[1], "list") != 0 &&
+                      strcmp(argv[1], "send") != 0)) {
+        fprintf(stderr, "usage: curlloop get URL N CA CERT KEY | curlloop list URL LIMIT CA CERT KEY"
+                        " | curlloop send FILE - CA CERT KEY\n");
         return 2;
     }
-    long n = strtol(argv[3], NULL, 10);
+    long n = strcmp(argv[1], "send") == 0 ? 1 : strtol(argv[3], NULL, 10);
     if (n < 1) {
         fprintf(stderr, "curlloop: N/LIMIT must be positive\n");
         return 2;
@@ -116,7 +199,9 @@ int main(int argc, char **argv)
         return 1;
     int rc = 0;
     double t0 = now();
-    if (strcmp(argv[1], "get") == 0) {
+    if (strcmp(argv[1], "send") == 0) {
+        rc = do_file(h, hdrs, argv[2], &b);
+    } else if (strcmp(argv[1], "get") == 0) {
         for (long i = 0; i < n && rc == 0; i++)
             rc = perform(h, argv[2]);
         if (rc == 0)

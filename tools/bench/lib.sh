@@ -1,0 +1,107 @@
+# shellcheck shell=bash disable=SC2154,SC2034
+# tools/bench/lib.sh: what the benchmark sections share (sourced by
+# tools/bench/run, never run alone): the local apiserver, its admin
+# credentials as files for the raw loops, the raw loops themselves
+# (curlloop.c, reqtime.c), timing helpers and migration trees on disk.
+#
+# Set by bench_setup: root, bin, work, kubectl (array), server, ca/crt/key,
+# CURLLOOP, REQTIME (the preload library).
+
+say() { printf 'bench: %s\n' "$*" >&2; }
+now() { echo "$EPOCHREALTIME"; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+# median of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# peak_rss OUT CMD...: runs CMD (stdout to OUT), prints its peak RSS in kB
+peak_rss() {
+	local out=$1
+	shift
+	/usr/bin/time -v -o "$work/time" "$@" >"$out"
+	awk -F': ' '/Maximum resident set size/ { print $2 }' "$work/time"
+}
+
+# A line for the closing summary: target NAME met|MISSED DETAIL
+TARGETS=()
+target() { TARGETS+=("$(printf '%-58s %-7s %s' "$1" "$2" "$3")"); }
+
+bench_setup() {
+	bin=$(realpath "${COZY_MIGRATE:-build/cozy-migrate}")
+	[[ -x $bin ]] || { say "$bin is not built (make build/cozy-migrate)"; exit 1; }
+	[[ -x /usr/bin/time ]] || { say "/usr/bin/time is missing (tools/deps installs it)"; exit 1; }
+	work=$(mktemp -d)
+	started=""
+	trap bench_cleanup EXIT
+	if ! tools/testenv status >/dev/null 2>&1; then
+		say "starting a local apiserver in $TESTENV_DIR"
+		tools/testenv up >/dev/null
+		started=1
+	fi
+	eval "export $(tools/testenv env)"
+	kubectl=("$root/build/testenv/bin/kubectl" --kubeconfig "$KUBECONFIG" --context testenv)
+	# kubectl for the shell migrations: the built one, first on PATH
+	export PATH="$root/build/testenv/bin:$PATH"
+
+	view() { "${kubectl[@]}" config view --raw --minify -o "jsonpath=$1"; }
+	ca=$work/ca.crt crt=$work/admin.crt key=$work/admin.key
+	view '{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$ca"
+	view '{.users[0].user.client-certificate-data}' | base64 -d >"$crt"
+	(umask 077 && view '{.users[0].user.client-key-data}' | base64 -d >"$key")
+	server=$(view '{.clusters[0].cluster.server}')
+	CURLLOOP=$work/curlloop
+	REQTIME=$work/reqtime.so
+	local curlflags
+	read -r -a curlflags <<<"$(pkg-config --cflags --libs libcurl)"
+	gcc -O2 -Wall -Wextra -Werror -o "$CURLLOOP" tools/bench/curlloop.c "${curlflags[@]}"
+	gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$REQTIME" tools/bench/reqtime.c -ldl "${curlflags[@]}"
+	BENCH_NAMESPACES=()
+}
+
+bench_cleanup() {
+	if [[ -z ${started:-} && ${#BENCH_NAMESPACES[@]} -gt 0 ]]; then
+		# a testenv we did not start: leave it as we found it (one DELETE of
+		# each namespace's ConfigMaps first: kubectl goes one by one)
+		local ns
+		for ns in "${BENCH_NAMESPACES[@]}"; do
+			"${kubectl[@]}" delete --raw "/api/v1/namespaces/$ns/configmaps" >/dev/null 2>&1 || true
+		done
+		"${kubectl[@]}" delete namespace "${BENCH_NAMESPACES[@]}" --wait=false >/dev/null 2>&1 || true
+	fi
+	rm -rf "$work"
+	if [[ -n ${started:-} ]]; then tools/testenv down >/dev/null 2>&1 || true; fi
+}
+
+# new_ns NAME: creates the namespace, remembered for the cleanup
+new_ns() {
+	"${kubectl[@]}" create namespace "$1" >/dev/null
+	BENCH_NAMESPACES+=("$1")
+}
+
+# curlloop MODE ARG1 ARG2: the raw loop with the admin identity
+curlloop() { "$CURLLOOP" "$1" "$2" "$3" "$ca" "$crt" "$key"; }
+
+# drop_collection NS: deletes every ConfigMap of NS in one request
+drop_collection() { "${kubectl[@]}" delete --raw "/api/v1/namespaces/$1/configmaps" >/dev/null; }
+
+# An empty ledger in NS (so `run` is an upgrade, not a fresh install).
+empty_ledger() { "${kubectl[@]}" create configmap cozystack-version -n "$1" >/dev/null; }
+
+# new_tree: an empty migration tree; prints its directory
+new_tree() {
+	local d
+	d=$(mktemp -d "$work/tree.XXXXXX")
+	mkdir -p "$d/migrations/pre-apply" "$d/migrations/order.d" "$d/legacy-sh/lib"
+	echo "$d"
+}
+
+# add_lua TREE SLUG BODY: a pre-apply Lua migration, listed in batch 00001
+add_lua() {
+	printf -- '-- cozystack-migration: on-error=abort\n%s\n' "$3" >"$1/migrations/pre-apply/$2.lua"
+	echo "$2" >>"$1/migrations/order.d/00001-v1.0.0"
+}
+
+# add_sh TREE SLUG BODY: a legacy shell migration, listed in batch 00001
+add_sh() {
+	printf '# cozystack-migration: on-error=abort\n%s\n' "$3" >"$1/legacy-sh/$2.sh"
+	echo "$2" >>"$1/migrations/order.d/00001-v1.0.0"
+}
