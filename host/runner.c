@@ -173,8 +173,15 @@ static int write_record(struct ctx *c, const char *slug, struct record *r)
     enum ledger_rc lrc = ledger_write(&c->loc, &e, 1, err, sizeof err);
     if (lrc == LEDGER_UNAVAILABLE) {
         /* Retried as long as the lock is certain, and no longer: a record
-         * landing after another runner took over would lie. */
-        log_fatal("recording %s: not written while this runner held the lock (%s); it runs "
+         * landing after another runner took over would lie. When the hold
+         * lapsed meanwhile (the runner was stopped mid-write), that is the
+         * cause the operator needs to read, not the timeout. */
+        char lerr[ERRLINE_MAX];
+        if (!c->lock_lost && lock_renew(&c->lk, lerr, sizeof lerr) != 0) {
+            c->lock_lost = 1;
+            log_error("%s", lerr);
+        }
+        log_fatal("recording %s: not confirmed while this runner held the lock (%s); it runs "
                   "again next time (exit 5)", slug, err);
         return EXIT_LOCK;
     }

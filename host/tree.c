@@ -150,6 +150,8 @@ void tree_free(struct tree *t)
     }
     free(t->m);
     free(t->root);
+    free(t->by_slug);
+    free(t->places);
     manifest_free(&t->man);
     slug_list_free(&t->revoked);
     legacy_map_free(&t->legacy);
@@ -158,10 +160,38 @@ void tree_free(struct tree *t)
 
 const struct migration *tree_find(const struct tree *t, const char *slug)
 {
+    if (t->by_slug) {
+        size_t lo = 0, hi = t->n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            int c = strcmp(t->by_slug[mid]->slug, slug);
+            if (c == 0)
+                return t->by_slug[mid];
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return NULL;
+    }
+    /* While the scripts are still being read (the index comes after). */
     for (size_t i = 0; i < t->n; i++)
         if (strcmp(t->m[i].slug, slug) == 0)
             return &t->m[i];
     return NULL;
+}
+
+static int cmp_by_slug(const void *a, const void *b)
+{
+    return strcmp((*(const struct migration *const *)a)->slug,
+                  (*(const struct migration *const *)b)->slug);
+}
+
+static int cmp_place(const void *a, const void *b)
+{
+    const struct tree_place *x = a, *y = b;
+    int c = strcmp(x->slug, y->slug);
+    return c ? c : (x->order > y->order) - (x->order < y->order);
 }
 
 int tree_revoked(const struct tree *t, const char *slug)
@@ -295,6 +325,15 @@ int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen
         tree_free(t);
         return -1;
     }
+    if (t->n && !(t->by_slug = malloc(t->n * sizeof *t->by_slug))) {
+        snprintf(err, errlen, "out of memory");
+        tree_free(t);
+        return -1;
+    }
+    for (size_t i = 0; i < t->n; i++)
+        t->by_slug[i] = &t->m[i];
+    if (t->n)
+        qsort(t->by_slug, t->n, sizeof *t->by_slug, cmp_by_slug);
     /* The shared code every record names by digest: what cannot be read
      * cannot be recorded, so it is a packaging error like a bad script. */
     char path[4096];
@@ -309,18 +348,41 @@ int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen
     return rc;
 }
 
-/* Where a slug sits in the manifest: batch index and entry, or -1. */
-static long locate(const struct manifest *man, const char *slug, size_t *bi, size_t *ei)
+/* Indexes the manifest's entries by slug (places). 0, or -1 on memory. */
+static int index_places(struct tree *t)
 {
+    size_t n = 0;
+    for (size_t i = 0; i < t->man.n; i++)
+        n += t->man.b[i].n;
+    if (n && !(t->places = malloc(n * sizeof *t->places)))
+        return -1;
     long order = 0;
-    for (size_t i = 0; i < man->n; i++)
-        for (size_t j = 0; j < man->b[i].n; j++, order++)
-            if (strcmp(man->b[i].e[j].slug, slug) == 0) {
-                *bi = i;
-                *ei = j;
-                return order;
-            }
-    return -1;
+    for (size_t i = 0; i < t->man.n; i++)
+        for (size_t j = 0; j < t->man.b[i].n; j++, order++)
+            t->places[order] = (struct tree_place){t->man.b[i].e[j].slug, i, j, order};
+    t->nplaces = n;
+    if (n)
+        qsort(t->places, n, sizeof *t->places, cmp_place);
+    return 0;
+}
+
+/* Where a slug first sits in the manifest: batch index and entry, and its
+ * position in the whole manifest; or -1. */
+static long locate(const struct tree *t, const char *slug, size_t *bi, size_t *ei)
+{
+    size_t lo = 0, hi = t->nplaces;
+    while (lo < hi) { /* the first place whose slug is not below slug */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(t->places[mid].slug, slug) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == t->nplaces || strcmp(t->places[lo].slug, slug) != 0)
+        return -1;
+    *bi = t->places[lo].batch;
+    *ei = t->places[lo].entry;
+    return t->places[lo].order;
 }
 
 static int validate(struct tree *t, char *err, size_t errlen)
@@ -331,7 +393,7 @@ static int validate(struct tree *t, char *err, size_t errlen)
         for (size_t j = 0; j < man->b[i].n; j++) {
             const struct batch_entry *e = &man->b[i].e[j];
             size_t bi, ei;
-            locate(man, e->slug, &bi, &ei);
+            locate(t, e->slug, &bi, &ei);
             if (bi != i || ei != j) {
                 snprintf(err, errlen, "%s:%d: slug '%s' is already listed at %s:%d", man->b[i].path,
                          e->line, e->slug, man->b[bi].path, man->b[bi].e[ei].line);
@@ -353,7 +415,7 @@ static int validate(struct tree *t, char *err, size_t errlen)
     for (size_t k = 0; k < t->n; k++) {
         struct migration *m = &t->m[k];
         size_t bi, ei;
-        long order = locate(man, m->slug, &bi, &ei);
+        long order = locate(t, m->slug, &bi, &ei);
         if (order < 0) {
             snprintf(err, errlen, "%s: slug '%s' is in no batch of the manifest", m->path, m->slug);
             return -1;
@@ -365,7 +427,7 @@ static int validate(struct tree *t, char *err, size_t errlen)
         const struct migration *m = &t->m[k];
         for (size_t r = 0; r < m->h.nrequires; r++) {
             size_t bi, ei;
-            long order = locate(man, m->h.requires[r], &bi, &ei);
+            long order = locate(t, m->h.requires[r], &bi, &ei);
             if (order < 0) {
                 snprintf(err, errlen, "%s: requires '%s', which is in no batch", m->path,
                          m->h.requires[r]);
@@ -395,7 +457,7 @@ static int validate(struct tree *t, char *err, size_t errlen)
     }
     for (size_t i = 0; i < t->revoked.n; i++) {
         size_t bi, ei;
-        if (locate(man, t->revoked.slug[i], &bi, &ei) < 0) {
+        if (locate(t, t->revoked.slug[i], &bi, &ei) < 0) {
             snprintf(err, errlen, "%s/migrations/revoked:%d: revoked slug '%s' is in no batch",
                      t->root, t->revoked.line[i], t->revoked.slug[i]);
             return -1;
@@ -404,7 +466,7 @@ static int validate(struct tree *t, char *err, size_t errlen)
     for (size_t i = 0; i < t->legacy.n; i++) {
         size_t bi, ei;
         const char *slug = t->legacy.e[i].slug;
-        if (locate(man, slug, &bi, &ei) < 0) {
+        if (locate(t, slug, &bi, &ei) < 0) {
             snprintf(err, errlen, "%s/legacy-sh/legacy-map:%d: legacy slug '%s' is in no batch",
                      t->root, t->legacy.e[i].line, slug);
             return -1;
@@ -435,7 +497,8 @@ int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
         rc = legacy_map_load(path, &t->legacy, err, errlen);
     }
     if (rc == 0)
-        rc = validate(t, err, errlen);
+        rc = index_places(t) == 0 ? validate(t, err, errlen)
+                                  : (snprintf(err, errlen, "out of memory"), -1);
     if (rc != 0)
         tree_free(t);
     return rc;

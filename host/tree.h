@@ -29,6 +29,16 @@ struct tree {
     struct legacy_map legacy;
     char lib_lua[65];       /* digest of stdlib/ */
     char lib_sh[65];        /* digest of legacy-sh/lib/ */
+    /* Indexes, so finding a slug among thousands is a binary search: */
+    const struct migration **by_slug;   /* m sorted by slug */
+    struct tree_place *places;          /* manifest entries sorted by slug, then order */
+    size_t nplaces;
+};
+
+struct tree_place {
+    const char *slug;
+    size_t batch, entry;
+    long order;
 };
 
 /* Loads ROOT (holding migrations/ and legacy-sh/) and validates it. Returns

@@ -25,7 +25,7 @@ describe('#reliability one runner at a time', function()
     local ns = c.new_ns('rel-conc')
     c.empty_ledger(ns)
     local dir = T.spans(ns, STEPS, SECS, 'conc')
-    local flags = waits and '--lock-timeout 60s' or '--lock-timeout 0.5s'
+    local flags = waits and '--lock-timeout 60s' or '--lock-timeout 500ms'
     local cmd = c.run_cmd(dir, ns, flags)
     local ps = {}
     -- started together: one shell line forks them all at once

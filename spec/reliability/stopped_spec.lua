@@ -83,10 +83,10 @@ describe('#reliability a stopped runner', function()
       local quiet = after_data == data and after_rv == rv
       T.check(T.span_problems(spans), 'migrations of the two runners overlap')
       if not (noticed and quiet) then
-        error(string.format('resumed runner A exited %d%s and %s', rc,
+        error(string.format('resumed runner A exited %d%s and %s; A said:\n%s', rc,
           noticed and ' (it said it lost the lock)' or ' without saying it lost the lock',
           quiet and 'left the ledger alone' or ('wrote the ledger after losing the lock (resourceVersion ' ..
-            rv .. ' -> ' .. after_rv .. ')')))
+            rv .. ' -> ' .. after_rv .. ')'), T.err(a):sub(-600)))
       end
     end)
   end

@@ -31,7 +31,8 @@ M.q = shell_quote
 local function slurp(path)
   local f = io.open(path, 'rb')
   if not f then return '' end
-  local s = f:read('a')
+  -- a /proc file of a process that just ended opens but fails to read
+  local s = f:read('a') or ''
   f:close()
   return s
 end
