@@ -14,13 +14,12 @@
 -- records the migration ok once.
 local h = require('support.helpers')
 local T = require('support.trials')
-local json = require('json')
+local P = require('support.proxy')
 T.bind(it, function(msg) pending(msg) end)
 
 local TRIALS = T.count('faults', 1, 3)
 local FLEET = T.count('faults-fleet', 100, 1000)
 local MADE = T.count('faults-made', 20, 200)
-local PROXY = h.root .. '/build/testenv/bin/faultproxy'
 local RULES = {
   'action=429,retry-after=1,rate=0.04',
   'action=503,rate=0.08',
@@ -76,44 +75,14 @@ describe('#reliability retries through faults', function()
 
   setup(function()
     c = T.default_cluster()
-    h.must(h.run(string.format('cd %s/tools/cluster && go build -o %s ./faultproxy', h.q(h.root), h.q(PROXY))),
-      'build faultproxy')
-    local d = h.tmpdir()
-    proxy = { dir = d, ca = d .. '/ca.pem' }
-    local args = {}
-    for _, r in ipairs(RULES) do args[#args + 1] = '-fault ' .. h.q(r) end
-    proxy.p = T.start(string.format('%s -kubeconfig %s -port-file %s -ca-file %s -seed %d %s', h.q(PROXY),
-      h.q(c.kubeconfig), h.q(d .. '/port'), h.q(proxy.ca), math.random(1, 1e9), table.concat(args, ' ')))
-    assert.is_true(h.eventually(10, function() return h.slurp(d .. '/port'):match('%d+') ~= nil end),
-      'faultproxy did not start: ' .. T.err(proxy.p))
-    proxy.port = h.slurp(d .. '/port'):match('%d+')
-    proxy.kubeconfig = h.write(d .. '/kubeconfig', string.format([[
-apiVersion: v1
-kind: Config
-clusters:
-- name: proxy
-  cluster: {server: "https://127.0.0.1:%s", certificate-authority: %s}
-users:
-- name: nobody
-  user: {}
-contexts:
-- name: proxy
-  context: {cluster: proxy, user: nobody}
-current-context: proxy
-]], proxy.port, proxy.ca))
+    P.build()
+    proxy = P.start(string.format('-kubeconfig %s -seed %d', h.q(c.kubeconfig), math.random(1, 1e9)))
   end)
 
   teardown(function()
-    if proxy and proxy.p then T.signal(proxy.p, 'TERM') end
+    P.stop(proxy)
     c.cleanup()
   end)
-
-  local function control(method, what, body)
-    local data = body and ('--data-binary @' .. h.q(h.write(proxy.dir .. '/body.json', json.encode(body)))) or ''
-    local res = h.must(h.run(string.format('curl -sS -f --cacert %s -X %s %s https://127.0.0.1:%s/_faultproxy/%s',
-      h.q(proxy.ca), method, data, proxy.port, what)), 'faultproxy control')
-    return res.out ~= '' and json.decode(res.out) or nil
-  end
 
   for i = 1, TRIALS do
     T.trial('faults: 20% 429/503/resets', string.format(
@@ -133,7 +102,7 @@ end]], FLEET, ns), '--timeout', '10m', { env = { KUBECONFIG = c.kubeconfig } }),
           h.q(dir), h.q(dir), h.q(dir))))
         h.write(dir .. '/migrations/order.d/00001-v1.0.0', 'fleet-faults\n')
         h.write(dir .. '/migrations/pre-apply/fleet-faults.lua', migration(ns) .. '\n')
-        control('PUT', 'faults', json.array(RULES))
+        P.faults(proxy, RULES)
 
         local codes, runs = {}, 0
         repeat
@@ -147,7 +116,7 @@ end]], FLEET, ns), '--timeout', '10m', { env = { KUBECONFIG = c.kubeconfig } }),
           -- a clean failure: an exit code of the README's table, never a signal
           assert.is_true(res.code >= 0 and res.code <= 7, 'run ' .. runs .. ' exited ' .. res.code .. ': ' .. res.err)
         until res.code == 0 or runs == 5
-        local counts = control('GET', 'counts')
+        local counts = P.counts(proxy)
         local received, faulted = 0, 0
         for _, n in pairs(counts.received) do received = received + n end
         for _, n in pairs(counts.faulted) do faulted = faulted + n end
