@@ -386,6 +386,18 @@ static int cmp_node_slug(const void *a, const void *b)
     return strcmp(((const struct node *)a)->slug, ((const struct node *)b)->slug);
 }
 
+/* The first unplaced node of batch b that x requires, or NULL: one step
+ * along the cycle describe_cycle walks. */
+static struct node *cycle_next(struct gen *gn, const struct node *x, size_t b)
+{
+    for (size_t r = 0; r < x->h.nrequires; r++) {
+        struct node *y = gen_find(gn, x->h.requires[r]);
+        if (y && y->batch == b && !y->placed)
+            return y;
+    }
+    return NULL;
+}
+
 /* Describes a cycle among the unplaced nodes of batch b. */
 static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, char *err,
                            size_t errlen)
@@ -396,15 +408,8 @@ static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, cha
             start = &gn->n[i];
     /* Walk unplaced requires edges; after nn steps we are on the cycle. */
     struct node *x = start;
-    for (size_t step = 0; x && step < gn->nn; step++) {
-        struct node *next = NULL;
-        for (size_t r = 0; r < x->h.nrequires && !next; r++) {
-            struct node *y = gen_find(gn, x->h.requires[r]);
-            if (y && y->batch == b && !y->placed)
-                next = y;
-        }
-        x = next;
-    }
+    for (size_t step = 0; x && step < gn->nn; step++)
+        x = cycle_next(gn, x, b);
     if (!x) {
         snprintf(err, errlen, "order.d/%s: requires form a cycle", gn->names[b]);
         return;
@@ -413,13 +418,7 @@ static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, cha
      * does not depend on where the walk entered it. */
     struct node *y = x, *first = x;
     do {
-        struct node *next = NULL;
-        for (size_t r = 0; r < y->h.nrequires && !next; r++) {
-            struct node *z = gen_find(gn, y->h.requires[r]);
-            if (z && z->batch == b && !z->placed)
-                next = z;
-        }
-        y = next;
+        y = cycle_next(gn, y, b);
         if (y && strcmp(y->slug, first->slug) < 0)
             first = y;
     } while (y && y != x);
@@ -428,13 +427,7 @@ static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, cha
     size_t off = (size_t)snprintf(chain, sizeof chain, "%s", x->slug);
     y = x;
     do {
-        struct node *next = NULL;
-        for (size_t r = 0; r < y->h.nrequires && !next; r++) {
-            struct node *z = gen_find(gn, y->h.requires[r]);
-            if (z && z->batch == b && !z->placed)
-                next = z;
-        }
-        y = next;
+        y = cycle_next(gn, y, b);
         if (y && off < sizeof chain)
             off += (size_t)snprintf(chain + off, sizeof chain - off, " -> %s", y->slug);
     } while (y && y != x && off < sizeof chain);

@@ -127,6 +127,19 @@ local function assert_records(ns, slugs, sp)
   end
 end
 
+local SLUGS = { 'm1', 'm2', 'm3', 'm4', 'm5' }
+
+-- What every takeover trial proves: runner b finished the run, runner a
+-- lost the lock (exit 5), no two spans overlap, and every migration is
+-- recorded by the runner whose run of it ended last.
+local function assert_takeover(ns, log, a, b)
+  assert.are.equal(0, b.rc, b.err)
+  assert.are.equal(5, a.rc, a.err)
+  local sp = spans(log)
+  assert_no_overlap(sp)
+  assert_records(ns, SLUGS, sp)
+end
+
 local function signal(r, sig) assert(os.execute('kill -' .. sig .. ' ' .. r.pid)) end
 
 local function wait_file(path, what)
@@ -149,7 +162,6 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
     runner.delete_namespaces()
   end)
 
-  local SLUGS = { 'm1', 'm2', 'm3', 'm4', 'm5' }
 
   it('stops a runner paused between two migrations: on SIGCONT it finds the lock gone', function()
     local ns = runner.new_ns()
@@ -164,12 +176,8 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
     local b = finish(start('b', t, ns, '--lock-timeout 60s'))
     signal(a, 'CONT')
     finish(a)
-    assert.are.equal(0, b.rc, b.err)
-    assert.are.equal(5, a.rc, a.err)
+    assert_takeover(ns, log, a, b)
     h.contains(a.err, 'lost the runner lock')
-    local sp = spans(log)
-    assert_no_overlap(sp)
-    assert_records(ns, SLUGS, sp)
   end)
 
   it('stops a runner paused during a long migration: its migration dies with the lease', function()
@@ -184,11 +192,7 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
     local b = finish(start('b', t, ns, '--lock-timeout 60s'), 90)
     signal(a, 'CONT')
     finish(a)
-    assert.are.equal(0, b.rc, b.err)
-    assert.are.equal(5, a.rc, a.err)
-    local sp = spans(log)
-    assert_no_overlap(sp)
-    assert_records(ns, SLUGS, sp)
+    assert_takeover(ns, log, a, b)
     assert.is_false(h.alive(t .. '/legacy-sh/m2.sh'), 'a process of m2 still runs')
   end)
 
@@ -204,11 +208,7 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
     wait_log(log, 'end %d+ m2', 'm2 to end')
     local b = finish(start('b', t, ns, '--lock-timeout 60s'))
     finish(a)
-    assert.are.equal(0, b.rc, b.err)
-    assert.are.equal(5, a.rc, a.err)
-    local sp = spans(log)
-    assert_no_overlap(sp)
-    assert_records(ns, SLUGS, sp)
+    assert_takeover(ns, log, a, b)
     assert.are_not.equal(a.pid, runner.records(ns).m2.runner:match('^[^/]*/(%d+)/'))
   end)
 
@@ -223,11 +223,7 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
     wait_log(log, 'start %d+ m1', 'm1 to start')
     local b = finish(start('b', t, ns, '--lock-timeout 60s'), 90)
     finish(a)
-    assert.are.equal(0, b.rc, b.err)
-    assert.are.equal(5, a.rc, a.err)
-    local sp = spans(log)
-    assert_no_overlap(sp)
-    assert_records(ns, SLUGS, sp)
+    assert_takeover(ns, log, a, b)
   end)
 
   it('keeps the lock through a renewal whose answer was lost', function()
