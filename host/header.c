@@ -8,7 +8,6 @@
  * line after the first code line is an error naming the file and line. */
 #include "header.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,19 +200,4 @@ int header_parse(const char *path, const char *text, size_t len, int lua, struct
         return -1;
     }
     return 0;
-}
-
-int header_parse_file(const char *path, struct header *h, char *err, size_t errlen)
-{
-    size_t len;
-    char *text = read_file(path, &len);
-    if (!text) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t pl = strlen(path);
-    int lua = pl > 4 && strcmp(path + pl - 4, ".lua") == 0;
-    int rc = header_parse(path, text, len, lua, h, err, errlen);
-    free(text);
-    return rc;
 }

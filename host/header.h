@@ -20,8 +20,6 @@ struct header {
  * wrong" (or "PATH: ..." for a missing header) in err. */
 int header_parse(const char *path, const char *text, size_t len, int lua, struct header *h,
                  char *err, size_t errlen);
-/* Reads PATH; the prefix follows the extension (.lua or .sh). */
-int header_parse_file(const char *path, struct header *h, char *err, size_t errlen);
 void header_free(struct header *h);
 const char *on_error_name(enum on_error e);
 #endif

@@ -85,6 +85,17 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
         snprintf(l->uid, sizeof l->uid, "%s", uid->valuestring);
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(cm, "data");
     const cJSON *kv;
+    /* One allocation for every record: a record is some 22 KiB, nearly all
+     * of it the output and journal buffers that record_parse leaves
+     * untouched, so pages nobody writes are never faulted in. */
+    size_t cap = 0;
+    cJSON_ArrayForEach(kv, data)
+        if (cJSON_IsString(kv) && strncmp(kv->string, PREFIX, strlen(PREFIX)) == 0)
+            cap++;
+    if (cap && !(l->e = malloc(cap * sizeof *l->e))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     cJSON_ArrayForEach(kv, data) {
         if (!cJSON_IsString(kv))
             continue;
@@ -104,13 +115,7 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
         }
         if (strncmp(kv->string, PREFIX, strlen(PREFIX)) != 0)
             continue;
-        struct ledger_entry *ne = realloc(l->e, (l->n + 1) * sizeof *ne);
-        if (!ne) {
-            snprintf(err, errlen, "out of memory");
-            ledger_free(l);
-            return -1;
-        }
-        l->e = ne;
+        struct ledger_entry *ne = l->e;
         if (!(ne[l->n].slug = strdup(kv->string + strlen(PREFIX)))) {
             snprintf(err, errlen, "out of memory");
             ledger_free(l);

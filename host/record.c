@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 static const char *const state_names[] = {
@@ -26,11 +27,19 @@ static void set(char *dst, size_t cap, const char *v)
     snprintf(dst, cap, "%s", v ? v : "");
 }
 
+/* Empties a record without touching its large trailing buffers (record.h). */
+static void record_clear(struct record *r)
+{
+    memset(r, 0, offsetof(struct record, output));
+    r->output[0] = '\0';
+    r->journal[0] = '\0';
+}
+
 void record_init(struct record *r, enum rec_state st, const char *at, const char *batch,
                  const char *tier, const char *image, const char *sha256,
                  const char *lib_sha256)
 {
-    memset(r, 0, sizeof *r);
+    record_clear(r);
     r->state = st;
     set(r->at, sizeof r->at, at);
     set(r->batch, sizeof r->batch, batch);
@@ -87,7 +96,7 @@ static int get_journal(const cJSON *o, struct record *r)
 
 int record_parse(const char *text, struct record *r)
 {
-    memset(r, 0, sizeof *r);
+    record_clear(r);
     r->state = REC_UNKNOWN;
     cJSON *o = cJSON_Parse(text);
     if (!o || !cJSON_IsObject(o)) {

@@ -37,13 +37,16 @@ struct record {
     long writes, changed;   /* mutating requests sent, objects they changed */
     char reason[64];
     char message[1024];
-    char output[OUTPUT_CAP];    /* last lines of the script's output */
     char by[256];           /* skipped: who (the identity the runner's config resolved) */
+    char problem[256];      /* why it is REC_UNKNOWN */
+    /* The two large buffers stay last: a record is cleared up to them and
+     * they get only their first byte, so a ledger of thousands of records
+     * never touches (faults in) their pages. */
+    char output[OUTPUT_CAP];    /* last lines of the script's output */
     char journal[RECORD_JOURNAL_CAP]; /* failed records: the bounded write journal
                                        * as compact JSON (journal.h: an object with
                                        * writes, changed, entries, more), "" when
                                        * absent; shown by status, written back */
-    char problem[256];      /* why it is REC_UNKNOWN */
 };
 
 /* Starts a record: zeroed, then the given fields (NULL or "" = absent).

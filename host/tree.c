@@ -32,20 +32,43 @@ static void hex(const unsigned char *d, unsigned n, char out[65])
     out[64] = '\0';
 }
 
+static int sha256_text(const char *buf, size_t len, char out[65])
+{
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned dn = 0;
+    if (!EVP_Digest(buf, len, d, &dn, EVP_sha256(), NULL))
+        return -1;
+    hex(d, dn, out);
+    return 0;
+}
+
 int sha256_file(const char *path, char out[65])
 {
     size_t len;
     char *buf = read_file(path, &len);
     if (!buf)
         return -1;
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned dn = 0;
-    int ok = EVP_Digest(buf, len, d, &dn, EVP_sha256(), NULL);
+    int rc = sha256_text(buf, len, out);
     free(buf);
-    if (!ok)
+    return rc;
+}
+
+/* A script read once for both its header and its checksum. */
+static int read_script(const char *path, int lua, struct migration *m, char *err, size_t errlen)
+{
+    size_t len;
+    char *text = read_file(path, &len);
+    if (!text) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
-    hex(d, dn, out);
-    return 0;
+    }
+    int rc = header_parse(path, text, len, lua, &m->h, err, errlen);
+    if (rc == 0 && sha256_text(text, len, m->sha256) != 0) {
+        snprintf(err, errlen, "%s: cannot compute its checksum", path);
+        rc = -1;
+    }
+    free(text);
+    return rc;
 }
 
 static int cmp_path(const void *a, const void *b)
@@ -301,11 +324,8 @@ static int scan(struct tree *t, const char *rel, const char *tier, const char *e
             break;
         }
         t->n++;
-        if (header_parse_file(full, &m->h, err, errlen) != 0 || sha256_file(full, m->sha256) != 0) {
-            if (!*err)
-                snprintf(err, errlen, "%s: cannot read", full);
+        if (read_script(full, !shell, m, err, errlen) != 0)
             rc = -1;
-        }
     }
     free_names(names, nn);
     return rc;
