@@ -423,7 +423,12 @@ static const char exec_help[] =
     "  --workdir DIR       shell: working directory\n"
     "  --env NAME=VALUE    shell: extra environment entry (repeatable)\n"
     "  --tick DURATION     count ticks at this interval (reported as ticks)\n"
-    "  --quiet             do not stream the output\n";
+    "  --quiet             do not stream the output\n"
+    "\n"
+    "A shell FILE gets KUBECONFIG set to a private kubeconfig of the one\n"
+    "context the cluster options resolve to, as under 'run' (exit 6 when\n"
+    "options given resolve to none; without any, an unresolvable\n"
+    "configuration leaves the environment as it is).\n";
 
 static int count_tick(void *ud)
 {
@@ -435,6 +440,32 @@ static int ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* A shell script reaches the cluster the options name (--kubeconfig,
+ * --context), as under `run`: "KUBECONFIG=<a private kubeconfig of that one
+ * context>" in env (kp removes it afterwards). 0 set; 1 left as it is (no
+ * option given and nothing resolves: there is no cluster to narrow to, and
+ * a script that needs none still runs); -1 after reporting. */
+static int exec_kubeconfig(const struct kube_config_opts *ko, struct kube_private *kp, char *env,
+                           size_t len)
+{
+    struct kube_config kc;
+    char err[ERRLINE_MAX];
+    if (kubeconfig_resolve(ko, &kc, err, sizeof err) != 0) {
+        if (!ko->kubeconfig && !ko->context && !ko->local)
+            return 1;
+        log_fatal("exec: %s", err);
+        return -1;
+    }
+    int w = kubeconfig_private_write(&kc, kp, err, sizeof err);
+    kubeconfig_free(&kc);
+    if (w != 0) {
+        log_fatal("exec: %s", err);
+        return -1;
+    }
+    snprintf(env, len, "KUBECONFIG=%s", kp->path);
+    return 0;
 }
 
 static int cmd_exec(struct cli *c, int argc, char **argv)
@@ -454,11 +485,22 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
         log_usage(c->cmd, "expected SLUG and FILE");
         return EXIT_USAGE;
     }
+    int shell = ends_with(argv[first + 1], ".sh");
+    struct kube_private kp;
+    memset(&kp, 0, sizeof kp);
+    char kc_env[sizeof kp.path + 16];
+    if (shell) {
+        int k = exec_kubeconfig(&c->r.k.cfg, &kp, kc_env, sizeof kc_env);
+        if (k < 0)
+            return EXIT_CLUSTER;
+        if (k == 0)
+            c->env[c->nenv++] = kc_env; /* last: it wins over an --env KUBECONFIG */
+    }
     long ticks = 0;
     struct child_spec spec = {
         .slug = argv[first],
         .path = argv[first + 1],
-        .is_shell = ends_with(argv[first + 1], ".sh"),
+        .is_shell = shell,
         .workdir = c->workdir,
         .env = c->nenv ? c->env : NULL,
         .timeout_s = c->r.timeout,
@@ -472,6 +514,7 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
     };
     struct child_result res;
     child_run(&spec, &res);
+    kubeconfig_private_remove(&kp);
     cJSON *j = child_result_json(&res, ticks);
     if (j) {
         out_json(j, 0);

@@ -253,4 +253,32 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
       'the private kubeconfig outlived a killed runner: ' .. path)
     private_gone(out)
   end)
+
+  it('under exec --context A too: one script, the context the flags name', function()
+    local out = fresh_case()
+    local script = tree(out) .. '/legacy-sh/touch.sh'
+    local res = cozy({ KUBECONFIG = merged('b'), HOME = h.tmpdir(), NAMESPACE = ns },
+      'exec', '--context', 'a', '--quiet', 'touch', script)
+    assert.are.equal(0, res.code, res.out .. res.err)
+    assert.are.equal('ok', json.decode(res.out).outcome)
+    assert.is_true(touched('a'), 'the script did not act on A')
+    assert.is_false(touched('b'), 'the script acted on B')
+    assert.are.equal('a', h.slurp(out .. '/contexts'))
+    assert.are.equal('600\n', h.slurp(out .. '/mode'))
+    private_gone(out)
+    -- cluster options that resolve to nothing: exit 6, the script not run
+    out = fresh_case()
+    res = cozy({ KUBECONFIG = merged('b'), HOME = h.tmpdir(), NAMESPACE = ns },
+      'exec', '--context', 'nowhere', '--quiet', 'touch', tree(out) .. '/legacy-sh/touch.sh')
+    assert.are.equal(6, res.code, res.out .. res.err)
+    contains(res.err, 'exec: ')
+    contains(res.err, 'nowhere')
+    assert.are.equal('', h.slurp(out .. '/path'), 'the script ran')
+    -- no cluster options and nothing resolves: the script runs, its
+    -- environment as it was (a supervision check needs no cluster)
+    local script = h.write(h.tmpdir() .. '/plain.sh', 'echo "kubeconfig=$KUBECONFIG"\n')
+    res = cozy({ KUBECONFIG = '/nonexistent/config', HOME = h.tmpdir() }, 'exec', '--quiet', 'plain', script)
+    assert.are.equal(0, res.code, res.out .. res.err)
+    contains(json.decode(res.out).tail, 'kubeconfig=/nonexistent/config')
+  end)
 end)
