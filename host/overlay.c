@@ -460,33 +460,28 @@ static int array_index(const cJSON *arr, const char *key, int allow_end, int *id
     return 0;
 }
 
-static cJSON *pointer_get(cJSON *root, const char *ptr)
+/* The value at ptr, taken out of the document when detach is set; NULL when
+ * there is none. The empty pointer is the whole document (never detached). */
+static cJSON *pointer_take(cJSON *root, const char *ptr, int detach)
 {
     if (!*ptr)
-        return root;
+        return detach ? NULL : root;
     char key[512];
     cJSON *parent = pointer_parent(root, ptr, key, sizeof key);
     if (!parent)
         return NULL;
     if (cJSON_IsArray(parent)) {
         int i;
-        return array_index(parent, key, 0, &i) == 0 ? cJSON_GetArrayItem(parent, i) : NULL;
+        if (array_index(parent, key, 0, &i) != 0)
+            return NULL;
+        return detach ? cJSON_DetachItemFromArray(parent, i) : cJSON_GetArrayItem(parent, i);
     }
-    return cJSON_GetObjectItemCaseSensitive(parent, key);
+    return detach ? cJSON_DetachItemFromObjectCaseSensitive(parent, key)
+                  : cJSON_GetObjectItemCaseSensitive(parent, key);
 }
 
-static cJSON *pointer_detach(cJSON *root, const char *ptr)
-{
-    char key[512];
-    cJSON *parent = pointer_parent(root, ptr, key, sizeof key);
-    if (!parent)
-        return NULL;
-    if (cJSON_IsArray(parent)) {
-        int i;
-        return array_index(parent, key, 0, &i) == 0 ? cJSON_DetachItemFromArray(parent, i) : NULL;
-    }
-    return cJSON_DetachItemFromObjectCaseSensitive(parent, key);
-}
+static cJSON *pointer_get(cJSON *root, const char *ptr) { return pointer_take(root, ptr, 0); }
+static cJSON *pointer_detach(cJSON *root, const char *ptr) { return pointer_take(root, ptr, 1); }
 
 static int pointer_add(cJSON *root, const char *ptr, cJSON *v)
 {

@@ -686,7 +686,7 @@ static int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, i
     return 0;
 }
 
-/* The runner lock for skip, taken as runner_run takes it. 0 or an exit code. */
+/* The runner lock, for run and skip: 0, or an exit code after saying why. */
 static int take_lock(struct ctx *c)
 {
     const struct runner_opts *o = c->o;
@@ -701,6 +701,21 @@ static int take_lock(struct ctx *c)
             log_fatal("%s", err);
         return busy ? EXIT_LOCK : EXIT_CLUSTER;
     }
+    return 0;
+}
+
+/* For run and skip: the lock taken (none in dry run), then the ledger read
+ * fresh, since the previous holder may just have written it, and planned;
+ * the planner's warnings said. 0 or an exit code. */
+static int lock_and_plan(struct ctx *c, struct plan *p)
+{
+    int rc;
+    if (!c->o->k.dry_run && (rc = take_lock(c)) != 0)
+        return rc;
+    if ((rc = read_and_plan(c, p)) != 0)
+        return rc;
+    for (size_t i = 0; i < p->nwarnings; i++)
+        log_warn("%s", p->warnings[i]);
     return 0;
 }
 
@@ -719,25 +734,8 @@ int runner_run(const struct runner_opts *o)
         log_fatal("%s", err);
         goto out;
     }
-    if (!o->k.dry_run) {
-        int busy = 0;
-        if (lock_acquire(&c.lk, c.rest, o->k.ledger_namespace, o->k.lease_name, o->lease_duration,
-                         o->lock_timeout, &busy, err, sizeof err) != 0) {
-            if (busy)
-                log_fatal("the runner lock %s/%s is %s; gave up after %gs", o->k.ledger_namespace,
-                          o->k.lease_name, err, o->lock_timeout);
-            else
-                log_fatal("%s", err);
-            rc = busy ? EXIT_LOCK : EXIT_CLUSTER;
-            goto out;
-        }
-    }
-    /* After acquiring, the ledger is read fresh: the previous holder may just
-     * have written it. */
-    if ((rc = read_and_plan(&c, &p)) != 0 || (rc = seed(&c, &p)) != 0)
+    if ((rc = lock_and_plan(&c, &p)) != 0 || (rc = seed(&c, &p)) != 0)
         goto out;
-    for (size_t i = 0; i < p.nwarnings; i++)
-        log_warn("%s", p.warnings[i]);
     /* A ledger that cannot be trusted was refused by the planner before
      * anything ran; what is left here is the repair (--only, SKIP) of a bad
      * record, the others reported in the warnings above. */
@@ -856,12 +854,8 @@ int runner_skip(const struct runner_opts *o)
         log_fatal("%s", err);
         goto out;
     }
-    if (!o->k.dry_run && (rc = take_lock(&c)) != 0)
+    if ((rc = lock_and_plan(&c, &p)) != 0)
         goto out;
-    if ((rc = read_and_plan(&c, &p)) != 0)
-        goto out;
-    for (size_t i = 0; i < p.nwarnings; i++)
-        log_warn("%s", p.warnings[i]);
     for (size_t i = 0; rc == 0 && i < p.n; i++) {
         if (p.s[i].kind == STEP_RECORD_SKIPPED)
             rc = skipped_step(&c, &p.s[i], 1, 1);

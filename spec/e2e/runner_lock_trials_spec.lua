@@ -129,15 +129,27 @@ end
 
 local SLUGS = { 'm1', 'm2', 'm3', 'm4', 'm5' }
 
--- What every takeover trial proves: runner b finished the run, runner a
--- lost the lock (exit 5), no two spans overlap, and every migration is
--- recorded by the runner whose run of it ended last.
-local function assert_takeover(ns, log, a, b)
-  assert.are.equal(0, b.rc, b.err)
-  assert.are.equal(5, a.rc, a.err)
+-- What every trial proves: no two spans overlap, and every migration is
+-- recorded by the runner whose run of it ended last; after a takeover, also
+-- that runner b finished the run and runner a lost the lock (exit 5).
+local function assert_history(ns, log)
   local sp = spans(log)
   assert_no_overlap(sp)
   assert_records(ns, SLUGS, sp)
+end
+
+local function assert_takeover(ns, log, a, b)
+  assert.are.equal(0, b.rc, b.err)
+  assert.are.equal(5, a.rc, a.err)
+  assert_history(ns, log)
+end
+
+-- A trial's namespace (its ledger empty) and a scratch directory, with the
+-- path of the log its migrations write.
+local function case()
+  local ns, dir = runner.new_ns(), h.tmpdir()
+  runner.make_ledger(ns, {})
+  return ns, dir, dir .. '/log'
 end
 
 local function signal(r, sig) assert(os.execute('kill -' .. sig .. ' ' .. r.pid)) end
@@ -164,12 +176,10 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
 
 
   it('stops a runner paused between two migrations: on SIGCONT it finds the lock gone', function()
-    local ns = runner.new_ns()
-    local dir = h.tmpdir()
-    local log, mark = dir .. '/log', dir .. '/m2-done'
+    local ns, dir, log = case()
+    local mark = dir .. '/m2-done'
     -- m2 leaves a mark as it ends: the spec pauses the runner right then
     local t = tree(SLUGS, log, { after = { m2 = 'touch ' .. h.q(mark) } })
-    runner.make_ledger(ns, {})
     local a = start('a', t, ns)
     wait_file(mark, 'm2 to end')
     signal(a, 'STOP')
@@ -181,11 +191,8 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
   end)
 
   it('stops a runner paused during a long migration: its migration dies with the lease', function()
-    local ns = runner.new_ns()
-    local dir = h.tmpdir()
-    local log = dir .. '/log'
+    local ns, _, log = case()
     local t = tree(SLUGS, log, { beats = { m2 = 60 } })
-    runner.make_ledger(ns, {})
     local a = start('a', t, ns)
     wait_log(log, 'start %d+ m2', 'm2 to start')
     signal(a, 'STOP')
@@ -197,11 +204,8 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
   end)
 
   it('gives up a ledger write throttled past the lease, and records nothing more', function()
-    local ns = runner.new_ns()
-    local dir = h.tmpdir()
-    local log = dir .. '/log'
+    local ns, _, log = case()
     local t = tree(SLUGS, log)
-    runner.make_ledger(ns, {})
     proxy.faults(p, { string.format('method=PATCH,path=/api/v1/namespaces/%s/configmaps/cozystack-version,' ..
       'action=429,retry-after=5,skip=1', ns) })
     local a = start('a', t, ns, '--kubeconfig ' .. h.q(p.kubeconfig))
@@ -213,11 +217,8 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
   end)
 
   it('stops a runner whose renewals fail, before the lease lapses for the others', function()
-    local ns = runner.new_ns()
-    local dir = h.tmpdir()
-    local log = dir .. '/log'
+    local ns, _, log = case()
     local t = tree(SLUGS, log, { beats = { m1 = 40 } })
-    runner.make_ledger(ns, {})
     proxy.faults(p, { string.format('method=PATCH,path=/apis/coordination.k8s.io/v1/namespaces/%s/leases,action=503', ns) })
     local a = start('a', t, ns, '--kubeconfig ' .. h.q(p.kubeconfig) .. ' --retry-for 1s')
     wait_log(log, 'start %d+ m1', 'm1 to start')
@@ -227,11 +228,8 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
   end)
 
   it('keeps the lock through a renewal whose answer was lost', function()
-    local ns = runner.new_ns()
-    local dir = h.tmpdir()
-    local log = dir .. '/log'
+    local ns, _, log = case()
     local t = tree(SLUGS, log, { beats = { m1 = 15 } })
-    runner.make_ledger(ns, {})
     proxy.faults(p, { string.format(
       'method=PATCH,path=/apis/coordination.k8s.io/v1/namespaces/%s/leases,action=reset-after,count=1', ns) })
     local a = finish(start('a', t, ns, '--kubeconfig ' .. h.q(p.kubeconfig)))
@@ -239,17 +237,12 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
     local c = proxy.counts(p)
     local key = string.format('PATCH /apis/coordination.k8s.io/v1/namespaces/%s/leases/%s', ns, runner.LEASE)
     assert.is_true((c.faulted[key] or 0) >= 1, 'a renewal answer was dropped: ' .. json.encode(c))
-    local sp = spans(log)
-    assert_no_overlap(sp)
-    assert_records(ns, SLUGS, sp)
+    assert_history(ns, log)
   end)
 
   it('creates the Lease through a 503, retried like any request safe to repeat', function()
-    local ns = runner.new_ns()
-    local dir = h.tmpdir()
-    local log = dir .. '/log'
+    local ns, _, log = case()
     local t = tree({ 'm1' }, log)
-    runner.make_ledger(ns, {})
     proxy.faults(p, { string.format('method=POST,path=/apis/coordination.k8s.io/v1/namespaces/%s/leases,' ..
       'action=503,count=1', ns), string.format('method=POST,path=/apis/coordination.k8s.io/v1/namespaces/%s/leases,' ..
       'action=reset-after,count=1', ns) })
@@ -259,13 +252,11 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
   end)
 
   it('stops when a migration deletes the Lease, and lets the next runner in only after', function()
-    local ns = runner.new_ns()
-    local dir = h.tmpdir()
-    local log, once = dir .. '/log', dir .. '/deleted'
+    local ns, dir, log = case()
+    local once = dir .. '/deleted'
     local del = string.format('[ -e %s ] || { touch %s; %s delete lease --all -n %s --wait=false; }',
       h.q(once), h.q(once), h.q(KUBECTL), ns)
     local t = tree(SLUGS, log, { beats = { m2 = 20 }, before = { m2 = del } })
-    runner.make_ledger(ns, {})
     local a = start('a', t, ns)
     wait_file(once, 'm2 to delete the Lease')
     local b = finish(start('b', t, ns, '--lock-timeout 60s'), 90)
@@ -273,8 +264,6 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
     assert.are.equal(5, a.rc, a.err)
     h.contains(a.err, 'deleted while held')
     assert.are.equal(0, b.rc, b.err)
-    local sp = spans(log)
-    assert_no_overlap(sp)
-    assert_records(ns, SLUGS, sp)
+    assert_history(ns, log)
   end)
 end)

@@ -23,12 +23,7 @@ describe('#reliability crash safety', function()
   setup(function()
     c = T.default_cluster()
     -- the reference: one clean run, and how long it takes
-    local ns = T.sequence_ns(c, 'rel-crash-clean')
-    local dir = T.sequence(ns, STEPS, DELAY)
-    local t0 = T.now()
-    h.must(h.run(c.run_cmd(dir, ns, FLAGS)), 'the clean run')
-    clean_s = T.now() - t0
-    clean = T.snapshot(c, ns)
+    clean, clean_s = T.clean_run(c, 'rel-crash-clean', STEPS, DELAY, FLAGS)
   end)
 
   teardown(function() c.cleanup() end)

@@ -24,12 +24,7 @@ describe('#reliability an apiserver restart', function()
     h.must(h.run(env .. ' ' .. h.q(h.testenv) .. ' up'), 'a testenv of its own')
     local kc = h.must(h.run(env .. ' ' .. h.q(h.testenv) .. ' env')).out:match('KUBECONFIG=(%S+)')
     c = T.cluster(kc)
-    local ns = T.sequence_ns(c, 'rel-restart-clean')
-    local dir = T.sequence(ns, STEPS, DELAY)
-    local t0 = T.now()
-    h.must(h.run(c.run_cmd(dir, ns, FLAGS)), 'the clean run')
-    clean_s = T.now() - t0
-    clean = T.snapshot(c, ns)
+    clean, clean_s = T.clean_run(c, 'rel-restart-clean', STEPS, DELAY, FLAGS)
   end)
 
   teardown(function()

@@ -359,6 +359,17 @@ function M.snapshot(c, ns)
   return table.concat(parts, ' ')
 end
 
+-- clean_run(c, prefix, steps, delay, flags) -> snapshot, seconds: the
+-- reference a crash or restart trial compares with: one clean run of the
+-- sequence in a namespace of its own, what it leaves and how long it took.
+function M.clean_run(c, prefix, steps, delay, flags)
+  local ns = M.sequence_ns(c, prefix)
+  local dir = M.sequence(ns, steps, delay)
+  local t0 = M.now()
+  h.must(h.run(c.run_cmd(dir, ns, flags)), 'the clean run')
+  return M.snapshot(c, ns), M.now() - t0
+end
+
 -- span_list(c, ns) -> sorted {slug=, from=, to=}.
 function M.span_list(c, ns)
   local out = {}
