@@ -19,6 +19,12 @@
  *                                       first non-2xx; prints "<seconds>
  *                                       <requests> <response bytes>"
  *
+ * CURLLOOP_CONCURRENCY=N (send, default 1) keeps up to N requests in flight
+ * through libcurl's multi interface: HTTP/2 streams multiplexed on one
+ * connection where the server offers HTTP/2 (as the apiserver does over
+ * TLS), otherwise up to N keep-alive connections. The lines are started in
+ * order and may complete in any order; the first non-2xx stops new starts.
+ *
  * Environment: CURLLOOP_ACCEPT (default application/json), CURLLOOP_ENCODING
  * (Accept-Encoding; default "" = every encoding libcurl has, as host/http.c;
  * "identity" = none), CURLLOOP_TIMES=FILE (send: each request's seconds, one a
@@ -82,7 +88,9 @@ static CURL *handle(const char *ca, const char *cert, const char *key, struct bu
     *hdrs = curl_slist_append(NULL, line);
     *hdrs = curl_slist_append(*hdrs, "Expect:");
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    const char *hv = getenv("CURLLOOP_HTTP");
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION,
+                     hv && strcmp(hv, "1.1") == 0 ? (long)CURL_HTTP_VERSION_1_1 : (long)CURL_HTTP_VERSION_2TLS);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, enc ? enc : "");
     curl_easy_setopt(h, CURLOPT_CAINFO, ca);
@@ -178,6 +186,158 @@ static int do_file(CURL *h, struct curl_slist *base, const char *path, struct bu
     return rc;
 }
 
+/* One request of a concurrent send: its own easy handle, reused for the next
+ * line once the previous answer is read. */
+struct slot {
+    CURL *h;
+    struct buf b;
+    char *line;
+    double t0;
+};
+
+/* do_file's concurrent form (CURLLOOP_CONCURRENCY > 1): the same lines, up to
+ * conc at once on one multi handle. Answers are counted, never parsed. */
+static int do_file_multi(const char *ca, const char *cert, const char *key, struct curl_slist *base,
+                         const char *path, long conc)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    const char *tpath = getenv("CURLLOOP_TIMES");
+    FILE *times = tpath && *tpath ? fopen(tpath, "w") : NULL;
+    struct curl_slist *merge = NULL, *json = NULL;
+    for (struct curl_slist *p = base; p; p = p->next) {
+        merge = curl_slist_append(merge, p->data);
+        json = curl_slist_append(json, p->data);
+    }
+    const char *ptype = getenv("CURLLOOP_PATCH_TYPE");
+    char ct[200];
+    snprintf(ct, sizeof ct, "Content-Type: %s", ptype && *ptype ? ptype : "application/merge-patch+json");
+    merge = curl_slist_append(merge, ct);
+    json = curl_slist_append(json, "Content-Type: application/json");
+
+    CURLM *m = curl_multi_init();
+    struct slot *slots = calloc((size_t)conc, sizeof *slots);
+    if (!m || !slots) {
+        fprintf(stderr, "curlloop: out of memory\n");
+        fclose(f);
+        return -1;
+    }
+    curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, conc);
+    size_t total = 0, n = 0;
+    int rc = 0, eof = 0, active = 0;
+    double t0 = now();
+    for (;;) {
+        /* start lines while a slot is free */
+        for (long i = 0; i < conc && !eof && rc == 0; i++) {
+            struct slot *s = &slots[i];
+            if (s->line)
+                continue;
+            char *line = NULL;
+            size_t cap = 0;
+            ssize_t len = getline(&line, &cap, f);
+            if (len <= 0) {
+                free(line);
+                eof = 1;
+                break;
+            }
+            if (line[len - 1] == '\n')
+                line[--len] = '\0';
+            char *method = line, *url = strchr(line, '\t'), *body = NULL;
+            if (!url) {
+                free(line);
+                continue;
+            }
+            *url++ = '\0';
+            if ((body = strchr(url, '\t')))
+                *body++ = '\0';
+            if (!s->h) {
+                struct curl_slist *unused = NULL;
+                s->h = handle(ca, cert, key, &s->b, &unused);
+                curl_slist_free_all(unused);
+                if (!s->h) {
+                    free(line);
+                    rc = -1;
+                    break;
+                }
+                curl_easy_setopt(s->h, CURLOPT_PIPEWAIT, 1L);
+                curl_easy_setopt(s->h, CURLOPT_PRIVATE, s);
+            }
+            if (body) {
+                curl_easy_setopt(s->h, CURLOPT_HTTPHEADER, strcmp(method, "PATCH") == 0 ? merge : json);
+                curl_easy_setopt(s->h, CURLOPT_POSTFIELDS, body);
+                curl_easy_setopt(s->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+                curl_easy_setopt(s->h, CURLOPT_CUSTOMREQUEST, strcmp(method, "POST") == 0 ? NULL : method);
+            } else {
+                curl_easy_setopt(s->h, CURLOPT_HTTPHEADER, base);
+                curl_easy_setopt(s->h, CURLOPT_HTTPGET, 1L);
+                curl_easy_setopt(s->h, CURLOPT_CUSTOMREQUEST, strcmp(method, "GET") == 0 ? NULL : method);
+            }
+            curl_easy_setopt(s->h, CURLOPT_URL, url);
+            s->line = line;
+            s->t0 = now();
+            if (curl_multi_add_handle(m, s->h) != CURLM_OK) {
+                rc = -1;
+                break;
+            }
+            active++;
+        }
+        if (active == 0)
+            break;
+        int running = 0;
+        if (curl_multi_perform(m, &running) != CURLM_OK ||
+            curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK) {
+            rc = -1;
+            break;
+        }
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(m, &left))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            struct slot *s = NULL;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+            long status = 0;
+            curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
+            if (msg->data.result != CURLE_OK || status < 200 || status > 299) {
+                fprintf(stderr, "curlloop: %s: %s (HTTP %ld)\n", s->line, curl_easy_strerror(msg->data.result),
+                        status);
+                rc = -1;
+            }
+            if (times)
+                fprintf(times, "%.6f\n", now() - s->t0);
+            curl_multi_remove_handle(m, s->h);
+            free(s->line);
+            s->line = NULL;
+            active--;
+            n++;
+        }
+    }
+    for (long i = 0; i < conc; i++) {
+        total += slots[i].b.total;
+        if (slots[i].line) {
+            curl_multi_remove_handle(m, slots[i].h);
+            free(slots[i].line);
+        }
+        if (slots[i].h)
+            curl_easy_cleanup(slots[i].h);
+        free(slots[i].b.p);
+    }
+    if (rc == 0)
+        printf("%.6f %zu %zu\n", now() - t0, n, total);
+    free(slots);
+    curl_multi_cleanup(m);
+    curl_slist_free_all(merge);
+    curl_slist_free_all(json);
+    fclose(f);
+    if (times)
+        fclose(times);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 7 || (strcmp(argv[1], "get") != 0 && strcmp(argv[1], "list") != 0 &&
@@ -199,7 +359,15 @@ int main(int argc, char **argv)
         return 1;
     int rc = 0;
     double t0 = now();
-    if (strcmp(argv[1], "send") == 0) {
+    const char *cs = getenv("CURLLOOP_CONCURRENCY");
+    long conc = cs && *cs ? strtol(cs, NULL, 10) : 1;
+    if (conc < 1) {
+        fprintf(stderr, "curlloop: CURLLOOP_CONCURRENCY must be positive\n");
+        return 2;
+    }
+    if (strcmp(argv[1], "send") == 0 && conc > 1) {
+        rc = do_file_multi(argv[4], argv[5], argv[6], hdrs, argv[2], conc);
+    } else if (strcmp(argv[1], "send") == 0) {
         rc = do_file(h, hdrs, argv[2], &b);
     } else if (strcmp(argv[1], "get") == 0) {
         for (long i = 0; i < n && rc == 0; i++)
