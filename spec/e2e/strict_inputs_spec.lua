@@ -285,6 +285,93 @@ describe('#e2e strict inputs', function()
     end)
   end)
 
+  describe('the kubeconfig', function()
+    -- The testenv's admin context as a kubeconfig table, edited by fn, written.
+    local function kubeconfig(fn)
+      local view = h.kc_json('config view --raw --minify --context testenv')
+      fn(view, view.clusters[1].cluster, view.users[1].user)
+      return h.write(h.tmpdir() .. '/kubeconfig', json.encode(view))
+    end
+    local function b64(s)
+      return h.must(h.run('printf %s ' .. h.q(s) .. ' | base64 -w0')).out
+    end
+    -- Another CA (and a certificate of its own with the key), nothing the testenv trusts.
+    local function other_ca()
+      local d = h.tmpdir()
+      h.must(h.run(string.format('openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ' ..
+        '-keyout %s -out %s -subj /CN=other-ca -days 2', h.q(d .. '/k.pem'), h.q(d .. '/c.pem'))))
+      return h.slurp(d .. '/c.pem'), h.slurp(d .. '/k.pem')
+    end
+
+    it('honours proxy-url: a dead proxy is an error, not a direct connection', function()
+      local ns, dir = setup_case()
+      local kc = kubeconfig(function(_, cluster) cluster['proxy-url'] = 'http://127.0.0.1:9' end)
+      local res = h.cozy('status', '--dir', dir, '--namespace', ns, '--kubeconfig', kc, '--retry-for', '1s')
+      assert.are.equal(6, res.code, res.out .. res.err)
+      local c = json.decode(h.must(h.cozy('config', '--kubeconfig', kc)).out)
+      assert.are.equal('http://127.0.0.1:9', c.proxy_url)
+    end)
+
+    it("hands proxy-url on in a shell migration's private kubeconfig", function()
+      local kc = kubeconfig(function(_, cluster) cluster['proxy-url'] = 'http://127.0.0.1:9' end)
+      local out = h.tmpdir() .. '/seen'
+      local f = h.write(h.tmpdir() .. '/p.sh', '# cozystack-migration: on-error=abort\ngrep proxy-url "$KUBECONFIG" > ' .. h.q(out) .. '\n')
+      h.must(h.cozy('exec', '--kubeconfig', kc, 'proxy-check', f))
+      contains(h.slurp(out), 'http://127.0.0.1:9')
+    end)
+
+    it('refuses a proxy-url that is no http, https or socks5 URL', function()
+      local kc = kubeconfig(function(_, cluster) cluster['proxy-url'] = 'ftp://127.0.0.1:21' end)
+      refused(h.cozy('config', '--kubeconfig', kc), 6, 'proxy-url "ftp://127.0.0.1:21" is not a proxy URL', 'the scheme is ftp')
+    end)
+
+    it('refuses insecure-skip-tls-verify beside a CA, as kubectl does, instead of not verifying', function()
+      local kc = kubeconfig(function(_, cluster) cluster['insecure-skip-tls-verify'] = true end)
+      refused(h.cozy('config', '--kubeconfig', kc), 6, kc, 'cluster "testenv": insecure-skip-tls-verify beside certificate-authority-data')
+    end)
+
+    it('refuses a context name given twice instead of taking the last', function()
+      local kc = kubeconfig(function(view)
+        view.contexts[2] = { name = view.contexts[1].name, context = { cluster = 'testenv', user = 'nobody' } }
+      end)
+      refused(h.cozy('config', '--kubeconfig', kc), 6, kc, 'context "testenv" is defined twice (also at line')
+    end)
+
+    it('names the kubeconfig and its CA field when the server is not signed by that CA', function()
+      local ns, dir = setup_case()
+      local ca = other_ca()
+      local kc = kubeconfig(function(_, cluster) cluster['certificate-authority-data'] = b64(ca) end)
+      local t0 = os.time()
+      local res = h.cozy('status', '--dir', dir, '--namespace', ns, '--kubeconfig', kc)
+      refused(res, 6, 'TLS with https://', 'not signed by the CA', 'cluster "testenv" (certificate-authority-data)', kc)
+      assert.is_true(os.time() - t0 < 10, 'a certificate that does not verify is not retried')
+    end)
+
+    for _, case in ipairs({
+      { 'CA data that is not PEM', function(_, cluster) cluster['certificate-authority-data'] = b64('not a certificate') end,
+        'cluster "testenv": certificate-authority-data holds no PEM certificate' },
+      { 'a client key that is not PEM', function(_, _, user) user['client-key-data'] = b64('not a key') end,
+        'user "testenv-admin": client-key-data holds no PEM private key' },
+      { 'a client key of another certificate', function(_, _, user)
+          local _, key = other_ca()
+          user['client-key-data'] = b64(key)
+        end, 'user "testenv-admin": client-key-data is not the key of client-certificate-data' },
+      { 'a server that is no URL', function(_, cluster) cluster.server = 'https://exa mple:6443' end,
+        'cluster "testenv": server "https://exa mple:6443" is not a URL like https://host:6443' },
+      { 'an ftp:// server', function(_, cluster) cluster.server = 'ftp://127.0.0.1:21' end,
+        'server "ftp://127.0.0.1:21" is not a URL like https://host:6443 (the scheme is ftp' },
+      { 'a server without a scheme', function(_, cluster) cluster.server = '127.0.0.1:6443' end,
+        'server "127.0.0.1:6443" is not a URL' },
+    }) do
+      it('refuses ' .. case[1] .. ' before any request, naming the file, line and field', function()
+        local kc = kubeconfig(case[2])
+        local t0 = os.time()
+        refused(h.cozy('status', '--namespace', 'default', '--kubeconfig', kc), 6, kc .. ':', case[3])
+        assert.is_true(os.time() - t0 < 5, 'refused at once, not retried')
+      end)
+    end
+  end)
+
   describe('the tree', function()
     it('refuses a tree without migrations/revoked (exit 3) before anything runs', function()
       local ns, dir = setup_case({ revoked = false })
