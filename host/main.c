@@ -508,6 +508,20 @@ static int env_dry_run(struct cli *c)
     return -1;
 }
 
+/* env NAMESPACE, when no --namespace overrides it: a namespace name (the
+ * ledger guard protects it, the runner records into it). 0, or -1 after
+ * reporting. */
+static int env_namespace(struct cli *c)
+{
+    char buf[160];
+    if (c->seen[OPT_NAMESPACE - 256] || namespace_valid(c->r.k.ledger_namespace))
+        return 0;
+    log_usage(c->cmd, "NAMESPACE='%s' is not a namespace name (at most 63 lower-case letters, "
+              "digits and '-', starting and ending with a letter or digit)",
+              shown(c->r.k.ledger_namespace, buf, sizeof buf));
+    return -1;
+}
+
 /* A FILE operand of lua and exec: there, readable and a file, or usage. */
 static int script_file(struct cli *c, const char *file)
 {
@@ -554,7 +568,7 @@ static int cmd_lua(struct cli *c, int argc, char **argv)
         log_usage(c->cmd, "%s", first >= argc ? "expected a FILE" : "expected exactly one FILE");
         return EXIT_USAGE;
     }
-    if (env_dry_run(c) != 0 || script_file(c, argv[first]) != 0)
+    if (env_dry_run(c) != 0 || env_namespace(c) != 0 || script_file(c, argv[first]) != 0)
         return EXIT_USAGE;
     /* In a supervised child like a migration: the parent's kill is the
      * backstop for time spent in C or in finalizers. */
@@ -665,7 +679,7 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
                   "dashes, at most %d characters)", shown(argv[first], buf, sizeof buf), SLUG_MAX);
         return EXIT_USAGE;
     }
-    if (env_dry_run(c) != 0 || script_file(c, argv[first + 1]) != 0)
+    if (env_dry_run(c) != 0 || env_namespace(c) != 0 || script_file(c, argv[first + 1]) != 0)
         return EXIT_USAGE;
     int shell = ends_with(argv[first + 1], ".sh");
     struct kube_private kp;
@@ -966,12 +980,8 @@ static int runner_finish(struct cli *c, int argc, char **argv, int first)
         log_usage(c->cmd, "--force applies to --only SLUG (or ONLY): alone it changes nothing");
         return EXIT_USAGE;
     }
-    if (!c->seen[OPT_NAMESPACE - 256] && !namespace_valid(o->k.ledger_namespace)) {
-        log_usage(c->cmd, "NAMESPACE='%s' is not a namespace name (at most 63 lower-case "
-                  "letters, digits and '-', starting and ending with a letter or digit)",
-                  shown(o->k.ledger_namespace, buf, sizeof buf));
+    if (env_namespace(c) != 0)
         return EXIT_USAGE;
-    }
     if (!c->seen[OPT_PASS_ENV - 256] && o->pass_env && pass_env_check(c, "PASS_ENV", o->pass_env))
         return EXIT_USAGE;
     if (o->image && (has_control(o->image) || strlen(o->image) > IMAGE_MAX)) {
