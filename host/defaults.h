@@ -38,6 +38,9 @@
  * message holds it whole). */
 #define SKIP_REASON_MAX 1000
 
+/* The longest MIGRATIONS_IMAGE (the record's image holds it whole). */
+#define IMAGE_MAX 255
+
 /* One line of error text: a REST error (reason + 2 KiB message) with the
  * context a caller prefixes to it. Every buffer that carries such a line
  * has this size. */

@@ -4,8 +4,12 @@
  * an optional #! line), one `key=value` each, keys on-error (required:
  * abort|warn), requires (comma-separated slugs), timeout (a duration),
  * dry-run (shell only: the variable a dry run sets to 1).
- * Must never guess: an unknown key, a repeated key, a bad value or a header
- * line after the first code line is an error naming the file and line. */
+ * Must never guess: an unknown key, a repeated key, a bad value, a header
+ * line after the first code line, a line that looks like a header line but
+ * is spelt otherwise (case, dashes, a space before the colon), a header line
+ * over 1023 bytes (refused, never cut), a NUL byte in a header or leading
+ * comment line, or a UTF-8 byte order mark is an error naming the file and
+ * line. */
 #include "header.h"
 
 #include <stdio.h>
@@ -16,6 +20,8 @@
 #include "util.h"
 
 #define TAG "cozystack-migration:"
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 const char *on_error_name(enum on_error e)
 {
@@ -135,6 +141,29 @@ static int parse_line(struct header *h, char *kv, const char *path, int line, un
     }
 }
 
+/* The longest header line, in bytes without its newline. */
+#define LINE_MAX_BYTES 1023
+
+/* Whether a comment line reads as an attempt at the tag: the comment's
+ * marks and blanks, then "cozystack-migration" in any case, with any blanks,
+ * dashes or underscores, before a colon ("--- cozystack-migration:",
+ * "-- Cozystack-Migration:", "-- cozystack-migration :"). */
+static int looks_like_tag(const char *s, char mark)
+{
+    while (*s == mark || *s == ' ' || *s == '\t')
+        s++;
+    char word[64];
+    size_t n = 0;
+    for (; *s && *s != ':' && n + 1 < sizeof word; s++) {
+        char c = *s;
+        if (c == ' ' || c == '\t' || c == '-' || c == '_')
+            continue;
+        word[n++] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    word[n] = '\0';
+    return *s == ':' && strcmp(word, "cozystackmigration") == 0;
+}
+
 int header_parse(const char *path, const char *text, size_t len, int lua, struct header *h,
                  char *err, size_t errlen)
 {
@@ -144,26 +173,55 @@ int header_parse(const char *path, const char *text, size_t len, int lua, struct
     unsigned seen = 0;
     int lines = 0, in_code = 0, near_miss = 0;
     const char *p = text, *end = text + len;
+    /* Neither Lua (from a buffer) nor a #! line survives one, and the
+     * first line would not read as a header: said for what it is. */
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
+        snprintf(err, errlen, "%s:1: the file starts with a UTF-8 byte order mark (EF BB BF): "
+                 "save it without one", path);
+        return -1;
+    }
     for (int line = 1; p < end; line++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        char buf[1024];
-        if (l >= sizeof buf) {
-            /* A long line cannot be a header line; it ends the header block
-             * unless it is a comment. */
-            l = sizeof buf - 1;
-        }
+        size_t full = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        size_t l = full;
+        char buf[LINE_MAX_BYTES + 1];
+        /* The start of a line is enough to tell a header line; one that
+         * is too long is refused below, never cut. */
+        if (l > LINE_MAX_BYTES)
+            l = LINE_MAX_BYTES;
         memcpy(buf, p, l);
         buf[l] = '\0';
+        const char *raw = p;
         p = nl ? nl + 1 : end;
         char *s = trim(buf);
         if (line == 1 && strncmp(s, "#!", 2) == 0)
             continue;
-        if (!*s)
+        if (!*s && !memchr(raw, '\0', full))
             continue;
         int comment = strncmp(s, prefix, plen) == 0;
         char *body = comment ? trim(s + plen) : NULL;
-        if (comment && strncmp(body, TAG, strlen(TAG)) == 0) {
+        int exact = comment && strncmp(body, TAG, strlen(TAG)) == 0;
+        int tagged = exact || (comment && looks_like_tag(s, prefix[0]));
+        if (tagged || (comment && !in_code)) {
+            const char *why = memchr(raw, '\0', full) ? "holds a NUL byte"
+                              : tagged && full > LINE_MAX_BYTES ? "is longer than "
+                                                                  STR(LINE_MAX_BYTES) " bytes"
+                                                                : NULL;
+            if (why) {
+                snprintf(err, errlen, "%s:%d: %s line %s", path, line,
+                         tagged ? "header" : "comment", why);
+                header_free(h);
+                return -1;
+            }
+        }
+        if (tagged && !exact) {
+            snprintf(err, errlen, "%s:%d: '%.60s' looks like a header line but is not spelt "
+                     "'%s " TAG " key=value' (lower case, no space before the colon)",
+                     path, line, s, prefix);
+            header_free(h);
+            return -1;
+        }
+        if (exact) {
             if (in_code) {
                 snprintf(err, errlen, "%s:%d: header line after the first line of code", path,
                          line);

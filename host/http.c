@@ -30,6 +30,8 @@ struct http_client {
     long connects;
     long requests;
     struct curl_slist *connect_to;
+    char *proxy;            /* proxy-url as libcurl takes it */
+    char tls_hint[900];     /* which kubeconfig fields a TLS failure points to */
 };
 
 /* The request body, handed to libcurl through a read callback so that a
@@ -277,11 +279,39 @@ struct http_client *http_client_new(const struct kube_config *cfg, char *err, si
         bad |= set_blob(h, CURLOPT_SSLKEY_BLOB, cfg->key_pem, cfg->key_len);
     else if (cfg->key_file)
         bad |= curl_easy_setopt(h, CURLOPT_SSLKEY, cfg->key_file) != CURLE_OK;
+    /* proxy-url, as client-go takes it: every request through it, whatever
+     * the environment's proxies and NO_PROXY say ("" disables those). A
+     * socks5 proxy resolves the server's name itself, as Go's does. */
+    if (cfg->proxy_url) {
+        int socks = strncmp(cfg->proxy_url, "socks5://", 9) == 0;
+        size_t n = strlen(cfg->proxy_url) + 2;
+        if (!(c->proxy = malloc(n))) {
+            snprintf(err, errlen, "out of memory");
+            http_client_free(c);
+            return NULL;
+        }
+        snprintf(c->proxy, n, "%s%s", socks ? "socks5h://" : "", socks ? cfg->proxy_url + 9
+                                                                        : cfg->proxy_url);
+        bad |= curl_easy_setopt(h, CURLOPT_PROXY, c->proxy) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_NOPROXY, "") != CURLE_OK;
+    }
     if (bad) {
-        snprintf(err, errlen, "libcurl refused the TLS settings for %s", cfg->server);
+        snprintf(err, errlen, "libcurl refused the TLS or proxy settings for %s", cfg->server);
         http_client_free(c);
         return NULL;
     }
+    if (cfg->in_cluster)
+        snprintf(c->tls_hint, sizeof c->tls_hint, "the service account's CA %.200s",
+                 cfg->ca_file ? cfg->ca_file : "(none: the system roots)");
+    else
+        snprintf(c->tls_hint, sizeof c->tls_hint, "cluster \"%.100s\" (%s%.200s%s) and user "
+                 "\"%.100s\" (client certificate) of context \"%.100s\" in %.200s",
+                 cfg->cluster ? cfg->cluster : "?",
+                 cfg->ca_pem ? "certificate-authority-data" : cfg->ca_file ? "certificate-authority "
+                                                                           : "no CA: the system roots",
+                 cfg->ca_file && !cfg->ca_pem ? cfg->ca_file : "", cfg->tls_server_name ?
+                 ", tls-server-name" : "", cfg->user ? cfg->user : "?",
+                 cfg->context ? cfg->context : "?", cfg->source ? cfg->source : "?");
     if (cfg->tls_server_name && use_server_name(c, cfg->tls_server_name, err, errlen) != 0) {
         http_client_free(c);
         return NULL;
@@ -399,9 +429,22 @@ int http_request(struct http_client *c, const char *method, const char *path,
         c->connects += nconn;
     if (rc != CURLE_OK) {
         r->transport_error = rc;
-        snprintf(r->error, sizeof r->error, "%s",
-                 r->too_large ? "the response does not fit in the migration's memory cap"
-                              : curl_easy_strerror(rc));
+        /* TLS failures in the words of the configuration that causes them. */
+        int tls = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
+                  rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_CONNECT_ERROR ||
+                  rc == CURLE_SSL_ISSUER_ERROR;
+        if (r->too_large)
+            snprintf(r->error, sizeof r->error, "the response does not fit in the migration's "
+                     "memory cap");
+        else if (tls)
+            snprintf(r->error, sizeof r->error, "TLS with %.200s failed: %.100s%s: check %s", c->server,
+                     curl_easy_strerror(rc),
+                     rc == CURLE_PEER_FAILED_VERIFICATION ? " (the server's certificate is not "
+                                                            "signed by the CA, or not for this name)"
+                                                          : "",
+                     c->tls_hint);
+        else
+            snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
         curl_off_t upn = 0;
         /* Body bytes read by libcurl may have gone out even when the
          * upload counter says otherwise; a refused resend surely did. */
@@ -431,6 +474,7 @@ void http_client_free(struct http_client *c)
     if (c->curl)
         curl_easy_cleanup(c->curl);
     curl_slist_free_all(c->connect_to);
+    free(c->proxy);
     free(c->server);
     free(c->token);
     free(c->token_file);

@@ -23,7 +23,7 @@ struct http_response {
     int resent;             /* libcurl re-sent the request on a fresh connection
                              * because the reused one died before any answer */
     int too_large;          /* the body passed the memory cap (mem.h) */
-    char error[256];        /* libcurl's message for transport errors */
+    char error[1400];       /* libcurl's message for transport errors (TLS ones naming the kubeconfig fields) */
 };
 
 struct http_client;

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "exitcodes.h"
+#include "scaffold.h"
 #include "fsutil.h"
 #include "header.h"
 #include "manifest.h"
@@ -273,6 +274,11 @@ int import_legacy(const struct import_opts *o)
             rc = EXIT_FAILED;
         }
         free(map);
+    }
+    /* The tree it starts needs the revoked list the runner requires. */
+    if (rc == 0 && scaffold_revoked(o->dest, err, sizeof err) != 0) {
+        log_fatal("import-legacy: %s", err);
+        rc = EXIT_FAILED;
     }
     if (rc == 0) {
         /* Read back with the runner's parser. */

@@ -22,7 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "mem.h"
 
@@ -232,6 +235,15 @@ static int check_file(const struct kc_file *f, char *err, size_t errlen)
             if (body && !cJSON_IsNull(body) && !cJSON_IsObject(body))
                 return fail(err, errlen, "%s:%d: %s \"%.100s\": %s is not a mapping", f->path,
                             line_of(f, body), kinds[k].what, name->valuestring, kinds[k].body);
+            /* client-go refuses a name given twice in one list: which one
+             * would be used is no choice to make silently. */
+            for (const cJSON *p = list->child; p != e; p = p->next) {
+                const cJSON *pn = get(p, "name");
+                if (cJSON_IsString(pn) && strcmp(pn->valuestring, name->valuestring) == 0)
+                    return fail(err, errlen, "%s:%d: %s \"%.100s\" is defined twice (also at "
+                                "line %d): give each %s its own name", f->path, line_of(f, e),
+                                kinds[k].what, name->valuestring, line_of(f, p), kinds[k].what);
+            }
         }
     }
     const cJSON *cc = get(root, "current-context");
@@ -456,6 +468,91 @@ static int dup_into(char **dst, const char *src, char *err, size_t errlen)
     return 0;
 }
 
+/* A URL with one of the schemes (space-separated) and a host, parsed by
+ * libcurl's own URL parser. NULL when it is one, else why not. */
+static const char *url_problem(const char *url, const char *schemes, char *why, size_t len)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL;
+    const char *res = NULL;
+    if (!u) {
+        snprintf(why, len, "out of memory");
+        return why;
+    }
+    CURLUcode uc = curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME);
+    if (uc != CURLUE_OK) {
+        snprintf(why, len, "%s", curl_url_strerror(uc));
+        res = why;
+    } else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+               curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
+        snprintf(why, len, "it names no host");
+        res = why;
+    } else {
+        char list[64];
+        snprintf(list, sizeof list, " %s ", schemes);
+        char want[40];
+        snprintf(want, sizeof want, " %s ", scheme);
+        if (!strstr(list, want)) {
+            snprintf(why, len, "the scheme is %s, not %s", scheme, schemes);
+            res = why;
+        }
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_url_cleanup(u);
+    return res;
+}
+
+/* PEM text (len bytes) or, with file set, the file it names: how many
+ * certificates (want_key 0) or whether a private key (want_key 1) it holds.
+ * -1 when it cannot be read or parsed as PEM at all. */
+static int pem_count(const char *data, size_t len, const char *file, int want_key, X509 **first,
+                     EVP_PKEY **key)
+{
+    size_t flen = 0;
+    char *text = NULL;
+    if (file) {
+        int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 22) ||
+            !(text = malloc((size_t)st.st_size + 1)) ||
+            read(fd, text, (size_t)st.st_size) != (ssize_t)st.st_size) {
+            if (fd >= 0)
+                close(fd);
+            free(text);
+            return -1;
+        }
+        close(fd);
+        flen = (size_t)st.st_size;
+        data = text;
+        len = flen;
+    }
+    BIO *bio = BIO_new_mem_buf(data, (int)len);
+    int n = -1;
+    if (bio && want_key) {
+        EVP_PKEY *k = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+        n = k ? 1 : 0;
+        if (k && key)
+            *key = k;
+        else
+            EVP_PKEY_free(k);
+    } else if (bio) {
+        n = 0;
+        for (X509 *x; (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)); n++) {
+            if (n == 0 && first)
+                *first = x;
+            else
+                X509_free(x);
+        }
+    }
+    BIO_free(bio);
+    if (text) {
+        OPENSSL_cleanse(text, flen);
+        free(text);
+    }
+    return n;
+}
+
 static int read_cluster(const struct field_ctx *c, struct kube_config *out)
 {
     const char *server, *tls_name;
@@ -474,11 +571,35 @@ static int read_cluster(const struct field_ctx *c, struct kube_config *out)
     if (!n)
         return fail(c->err, c->errlen, "%s:%d: %s has no server", c->f->path,
                     line_of_key(c, "server"), c->what);
+    char why[200];
+    if (url_problem(out->server, "https http", why, sizeof why))
+        return fail(c->err, c->errlen, "%s:%d: %s: server \"%.200s\" is not a URL like "
+                    "https://host:6443 (%s)", c->f->path, line_of_key(c, "server"), c->what,
+                    out->server, why);
+    const char *proxy;
+    if (field_str(c, "proxy-url", &proxy) < 0)
+        return -1;
+    if (proxy && url_problem(proxy, "http https socks5", why, sizeof why))
+        return fail(c->err, c->errlen, "%s:%d: %s: proxy-url \"%.200s\" is not a proxy URL "
+                    "like http://proxy:3128 (%s)", c->f->path, line_of_key(c, "proxy-url"),
+                    c->what, proxy, why);
+    if (dup_into(&out->proxy_url, proxy, c->err, c->errlen) < 0)
+        return -1;
     if (field_data(c, "certificate-authority-data", &out->ca_pem, &out->ca_len) < 0)
         return -1;
     /* client-go: the inline data overrides the file; keep only what is used. */
     if (!out->ca_pem && field_file(c, "certificate-authority", &out->ca_file) < 0)
         return -1;
+    const char *ca_key = out->ca_pem ? "certificate-authority-data" : "certificate-authority";
+    if ((out->ca_pem || out->ca_file) && out->insecure)
+        return fail(c->err, c->errlen, "%s:%d: %s: insecure-skip-tls-verify beside %s: a CA "
+                    "that is never checked; kubectl refuses the pair too, so keep one",
+                    c->f->path, line_of_key(c, "insecure-skip-tls-verify"), c->what, ca_key);
+    if ((out->ca_pem || out->ca_file) &&
+        pem_count(out->ca_pem, out->ca_len, out->ca_pem ? NULL : out->ca_file, 0, NULL, NULL) < 1)
+        return fail(c->err, c->errlen, "%s:%d: %s: %s%s%s holds no PEM certificate", c->f->path,
+                    line_of_key(c, ca_key), c->what, ca_key, out->ca_pem ? "" : " ",
+                    out->ca_pem ? "" : out->ca_file);
     return 0;
 }
 
@@ -519,7 +640,29 @@ static int read_user(const struct field_ctx *c, const char *name, struct kube_co
         return fail(c->err, c->errlen, "%s:%d: %s has a client %s but no client %s", c->f->path,
                     line_of(c->f, c->body ? c->body : c->entry), c->what, has_cert ? "certificate" : "key",
                     has_cert ? "key" : "certificate");
-    return 0;
+    if (!has_cert)
+        return 0;
+    /* Read now, so a certificate or key that TLS would refuse is named
+     * here, with its field, not in OpenSSL's words at the first request. */
+    const char *ck = out->cert_pem ? "client-certificate-data" : "client-certificate";
+    const char *kk = out->key_pem ? "client-key-data" : "client-key";
+    X509 *cert = NULL;
+    EVP_PKEY *key = NULL;
+    int rc = 0;
+    if (pem_count(out->cert_pem, out->cert_len, out->cert_pem ? NULL : out->cert_file, 0, &cert,
+                  NULL) < 1)
+        rc = fail(c->err, c->errlen, "%s:%d: %s: %s holds no PEM certificate", c->f->path,
+                  line_of_key(c, ck), c->what, ck);
+    else if (pem_count(out->key_pem, out->key_len, out->key_pem ? NULL : out->key_file, 1, NULL,
+                       &key) < 1)
+        rc = fail(c->err, c->errlen, "%s:%d: %s: %s holds no PEM private key (unencrypted)",
+                  c->f->path, line_of_key(c, kk), c->what, kk);
+    else if (X509_check_private_key(cert, key) != 1)
+        rc = fail(c->err, c->errlen, "%s:%d: %s: %s is not the key of %s", c->f->path,
+                  line_of_key(c, kk), c->what, kk, ck);
+    X509_free(cert);
+    EVP_PKEY_free(key);
+    return rc;
 }
 
 static int resolve_set(const struct kc_set *s, const char *want_ctx, struct kube_config *out,
@@ -797,6 +940,7 @@ void kubeconfig_free(struct kube_config *c)
     free_secret(c->token, c->token ? strlen(c->token) : 0);
     free(c->token_file);
     free(c->tls_server_name);
+    free(c->proxy_url);
     free(c->namespace);
     free(c->context);
     free(c->cluster);
@@ -838,7 +982,18 @@ cJSON *kubeconfig_describe(const struct kube_config *c)
         cJSON_Delete(ins);
         goto fail;
     }
+    /* A proxy URL may carry a password: its user part is not shown. */
+    char proxy[512] = "";
+    if (c->proxy_url) {
+        const char *at = strchr(c->proxy_url, '@'), *sep = strstr(c->proxy_url, "://");
+        if (at && sep && at > sep)
+            snprintf(proxy, sizeof proxy, "%.*s://***@%s", (int)(sep - c->proxy_url), c->proxy_url,
+                     at + 1);
+        else
+            snprintf(proxy, sizeof proxy, "%s", c->proxy_url);
+    }
     if (add_str(o, "tls_server_name", c->tls_server_name) < 0 ||
+        add_str(o, "proxy_url", c->proxy_url ? proxy : NULL) < 0 ||
         add_str(o, "ca_file", c->ca_file) < 0 || add_str(o, "cert_file", c->cert_file) < 0 ||
         add_str(o, "key_file", c->key_file) < 0 || add_str(o, "token_file", c->token_file) < 0)
         goto fail;
@@ -915,6 +1070,7 @@ static cJSON *private_doc(const struct kube_config *c)
     cJSON *cluster = named_entry(root, "clusters", cl, "cluster");
     if (!cluster || opt_str(cluster, "server", c->server) < 0 ||
         opt_str(cluster, "tls-server-name", c->tls_server_name) < 0 ||
+        opt_str(cluster, "proxy-url", c->proxy_url) < 0 ||
         (c->insecure && !cJSON_AddBoolToObject(cluster, "insecure-skip-tls-verify", 1)) ||
         (c->ca_pem && b64_field(cluster, "certificate-authority-data", c->ca_pem, c->ca_len) < 0) ||
         opt_str(cluster, "certificate-authority", c->ca_file) < 0)

@@ -19,6 +19,8 @@ struct kube_config {
     char *token_file;                   /* tokenFile, or the service account's token */
     int insecure;                       /* insecure-skip-tls-verify */
     char *tls_server_name;
+    char *proxy_url;                    /* proxy-url: every request goes through it (as
+                                         * client-go: the environment's proxies then do not) */
     char *namespace;                    /* context namespace / in-cluster ns; NULL = unset */
     char *context, *cluster, *user;     /* names, for messages; NULL in-cluster */
     char *source;                       /* file(s) it came from, or "in-cluster" */
@@ -38,14 +40,20 @@ struct kube_config_opts {
  * In-cluster reads COZY_SERVICEACCOUNT_DIR (default
  * /var/run/secrets/kubernetes.io/serviceaccount): token, ca.crt, namespace.
  * Returns 0, or -1 with a one-line message in err naming the file and line,
- * the context or the user (an exec / auth-provider user is "not supported"). */
+ * the context or the user (an exec / auth-provider user is "not supported").
+ * Refused as kubectl refuses them: a name given twice in one list,
+ * insecure-skip-tls-verify beside a CA. Refused before any connection: a
+ * server that is not an http(s) URL with a host, a proxy-url that is not
+ * http, https or socks5, CA data or a client certificate that holds no PEM
+ * certificate, a key that is no PEM key or not the certificate's. */
 int kubeconfig_resolve(const struct kube_config_opts *o, struct kube_config *out,
                        char *err, size_t errlen);
 void kubeconfig_free(struct kube_config *c);
 
 /* What `cozy-migrate config` prints: source, server, context, cluster, user,
  * namespace, auth ("token", "token-file", "client-certificate", "none"),
- * ca ("data", "file", "system"), insecure, tls_server_name. No secrets. */
+ * ca ("data", "file", "system"), insecure, tls_server_name, proxy_url. No
+ * secrets. */
 cJSON *kubeconfig_describe(const struct kube_config *c);
 
 /* Also in the description: ca_file, cert_file, key_file, token_file (the

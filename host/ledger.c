@@ -75,6 +75,126 @@ static void quote_for_message(const char *v, char *out, size_t cap)
     utf8_clip(out);
 }
 
+/* The JSON text of the ConfigMap, already parsed (so well formed), walked
+ * again for what cJSON cannot say: a value under `data` holding the escape
+ * \u0000. cJSON decodes it to a NUL byte and every C string then ends there,
+ * so "{...}\u0000junk" would read as the object alone. */
+static const char *skip_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* p at '"': just past the closing quote; *nul set when it holds \u0000. */
+static const char *string_end(const char *p, const char *e, int *nul)
+{
+    for (p++; p < e && *p != '"'; p++)
+        if (*p == '\\') {
+            if (e - p >= 6 && memcmp(p + 1, "u0000", 5) == 0)
+                *nul = 1;
+            p++;
+        }
+    return p < e ? p + 1 : e;
+}
+
+/* p at a value: just past it. */
+static const char *value_end(const char *p, const char *e)
+{
+    int depth = 0, nul = 0;
+    do {
+        p = skip_ws(p, e);
+        if (p >= e)
+            return e;
+        if (*p == '"')
+            p = string_end(p, e, &nul);
+        else if (*p == '{' || *p == '[')
+            depth++, p++;
+        else if (*p == '}' || *p == ']')
+            depth--, p++;
+        else if (depth == 0)
+            while (p < e && !strchr(",}] \t\r\n", *p))
+                p++;
+        else
+            p++;
+    } while (depth > 0 && p < e);
+    return p;
+}
+
+static void mark_nul(struct ledger *l, const char *key, size_t klen)
+{
+    if (klen == 7 && memcmp(key, "version", 7) == 0) {
+        l->has_version = 0;
+        l->version_bad = 1;
+        snprintf(l->version_raw, sizeof l->version_raw, "(a value holding a NUL byte)");
+        return;
+    }
+    if (klen < strlen(PREFIX) || memcmp(key, PREFIX, strlen(PREFIX)) != 0)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        if (strlen(l->e[i].slug) == klen - strlen(PREFIX) &&
+            memcmp(l->e[i].slug, key + strlen(PREFIX), klen - strlen(PREFIX)) == 0) {
+            l->e[i].rec.state = REC_UNKNOWN;
+            snprintf(l->e[i].rec.problem, sizeof l->e[i].rec.problem, "holds a NUL byte");
+        }
+}
+
+/* Each data value of the object text that holds a NUL byte: its record
+ * (or `version`) is unreadable. Keys are compared as they are written: a
+ * ConfigMap key is [-._a-zA-Z0-9]+ and needs no escape. */
+static void mark_nul_values(const char *body, size_t len, struct ledger *l)
+{
+    const char *e = body + len, *p = skip_ws(body, e);
+    if (!memmem(body, len, "\\u0000", 6) || p >= e || *p != '{')
+        return;
+    for (p++;;) {
+        p = skip_ws(p, e);
+        if (p >= e || *p != '"')
+            return;
+        int nul = 0;
+        const char *key = p + 1;
+        p = string_end(p, e, &nul);
+        size_t klen = (size_t)(p - 1 - key);
+        p = skip_ws(p, e);
+        if (p >= e || *p != ':')
+            return;
+        p = skip_ws(p + 1, e);
+        if (klen == 4 && memcmp(key, "data", 4) == 0 && p < e && *p == '{') {
+            for (p++;;) {
+                p = skip_ws(p, e);
+                if (p >= e || *p != '"')
+                    break;
+                const char *k = p + 1;
+                p = string_end(p, e, &nul);
+                size_t kl = (size_t)(p - 1 - k);
+                p = skip_ws(p, e);
+                if (p >= e || *p != ':')
+                    return;
+                p = skip_ws(p + 1, e);
+                nul = 0;
+                if (p < e && *p == '"')
+                    p = string_end(p, e, &nul);
+                else
+                    p = value_end(p, e);
+                if (nul)
+                    mark_nul(l, k, kl);
+                p = skip_ws(p, e);
+                if (p < e && *p == ',')
+                    p++;
+            }
+            p = skip_ws(p, e);
+            if (p < e && *p == '}')
+                p++;
+        } else {
+            p = value_end(p, e);
+        }
+        p = skip_ws(p, e);
+        if (p >= e || *p != ',')
+            return;
+        p++;
+    }
+}
+
 int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
@@ -121,8 +241,22 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
             ledger_free(l);
             return -1;
         }
-        record_parse(kv->valuestring, &ne[l->n].rec);
+        record_parse(kv->valuestring, strlen(kv->valuestring), &ne[l->n].rec);
+        /* m.<anything but a slug> is no record the engine writes, and no
+         * --only or skip can name it. */
+        if (!slug_valid(ne[l->n].slug)) {
+            ne[l->n].rec.state = REC_UNKNOWN;
+            snprintf(ne[l->n].rec.problem, sizeof ne[l->n].rec.problem,
+                     "not a record key: '%.60s' is not a slug", ne[l->n].slug);
+        }
         l->n++;
+    }
+    /* The engine reads data alone: a key kept in binaryData is one it
+     * would not see (a record, or `version`), so the ledger is refused. */
+    const cJSON *bin = cJSON_GetObjectItemCaseSensitive(cm, "binaryData");
+    cJSON_ArrayForEach(kv, bin) {
+        if (!l->binary_keys++ && kv->string)
+            snprintf(l->binary_key, sizeof l->binary_key, "%s", kv->string);
     }
     l->sorted = 1;
     for (size_t i = 1; i < l->n && l->sorted; i++)
@@ -144,9 +278,24 @@ enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *
     struct rest_result r;
     memset(l, 0, sizeof *l);
     if (rest_do(at->rest, "GET", path, NULL, NULL, NULL, 0, 1, HUGE_VAL, &r) != 0) {
-        if (r.err.code == 404) {
+        /* Absent only when the apiserver says so of this ConfigMap: a 404
+         * from a path no API serves (a wrong prefix in the server URL, a
+         * proxy) names nothing, and this cluster may well have a ledger. */
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(r.err.details, "kind");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(r.err.details, "name");
+        if (r.err.code == 404 && strcmp(r.err.reason, "NotFound") == 0 && cJSON_IsString(kind) &&
+            strcmp(kind->valuestring, "configmaps") == 0 && cJSON_IsString(name) &&
+            strcmp(name->valuestring, at->name) == 0) {
             rest_result_free(&r);
             return LEDGER_OK;
+        }
+        if (r.err.code == 404) {
+            snprintf(err, errlen, "reading the ledger %s/%s: %s answered 404 without saying the "
+                     "ConfigMap is absent (no NotFound Status for configmaps \"%s\"): is the "
+                     "server URL right? A path that serves no API answers so",
+                     at->ns, at->name, rest_config(at->rest)->server, at->name);
+            rest_result_free(&r);
+            return LEDGER_ERROR;
         }
         char m[REST_ERRSTR_MAX];
         rest_error_string(&r.err, m, sizeof m);
@@ -156,6 +305,8 @@ enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *
     }
     char why[256];
     int rc = r.json ? ledger_parse(r.json, l, why, sizeof why) : -1;
+    if (rc == 0)
+        mark_nul_values(r.body, r.len, l);
     if (!r.json)
         snprintf(why, sizeof why, "the response is not JSON");
     rest_result_free(&r);

@@ -34,6 +34,9 @@ struct ledger {
     int sorted;             /* e is in strictly increasing slug order (the
                              * apiserver's): ledger_find bisects */
     size_t bytes;           /* keys + values, to warn before the object limit */
+    size_t binary_keys;     /* keys under binaryData (the engine reads data alone: any
+                             * makes the ledger untrustworthy), and the first one */
+    char binary_key[128];
     char uid[64];           /* for Events about it */
 };
 
@@ -55,14 +58,18 @@ enum ledger_rc {
 };
 
 /* Parses a ConfigMap object. Returns 0, or -1 when out of memory. A bad
- * `version` (version_bad) or record (REC_UNKNOWN) is not an error here: the
- * planner reports every bad key together and refuses. */
+ * `version` (version_bad), record (REC_UNKNOWN; a key m.X whose X is not a
+ * slug too) or binaryData (binary_keys) is not an error here: the planner
+ * reports every bad key together and refuses. */
 int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen);
 const struct record *ledger_find(const struct ledger *l, const char *slug);
 void ledger_free(struct ledger *l);
 
-/* Reads the ledger. LEDGER_OK with l->exists 0 when it is absent (404);
- * LEDGER_UNTRUSTED or LEDGER_ERROR with err filled otherwise. */
+/* Reads the ledger. LEDGER_OK with l->exists 0 when it is absent (a 404
+ * whose Status says NotFound of this ConfigMap; any other 404 is
+ * LEDGER_ERROR); LEDGER_UNTRUSTED or LEDGER_ERROR with err filled otherwise.
+ * A value holding a NUL byte (\u0000 on the wire) is unreadable: its record
+ * REC_UNKNOWN, or `version` bad. */
 enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *err,
                            size_t errlen);
 /* Creates it holding the n records, with the no-delete label and the keep

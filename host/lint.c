@@ -172,8 +172,9 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Sorted names of the regular files directly in dir (none when absent). */
-static char **list_files(const char *dir, size_t *n)
+/* Sorted names of the regular files directly in dir (none when absent);
+ * with dots, dotfiles too. */
+static char **list_files(const char *dir, size_t *n, int dots)
 {
     *n = 0;
     DIR *d = opendir(dir);
@@ -182,7 +183,7 @@ static char **list_files(const char *dir, size_t *n)
     char **names = NULL;
     struct dirent *de;
     while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
+        if (de->d_name[0] == '.' && (!dots || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")))
             continue;
         char full[4400];
         snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
@@ -252,11 +253,17 @@ static void scan_dir(struct lint *l, const char *reldir, const char *tier, int s
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/%s", l->o->dir, reldir);
     size_t n;
-    char **names = list_files(dir, &n);
+    char **names = list_files(dir, &n, 1);
     const char *ext = shell ? ".sh" : ".lua";
     for (size_t i = 0; i < n; i++) {
         char rel[600];
         snprintf(rel, sizeof rel, "%s/%s", reldir, names[i]);
+        /* The runner refuses them (tree.c): so does the linter. */
+        if (names[i][0] == '.') {
+            add(l, rel, 1, "slug", "not a migration (a dotfile): %s/ holds only <slug>%s%s",
+                reldir, ext, shell ? ", legacy-map and lib/" : "");
+            continue;
+        }
         if (!ends_with(names[i], ext)) {
             if (!shell)
                 add(l, rel, 1, "slug", "not a migration: a script is <slug>.lua");
@@ -394,7 +401,7 @@ static int run_linters(struct lint *l)
     char libdir[4200];
     snprintf(libdir, sizeof libdir, "%s/legacy-sh/lib", l->o->dir);
     size_t nnames;
-    char **names = list_files(libdir, &nnames);
+    char **names = list_files(libdir, &nnames, 0);
     for (size_t i = 0; i < nnames; i++) {
         char **na = realloc(lib, (nlib + 1) * sizeof *na);
         if (!na) {
@@ -514,6 +521,102 @@ out:
     free(reported);
 }
 
+/* Working-tree files below rel (relative to the tree root), dotfiles too,
+ * appended to *list. */
+static void files_below(struct lint *l, const char *rel, char ***list, size_t *n)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s", l->o->dir, rel);
+    char **names;
+    size_t nn;
+    if (list_dir_all(dir, &names, &nn) != 0)
+        return;
+    for (size_t i = 0; i < nn && !l->oom; i++) {
+        char sub[1200], full[5500];
+        snprintf(sub, sizeof sub, "%s/%s", rel, names[i]);
+        snprintf(full, sizeof full, "%s/%s", l->o->dir, sub);
+        struct stat st;
+        if (stat(full, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            files_below(l, sub, list, n);
+            continue;
+        }
+        char **nl = realloc(*list, (*n + 1) * sizeof *nl);
+        if (!nl || !(nl[*n] = strdup(sub))) {
+            if (nl)
+                *list = nl;
+            l->oom = 1;
+            break;
+        }
+        *list = nl;
+        (*n)++;
+    }
+    free_names(names, nn);
+}
+
+/* legacy-sh/lib/ is frozen like the scripts (its digest is every shell
+ * record's lib_sha256): byte for byte the lib/ of every release tag that
+ * shipped one, and of REV with --against: no file changed, added or
+ * removed. Findings under the rule `changed`. An exit code. */
+static int check_lib(struct lint *l, const struct git_repo *g, const struct rtag *tags,
+                     size_t ntags, const char *against, char *err, size_t errlen)
+{
+    static const char *const libdir[] = {"legacy-sh/lib", NULL};
+    char **now = NULL;
+    size_t nnow = 0;
+    files_below(l, "legacy-sh/lib", &now, &nnow);
+    char(*oids)[65] = calloc(nnow ? nnow : 1, sizeof *oids);
+    char *reported = calloc(nnow + 1, 1);
+    int rc = 0;
+    if (!oids || !reported) {
+        l->oom = 1;
+    } else if (nnow && git_hash_files(g, (const char *const *)now, nnow, oids, err, errlen) != 0) {
+        log_fatal("lint: %s", err);
+        rc = EXIT_HISTORY;
+    }
+    int gone_reported = 0;
+    for (long t = against ? -1 : 0; rc == 0 && !l->oom && t < (long)ntags; t++) {
+        const char *rev = t < 0 ? against : tags[t].name;
+        struct git_entry *e;
+        size_t ne;
+        if (git_ls_tree(g, rev, libdir, &e, &ne, err, errlen) != 0) {
+            log_fatal("lint: %s", err);
+            rc = EXIT_HISTORY;
+            break;
+        }
+        /* A release that shipped no lib/ froze nothing. */
+        for (size_t i = 0; i < nnow && ne; i++) {
+            const struct git_entry *x = NULL;
+            for (size_t k = 0; k < ne && !x; k++)
+                if (strcmp(e[k].path, now[i]) == 0)
+                    x = &e[k];
+            if (reported[i] || (x && strcmp(x->oid, oids[i]) == 0))
+                continue;
+            add(l, now[i], 1, "changed", "%s %s: shipped shared code never changes (its "
+                "digest is every shell record's lib_sha256)",
+                x ? t < 0 ? "differs from the file at" : "differs from the file shipped in"
+                  : "is not in legacy-sh/lib/ as shipped in", rev);
+            reported[i] = 1;
+        }
+        for (size_t k = 0; k < ne && !gone_reported; k++) {
+            int present = 0;
+            for (size_t i = 0; i < nnow && !present; i++)
+                present = strcmp(e[k].path, now[i]) == 0;
+            if (!present) {
+                add(l, e[k].path, 1, "changed", "shipped in %s and removed since: shipped shared "
+                    "code never changes (every shell record's lib_sha256 names it)", rev);
+                gone_reported = 1;
+            }
+        }
+        git_entries_free(e, ne);
+    }
+    free(reported);
+    free(oids);
+    free_names(now, nnow);
+    return rc;
+}
+
 static int is_legacy_slug(const struct legacy_map *lm, const char *slug)
 {
     for (size_t i = 0; i < lm->n; i++)
@@ -545,6 +648,9 @@ int lint_run(const struct lint_opts *o)
     snprintf(path, sizeof path, "%s/migrations/revoked", o->dir);
     size_t len;
     char *text = read_file(path, &len);
+    if (!text && errno == ENOENT)
+        add(&l, "migrations/revoked", 1, "revoked", "missing: a packaged tree has this file (empty "
+            "when nothing is revoked; 'cozy-migrate new' creates it)");
     if (text && revoked_parse(shown, text, len, &revoked, err, sizeof err) != 0) {
         int line;
         add(&l, "migrations/revoked", 0, "revoked", "%s", split_err(err, shown, &line));
@@ -716,16 +822,22 @@ int lint_run(const struct lint_opts *o)
                 const struct rev_script *x = rev_script_find(rs, nrs, l.s[i].slug);
                 if (!x)
                     continue;
-                if (o->history && !reused[i] && strcmp(x->path, l.s[i].rel) != 0) {
+                /* A move between the Lua tiers keeps the slug and its
+                 * record (DESIGN.md, "tier"): the same script elsewhere is
+                 * the same migration. Another kind (Lua <-> shell) is a
+                 * reuse. */
+                int same_kind = (strcmp(x->tier, "legacy") == 0) == l.s[i].shell;
+                if (o->history && !reused[i] && !same_kind) {
                     add(&l, l.s[i].rel, 1, "history", "slug '%s' was shipped as %s in %s: a slug "
                         "is never reused", l.s[i].slug, x->path, rev);
                     reused[i] = 1;
                 }
-                if (o->against && !changed[i] && strcmp(x->path, l.s[i].rel) == 0 &&
-                    strcmp(x->oid, oids[i]) != 0) {
-                    add(&l, l.s[i].rel, 1, "changed", "differs from the script %s %s: a shipped "
-                        "script never changes (repair is a new slug; revoke this one)",
-                        t < 0 ? "at" : "shipped in", rev);
+                if (o->against && !changed[i] && same_kind && strcmp(x->oid, oids[i]) != 0) {
+                    add(&l, l.s[i].rel, 1, "changed", "differs from the script %s %s%s%s: a "
+                        "shipped script never changes (repair is a new slug; revoke this one)",
+                        t < 0 ? "at" : "shipped in", rev,
+                        strcmp(x->path, l.s[i].rel) != 0 ? " as " : "",
+                        strcmp(x->path, l.s[i].rel) != 0 ? x->path : "");
                     changed[i] = 1;
                 }
             }
@@ -742,6 +854,8 @@ int lint_run(const struct lint_opts *o)
                     w.tags[ws->first].name,
                     ws->last + 1 < w.ntags ? w.tags[ws->last + 1].name : "a later release");
         }
+        if (rc == 0 && !l.oom)
+            rc = check_lib(&l, &g, all, nall, o->against, err, sizeof err);
         free(changed);
         free(reused);
         free(rels);

@@ -8,9 +8,12 @@
 #include <getopt.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "child.h"
 #include "defaults.h"
@@ -105,6 +108,7 @@ struct cli {
     const char *repo, *out, *rev, *against, *on_error, *from, *names;
     int check_prefix, history;
     int permute;                /* operands may come between options */
+    unsigned char seen[64];     /* options given so far (id - 256): each at most once */
 };
 
 static void cli_init(struct cli *c, const char *cmd, char **env)
@@ -116,9 +120,6 @@ static void cli_init(struct cli *c, const char *cmd, char **env)
     const char *ns = getenv("NAMESPACE");
     if (ns && *ns)
         c->r.k.ledger_namespace = ns;
-    const char *dry = getenv("DRY_RUN");
-    if (dry && (strcmp(dry, "1") == 0 || strcmp(dry, "true") == 0))
-        c->r.k.dry_run = 1;
     c->r.tier = "pre-apply";
     c->r.timeout = DEFAULT_TIMEOUT_S;
     c->r.lock_timeout = DEFAULT_LOCK_WAIT_S;
@@ -132,8 +133,93 @@ static void cli_init(struct cli *c, const char *cmd, char **env)
     c->r.only = only && *only ? only : NULL;
 }
 
-/* A Kubernetes object name (RFC 1123 subdomain: what a namespace, a
- * ConfigMap and a Lease are named). */
+/* A value as it can sit in a one-line message: control bytes escaped,
+ * cut to fit. */
+static const char *shown(const char *v, char *buf, size_t cap)
+{
+    size_t at = 0;
+    for (const unsigned char *p = (const unsigned char *)v; *p && at + 5 < cap; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            at += (size_t)snprintf(buf + at, cap - at, *p == '\n' ? "\\n" : *p == '\t' ? "\\t"
+                                                                                 : "\\x%02x", *p);
+        else
+            buf[at++] = (char)*p;
+    }
+    buf[at] = '\0';
+    return buf;
+}
+
+/* Whether s holds a control byte (a newline would print as a line of its
+ * own wherever the value is shown, records and progress included). */
+static int has_control(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return 1;
+    return 0;
+}
+
+/* A namespace name: an RFC 1123 label, at most 63 characters, no dot. */
+static int namespace_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        int alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+        if (!alnum && (ch != '-' || i == 0 || i == n - 1))
+            return 0;
+    }
+    return 1;
+}
+
+/* Variables --pass-env may not name: the cluster identity a shell child
+ * gets is the runner's own (its private kubeconfig, the in-cluster
+ * service address, the proxies the runner's own requests use), and the
+ * variables the runner sets itself. */
+static const char *const pass_env_reserved[] = {
+    "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
+    "KUBERNETES_SERVICE_PORT_HTTPS", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy", "NAMESPACE", "MIGRATION_SLUG",
+    "CURRENT_VERSION", "TARGET_VERSION", NULL,
+};
+
+/* --pass-env / PASS_ENV: comma-separated environment variable names. 0, or
+ * -1 after reporting. */
+static int pass_env_check(struct cli *c, const char *what, const char *list)
+{
+    char buf[160];
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+        int ok = n > 0 && n < sizeof name && !((name[0] >= '0' && name[0] <= '9'));
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= 'a' && name[i] <= 'z') ||
+                 (name[i] >= '0' && name[i] <= '9') || name[i] == '_';
+        if (!ok) {
+            log_usage(c->cmd, "%s: '%s' is not a comma-separated list of variable names "
+                      "([A-Za-z_][A-Za-z0-9_]*, e.g. SKIP_BACKUP,RETRIES)", what,
+                      shown(list, buf, sizeof buf));
+            return -1;
+        }
+        for (const char *const *r = pass_env_reserved; *r; r++)
+            if (strcmp(name, *r) == 0) {
+                log_usage(c->cmd, "%s: %s is the runner's to set: a shell migration reaches the "
+                          "runner's own cluster as the runner's identity, with the runner's %s; "
+                          "drop it from the list", what, name,
+                          strstr(name, "KUBE") || strstr(name, "PROXY") || strstr(name, "proxy")
+                              ? "connection" : "values");
+                return -1;
+            }
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+/* A Kubernetes object name (RFC 1123 subdomain: what a ConfigMap and a
+ * Lease are named). */
 static int k8s_name_valid(const char *s)
 {
     size_t n = strlen(s);
@@ -166,8 +252,20 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
     double d;
     char *end;
     switch (id) {
-    case OPT_KUBECONFIG: r->k.cfg.kubeconfig = arg; return 0;
-    case OPT_CONTEXT: r->k.cfg.context = arg; return 0;
+    case OPT_KUBECONFIG:
+    case OPT_CONTEXT:
+        /* An empty value would fall back to KUBECONFIG or current-context:
+         * another cluster than the one asked for. */
+        if (!*arg) {
+            log_usage(c->cmd, "--%s: an empty value names no %s", flag,
+                      id == OPT_KUBECONFIG ? "file" : "context");
+            return -1;
+        }
+        if (id == OPT_KUBECONFIG)
+            r->k.cfg.kubeconfig = arg;
+        else
+            r->k.cfg.context = arg;
+        return 0;
     case OPT_LOCAL: r->k.cfg.local = 1; return 0;
     case OPT_DRY_RUN: r->k.dry_run = 1; return 0;
     case OPT_ONLY: r->only = arg; return 0;
@@ -182,13 +280,8 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
     case OPT_HISTORY: c->history = 1; return 0;
     case OPT_FROM: c->from = arg; return 0;
     case OPT_PASS_ENV:
-        for (const char *p = arg; *p; p++)
-            if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-                  *p == '_' || *p == ',')) {
-                log_usage(c->cmd, "--pass-env: '%s' is not a comma-separated list of variable names",
-                          arg);
-                return -1;
-            }
+        if (pass_env_check(c, "--pass-env", arg) != 0)
+            return -1;
         r->pass_env = arg;
         return 0;
     case OPT_NAMES: c->names = arg; return 0;
@@ -197,6 +290,11 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
     case OPT_REASON:
         if (!*arg || strlen(arg) > SKIP_REASON_MAX) {
             log_usage(c->cmd, "--reason: say why, in 1 to %d bytes", SKIP_REASON_MAX);
+            return -1;
+        }
+        if (has_control(arg)) {
+            log_usage(c->cmd, "--reason: one line of text, without newlines or other control "
+                      "characters (it is recorded and printed as it is)");
             return -1;
         }
         r->skip_reason = arg;
@@ -209,16 +307,23 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
         c->on_error = arg;
         return 0;
     case OPT_NAMESPACE:
-    case OPT_LEDGER:
-        if (!k8s_name_valid(arg)) {
-            log_usage(c->cmd, "--%s: '%s' is not a Kubernetes name (lower-case letters, digits, "
-                      "'-' and '.')", flag, arg);
+        if (!namespace_valid(arg)) {
+            log_usage(c->cmd, "--namespace: '%s' is not a namespace name (at most 63 lower-case "
+                      "letters, digits and '-', starting and ending with a letter or digit)",
+                      shown(arg, (char[160]){0}, 160));
             return -1;
         }
-        if (id == OPT_NAMESPACE)
-            r->k.ledger_namespace = arg;
-        else
-            r->k.ledger_name = arg;
+        r->k.ledger_namespace = arg;
+        return 0;
+    case OPT_LEDGER:
+        if (!k8s_name_valid(arg) || strlen(arg) + strlen(LEASE_SUFFIX) > 253) {
+            log_usage(c->cmd, "--ledger: '%s' is not a ConfigMap name (lower-case letters, "
+                      "digits, '-' and '.', at most %zu characters so that its Lease "
+                      "<name>" LEASE_SUFFIX " is a name too)", shown(arg, (char[160]){0}, 160),
+                      253 - strlen(LEASE_SUFFIX));
+            return -1;
+        }
+        r->k.ledger_name = arg;
         return 0;
     case OPT_LOG_FORMAT:
         if (strcmp(arg, "json") == 0)
@@ -244,6 +349,7 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
             return -1;
         }
         r->tier = arg;
+        r->tier_given = 1;
         return 0;
     case OPT_TIMEOUT:
         c->timeout_set = 1;
@@ -312,9 +418,24 @@ static const char *flag_name(const struct option *lo, int id)
     return "?";
 }
 
+/* Whether arg is one of this command's own flags ("--dir", "--dir=x"): a
+ * flag taken as the value of the one before it ("--only --dir X") would
+ * run with --dir as the slug and X left over. */
+static int names_a_flag(const struct option *lo, const char *arg)
+{
+    if (strncmp(arg, "--", 2) != 0)
+        return 0;
+    size_t n = strcspn(arg + 2, "=");
+    for (; lo->name; lo++)
+        if (strlen(lo->name) == n && strncmp(lo->name, arg + 2, n) == 0)
+            return 1;
+    return 0;
+}
+
 /* Parses argv against this command's table. Returns 0 with *first_arg set
  * to the first operand, 1 when --help was printed, or -1 after a usage
- * error. shorts: getopt's short options ("o:" for status). */
+ * error. shorts: getopt's short options ("o:" for status). An option given
+ * twice is refused (the second value would silently win), --env aside. */
 static int parse(struct cli *c, int argc, char **argv, const struct option *lo, const char *shorts,
                  const char *help, int *first_arg)
 {
@@ -338,6 +459,9 @@ static int parse(struct cli *c, int argc, char **argv, const struct option *lo, 
             const char *bad = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "?";
             if (o == ':')
                 log_usage(c->cmd, "'%s' needs a value", bad);
+            else if (optopt >= 256 && strchr(bad, '='))
+                log_usage(c->cmd, "--%s takes no value ('%s')%s", flag_name(lo, optopt), bad,
+                          optopt == OPT_DRY_RUN ? ": give --dry-run alone, or DRY_RUN=1" : "");
             else if (optopt && optopt < 256)
                 log_usage(c->cmd, "unknown flag '-%c'", optopt);
             else
@@ -346,10 +470,70 @@ static int parse(struct cli *c, int argc, char **argv, const struct option *lo, 
         }
         if (o == 'o')
             o = OPT_OUTPUT;
-        if (apply_opt(c, o, flag_name(lo, o), optarg) != 0)
+        const char *name = flag_name(lo, o);
+        if (optarg && names_a_flag(lo, optarg)) {
+            log_usage(c->cmd, "--%s needs a value, but the next argument is the flag '%s'", name,
+                      optarg);
+            return -1;
+        }
+        if (o >= 256 && o - 256 < (int)sizeof c->seen && o != OPT_ENV) {
+            if (c->seen[o - 256]) {
+                log_usage(c->cmd, "--%s is given twice: give it once", name);
+                return -1;
+            }
+            c->seen[o - 256] = 1;
+        }
+        if (apply_opt(c, o, name, optarg) != 0)
             return -1;
     }
     *first_arg = optind;
+    return 0;
+}
+
+/* env DRY_RUN, for the commands that take --dry-run: 1 or true is a dry
+ * run; 0, false or empty (or unset) a real one; anything else is refused,
+ * never taken for a real run. 0, or -1 after reporting. */
+static int env_dry_run(struct cli *c)
+{
+    const char *v = getenv("DRY_RUN");
+    if (!v || !*v || strcmp(v, "0") == 0 || strcmp(v, "false") == 0)
+        return 0;
+    if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0) {
+        c->r.k.dry_run = 1;
+        return 0;
+    }
+    char buf[160];
+    log_usage(c->cmd, "DRY_RUN='%s' is neither 1 or true (a dry run) nor 0, false or empty (a "
+              "real run): set one of those", shown(v, buf, sizeof buf));
+    return -1;
+}
+
+/* env NAMESPACE, when no --namespace overrides it: a namespace name (the
+ * ledger guard protects it, the runner records into it). 0, or -1 after
+ * reporting. */
+static int env_namespace(struct cli *c)
+{
+    char buf[160];
+    if (c->seen[OPT_NAMESPACE - 256] || namespace_valid(c->r.k.ledger_namespace))
+        return 0;
+    log_usage(c->cmd, "NAMESPACE='%s' is not a namespace name (at most 63 lower-case letters, "
+              "digits and '-', starting and ending with a letter or digit)",
+              shown(c->r.k.ledger_namespace, buf, sizeof buf));
+    return -1;
+}
+
+/* A FILE operand of lua and exec: there, readable and a file, or usage. */
+static int script_file(struct cli *c, const char *file)
+{
+    struct stat st;
+    const char *why = stat(file, &st) != 0       ? strerror(errno)
+                      : !S_ISREG(st.st_mode)     ? "not a file"
+                      : access(file, R_OK) != 0 ? strerror(errno)
+                                                 : NULL;
+    if (why) {
+        log_usage(c->cmd, "%s: %s", file, why);
+        return -1;
+    }
     return 0;
 }
 
@@ -361,13 +545,14 @@ static const char lua_help[] =
     "Runs FILE in the migration sandbox (string, table, math, utf8, coroutine,\n"
     "os.time/clock/date, and the stdlib: kube, json, yaml, log, ...), with the\n"
     "kube module connected to the cluster. Exit 0 when the script returns,\n"
-    "1 when it fails (error, timeout, memory cap), 6 when the cluster config\n"
-    "cannot be resolved.\n"
+    "1 when it fails (error, timeout, memory cap), 2 when FILE is not a readable\n"
+    "file, 6 when the cluster config cannot be resolved.\n"
     "\n"
     "Options:\n"
     "  --timeout DURATION  deadline for the script (default 10m)\n"
     "  --memory MIB        memory cap for the Lua state (default " STR(DEFAULT_MEMORY_MB) ")\n"
-    "  --dry-run           send every write with dryRun=All (or DRY_RUN=1)\n";
+    "  --dry-run           send every write with dryRun=All (or DRY_RUN=1 or true;\n"
+    "                      0, false or empty is a real run, anything else exit 2)\n";
 
 static int cmd_lua(struct cli *c, int argc, char **argv)
 {
@@ -383,6 +568,8 @@ static int cmd_lua(struct cli *c, int argc, char **argv)
         log_usage(c->cmd, "%s", first >= argc ? "expected a FILE" : "expected exactly one FILE");
         return EXIT_USAGE;
     }
+    if (env_dry_run(c) != 0 || env_namespace(c) != 0 || script_file(c, argv[first]) != 0)
+        return EXIT_USAGE;
     /* In a supervised child like a migration: the parent's kill is the
      * backstop for time spent in C or in finalizers. */
     const char *file = argv[first];
@@ -413,7 +600,8 @@ static const char exec_help[] =
     "'[SLUG] line'. FILE ending in .sh runs in bash, anything else in the Lua\n"
     "sandbox. Prints the result as one JSON line on stdout (outcome, reason,\n"
     "message, exit_code, signal, duration_ms, tail, ticks). Never touches the\n"
-    "ledger. Exit 0 when the outcome is ok, 1 otherwise, 2 on usage errors.\n"
+    "ledger. Exit 0 when the outcome is ok, 1 otherwise, 2 on usage errors (a\n"
+    "SLUG that is not a slug, a FILE that is not a readable file).\n"
     "\n"
     "Options:\n"
     "  --timeout DURATION  wall-clock deadline (default 10m)\n"
@@ -485,6 +673,14 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
         log_usage(c->cmd, "expected SLUG and FILE");
         return EXIT_USAGE;
     }
+    if (!slug_valid(argv[first])) {
+        char buf[160];
+        log_usage(c->cmd, "'%s' is not a valid slug (lower-case letters, digits and single "
+                  "dashes, at most %d characters)", shown(argv[first], buf, sizeof buf), SLUG_MAX);
+        return EXIT_USAGE;
+    }
+    if (env_dry_run(c) != 0 || env_namespace(c) != 0 || script_file(c, argv[first + 1]) != 0)
+        return EXIT_USAGE;
     int shell = ends_with(argv[first + 1], ".sh");
     struct kube_private kp;
     memset(&kp, 0, sizeof kp);
@@ -645,14 +841,17 @@ static const char run_help[] =
     "                       are not recorded ok\n"
     "  --pass-env A,B       variables passed to shell migrations (env PASS_ENV); they get\n"
     "                       NAMESPACE, MIGRATION_SLUG, CURRENT_VERSION, TARGET_VERSION, PATH,\n"
-    "                       HOME, locale and proxy settings, and nothing else of the runner's\n"
+    "                       HOME, locale and proxy settings, and nothing else of the runner's;\n"
+    "                       never KUBECONFIG, KUBERNETES_SERVICE_*, the proxies or those four\n"
+    "                       (the cluster identity is the runner's)\n"
     "\n"
     "A migration runs only when every slug it requires is recorded ok, legacy or\n"
     "skipped-fresh-install (or ran ok earlier in the run); otherwise it is blocked:\n"
     "not run, nothing recorded, and an on-error=abort one stops the run.\n"
     "\n"
-    "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN, PASS_ENV,\n"
-    "SKIP=slug[,slug] with SKIP_REASON (record them skipped by the operator first).\n"
+    "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN (1 or true;\n"
+    "0, false or empty), PASS_ENV, SKIP=slug[,slug] with SKIP_REASON (record them\n"
+    "skipped by the operator first). Each flag at most once.\n"
     "Exit codes: 0 ok, 1 a migration failed or was blocked, 2 usage, 3 invalid\n"
     "packaging, 4 retention floor, 5 lock not acquired, 6 cluster unreachable or\n"
     "forbidden, 7 untrustworthy ledger (nothing ran), 11 refused by what the\n"
@@ -666,9 +865,13 @@ static const char plan_help[] =
     "run in order, and why each other one is skipped. Writes nothing and takes\n"
     "no lock.\n"
     "\n"
-    "Options: --tier, --only, --force, --dry-run, --max-attempts, --ledger, --dir,\n"
-    "as for run; env SKIP and SKIP_REASON too. Exits as run would refuse (7 for a\n"
-    "ledger that cannot be trusted, naming each bad key).\n";
+    "Options: every option of run, with the same meaning (see 'cozy-migrate run\n"
+    "--help'), so a run's command line can be planned as it is: --tier, --only,\n"
+    "--force, --dry-run, --max-attempts, --ledger, --dir and the cluster options\n"
+    "change the plan; --timeout, --lock-timeout, --lease-duration, --grace,\n"
+    "--memory and --pass-env are checked and change nothing in it. Env DRY_RUN,\n"
+    "ONLY, SKIP and SKIP_REASON too. Exits as run would refuse (7 for a ledger\n"
+    "that cannot be trusted, naming each bad key).\n";
 
 static const char status_help[] =
     "Usage: cozy-migrate status [SLUG] [options]\n"
@@ -712,9 +915,15 @@ static int skip_env(struct cli *c)
     if (!env || !*env)
         return 0;
     const char *reason = getenv("SKIP_REASON");
+    char buf[160];
     if (!reason || !*reason || strlen(reason) > SKIP_REASON_MAX) {
-        log_usage(c->cmd, "SKIP=%s needs SKIP_REASON: say why, in 1 to %d bytes", env,
-                  SKIP_REASON_MAX);
+        log_usage(c->cmd, "SKIP=%s needs SKIP_REASON: say why, in 1 to %d bytes",
+                  shown(env, buf, sizeof buf), SKIP_REASON_MAX);
+        return EXIT_USAGE;
+    }
+    if (has_control(reason)) {
+        log_usage(c->cmd, "SKIP_REASON: one line of text, without newlines or other control "
+                  "characters (it is recorded and printed as it is)");
         return EXIT_USAGE;
     }
     if (strlen(env) >= sizeof c->skip_buf) {
@@ -760,8 +969,25 @@ static int runner_finish(struct cli *c, int argc, char **argv, int first)
         return EXIT_USAGE;
     }
     struct runner_opts *o = &c->r;
+    char buf[300];
+    int only_flag = c->seen[OPT_ONLY - 256];
     if (o->only && !slug_valid(o->only)) {
-        log_usage(c->cmd, "--only: '%s' is not a valid slug", o->only);
+        log_usage(c->cmd, "%s: '%s' is not a valid slug", only_flag ? "--only" : "ONLY",
+                  shown(o->only, buf, sizeof buf));
+        return EXIT_USAGE;
+    }
+    if (o->force && !o->only) {
+        log_usage(c->cmd, "--force applies to --only SLUG (or ONLY): alone it changes nothing");
+        return EXIT_USAGE;
+    }
+    if (env_namespace(c) != 0)
+        return EXIT_USAGE;
+    if (!c->seen[OPT_PASS_ENV - 256] && o->pass_env && pass_env_check(c, "PASS_ENV", o->pass_env))
+        return EXIT_USAGE;
+    if (o->image && (has_control(o->image) || strlen(o->image) > IMAGE_MAX)) {
+        log_usage(c->cmd, "MIGRATIONS_IMAGE='%s' is not an image reference: one line of at most "
+                  "%d bytes, no control characters (it is recorded in every record)",
+                  shown(o->image, buf, sizeof buf), IMAGE_MAX);
         return EXIT_USAGE;
     }
     if (!o->dir)
@@ -774,23 +1000,28 @@ static int runner_finish(struct cli *c, int argc, char **argv, int first)
     return 0;
 }
 
+/* run's options; plan takes the same, so a run's command line can be
+ * planned as it is (the timing options change nothing in a plan). */
+static const struct option run_opts[] = {
+    CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
+    OPT("timeout", required_argument, OPT_TIMEOUT),
+    OPT("memory", required_argument, OPT_MEMORY), OPT("tier", required_argument, OPT_TIER),
+    OPT("only", required_argument, OPT_ONLY),
+    OPT("lock-timeout", required_argument, OPT_LOCK_TIMEOUT),
+    OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
+    OPT("grace", required_argument, OPT_GRACE),
+    OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
+    OPT("force", no_argument, OPT_FORCE), OPT("pass-env", required_argument, OPT_PASS_ENV),
+    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+};
+
 static int cmd_run(struct cli *c, int argc, char **argv)
 {
-    static const struct option lo[] = {
-        CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
-        OPT("timeout", required_argument, OPT_TIMEOUT),
-        OPT("memory", required_argument, OPT_MEMORY), OPT("tier", required_argument, OPT_TIER),
-        OPT("only", required_argument, OPT_ONLY),
-        OPT("lock-timeout", required_argument, OPT_LOCK_TIMEOUT),
-        OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
-        OPT("grace", required_argument, OPT_GRACE),
-        OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
-        OPT("force", no_argument, OPT_FORCE), OPT("pass-env", required_argument, OPT_PASS_ENV),
-        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
-    };
-    int first, rc = parse(c, argc, argv, lo, NULL, run_help, &first);
+    int first, rc = parse(c, argc, argv, run_opts, NULL, run_help, &first);
     if (rc)
         return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (env_dry_run(c) != 0)
+        return EXIT_USAGE;
     if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
         return rc;
     return runner_run(&c->r);
@@ -798,16 +1029,11 @@ static int cmd_run(struct cli *c, int argc, char **argv)
 
 static int cmd_plan(struct cli *c, int argc, char **argv)
 {
-    static const struct option lo[] = {
-        CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
-        OPT("tier", required_argument, OPT_TIER), OPT("only", required_argument, OPT_ONLY),
-        OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
-        OPT("force", no_argument, OPT_FORCE),
-        OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
-    };
-    int first, rc = parse(c, argc, argv, lo, NULL, plan_help, &first);
+    int first, rc = parse(c, argc, argv, run_opts, NULL, plan_help, &first);
     if (rc)
         return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (env_dry_run(c) != 0)
+        return EXIT_USAGE;
     if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
         return rc;
     return runner_plan(&c->r);
@@ -913,6 +1139,8 @@ static int cmd_skip(struct cli *c, int argc, char **argv)
         log_usage(c->cmd, "expected a SLUG");
         return EXIT_USAGE;
     }
+    if (env_dry_run(c) != 0)
+        return EXIT_USAGE;
     static const char *slug[1];
     slug[0] = argv[first++];
     if (!slug_valid(slug[0])) {
@@ -954,8 +1182,9 @@ static const char order_help[] =
     "                   from its tag, is a prefix of this one (a slug may since\n"
     "                   have been retired)\n"
     "\n"
-    "Exit codes: 0 written, 3 packaging (cycle, dangling or later-batch requires,\n"
-    "bad header, slug or legacy-map), 8 history (shallow clone, missing previous\n"
+    "Exit codes: 0 written, 1 writing failed, 2 usage (--out is not a directory\n"
+    "of batch files), 3 packaging (cycle, dangling or later-batch requires, bad\n"
+    "header, slug or legacy-map), 8 history (shallow clone, missing previous\n"
     "tag, not a git repository), 9 the manifest rewrites a released one,\n"
     "10 git is not installed.\n";
 
@@ -987,8 +1216,11 @@ static const char lint_help[] =
     "for every Lua migration), legacy (legacy-map and legacy-sh/ agree),\n"
     "revoked, order-d (no order.d/ tracked in git), shebang (bash or sh),\n"
     "shellcheck, luacheck (with the sandbox's globals); with --history: history\n"
-    "(a slug never reused from tag history); with --against: changed (a shipped\n"
-    "script is unchanged against REV and every release tag that carries it).\n"
+    "(a slug never reused from tag history as another kind of script; a move\n"
+    "between the tiers keeps it) and changed for legacy-sh/lib/ (byte for byte\n"
+    "every release tag's); with --against: changed (a shipped script is\n"
+    "unchanged against REV and every release tag that carries it, in whichever\n"
+    "tier; legacy-sh/lib/ against REV too).\n"
     "\n"
     "Options:\n"
     "  --dir DIR       the tree root (default .)\n"
@@ -1024,9 +1256,10 @@ static const char new_help[] =
     "Writes migrations/<tier>/SLUG.lua with its header and\n"
     "spec/migrations/SLUG_spec.lua, a spec that runs it against the cluster in\n"
     "KUBECONFIG twice and asserts the second run changed no object's\n"
-    "resourceVersion. The pair passes `lint` and `spec` as written. Refuses an\n"
-    "invalid slug (2), and a slug the tree already has or a release tag carried\n"
-    "(9: a slug is never reused).\n"
+    "resourceVersion. The pair passes `lint` and `spec` as written, and an empty\n"
+    "migrations/revoked is created when the tree has none. Refuses an invalid\n"
+    "slug or a --dir that is not a directory (2), and a slug the tree already\n"
+    "has or a release tag carried (9: a slug is never reused).\n"
     "\n"
     "Options:\n"
     "  --tier TIER       pre-apply (default) or background\n"

@@ -31,26 +31,39 @@ int slug_valid(const char *s)
 }
 
 /* Iterates the lines of a text, stripping comments, CR and surrounding
- * blanks. Returns the next non-empty line (in buf) or NULL at the end. */
+ * blanks. Returns the next non-empty line (in buf) or NULL at the end;
+ * `bad` then says why a line cannot be read as it is (a NUL byte, too long,
+ * a byte order mark): the caller refuses it rather than read part of it. */
 struct lines {
     const char *p, *end;
     int line;
     char buf[512];
-    int too_long;
+    const char *bad;
 };
 
 static char *next_line(struct lines *it, int allow_comment)
 {
     while (it->p < it->end) {
+        const char *start = it->p;
         const char *nl = memchr(it->p, '\n', (size_t)(it->end - it->p));
-        size_t l = nl ? (size_t)(nl - it->p) : (size_t)(it->end - it->p);
+        size_t l = nl ? (size_t)(nl - it->p) : (size_t)(it->end - it->p), full = l;
         it->line++;
-        it->too_long = l >= sizeof it->buf;
-        if (it->too_long)
+        it->bad = NULL;
+        if (l >= sizeof it->buf)
             l = sizeof it->buf - 1;
         memcpy(it->buf, it->p, l);
         it->buf[l] = '\0';
         it->p = nl ? nl + 1 : it->end;
+        if (memchr(start, '\0', full))
+            it->bad = "holds a NUL byte";
+        else if (it->line == 1 && full >= 3 &&
+                 memcmp(start, "\xEF\xBB\xBF", 3) == 0)
+            it->bad = "starts the file with a UTF-8 byte order mark (EF BB BF): save it without one";
+        /* Only what comes before a comment must fit: a long comment is fine. */
+        else if (full >= sizeof it->buf && !(allow_comment && strchr(it->buf, '#')))
+            it->bad = "is longer than 511 bytes";
+        if (it->bad)
+            return it->buf;
         if (allow_comment) {
             char *hash = strchr(it->buf, '#');
             if (hash)
@@ -66,6 +79,15 @@ static char *next_line(struct lines *it, int allow_comment)
             return s;
     }
     return NULL;
+}
+
+/* "PATH:LINE: line ..." when the line next_line returned cannot be read. */
+static int line_bad(const struct lines *it, const char *path, char *err, size_t errlen)
+{
+    if (!it->bad)
+        return 0;
+    snprintf(err, errlen, "%s:%d: the line %s", path, it->line, it->bad);
+    return -1;
 }
 
 /* Splits s into at most 3 blank-separated words; returns the count. */
@@ -109,7 +131,9 @@ int manifest_parse_batch(const char *name, const char *path, const char *text, s
     char *s;
     while ((s = next_line(&it, 1))) {
         char *w[3];
-        int n = it.too_long ? 4 : words(s, w);
+        if (line_bad(&it, path, err, errlen))
+            goto fail;
+        int n = words(s, w);
         if (n < 1 || n > 2 || (n == 2 && strcmp(w[1], "retired") != 0)) {
             snprintf(err, errlen,
                      "%s:%d: malformed manifest line (expected '<slug>' or '<slug> retired')",
@@ -148,7 +172,7 @@ int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
     memset(m, 0, sizeof *m);
     char **names;
     size_t n;
-    if (list_dir(dir, &names, &n) != 0) {
+    if (list_dir_all(dir, &names, &n) != 0) {
         snprintf(err, errlen, "%s: %s (generate the manifest with 'cozy-migrate order')", dir,
                  strerror(errno));
         return -1;
@@ -161,6 +185,12 @@ int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (names[i][0] == '.') {
+            snprintf(err, errlen, "%s: not a batch file (NNNNN-<release>): order.d/ holds "
+                     "nothing else, dotfiles included", path);
+            rc = -1;
+            break;
+        }
         size_t len;
         char *text = read_file(path, &len);
         if (!text) {
@@ -209,9 +239,19 @@ int revoked_parse(const char *path, const char *text, size_t len, struct slug_li
     char *s;
     while ((s = next_line(&it, 1))) {
         char *w[3];
-        int n = it.too_long ? 4 : words(s, w);
-        if (n != 1 || !slug_valid(w[0])) {
+        if (line_bad(&it, path, err, errlen)) {
+            slug_list_free(l);
+            return -1;
+        }
+        int n = words(s, w);
+        if (n != 1) {
             snprintf(err, errlen, "%s:%d: expected one slug per line", path, it.line);
+            slug_list_free(l);
+            return -1;
+        }
+        if (!slug_valid(w[0])) {
+            snprintf(err, errlen, "%s:%d: '%.80s' is not a valid slug (lower-case letters, digits "
+                     "and single dashes, at most %d characters)", path, it.line, w[0], SLUG_MAX);
             slug_list_free(l);
             return -1;
         }
@@ -257,8 +297,15 @@ int revoked_load(const char *path, struct slug_list *l, char *err, size_t errlen
     size_t len;
     memset(l, 0, sizeof *l);
     int r = read_optional(path, &text, &len, err, errlen);
-    if (r <= 0)
+    if (r < 0)
         return r;
+    /* Absent is not "nothing revoked": a tree packaged without the list
+     * would run the slugs it names. */
+    if (r == 0) {
+        snprintf(err, errlen, "%s: missing: a packaged tree has this file (empty when nothing is "
+                 "revoked; 'cozy-migrate new' creates it)", path);
+        return -1;
+    }
     int rc = revoked_parse(path, text, len, l, err, errlen);
     free(text);
     return rc;
@@ -280,7 +327,11 @@ int legacy_map_parse(const char *path, const char *text, size_t len, struct lega
     char *s;
     while ((s = next_line(&it, 1))) {
         char *w[3];
-        int n = it.too_long ? 4 : words(s, w);
+        if (line_bad(&it, path, err, errlen)) {
+            legacy_map_free(m);
+            return -1;
+        }
+        int n = words(s, w);
         long num = 0;
         if (n != 2 || parse_decimal(w[0], LEGACY_NUMBER_MAX, &num) != 0 || num < 1) {
             snprintf(err, errlen,

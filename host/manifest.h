@@ -29,11 +29,14 @@ struct manifest {
 };
 
 /* One batch file. name must be NNNNN-<release>. Returns 0 or -1 with
- * "PATH:LINE: ..." in err. */
+ * "PATH:LINE: ..." in err. In every line format a line holding a NUL byte,
+ * one longer than 511 bytes before its comment, or a byte order mark is
+ * refused, never cut. */
 int manifest_parse_batch(const char *name, const char *path, const char *text, size_t len,
                          struct batch *b, char *err, size_t errlen);
 /* Reads every batch in DIR (order.d/) in file-name order. A missing DIR is an
- * error that says how to generate it. */
+ * error that says how to generate it; an entry that is not a batch file (a
+ * dotfile too) is an error. */
 int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen);
 void manifest_free(struct manifest *m);
 
@@ -42,8 +45,8 @@ struct slug_list {
     int *line;
     size_t n;
 };
-/* `revoked`: one slug a line, blank lines and # comments (also trailing). A
- * missing file is an empty list. */
+/* `revoked`: one slug a line, blank lines and # comments (also trailing).
+ * revoked_load refuses a missing file: a packaged tree always has one. */
 int revoked_parse(const char *path, const char *text, size_t len, struct slug_list *l,
                   char *err, size_t errlen);
 int revoked_load(const char *path, struct slug_list *l, char *err, size_t errlen);

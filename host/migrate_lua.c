@@ -143,9 +143,10 @@ static void push_record(lua_State *L, const struct record *r)
 /* record(text) -> {state=, attempts=, ...} | nil, problem */
 static int l_record(lua_State *L)
 {
-    const char *text = luaL_checkstring(L, 1);
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
     struct record *r = lua_newuserdatauv(L, sizeof *r, 0);
-    if (record_parse(text, r) != 0) {
+    if (record_parse(text, len, r) != 0) {
         lua_pushnil(L);
         lua_pushstring(L, r->problem);
         return 2;

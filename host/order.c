@@ -764,9 +764,17 @@ static int batch_like(const char *name)
 
 int order_write(const struct manifest *m, const char *dir, char *err, size_t errlen)
 {
+    /* A destination that is no directory of batches is a wrong --out (or
+     * tree), said as usage; only a failing write is an I/O error. */
+    struct stat dst;
+    if (stat(dir, &dst) == 0 && !S_ISDIR(dst.st_mode)) {
+        snprintf(err, errlen, "%s: not a directory: the manifest is a directory of batch files "
+                 "(give --out a directory)", dir);
+        return EXIT_USAGE;
+    }
     if (fs_mkdirs(dir, 0755) != 0) {
         snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-        return EXIT_FAILED;
+        return errno == ENOTDIR || errno == EEXIST ? EXIT_USAGE : EXIT_FAILED;
     }
     DIR *d = opendir(dir);
     if (!d) {
@@ -785,7 +793,7 @@ int order_write(const struct manifest *m, const char *dir, char *err, size_t err
         struct stat st;
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || !batch_like(de->d_name)) {
             snprintf(err, errlen, "%s: not a batch file; refusing to replace %s", path, dir);
-            rc = EXIT_FAILED;
+            rc = EXIT_USAGE;
         }
     }
     closedir(d);

@@ -66,7 +66,9 @@ char *order_batch_text(const struct batch *b, size_t *len);
 int order_check_prefix(const struct git_repo *g, const char *rev, const struct manifest *m,
                        char *note, size_t notelen, char *err, size_t errlen);
 /* Replaces the batch files in dir with m's, then reads them back with
- * manifest_load and fails unless they are what was written. */
+ * manifest_load and fails unless they are what was written. 0,
+ * EXIT_USAGE (dir is not a directory, or holds something other than batch
+ * files) or EXIT_FAILED (a write failed). */
 int order_write(const struct manifest *m, const char *dir, char *err, size_t errlen);
 
 /* `cozy-migrate order`. */

@@ -207,14 +207,22 @@ static const struct legacy_entry *legacy_of(const struct tree *t, const char *sl
 
 static const char *tier_of(const struct migration *m) { return m ? m->tier : "pre-apply"; }
 
-int plan_check_only(const struct tree *t, const char *only, char *msg, size_t len)
+int plan_check_only(const struct tree *t, const char *only, const char *tier, char *msg,
+                    size_t len)
 {
     if (tree_revoked(t, only)) {
         snprintf(msg, len, "--only %s: the slug is revoked and must never run", only);
         return EXIT_USAGE;
     }
-    if (!tree_find(t, only)) {
+    const struct migration *m = tree_find(t, only);
+    if (!m) {
         snprintf(msg, len, "--only %s: no such migration in this image", only);
+        return EXIT_USAGE;
+    }
+    if (tier && strcmp(tier, m->tier) != 0) {
+        snprintf(msg, len, "--only %s: it is in the %s tier, not the --tier %s asked for: drop "
+                 "--tier (--only runs the slug in its own tier) or ask for --tier %s", only,
+                 m->tier, tier, m->tier);
         return EXIT_USAGE;
     }
     return 0;
@@ -234,10 +242,50 @@ int plan_check_skip(const struct tree *t, const char *slug, char *msg, size_t le
     return 0;
 }
 
-/* Lists every key that makes the ledger untrustworthy. A bad `version`
- * cannot be repaired by this engine (it never writes it); a bad record is
- * repaired by re-running or skipping its slug. */
-static int find_problems(const struct tree *t, const struct ledger *l, struct plan *p)
+const char *plan_kubectl_remove(const struct plan_opts *o, const char *path, char *buf,
+                                size_t len)
+{
+    snprintf(buf, len, "kubectl -n %s patch configmap %s --type=json -p "
+             "'[{\"op\":\"remove\",\"path\":\"%s\"}]'",
+             o->ns ? o->ns : "cozy-system", o->ledger ? o->ledger : "cozystack-version", path);
+    return buf;
+}
+
+void plan_repair(const struct tree *t, const struct plan_opts *o, const char *slug, char *buf,
+                 size_t len)
+{
+    char path[200], cmd[400];
+    snprintf(path, sizeof path, "/data/m.%s", slug);
+    size_t bi, ei;
+    int listed = t && slug_valid(slug) && tree_locate(t, slug, &bi, &ei) >= 0;
+    if (slug_valid(slug) && (!t || (tree_find(t, slug) && !tree_revoked(t, slug)))) {
+        snprintf(buf, len, "repair it with 'cozy-migrate run --only %s' or 'cozy-migrate skip %s "
+                 "--reason TEXT'", slug, slug);
+    } else if (listed && !tree_revoked(t, slug)) {
+        /* Retired: removing the key would leave the cluster below the
+         * retention floor, so a valid record takes its place. */
+        snprintf(buf, len, "this image no longer ships '%s' (retired), so only a person can "
+                 "repair it: write a valid record by hand, e.g. kubectl -n %s patch configmap %s "
+                 "--type=merge -p '{\"data\":{\"m.%s\":\"{\\\"state\\\":\\\"skipped\\\","
+                 "\\\"reason\\\":\\\"Operator\\\",\\\"message\\\":\\\"record repaired by "
+                 "hand\\\"}\"}}'", slug, o->ns ? o->ns : "cozy-system",
+                 o->ledger ? o->ledger : "cozystack-version", slug);
+    } else {
+        snprintf(buf, len, "%s, so no --only or skip can rewrite it: remove the key by hand (the "
+                 "engine never deletes keys): %s",
+                 !slug_valid(slug) ? "it is not m.<slug>"
+                 : listed          ? "the slug is revoked (the next run records it so)"
+                                   : "no migration of this image has that slug",
+                 plan_kubectl_remove(o, path, cmd, sizeof cmd));
+    }
+}
+
+/* Lists every key that makes the ledger untrustworthy. A bad `version` or
+ * binaryData cannot be repaired by this engine (it never writes them); a
+ * bad record is repaired by re-running or skipping its slug, or, when no
+ * command can name it, by a person (the repair says how). */
+static int find_problems(const struct tree *t, const struct ledger *l,
+                         const struct plan_opts *o, struct plan *p)
 {
     long last = t->legacy.n ? t->legacy.e[t->legacy.n - 1].number : 0;
     if (l->version_bad &&
@@ -250,13 +298,23 @@ static int find_problems(const struct tree *t, const struct ledger *l, struct pl
                    "person sets it: the last legacy migration that ran plus one)",
                 l->version, last) != 0)
         return -1;
+    char cmd[400];
+    if (l->binary_keys &&
+        problem(p, "key '%s'%s under binaryData, where the engine never looks: move each into "
+                   "data, or remove binaryData by hand: %s",
+                l->binary_key, l->binary_keys > 1 ? " (and more) are" : " is",
+                plan_kubectl_remove(o, "/binaryData", cmd, sizeof cmd)) != 0)
+        return -1;
     p->nversion = p->nproblems;
-    for (size_t i = 0; i < l->n; i++)
-        if (l->e[i].rec.state == REC_UNKNOWN &&
-            problem(p, "m.%s cannot be read (%s): repair it with 'cozy-migrate run --only %s' "
-                       "or 'cozy-migrate skip %s --reason TEXT'",
-                    l->e[i].slug, l->e[i].rec.problem, l->e[i].slug, l->e[i].slug) != 0)
+    char repair[800];
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->e[i].rec.state != REC_UNKNOWN)
+            continue;
+        plan_repair(t, o, l->e[i].slug, repair, sizeof repair);
+        if (problem(p, "m.%s cannot be read (%s): %s", l->e[i].slug, l->e[i].rec.problem,
+                    repair) != 0)
             return -1;
+    }
     return 0;
 }
 
@@ -278,7 +336,7 @@ static int repairs(const struct plan_opts *o, const char *slug)
 static int check_trust(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
                        struct plan *p)
 {
-    if (find_problems(t, l, p) != 0)
+    if (find_problems(t, l, o, p) != 0)
         return -1;
     if (!p->nproblems || o->survey)
         return 0;
@@ -295,12 +353,15 @@ static int check_trust(const struct tree *t, const struct ledger *l, const struc
     }
     int tolerate_records = o->skip_only || (o->only && repairing);
     if (o->skip_only || (!nversion && (!nleft || tolerate_records))) {
-        for (size_t i = 0; i < l->n; i++)
-            if (l->e[i].rec.state == REC_UNKNOWN && !repairs(o, l->e[i].slug) &&
-                warn(p, "record m.%s cannot be read (%s); it stays as it is until 'run --only %s' "
-                        "or 'skip %s' rewrites it",
-                     l->e[i].slug, l->e[i].rec.problem, l->e[i].slug, l->e[i].slug) != 0)
+        for (size_t i = 0; i < l->n; i++) {
+            if (l->e[i].rec.state != REC_UNKNOWN || repairs(o, l->e[i].slug))
+                continue;
+            char repair[800];
+            plan_repair(t, o, l->e[i].slug, repair, sizeof repair);
+            if (warn(p, "record m.%s cannot be read (%s); it stays as it is: %s", l->e[i].slug,
+                     l->e[i].rec.problem, repair) != 0)
                 return -1;
+        }
         for (size_t i = 0; i < nversion; i++)
             if (warn(p, "%s", p->problems[i]) != 0)
                 return -1;
@@ -376,7 +437,8 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
      * image cannot do is refused whatever the ledger says. */
     const struct migration *only = NULL;
     if (o->only) {
-        if ((p->refuse = plan_check_only(t, o->only, p->refuse_msg, sizeof p->refuse_msg)))
+        if ((p->refuse = plan_check_only(t, o->only, o->tier_given ? tier : NULL, p->refuse_msg,
+                                         sizeof p->refuse_msg)))
             return 0;
         only = tree_find(t, o->only);
     }
@@ -468,6 +530,30 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
             warn(p, "%s: recorded sha256 %.12s differs from the shipped script %.12s (a shipped "
                     "script must not change; repair is a new slug)",
                  t->m[k].slug, rec->sha256, t->m[k].sha256) != 0)
+            return -1;
+    }
+
+    /* ... and of the shared code they ran with (legacy-sh/lib/ for shell,
+     * the stdlib that runs for Lua): one line per kind, since one change of
+     * it concerns every record of that kind. */
+    for (int shell = 1; shell >= 0; shell--) {
+        const char *lib = shell ? t->lib_sh : t->lib_lua;
+        char names[200] = "";
+        size_t n = 0, at = 0;
+        for (size_t k = 0; k < t->n; k++) {
+            const struct record *rec = ledger_find(l, t->m[k].slug);
+            if (t->m[k].is_shell != shell || !rec || rec->state != REC_OK || !*rec->lib_sha256 ||
+                strcmp(rec->lib_sha256, lib) == 0)
+                continue;
+            if (n++ < 5 && at < sizeof names)
+                at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", n > 1 ? ", " : "",
+                                       t->m[k].slug);
+        }
+        if (n && warn(p, "%zu ok record%s (%s%s) ran with shared code other than the %s shipped "
+                         "now (recorded lib_sha256 differs from %.12s); not re-run: repair is a "
+                         "new slug",
+                      n, n == 1 ? "" : "s", names, n > 5 ? ", ..." : "",
+                      shell ? "legacy-sh/lib/" : "stdlib/", lib) != 0)
             return -1;
     }
 

@@ -48,6 +48,8 @@ struct plan {
 
 struct plan_opts {
     const char *tier;           /* "pre-apply" (default) or "background" */
+    int tier_given;             /* tier was asked for (--tier): an --only of the other
+                                 * tier is refused rather than run in its own */
     const char *only;           /* re-run exactly this slug */
     int force;                  /* --only: even a legacy slug below `version`, even
                                  * with a requires not met */
@@ -61,7 +63,19 @@ struct plan_opts {
     int max_attempts;           /* background retries bound (0 = DEFAULT_MAX_ATTEMPTS) */
     const char *image;
     const char *now;            /* RFC 3339 timestamp for seeded records */
+    const char *ns, *ledger;    /* the ledger's namespace and name, for the repairs a
+                                 * person runs (NULL: cozy-system/cozystack-version) */
 };
+
+/* The repair of an unreadable record m.SLUG, as one clause: 'run --only' or
+ * 'skip' when this image can run or skip SLUG (or t is NULL: no tree to
+ * tell); otherwise what a person does with kubectl (remove the key, or for
+ * a retired slug write a valid record), since the engine never deletes. */
+void plan_repair(const struct tree *t, const struct plan_opts *o, const char *slug, char *buf,
+                 size_t len);
+/* "kubectl -n NS patch configmap LEDGER --type=json -p '[remove PATH]'" in buf. */
+const char *plan_kubectl_remove(const struct plan_opts *o, const char *path, char *buf,
+                                size_t len);
 
 /* A record for what the step did (state st), stamped like the plan's seeds
  * (batch, tier, image, now) and with the script's checksums when the step
@@ -76,9 +90,11 @@ void plan_record(const struct tree *t, const struct step *s, const struct plan_o
 int plan_build(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
                struct plan *p);
 void plan_free(struct plan *p);
-/* The part of --only that needs no ledger: a revoked slug or one absent from
- * the image is refused (returns the exit code, message in msg), else 0. */
-int plan_check_only(const struct tree *t, const char *only, char *msg, size_t len);
+/* The part of --only that needs no ledger: a revoked slug, one absent from
+ * the image, or one of another tier than `tier` (NULL: none asked for) is
+ * refused (returns the exit code, message in msg), else 0. */
+int plan_check_only(const struct tree *t, const char *only, const char *tier, char *msg,
+                    size_t len);
 /* The same for a slug to skip ("skip SLUG: ..."). */
 int plan_check_skip(const struct tree *t, const char *slug, char *msg, size_t len);
 

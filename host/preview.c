@@ -94,7 +94,9 @@ static int prepare(struct preview *v)
     }
     char now[32];
     now_rfc3339(now);
-    struct plan_opts po = {.tier = o->tier, .only = o->only, .max_attempts = o->max_attempts,
+    struct plan_opts po = {.tier = o->tier, .tier_given = o->tier_given, .only = o->only,
+                           .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
+                           .max_attempts = o->max_attempts,
                            .image = o->image, .now = now};
     if (plan_build(&v->t, &v->l, &po, &v->p) != 0) {
         log_fatal("out of memory while planning");

@@ -94,13 +94,90 @@ static int get_journal(const cJSON *o, struct record *r)
     return 0;
 }
 
-int record_parse(const char *text, struct record *r)
+static int num(const char *s, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++)
+        v = v * 10 + (s[i] - '0');
+    return v;
+}
+
+/* RFC 3339 in UTC as the engine (and Kubernetes) writes it:
+ * YYYY-MM-DDTHH:MM:SS, an optional fraction of 1 to 9 digits, then Z; every
+ * field in range (the day for its month, leap years counted). */
+int record_time_valid(const char *s)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    for (size_t i = 0; shape[i]; i++)
+        if (shape[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i])
+            return 0;
+    const char *p = s + sizeof shape - 1;
+    if (*p == '.') {
+        size_t n = 0;
+        while (p[1 + n] >= '0' && p[1 + n] <= '9')
+            n++;
+        if (n < 1 || n > 9)
+            return 0;
+        p += 1 + n;
+    }
+    if (strcmp(p, "Z") != 0)
+        return 0;
+    int y = num(s, 4), mo = num(s + 5, 2), d = num(s + 8, 2);
+    int hh = num(s + 11, 2), mi = num(s + 14, 2), ss = num(s + 17, 2);
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (mo < 1 || mo > 12 || d < 1)
+        return 0;
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    int dim = days[mo - 1] + (mo == 2 && leap);
+    /* 60: RFC 3339 allows a leap second. */
+    return d <= dim && hh <= 23 && mi <= 59 && ss <= 60;
+}
+
+/* The first key that appears twice in an object (at any depth), or NULL:
+ * cJSON keeps both and answers with the first, other readers (jq) with
+ * the last, so such a text means two things. */
+static const char *duplicate_key(const cJSON *o)
+{
+    for (const cJSON *a = o ? o->child : NULL; a; a = a->next) {
+        if (cJSON_IsObject(o))
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (a->string && b->string && strcmp(a->string, b->string) == 0)
+                    return a->string;
+        const char *inner = cJSON_IsObject(a) || cJSON_IsArray(a) ? duplicate_key(a) : NULL;
+        if (inner)
+            return inner;
+    }
+    return NULL;
+}
+
+int record_parse(const char *text, size_t len, struct record *r)
 {
     record_clear(r);
     r->state = REC_UNKNOWN;
-    cJSON *o = cJSON_Parse(text);
+    if (memchr(text, '\0', len)) {
+        snprintf(r->problem, sizeof r->problem, "holds a NUL byte");
+        return -1;
+    }
+    /* Exactly one JSON value and only white space after it. */
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (o && end) {
+        while (end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+            end++;
+        if (end != text + len) {
+            snprintf(r->problem, sizeof r->problem, "not one JSON object: text follows it");
+            cJSON_Delete(o);
+            return -1;
+        }
+    }
     if (!o || !cJSON_IsObject(o)) {
         snprintf(r->problem, sizeof r->problem, "%s", o ? "not a JSON object" : "not JSON");
+        cJSON_Delete(o);
+        return -1;
+    }
+    const char *dup = duplicate_key(o);
+    if (dup) {
+        snprintf(r->problem, sizeof r->problem, "key '%.60s' appears twice", dup);
         cJSON_Delete(o);
         return -1;
     }
@@ -133,6 +210,12 @@ int record_parse(const char *text, struct record *r)
         get_int(o, "attempts", &r->attempts, r) || get_int(o, "duration_ms", &r->duration_ms, r) ||
         get_int(o, "writes", &r->writes, r) || get_int(o, "changed", &r->changed, r))
         goto out;
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "at");
+    if (at && !record_time_valid(at->valuestring)) {
+        snprintf(r->problem, sizeof r->problem, "field 'at' is \"%.40s\", not a UTC time like "
+                 "2026-08-12T10:04:00Z", at->valuestring);
+        goto out;
+    }
     r->journaled = cJSON_GetObjectItemCaseSensitive(o, "writes") != NULL;
     r->state = st;
     rc = 0;

@@ -54,10 +54,14 @@ struct record {
 void record_init(struct record *r, enum rec_state st, const char *at, const char *batch,
                  const char *tier, const char *image, const char *sha256,
                  const char *lib_sha256);
-/* Parses a record's JSON text. Returns 0, or -1 leaving state REC_UNKNOWN
- * and the reason in r->problem (not JSON, not an object, an unknown state,
- * a field of the wrong type). */
-int record_parse(const char *text, struct record *r);
+/* Parses a record's JSON text (len bytes). Returns 0, or -1 leaving state
+ * REC_UNKNOWN and the reason in r->problem: not JSON, not exactly one
+ * object (text or a NUL byte after it), a key given twice, an unknown
+ * state, a field of the wrong type, an `at` that is not an RFC 3339 UTC
+ * time. */
+int record_parse(const char *text, size_t len, struct record *r);
+/* YYYY-MM-DDTHH:MM:SS[.fraction]Z with every field in range. */
+int record_time_valid(const char *s);
 /* The JSON text of a record (compact, keys in a fixed order); malloc'd. */
 char *record_format(const struct record *r);
 const char *rec_state_name(enum rec_state s);

@@ -72,6 +72,8 @@ void report_plan(const struct tree *t, const struct ledger *l, const struct plan
     }
 }
 
+/* The record's script checksum against the shipped script: "match",
+ * "DIFFERS", "-" (none recorded), "absent" (not shipped), "n/a" (no tree). */
 static const char *checksum_state(const struct tree *t, const char *slug, const struct record *r)
 {
     if (!t)
@@ -82,6 +84,24 @@ static const char *checksum_state(const struct tree *t, const char *slug, const 
     if (!r || !*r->sha256)
         return "-";
     return strcmp(r->sha256, m->sha256) == 0 ? "match" : "DIFFERS";
+}
+
+/* The same for lib_sha256 against the shared code shipped with the script
+ * (stdlib/ that runs for Lua, legacy-sh/lib/ for shell). */
+static const char *lib_state(const struct tree *t, const char *slug, const struct record *r)
+{
+    const struct migration *m = t ? tree_find(t, slug) : NULL;
+    if (!m)
+        return t ? "absent" : "n/a";
+    if (!r || !*r->lib_sha256)
+        return "-";
+    return strcmp(r->lib_sha256, m->is_shell ? t->lib_sh : t->lib_lua) == 0 ? "match" : "DIFFERS";
+}
+
+/* What the CHECKSUM column says: the script first, then the shared code. */
+static const char *column_state(const char *sum, const char *lib)
+{
+    return strcmp(sum, "DIFFERS") != 0 && strcmp(lib, "DIFFERS") == 0 ? "LIB DIFFERS" : sum;
 }
 
 /* "blocked: requires X (failed)" when run would not run slug, else NULL. */
@@ -99,13 +119,14 @@ struct row {
     const char *slug;
     const struct record *r;
     const char *state;          /* the record's, "pending" or "blocked" */
-    const char *batch, *tier, *sum;
+    const char *batch, *tier, *sum, *lib;
     const char *blocked;        /* why, when blocked */
     int needs_person;           /* failed, blocked or unreadable */
     char detail[1200];          /* for --failed: what is wrong */
 };
 
-static void fill_row(const struct status_view *v, const char *slug, struct row *w)
+static void fill_row(const struct status_view *v, const struct report_opts *o, const char *slug,
+                     struct row *w)
 {
     memset(w, 0, sizeof *w);
     const struct tree *t = v->t;
@@ -114,6 +135,7 @@ static void fill_row(const struct status_view *v, const char *slug, struct row *
     w->blocked = w->r ? NULL : blocked_why(v, slug);
     w->state = w->r ? rec_state_name(w->r->state) : w->blocked ? "blocked" : "pending";
     w->sum = checksum_state(t, slug, w->r);
+    w->lib = lib_state(t, slug, w->r);
     const struct migration *m = t ? tree_find(t, slug) : NULL;
     w->batch = w->r && *w->r->batch ? w->r->batch : m ? t->man.b[m->batch].name : "-";
     w->tier = w->r && *w->r->tier ? w->r->tier : m ? m->tier : "-";
@@ -125,9 +147,10 @@ static void fill_row(const struct status_view *v, const char *slug, struct row *
         snprintf(w->detail, sizeof w->detail, "%s: %s", w->r->reason, w->r->message);
     } else if (w->r && w->r->state == REC_UNKNOWN) {
         w->needs_person = 1;
-        snprintf(w->detail, sizeof w->detail,
-                 "cannot be read (%s): repair with 'run --only %s' or 'skip %s'", w->r->problem,
-                 slug, slug);
+        char repair[800];
+        struct plan_opts po = {.ns = o->ns, .ledger = o->ledger};
+        plan_repair(t, &po, slug, repair, sizeof repair);
+        snprintf(w->detail, sizeof w->detail, "cannot be read (%s): %s", w->r->problem, repair);
     }
 }
 
@@ -143,6 +166,7 @@ static cJSON *status_json(const struct row *w)
         !cJSON_AddNumberToObject(j, "attempts", r ? (double)r->attempts : 0) ||
         !cJSON_AddStringToObject(j, "batch", w->batch) || !cJSON_AddStringToObject(j, "tier", w->tier) ||
         !cJSON_AddStringToObject(j, "checksum", w->sum) ||
+        !cJSON_AddStringToObject(j, "lib_checksum", w->lib) ||
         (r && *r->reason && !cJSON_AddStringToObject(j, "reason", r->reason)) ||
         (r && *r->message && !cJSON_AddStringToObject(j, "message", r->message)) ||
         (r && *r->by && !cJSON_AddStringToObject(j, "by", r->by)) ||
@@ -227,7 +251,7 @@ int report_status(const struct status_view *v, const struct report_opts *o)
             out_line(STATUS_ROW, "MIGRATION", "STATE", "AT", "ATTEMPTS", "BATCH", "TIER", "CHECKSUM");
     }
     for (size_t i = 0; rc == 0 && i < ns; i++) {
-        fill_row(v, slugs[i], w);
+        fill_row(v, o, slugs[i], w);
         need += w->needs_person;
         if (o->failed_only && !w->needs_person)
             continue;
@@ -245,7 +269,8 @@ int report_status(const struct status_view *v, const struct report_opts *o)
         if (o->failed_only)
             out_line(FAILED_ROW, w->slug, w->state, at, attempts, w->tier, w->detail);
         else
-            out_line(STATUS_ROW, w->slug, w->state, at, attempts, w->batch, w->tier, w->sum);
+            out_line(STATUS_ROW, w->slug, w->state, at, attempts, w->batch, w->tier,
+                     column_state(w->sum, w->lib));
     }
     if (arr && rc == 0)
         out_json(arr, 1);
@@ -272,7 +297,7 @@ int report_record(const struct status_view *v, const char *slug, const struct re
     struct row *w = malloc(sizeof *w);
     if (!w)
         return -1;
-    fill_row(v, slug, w);
+    fill_row(v, o, slug, w);
     const struct record *r = w->r;
     if (!r && !(v->t && tree_find(v->t, slug))) {
         free(w);
@@ -287,6 +312,7 @@ int report_record(const struct status_view *v, const char *slug, const struct re
             (!r && !cJSON_AddStringToObject(j, "state", w->state)) ||
             (r && r->state == REC_UNKNOWN && !cJSON_AddStringToObject(j, "problem", r->problem)) ||
             !cJSON_AddStringToObject(j, "checksum", w->sum) ||
+            !cJSON_AddStringToObject(j, "lib_checksum", w->lib) ||
             (w->blocked && !cJSON_AddStringToObject(j, "blocked", w->blocked)))
             rc = -1;
         else
@@ -307,8 +333,7 @@ int report_record(const struct status_view *v, const char *slug, const struct re
         return 0;
     }
     if (r->state == REC_UNKNOWN)
-        out_line("problem:     %s (repair with 'run --only %s' or 'skip %s')", r->problem, slug,
-                 slug);
+        out_line("problem:     %s", w->detail);
     out_line("at:          %s", *r->at ? r->at : "-");
     out_line("attempts:    %ld", r->attempts);
     out_line("duration_ms: %ld", r->duration_ms);
@@ -319,7 +344,7 @@ int report_record(const struct status_view *v, const char *slug, const struct re
     if (*r->sha256)
         out_line("sha256:      %s (checksum %s)", r->sha256, w->sum);
     if (*r->lib_sha256)
-        out_line("lib_sha256:  %s", r->lib_sha256);
+        out_line("lib_sha256:  %s (checksum %s)", r->lib_sha256, w->lib);
     if (*r->reason)
         out_line("reason:      %s", r->reason);
     if (*r->message)

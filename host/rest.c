@@ -213,7 +213,7 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
         char cause[300] = "";
         int retry = 0;
         if (rc != 0) {
-            snprintf(cause, sizeof cause, "%s", r.error);
+            snprintf(cause, sizeof cause, "%.299s", r.error);
             retry = retryable_transport(r.transport_error) &&
                     (idempotent || surely_unapplied(&r));
         } else if (r.status == 429 || (r.status >= 500 && r.status != 501)) {

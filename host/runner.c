@@ -312,15 +312,26 @@ struct shell_env {
     size_t used, n;
 };
 
+/* Sets name=value; a later value of the same name replaces the earlier
+ * one, so what the runner sets itself always wins (one entry per name:
+ * which of two a program reads is its own choice). */
 static int env_add(struct shell_env *e, const char *name, const char *value)
 {
-    if (!value || e->n == SHELL_ENV_MAX)
-        return value ? -1 : 0;
-    size_t need = strlen(name) + strlen(value) + 2;
+    if (!value)
+        return 0;
+    size_t need = strlen(name) + strlen(value) + 2, nl = strlen(name);
     if (e->used + need > sizeof e->buf)
         return -1;
     char *at = e->buf + e->used;
     snprintf(at, need, "%s=%s", name, value);
+    for (size_t i = 0; i < e->n; i++)
+        if (strncmp(e->v[i], name, nl) == 0 && e->v[i][nl] == '=') {
+            e->used += need;
+            e->v[i] = at;
+            return 0;
+        }
+    if (e->n == SHELL_ENV_MAX)
+        return -1;
     e->used += need;
     e->v[e->n++] = at;
     e->v[e->n] = NULL;
@@ -348,8 +359,6 @@ static int shell_env(struct ctx *c, const struct step *s, const char *kubeconfig
     for (const char *const *k = keep; *k; k++)
         if (!(*kubeconfig && strcmp(*k, "KUBECONFIG") == 0))
             bad |= env_add(e, *k, getenv(*k));
-    if (*kubeconfig)
-        bad |= env_add(e, "KUBECONFIG", kubeconfig + strlen("KUBECONFIG="));
     const char *list = c->o->pass_env;
     while (list && *list) {
         size_t len = strcspn(list, ",");
@@ -365,6 +374,10 @@ static int shell_env(struct ctx *c, const struct step *s, const char *kubeconfig
     bad |= env_add(e, "TARGET_VERSION", target);
     if (c->o->k.dry_run && s->m && *s->m->h.dry_run_var)
         bad |= env_add(e, s->m->h.dry_run_var, "1");
+    /* Last: the cluster identity is the runner's, whatever --pass-env says
+     * (main.c refuses such names too). */
+    if (*kubeconfig)
+        bad |= env_add(e, "KUBECONFIG", kubeconfig + strlen("KUBECONFIG="));
     return bad ? -1 : 0;
 }
 
@@ -661,7 +674,9 @@ static int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, i
 {
     memset(c, 0, sizeof *c);
     c->o = o;
-    c->po = (struct plan_opts){.tier = o->tier, .only = o->only, .max_attempts = o->max_attempts,
+    c->po = (struct plan_opts){.tier = o->tier, .tier_given = o->tier_given, .only = o->only,
+                               .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
+                               .max_attempts = o->max_attempts,
                                .image = o->image, .now = c->now, .force = o->force,
                                .skip = o->skip, .nskip = o->nskip, .skip_reason = o->skip_reason};
     char err[ERRLINE_MAX];
@@ -730,7 +745,8 @@ int runner_run(const struct runner_opts *o)
         goto out;
     /* A request the image cannot serve is refused before waiting for the
      * lock another runner may hold. */
-    if (o->only && (rc = plan_check_only(&c.t, o->only, err, sizeof err)) != 0) {
+    if (o->only && (rc = plan_check_only(&c.t, o->only, o->tier_given ? o->tier : NULL, err,
+                                         sizeof err)) != 0) {
         log_fatal("%s", err);
         goto out;
     }
@@ -777,13 +793,14 @@ int runner_status(const struct runner_opts *o)
     if (rc != 0 || (rc = read_ledger(&c)) != 0)
         goto out;
     struct status_view v = {.l = &c.l, .t = have_tree ? &c.t : NULL};
-    char err[ERRLINE_MAX], *version_problem[1];
-    char vp[200];
+    char err[ERRLINE_MAX], *version_problem[2];
+    char vp[200], bp[700];
     if (have_tree && c.l.exists) {
         static const char *const tiers[] = {"pre-apply", "background"};
         for (size_t i = 0; i < 2; i++) {
             struct plan_opts po = {.tier = tiers[i], .max_attempts = o->max_attempts,
-                                   .now = c.now, .survey = 1};
+                                   .now = c.now, .survey = 1, .ns = o->k.ledger_namespace,
+                                   .ledger = o->k.ledger_name};
             if (plan_build(&c.t, &c.l, &po, &plans[i]) != 0) {
                 log_fatal("out of memory");
                 rc = EXIT_FAILED;
@@ -804,10 +821,17 @@ int runner_status(const struct runner_opts *o)
         }
         if (c.l.version_bad) {
             snprintf(vp, sizeof vp, "key 'version' is \"%s\", not a plain decimal", c.l.version_raw);
-            version_problem[0] = vp;
-            v.problems = version_problem;
-            v.nproblems = 1;
+            version_problem[v.nproblems++] = vp;
         }
+        if (c.l.binary_keys) {
+            char cmd[400];
+            snprintf(bp, sizeof bp, "key '%s'%s under binaryData, where the engine never looks: "
+                     "move each into data, or remove binaryData by hand: %s", c.l.binary_key,
+                     c.l.binary_keys > 1 ? " (and more) are" : " is",
+                     plan_kubectl_remove(&c.po, "/binaryData", cmd, sizeof cmd));
+            version_problem[v.nproblems++] = bp;
+        }
+        v.problems = version_problem;
     }
     struct report_opts ro = report_opts(o);
     if (o->status_slug) {

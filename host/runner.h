@@ -16,6 +16,7 @@ struct runner_opts {
     struct kube_options k;      /* cluster, namespace, ledger and lease names, dry run */
     const char *dir;            /* root holding migrations/ and legacy-sh/ */
     const char *tier;
+    int tier_given;             /* --tier was given (an --only of the other tier is refused) */
     const char *only;
     double timeout;             /* overrides every header when > 0 */
     double lock_timeout;        /* seconds to wait for the lease */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "exitcodes.h"
 #include "fsutil.h"
@@ -84,8 +85,10 @@ static int taken(const struct scaffold_opts *o)
     }
     tree_free(&t);
     struct slug_list rv;
+    memset(&rv, 0, sizeof rv);
     snprintf(path, sizeof path, "%s/migrations/revoked", o->dir);
-    if (revoked_load(path, &rv, err, sizeof err) != 0) {
+    /* A tree without the list yet gets an empty one below. */
+    if (fs_exists(path) && revoked_load(path, &rv, err, sizeof err) != 0) {
         log_fatal("new: %s", err);
         return EXIT_PACKAGING;
     }
@@ -175,8 +178,32 @@ static int write_new(const char *path, const char *text)
     return 0;
 }
 
+int scaffold_revoked(const char *dir, char *err, size_t errlen)
+{
+    static const char text[] =
+        "# Slugs that must never run, one per line (a shipped script never changes:\n"
+        "# repair is a new slug, and the faulty one goes here).\n";
+    char path[4200], sub[4200];
+    snprintf(path, sizeof path, "%s/migrations/revoked", dir);
+    snprintf(sub, sizeof sub, "%s/migrations", dir);
+    if (fs_exists(path))
+        return 0;
+    if (fs_mkdirs(sub, 0755) != 0 || fs_write(path, text, strlen(text), 0644) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int scaffold_new(const struct scaffold_opts *o)
 {
+    struct stat st;
+    int se = stat(o->dir, &st) != 0 ? errno : 0;
+    if (se || !S_ISDIR(st.st_mode)) {
+        log_fatal("new: --dir %s: %s (new writes into an existing tree; create it first)",
+                  o->dir, se ? strerror(se) : "not a directory");
+        return EXIT_USAGE;
+    }
     if (!slug_valid(o->slug)) {
         log_fatal(
                 "new: '%s' is not a valid slug (lower-case letters and digits in "
@@ -196,6 +223,11 @@ int scaffold_new(const struct scaffold_opts *o)
         return rc;
     if ((rc = write_new(tpath, spec)) != 0)
         return rc;
+    char err[4400];
+    if (scaffold_revoked(o->dir, err, sizeof err) != 0) {
+        log_fatal("new: %s", err);
+        return EXIT_FAILED;
+    }
     out_line("new: wrote %s and %s", spath, tpath);
     return 0;
 }

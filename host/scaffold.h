@@ -11,8 +11,13 @@ struct scaffold_opts {
 };
 
 /* Writes migrations/<tier>/<slug>.lua and spec/migrations/<slug>_spec.lua.
- * An exit code: 0, EXIT_USAGE (invalid slug), EXIT_RELEASED (the slug
+ * Creates migrations/revoked too when the tree has none. An exit code: 0,
+ * EXIT_USAGE (invalid slug, a --dir that is not a directory), EXIT_RELEASED (the slug
  * exists, or a release tag carried it), EXIT_PACKAGING (the tree does not
  * load), EXIT_HISTORY (git cannot answer), EXIT_FAILED (cannot write). */
 int scaffold_new(const struct scaffold_opts *o);
+/* Creates DIR/migrations/revoked (a comment, no slug) when it is missing:
+ * a packaged tree must have one (tree.c refuses a tree without). 0, or -1
+ * with "PATH: why" in err. */
+int scaffold_revoked(const char *dir, char *err, size_t errlen);
 #endif

@@ -5,10 +5,12 @@
  * batch entry neither shipped nor retired, a slug in two batches or two
  * tiers, a bad header, a revoked or legacy slug the manifest does not know,
  * a `requires` on a slug that is absent, ordered later, itself, revoked or
- * in the other tier, and any entry of a script directory that is not a
- * readable script (a subdirectory, a dangling or looping symlink, an
- * unreadable file), or shared code (stdlib/, legacy-sh/lib/) it cannot
- * read. Must never touch
+ * in the other tier, a legacy script the legacy-map does not number or an
+ * 00000-legacy batch that is not the map in its order, a missing
+ * `revoked`, and any entry of a script directory that is not a readable
+ * script (a subdirectory, a dotfile, a dangling or looping symlink, an
+ * unreadable file), or shared code (the stdlib that runs, legacy-sh/lib/)
+ * it cannot read. Must never touch
  * the cluster: this runs before the lock, and a bad tree exits before any
  * script runs. */
 #include "tree.h"
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "sandbox.h"
 #include "util.h"
 
 static void hex(const unsigned char *d, unsigned n, char out[65])
@@ -86,7 +89,8 @@ static int walk(const char *base, const char *rel, char ***list, size_t *n, char
     snprintf(path, sizeof path, "%s%s%s", base, *rel ? "/" : "", rel);
     char **names;
     size_t nn;
-    if (list_dir(path, &names, &nn) != 0) {
+    /* Every file a script could source counts, dotfiles too. */
+    if (list_dir_all(path, &names, &nn) != 0) {
         if (errno == ENOENT && !*rel)
             return 0;
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -217,6 +221,13 @@ static int cmp_place(const void *a, const void *b)
     return c ? c : (x->order > y->order) - (x->order < y->order);
 }
 
+static long locate(const struct tree *t, const char *slug, size_t *bi, size_t *ei);
+
+long tree_locate(const struct tree *t, const char *slug, size_t *bi, size_t *ei)
+{
+    return locate(t, slug, bi, ei);
+}
+
 int tree_revoked(const struct tree *t, const char *slug)
 {
     for (size_t i = 0; i < t->revoked.n; i++)
@@ -233,7 +244,7 @@ static int scan(struct tree *t, const char *rel, const char *tier, const char *e
     snprintf(dir, sizeof dir, "%s/%s", t->root, rel);
     char **all = NULL, **names = NULL;
     size_t na = 0, nn = 0;
-    if (list_dir(dir, &all, &na) != 0) {
+    if (list_dir_all(dir, &all, &na) != 0) {
         if (errno == ENOENT)
             return 0;
         snprintf(err, errlen, "%s: %s", dir, strerror(errno));
@@ -250,7 +261,11 @@ static int scan(struct tree *t, const char *rel, const char *tier, const char *e
         char full[8200];
         snprintf(full, sizeof full, "%s/%s", dir, all[i]);
         struct stat st;
-        if (stat(full, &st) != 0) {
+        if (all[i][0] == '.') {
+            snprintf(err, errlen, "%s: not a migration (a dotfile); %s/ holds only <slug>%s%s",
+                     full, rel, ext, shell ? ", legacy-map and lib/" : "");
+            rc = -1;
+        } else if (stat(full, &st) != 0) {
             struct stat lst;
             int link = lstat(full, &lst) == 0 && S_ISLNK(lst.st_mode);
             snprintf(err, errlen, "%s: %s", full,
@@ -355,10 +370,11 @@ int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen
     if (t->n)
         qsort(t->by_slug, t->n, sizeof *t->by_slug, cmp_by_slug);
     /* The shared code every record names by digest: what cannot be read
-     * cannot be recorded, so it is a packaging error like a bad script. */
+     * cannot be recorded, so it is a packaging error like a bad script.
+     * For Lua that is the stdlib the sandbox loads (sandbox.c), wherever
+     * the tree is: a stdlib/ inside ROOT does not run and is not named. */
     char path[4096];
-    snprintf(path, sizeof path, "%s/stdlib", root);
-    int rc = sha256_dir(path, t->lib_lua, err, errlen);
+    int rc = sha256_dir(sandbox_default_stdlib(), t->lib_lua, err, errlen);
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/legacy-sh/lib", root);
         rc = sha256_dir(path, t->lib_sh, err, errlen);
@@ -390,6 +406,8 @@ static int index_places(struct tree *t)
  * position in the whole manifest; or -1. */
 static long locate(const struct tree *t, const char *slug, size_t *bi, size_t *ei)
 {
+    if (!t->places)
+        return -1;
     size_t lo = 0, hi = t->nplaces;
     while (lo < hi) { /* the first place whose slug is not below slug */
         size_t mid = lo + (hi - lo) / 2;
@@ -403,6 +421,56 @@ static long locate(const struct tree *t, const char *slug, size_t *bi, size_t *e
     *bi = t->places[lo].batch;
     *ei = t->places[lo].entry;
     return t->places[lo].order;
+}
+
+/* Legacy packaging as the generator writes it: every legacy-sh/<slug>.sh has
+ * its number in legacy-map, and order.d/00000-legacy is exactly the map's
+ * slugs in its (numeric) order. Anything else would run a script the map
+ * does not number, or run them out of order and stamp `version` backwards. */
+static int validate_legacy(const struct tree *t, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < t->n; k++) {
+        const struct migration *m = &t->m[k];
+        int mapped = 0;
+        for (size_t i = 0; i < t->legacy.n && !mapped; i++)
+            mapped = strcmp(t->legacy.e[i].slug, m->slug) == 0;
+        if (m->is_shell && !mapped) {
+            snprintf(err, errlen, "%s: '%s' is not in legacy-sh/legacy-map: every legacy script "
+                     "has its old number there", m->path, m->slug);
+            return -1;
+        }
+    }
+    const struct batch *lb = NULL;
+    for (size_t i = 0; i < t->man.n && !lb; i++)
+        if (strcmp(t->man.b[i].name, "00000-legacy") == 0)
+            lb = &t->man.b[i];
+    if (!lb && !t->legacy.n)
+        return 0;
+    if (!lb) {
+        snprintf(err, errlen, "%s/legacy-sh/legacy-map: lists %zu legacy migration%s but the "
+                 "manifest has no order.d/00000-legacy (generate it with 'cozy-migrate order')",
+                 t->root, t->legacy.n, t->legacy.n == 1 ? "" : "s");
+        return -1;
+    }
+    for (size_t i = 0; i < lb->n || i < t->legacy.n; i++) {
+        const struct batch_entry *e = i < lb->n ? &lb->e[i] : NULL;
+        const struct legacy_entry *le = i < t->legacy.n ? &t->legacy.e[i] : NULL;
+        if (e && le && strcmp(e->slug, le->slug) == 0)
+            continue;
+        if (!le)
+            snprintf(err, errlen, "%s:%d: '%s' is not in legacy-sh/legacy-map: 00000-legacy holds "
+                     "the map's slugs and nothing else", lb->path, e->line, e->slug);
+        else if (!e)
+            snprintf(err, errlen, "%s: ends before '%s' (legacy-map line %d, number %ld): "
+                     "00000-legacy holds every slug of the map, in its order", lb->path,
+                     le->slug, le->line, le->number);
+        else
+            snprintf(err, errlen, "%s:%d: '%s' where legacy-map has '%s' (line %d, number %ld): "
+                     "00000-legacy lists the map's slugs in its numeric order", lb->path, e->line,
+                     e->slug, le->slug, le->line, le->number);
+        return -1;
+    }
+    return 0;
 }
 
 static int validate(struct tree *t, char *err, size_t errlen)
@@ -498,7 +566,7 @@ static int validate(struct tree *t, char *err, size_t errlen)
             return -1;
         }
     }
-    return 0;
+    return validate_legacy(t, err, errlen);
 }
 
 int tree_load(const char *root, struct tree *t, char *err, size_t errlen)

@@ -27,7 +27,7 @@ struct tree {
     struct manifest man;
     struct slug_list revoked;
     struct legacy_map legacy;
-    char lib_lua[65];       /* digest of stdlib/ */
+    char lib_lua[65];       /* digest of the stdlib that runs (sandbox_default_stdlib) */
     char lib_sh[65];        /* digest of legacy-sh/lib/ */
     /* Indexes, so finding a slug among thousands is a binary search: */
     const struct migration **by_slug;   /* m sorted by slug */
@@ -49,6 +49,9 @@ int tree_load(const char *root, struct tree *t, char *err, size_t errlen);
 int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen);
 const struct migration *tree_find(const struct tree *t, const char *slug);
 int tree_revoked(const struct tree *t, const char *slug);
+/* Where slug first sits in the manifest (batch and entry index), and its
+ * position in the whole manifest; -1 when it is in no batch. */
+long tree_locate(const struct tree *t, const char *slug, size_t *bi, size_t *ei);
 void tree_free(struct tree *t);
 
 /* Hex sha256 of a file, and of a directory's regular files (sorted relative

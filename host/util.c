@@ -85,7 +85,12 @@ void free_names(char **names, size_t n)
     free(names);
 }
 
-int list_dir(const char *dir, char ***names, size_t *n)
+static int list(const char *dir, int hidden, char ***names, size_t *n);
+
+int list_dir(const char *dir, char ***names, size_t *n) { return list(dir, 0, names, n); }
+int list_dir_all(const char *dir, char ***names, size_t *n) { return list(dir, 1, names, n); }
+
+static int list(const char *dir, int hidden, char ***names, size_t *n)
 {
     *names = NULL;
     *n = 0;
@@ -98,7 +103,7 @@ int list_dir(const char *dir, char ***names, size_t *n)
     int err = 0;
     errno = 0;
     while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
+        if (de->d_name[0] == '.' && (!hidden || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")))
             continue;
         char **nv = realloc(v, (cnt + 1) * sizeof *nv);
         if (!nv || !(nv[cnt] = strdup(de->d_name))) {

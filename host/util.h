@@ -14,6 +14,9 @@ char *read_file(const char *path, size_t *len);
  * Returns 0 with *names (free with free_names) and *n, or -1 with errno
  * set (ENOENT when dir does not exist). */
 int list_dir(const char *dir, char ***names, size_t *n);
+/* The same with the names that start with '.' too (but "." and ".."): for
+ * directories where a dotfile must be refused or counted, never passed over. */
+int list_dir_all(const char *dir, char ***names, size_t *n);
 void free_names(char **names, size_t n);
 /* "2026-08-12T10:04:00Z" for the current time. */
 void now_rfc3339(char buf[32]);

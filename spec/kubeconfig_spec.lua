@@ -73,7 +73,15 @@ local function b64(s)
   return r
 end
 
-local PEM = '-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n'
+-- A real certificate and its key (the resolver reads both, and checks that
+-- they belong together), made once for the file.
+local function keypair()
+  local d = tmpdir()
+  h.must(h.run(string.format('openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ' ..
+    '-keyout %s -out %s -subj /CN=cozy-spec -days 2', q(d .. '/k.pem'), q(d .. '/c.pem'))), 'openssl')
+  return slurp(d .. '/c.pem'), slurp(d .. '/k.pem')
+end
+local PEM, KEY = keypair()
 
 local FILE_A = [[
 apiVersion: v1
@@ -376,7 +384,7 @@ users:
   user:
     client-certificate-data: %s
     client-key-data: %s
-]]):format(b64(PEM), b64(PEM), b64('-----BEGIN RSA PRIVATE KEY-----\nk\n-----END RSA PRIVATE KEY-----\n')))
+]]):format(b64(PEM), b64(PEM), b64(KEY)))
       local res = config({}, '--kubeconfig', f)
       local c = succeeds(res)
       assert.are.equal('https://127.0.0.1:38457', c.server)
@@ -393,7 +401,7 @@ users:
       mkdir(cfgdir .. '/pki')
       write(cfgdir .. '/pki/ca.crt', PEM)
       write(cfgdir .. '/pki/client.crt', PEM)
-      write(cfgdir .. '/pki/client.key', 'key')
+      write(cfgdir .. '/pki/client.key', KEY)
       local f = write(cfgdir .. '/config', [[
 current-context: c
 clusters: [{name: k, cluster: {server: "https://k:6443", certificate-authority: pki/ca.crt}}]

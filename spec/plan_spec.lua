@@ -332,7 +332,7 @@ describe('the planner', function()
     local sdir
     setup(function()
       sdir = fixture.tree({
-        batches = { { '00000-legacy', { 'old', 'older' } }, { '00001-v1', { 'a', 'b', 'bg', 'rev' } } },
+        batches = { { '00000-legacy', { 'older', 'old' } }, { '00001-v1', { 'a', 'b', 'bg', 'rev' } } },
         scripts = { old = { shell = true }, older = { shell = true }, a = {}, b = {}, bg = { tier = 'background' }, rev = {} },
         legacy = { { 1, 'older' }, { 2, 'old' } },
         revoked = { 'rev' },
@@ -347,7 +347,7 @@ describe('the planner', function()
     it('plans a skipped record first and treats the slug as recorded in the walk', function()
       local p = assert(migrate.plan(sdir, fixture.ledger({ a = { state = 'failed', attempts = 2 } }, 2), opts({ 'b', 'a' })))
       assert.are.equal(0, p.refuse, p.refuse_msg)
-      assert.are.same({ 'record-skipped:b', 'record-skipped:a', 'run:old', 'skip:older', 'skip:bg', 'record-revoked:rev' },
+      assert.are.same({ 'record-skipped:b', 'record-skipped:a', 'skip:older', 'run:old', 'skip:bg', 'record-revoked:rev' },
         kinds(p))
       assert.are.equal(2, p.steps[2].prev_attempts, 'attempts count executions: a skip keeps them')
       assert.matches('skipped by the operator, was failed', p.steps[2].why)

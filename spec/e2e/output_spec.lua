@@ -75,10 +75,11 @@ describe('the text format', function()
   end)
 
   it('refuses a namespace or ledger name the apiserver could never hold', function()
-    for _, args in ipairs { { '--namespace', 'a/b' }, { '--ledger', '' }, { '--namespace', 'UPPER' } } do
+    for _, args in ipairs { { '--namespace', 'a/b', 'is not a namespace name' }, { '--ledger', '', 'is not a ConfigMap name' },
+      { '--namespace', 'UPPER', 'is not a namespace name' } } do
       local res = h.cozy('plan', args[1], args[2])
       assert.are.equal(2, res.code, table.concat(args, ' '))
-      assert.matches('is not a Kubernetes name', res.err)
+      assert.matches(args[3], res.err, 1, true)
     end
   end)
 end)

@@ -96,7 +96,6 @@ describe('import-legacy', function()
     end
     local src = numbered({ ['1'] = stamp(1), ['2'] = stamp(2), ['lib/common.sh'] = COMMON })
     local r = gitrepo.new()
-    r:write('migrations/pre-apply/.keep', ''):write('migrations/background/.keep', '')
     assert.are.equal(0, import(src, '1 first-step\n2 second-step\n', r.dir).code)
     r:commit('import the legacy set')
     assert.are.equal(0, r:order().code)

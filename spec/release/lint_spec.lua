@@ -155,15 +155,16 @@ describe('lint', function()
     finding(lint(r.dir), r.dir, 'migrations/order.d:1: order-d: ', '1 file tracked in git')
   end)
 
-  it('history: a slug is never reused, in another place or after it was retired', function()
+  it('history: a slug is never reused, as another kind of script or after it was retired', function()
     local r = gitrepo.new()
-    r:lua('moved'):lua('comeback'):write('spec/migrations/moved_spec.lua', '--\n')
+    r:lua('relived'):lua('comeback'):write('spec/migrations/relived_spec.lua', '--\n')
       :write('spec/migrations/comeback_spec.lua', '--\n'):commit():tag('v1.0.0')
     r:rm('migrations/pre-apply/comeback.lua'):commit():tag('v1.1.0')
-    r:rm('migrations/pre-apply/moved.lua'):lua('moved', { tier = 'background' }):lua('comeback', { body = '-- again' }):commit()
+    r:rm('migrations/pre-apply/relived.lua'):sh('relived'):write('legacy-sh/legacy-map', '1 relived\n')
+      :lua('comeback', { body = '-- again' }):commit()
     local res = lint(r.dir, '--history')
-    finding(res, r.dir, 'migrations/background/moved.lua:1: history: ',
-      "slug 'moved' was shipped as migrations/pre-apply/moved.lua in v1.0.0")
+    finding(res, r.dir, 'legacy-sh/relived.sh:1: history: ',
+      "slug 'relived' was shipped as migrations/pre-apply/relived.lua in v1.0.0")
     finding(res, r.dir, 'migrations/pre-apply/comeback.lua:1: history: ',
       "slug 'comeback' was retired: shipped in v1.0.0, absent from v1.1.0")
     -- without --history these are not checked

@@ -143,7 +143,7 @@ describe('order', function()
     ok(r:order())
     assert.is_nil(io.open(r:path('migrations/order.d/00007-v0.0.1')))
     h.write(r:path('migrations/order.d/README'), 'mine\n')
-    fails(r:order(), 1, 'README: not a batch file; refusing to replace')
+    fails(r:order(), 2, 'README: not a batch file; refusing to replace')
   end)
 
   describe('a maintenance line with a backport', function()

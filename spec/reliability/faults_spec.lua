@@ -101,6 +101,7 @@ end]], FLEET, ns), '--timeout', '10m', { env = { KUBECONFIG = c.kubeconfig } }),
         assert(os.execute(string.format('mkdir -p %s/migrations/pre-apply %s/migrations/order.d %s/legacy-sh/lib',
           h.q(dir), h.q(dir), h.q(dir))))
         h.write(dir .. '/migrations/order.d/00001-v1.0.0', 'fleet-faults\n')
+        h.write(dir .. '/migrations/revoked', '')
         h.write(dir .. '/migrations/pre-apply/fleet-faults.lua', migration(ns) .. '\n')
         P.faults(proxy, RULES)
 

@@ -13,9 +13,44 @@ end
 --   batches = { { '00001-v1.0', { 'a', 'b retired' } }, ... },   -- order.d, in order
 --   scripts = { a = { tier = 'pre-apply', on_error = 'abort', body = '...', header = '...' },
 --               old = { shell = true, body = '...' } },
---   revoked = { 'x' }, legacy = { { 1, 'old' } }, raw = { ['path'] = 'content' },
+--   revoked = { 'x' } (default {}; false: no file), legacy = { { 1, 'old' } }, raw = { ['path'] = 'content' },
 -- } -> dir
+-- Shell scripts are legacy: numbered in legacy-map and listed in
+-- 00000-legacy in that order (the runner refuses anything else). A spec
+-- that gives neither `legacy` nor a raw legacy-map gets them from its
+-- batches: the shell slugs in manifest order, moved to 00000-legacy.
+local function legacy_from_batches(spec)
+  local shell = {}
+  for slug, s in pairs(spec.scripts or {}) do
+    if s.shell then shell[slug] = true end
+  end
+  if not spec.batches or not next(shell) or spec.legacy ~= nil or
+    (spec.raw and spec.raw['legacy-sh/legacy-map']) then
+    return spec
+  end
+  local moved, batches = {}, {}
+  for _, b in ipairs(spec.batches) do
+    local kept = {}
+    for _, line in ipairs(b[2]) do
+      if shell[line:match('^(%S+)')] then moved[#moved + 1] = line else kept[#kept + 1] = line end
+    end
+    if b[1] == '00000-legacy' or #kept > 0 then batches[#batches + 1] = { b[1], kept } end
+  end
+  if #moved == 0 then return spec end
+  if batches[1] and batches[1][1] == '00000-legacy' then
+    for i = #moved, 1, -1 do table.insert(batches[1][2], 1, moved[i]) end
+  else
+    table.insert(batches, 1, { '00000-legacy', moved })
+  end
+  local out = {}
+  for k, v in pairs(spec) do out[k] = v end
+  out.batches, out.legacy = batches, {}
+  for i, line in ipairs(moved) do out.legacy[i] = { i, line:match('^(%S+)') } end
+  return out
+end
+
 function M.tree(spec)
+  spec = legacy_from_batches(spec)
   local dir = h.tmpdir()
   mkdir(dir .. '/migrations/pre-apply')
   mkdir(dir .. '/migrations/background')
@@ -38,8 +73,9 @@ function M.tree(spec)
       (s.timeout and ('\n' .. prefix .. ' cozystack-migration: timeout=' .. s.timeout) or ''))
     h.write(path, header .. '\n' .. (s.body or '') .. '\n')
   end
-  if spec.revoked then
-    h.write(dir .. '/migrations/revoked', table.concat(spec.revoked, '\n') .. '\n')
+  -- A packaged tree always has one (empty: nothing revoked); revoked = false leaves it out.
+  if spec.revoked ~= false then
+    h.write(dir .. '/migrations/revoked', table.concat(spec.revoked or {}, '\n') .. '\n')
   end
   if spec.legacy then
     local lines = {}

@@ -17,12 +17,20 @@ local function exists(p)
   return f ~= nil
 end
 
+-- A slug for a file's name (exec refuses anything else): lower case, each
+-- run of other characters one dash ("lua_krLR8d" -> "lua-krlr8d").
+local function slug_of(name)
+  local s = name:lower():gsub('[^a-z0-9]+', '-'):gsub('^%-+', ''):gsub('%-+$', '')
+  return s ~= '' and s:sub(1, 60):gsub('%-+$', '') or 'script'
+end
+
 -- locate(slug_or_path) -> path, slug. A slug is looked up in both tiers of
--- this checkout; anything with a slash or a .lua ending is a file.
+-- this checkout; anything with a slash or a .lua ending is a file (its slug
+-- made from its name).
 function M.locate(x)
   if x:find('/', 1, true) or x:match('%.lua$') then
     local path = x:sub(1, 1) == '/' and x or (h.root .. '/' .. x)
-    return path, (path:match('([^/]+)%.lua$') or path:match('([^/]+)$'))
+    return path, slug_of(path:match('([^/]+)%.lua$') or path:match('([^/]+)$'))
   end
   for _, tier in ipairs({ 'pre-apply', 'background' }) do
     local p = string.format('%s/migrations/%s/%s.lua', h.root, tier, x)

@@ -219,6 +219,7 @@ local function write_tree(lines, scripts)
   assert(os.execute(string.format('mkdir -p %s/migrations/pre-apply %s/migrations/order.d %s/legacy-sh/lib',
     h.q(dir), h.q(dir), h.q(dir))))
   h.write(dir .. '/migrations/order.d/00001-v1.0.0', table.concat(lines, '\n') .. '\n')
+  h.write(dir .. '/migrations/revoked', '')
   for slug, body in pairs(scripts) do
     h.write(dir .. '/migrations/pre-apply/' .. slug .. '.lua',
       '-- cozystack-migration: on-error=abort\n' .. body .. '\n')

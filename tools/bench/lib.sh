@@ -91,6 +91,7 @@ new_tree() {
 	local d
 	d=$(mktemp -d "$work/tree.XXXXXX")
 	mkdir -p "$d/migrations/pre-apply" "$d/migrations/order.d" "$d/legacy-sh/lib"
+	: >"$d/migrations/revoked"
 	echo "$d"
 }
 
@@ -100,8 +101,10 @@ add_lua() {
 	echo "$2" >>"$1/migrations/order.d/00001-v1.0.0"
 }
 
-# add_sh TREE SLUG BODY: a legacy shell migration, listed in batch 00001
+# add_sh TREE SLUG BODY: a legacy shell migration: numbered in legacy-map and
+# listed in 00000-legacy in that order, as the runner requires
 add_sh() {
 	printf '# cozystack-migration: on-error=abort\n%s\n' "$3" >"$1/legacy-sh/$2.sh"
-	echo "$2" >>"$1/migrations/order.d/00001-v1.0.0"
+	echo "$2" >>"$1/migrations/order.d/00000-legacy"
+	echo "$(($(grep -c . "$1/legacy-sh/legacy-map" 2>/dev/null || true) + 1)) $2" >>"$1/legacy-sh/legacy-map"
 }

@@ -88,9 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(s, text, len);
         s[len] = '\0';
         struct record *r = malloc(sizeof *r), *r2 = malloc(sizeof *r2);
-        if (r && r2 && record_parse(s, r) == 0) {
+        if (r && r2 && record_parse(s, len, r) == 0) {
             char *out = record_format(r);
-            if (!out || record_parse(out, r2) != 0 || r2->state != r->state ||
+            if (!out || record_parse(out, strlen(out), r2) != 0 || r2->state != r->state ||
                 r2->attempts != r->attempts)
                 abort();
             free(out);
