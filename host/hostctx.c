@@ -43,3 +43,12 @@ double host_ctx_remaining(const struct host_ctx *hc)
         return HUGE_VAL;
     return hc->deadline - now_mono();
 }
+
+void host_ctx_unpredictable(struct host_ctx *hc, const char *why)
+{
+    if (!hc || hc->unpredictable)
+        return;
+    hc->unpredictable = 1;
+    snprintf(hc->unpredictable_why, sizeof hc->unpredictable_why, "%s", why ? why : "");
+    utf8_clip(hc->unpredictable_why);
+}

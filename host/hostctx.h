@@ -46,6 +46,9 @@ struct host_ctx {
     struct overlay *overlay;        /* preview: loaded by kube.c on first use */
     int ended;                      /* the script is over (its state is closing):
                                      * no more requests */
+    int unpredictable;              /* preview: a request the preview cannot predict
+                                     * was refused (PreviewUnsupported, DryRunRefused) */
+    char unpredictable_why[512];    /* the first such refusal, one line */
 };
 
 /* Copies *src into a userdata anchored in the registry and makes it L's
@@ -53,6 +56,9 @@ struct host_ctx {
 void host_ctx_attach(lua_State *L, const struct host_ctx *src);
 /* L's context. Never NULL once attached; NULL before. */
 struct host_ctx *host_ctx(lua_State *L);
+/* Notes that the preview met something it cannot predict (the first why
+ * is kept): the migration's preview is then unpredictable, not failed. */
+void host_ctx_unpredictable(struct host_ctx *hc, const char *why);
 /* Seconds before the deadline (negative once passed); HUGE_VAL without one. */
 double host_ctx_remaining(const struct host_ctx *hc);
 #endif

@@ -297,10 +297,10 @@ void ledger_event(const struct ledger_loc *at, const char *uid, const char *type
         (uid && *uid && !cJSON_AddStringToObject(inv, "uid", uid)) ||
         !cJSON_AddStringToObject(e, "reason", reason) ||
         !cJSON_AddStringToObject(e, "message", msg) || !cJSON_AddStringToObject(e, "type", type) ||
-        !cJSON_AddStringToObject(src, "component", "cozy-migrate") ||
+        !cJSON_AddStringToObject(src, "component", EVENT_COMPONENT) ||
         !cJSON_AddStringToObject(e, "firstTimestamp", ts) ||
         !cJSON_AddStringToObject(e, "lastTimestamp", ts) || !cJSON_AddNumberToObject(e, "count", 1) ||
-        !cJSON_AddStringToObject(e, "reportingComponent", "cozy-migrate") ||
+        !cJSON_AddStringToObject(e, "reportingComponent", EVENT_COMPONENT) ||
         !cJSON_AddStringToObject(e, "reportingInstance", host)) {
         cJSON_Delete(e);
         return;
