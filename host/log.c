@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <lauxlib.h>
+#include <lualib.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -221,8 +222,12 @@ static int lua_log(lua_State *L, enum log_level l)
 {
     int n = lua_gettop(L);
     if (n > 1) {
-        lua_getglobal(L, "string");
+        /* The string library as it was opened (the registry's copy), never
+         * a `string.format` a script put in its globals. */
+        luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+        lua_getfield(L, -1, LUA_STRLIBNAME);
         lua_getfield(L, -1, "format");
+        lua_remove(L, -2);
         lua_remove(L, -2);
         lua_insert(L, 1);
         lua_call(L, n, 1);
