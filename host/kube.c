@@ -124,6 +124,20 @@ static void push_error_mt(lua_State *L)
     }
 }
 
+static int push_json_call(lua_State *L)
+{
+    ljson_push(L, lua_touserdata(L, 1));
+    return 1;
+}
+
+/* ljson_push with finalizers held off (host_call_pinned): what is being
+ * converted may belong to the host (the overlay, a response), and a __gc
+ * calling kube meanwhile could free or replace it. May raise (memory). */
+static void push_json(lua_State *L, const cJSON *v)
+{
+    host_call_pinned(L, push_json_call, (void *)v, 1);
+}
+
 static void push_error(lua_State *L, long code, const char *reason, const char *message,
                        const cJSON *details, const char *verb, const char *method,
                        const char *path)
@@ -136,7 +150,7 @@ static void push_error(lua_State *L, long code, const char *reason, const char *
     lua_pushstring(L, message);
     lua_setfield(L, -2, "message");
     if (details) {
-        ljson_push(L, details);
+        push_json(L, details);
         lua_setfield(L, -2, "details");
     }
     lua_pushstring(L, verb ? verb : method);
@@ -528,15 +542,31 @@ struct send {
     int safe;
 };
 
-static void push_status(lua_State *L, long status, const cJSON *body)
+struct status_answer {
+    long status;
+    const cJSON *body;
+};
+
+static int push_status_call(lua_State *L)
 {
+    const struct status_answer *a = lua_touserdata(L, 1);
     lua_createtable(L, 0, 2);
-    lua_pushinteger(L, status);
+    lua_pushinteger(L, a->status);
     lua_setfield(L, -2, "status");
-    if (body) {
-        ljson_push(L, body);
+    if (a->body) {
+        ljson_push(L, a->body);
         lua_setfield(L, -2, "body");
     }
+    return 1;
+}
+
+/* {status=, body=} where body may be the overlay's own object: built whole
+ * with finalizers held off, since any allocation could run a __gc whose
+ * write replaces (frees) that object. May raise (memory). */
+static void push_status(lua_State *L, long status, const cJSON *body)
+{
+    struct status_answer a = {status, body};
+    host_call_pinned(L, push_status_call, &a, 1);
 }
 
 /* The collection a path's object lives in, with dryRun=All. */
@@ -878,7 +908,7 @@ static int l_request(lua_State *L)
         mem_free(q->res.body);
         q->res.body = NULL;
         q->res.len = 0;
-        ljson_push(L, q->res.json);
+        push_json(L, q->res.json);
     } else if (q->res.len)
         lua_pushlstring(L, q->res.body, q->res.len);
     else
@@ -974,8 +1004,9 @@ static void set_str(lua_State *L, const char *k, const char *v)
     lua_setfield(L, -2, k);
 }
 
-static void push_resource(lua_State *L, const struct api_resource *r)
+static int push_resource_call(lua_State *L)
 {
+    const struct api_resource *r = lua_touserdata(L, 1);
     char buf[600];
     lua_createtable(L, 0, 9);
     set_str(L, "group", r->group);
@@ -1000,6 +1031,15 @@ static void push_resource(lua_State *L, const struct api_resource *r)
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "verbs");
+    return 1;
+}
+
+/* The resolved resource as a table, read from the discovery catalogue with
+ * finalizers held off: a __gc that resolves a missing name meanwhile would
+ * refetch discovery and free the catalogue. May raise (memory). */
+static void push_resource(lua_State *L, const struct api_resource *r)
+{
+    host_call_pinned(L, push_resource_call, (void *)r, 1);
 }
 
 /* Pushes nil and the error of a failed discovery. May raise (memory). */
@@ -1173,9 +1213,10 @@ static void ensure_client(lua_State *L, struct host_ctx *hc)
     lua_setmetatable(L, -2);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &CLIENT_KEY);
     hc->client = c;
-    /* Without the journal's memory a migration still runs, unjournaled. */
-    if (journal_init(&c->journal) == 0)
-        hc->journal = &c->journal;
+    /* In a migration's child the log is in memory the parent shares, so
+     * the journal outlives the child however it ends. */
+    journal_init(&c->journal, hc->journal_log);
+    hc->journal = &c->journal;
 }
 
 static const char PRIVATE_KEY = 'p';

@@ -164,6 +164,9 @@ static int co_resume_into(lua_State *L, lua_State *co, int narg)
     lua_xmove(L, co, narg);
     int nres;
     int status = lua_resume(co, L, narg, &nres);
+    /* Control is back with the resumer: if the deadline passed meanwhile,
+     * its next instruction gets the timeout too. */
+    arm_thread(L);
     if (status == LUA_OK || status == LUA_YIELD) {
         if (!lua_checkstack(L, nres + 1)) {
             lua_pop(co, nres);
