@@ -242,8 +242,9 @@ static void start_watch(const struct child_spec *spec)
  * when a preview met a write it cannot predict, "unpredictable\tWHY". */
 static void one_line(char *p)
 {
+    /* a CR stays, for the parent to show escaped: it is no separator */
     for (; *p; p++)
-        if (*p == '\n' || *p == '\r' || *p == '\t')
+        if (*p == '\n' || *p == '\t')
             *p = ' ';
 }
 
