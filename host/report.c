@@ -27,6 +27,14 @@ static size_t count_kind(const struct plan *p, enum step_kind k)
     return n;
 }
 
+/* A record's text as it may reach a terminal: what a script printed or
+ * raised is shown with its control bytes escaped (text_escape). */
+static const char *shown(const char *text, char *buf, size_t cap)
+{
+    text_escape(text, strlen(text), buf, cap, 0);
+    return buf;
+}
+
 static const char *action_name(enum step_kind k)
 {
     switch (k) {
@@ -243,8 +251,10 @@ int report_status(const struct status_view *v, const struct report_opts *o)
         char attempts[24];
         snprintf(attempts, sizeof attempts, "%ld", w->r ? w->r->attempts : 0L);
         const char *at = w->r && *w->r->at ? w->r->at : "-";
+        char detail[4 * sizeof w->detail];
         if (o->failed_only)
-            out_line(FAILED_ROW, w->slug, w->state, at, attempts, w->tier, w->detail);
+            out_line(FAILED_ROW, w->slug, w->state, at, attempts, w->tier,
+                     shown(w->detail, detail, sizeof detail));
         else
             out_line(STATUS_ROW, w->slug, w->state, at, attempts, w->batch, w->tier, w->sum);
     }
@@ -257,14 +267,6 @@ int report_status(const struct status_view *v, const struct report_opts *o)
 }
 
 /* "  line" for each line of text. */
-/* A record's text as it may reach a terminal: what a script printed or
- * raised is shown with its control bytes escaped (text_escape). */
-static const char *shown(const char *text, char *buf, size_t cap)
-{
-    text_escape(text, strlen(text), buf, cap, 0);
-    return buf;
-}
-
 static void indented(const char *text)
 {
     const char *p = text;

@@ -700,7 +700,9 @@ enum sandbox_status sandbox_run_file(struct sandbox *sb, const char *path, char 
         return SANDBOX_OK;
     error_text(sb, L, -1, err, errlen);
     lua_pop(L, 1);
-    if (sb->timed_out) {
+    /* kube refuses every request past the deadline with the timeout error;
+     * an error that ends a script past its deadline is the deadline's. */
+    if (sb->timed_out || (hc && hc->deadline && now_mono() >= hc->deadline)) {
         snprintf(err, errlen, "timeout: the migration ran past its deadline");
         return SANDBOX_TIMEOUT;
     }
