@@ -5,7 +5,9 @@
  * every grandchild a legacy script starts); exactly which fds the child keeps
  * (stdin /dev/null, stdout+stderr on one pipe, a status pipe on fd 3, nothing
  * else: the parent's TLS socket and lease connection are never shared); in
- * the Lua child, running the sandbox and reporting its status; in the parent,
+ * the Lua child, running the sandbox and reporting its status, its write
+ * journal kept in memory shared with the parent (so it outlives the child
+ * however it ends); in the parent,
  * streaming "[slug] line" to stderr, the 20-line tail, the deadline (TERM,
  * grace, KILL to the group), the tick that renews the lease while waiting,
  * and turning how the child ended into an outcome; and, when the runner

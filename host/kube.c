@@ -1,15 +1,20 @@
 /* kube.c: `kube.core`, the request policy under every kube verb.
  *
- * Owns, for each request a script makes: the ledger/lease write guard
- * (checked on the percent-decoded path before anything is sent; a path it
- * cannot judge is refused), dryRun=All on every mutating request in dry-run
- * mode, which requests count as idempotent when handing them to rest.c (which
- * owns retries, bounded here by the migration's deadline), apiserver errors
- * turned into Lua values (code, reason, message, details, verb, path, and
- * the fresh continue token of a 410), the discovery cache, refetched once on
- * a miss, and counters of connections and requests sent. Must never mark a
- * request idempotent whose repetition is unsafe, nor let a script reach the
- * ledger. */
+ * Owns, for each request a script makes and each one the host makes for it:
+ * the one door to the wire (wire()), where the guard judges the method, path
+ * and body as sent (a path it cannot judge is refused), dryRun=All goes in
+ * the query of every mutating request in dry-run mode and in a DELETE's
+ * options body, and nothing leaves once the migration's deadline has
+ * passed; which requests count as idempotent when handing them to rest.c
+ * (which owns retries, bounded here by the migration's deadline); apiserver
+ * errors turned into Lua values (code, reason, message, details, verb, path,
+ * and the fresh continue token of a 410); the preview's overlay (answers
+ * from it, writes rewritten against it, PreviewUnsupported noted on the host
+ * context); turning host data into Lua values with finalizers held off; the
+ * discovery cache, refetched once on a miss; and counters of connections and
+ * requests sent. Must never mark a request idempotent whose repetition is
+ * unsafe, send a request that did not pass wire(), nor let a script reach
+ * the ledger. */
 #include "kube.h"
 
 #include <curl/curl.h>
