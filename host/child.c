@@ -5,7 +5,9 @@
  * every grandchild a legacy script starts); exactly which fds the child keeps
  * (stdin /dev/null, stdout+stderr on one pipe, a status pipe on fd 3, nothing
  * else: the parent's TLS socket and lease connection are never shared); in
- * the Lua child, running the sandbox and reporting its status; in the parent,
+ * the Lua child, running the sandbox and reporting its status, its write
+ * journal kept in memory shared with the parent (so it outlives the child
+ * however it ends); in the parent,
  * streaming "[slug] line" to stderr, the 20-line tail, the deadline (TERM,
  * grace, KILL to the group), the tick that renews the lease while waiting,
  * and turning how the child ended into an outcome; and, when the runner
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -49,7 +52,8 @@
 #define TAIL_MAX OUTPUT_TAIL_MAX    /* bytes of res->tail, NUL included */
 #define RING_LINE_MAX 1024      /* one tail line; longer ones end in "..." */
 #define STREAM_LINE_MAX 4096    /* a longer line is streamed in pieces */
-#define STATUS_MAX 65536      /* the verdict line, then the journal line */
+#define STATUS_MAX 4096       /* the verdict line (and the preview's note): the write
+                                 * journal does not go through the pipe, see journal_map */
 #define STATUS_FD 3
 /* After the main child is reaped and its group killed, how long we keep
  * reading for output still in flight. Only a process that left the group
@@ -171,6 +175,7 @@ struct launch {
     int out_w, st_w, devnull;
     double deadline;             /* the script's deadline (monotonic), 0 = none */
     size_t mem;
+    struct journal_log *journal; /* Lua: the write journal's log, shared with the parent */
 };
 
 /* What the Lua child's state learns about its run: handed over in the
@@ -184,6 +189,7 @@ static void lua_child_ctx(const struct launch *l, struct host_ctx *hc)
         kube_default_options(&hc->kube);
     hc->deadline = l->deadline;
     hc->overlay_path = l->spec->overlay_path;
+    hc->journal_log = l->journal;
 }
 
 static void close_from(int lowfd)
@@ -234,36 +240,34 @@ static void start_watch(const struct child_spec *spec)
     pthread_attr_destroy(&a);
 }
 
-/* One status record on fd 3: "ok\t\t" or "error\tREASON\tMESSAGE". */
-static void write_status(enum sandbox_status st, char *err)
+/* The status record on fd 3: "ok\t\t" or "error\tREASON\tMESSAGE", then,
+ * when a preview met a write it cannot predict, "unpredictable\tWHY". */
+static void one_line(char *p)
+{
+    /* a CR stays, for the parent to show escaped: it is no separator */
+    for (; *p; p++)
+        if (*p == '\n' || *p == '\t')
+            *p = ' ';
+}
+
+static void write_status(enum sandbox_status st, char *err, const struct host_ctx *hc)
 {
     char rec[1200];
     if (st == SANDBOX_OK) {
         snprintf(rec, sizeof rec, "ok\t\t\n");
     } else {
         /* One line, three tab-separated fields: no tab or newline inside. */
-        for (char *p = err; *p; p++)
-            if (*p == '\n' || *p == '\r' || *p == '\t')
-                *p = ' ';
+        one_line(err);
         snprintf(rec, sizeof rec, "error\t%s\t%.1100s\n", sandbox_status_name(st), err);
     }
     (void)write_all(STATUS_FD, rec, strlen(rec));
-}
-
-/* After the verdict, "journal\t<JSON>\n": the writes the migration sent
- * (journal.h), for the runner's record. */
-static void write_journal(struct sandbox *sb)
-{
-    struct host_ctx *hc = sb ? host_ctx(sandbox_state(sb)) : NULL;
-    cJSON *j = hc && hc->journal ? journal_json(hc->journal) : NULL;
-    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
-    if (text && strlen(text) + 16 < STATUS_MAX - 1200) {
-        (void)write_all(STATUS_FD, "journal\t", 8);
-        (void)write_all(STATUS_FD, text, strlen(text));
-        (void)write_all(STATUS_FD, "\n", 1);
+    if (hc && hc->unpredictable) {
+        char why[sizeof hc->unpredictable_why];
+        snprintf(why, sizeof why, "%s", hc->unpredictable_why);
+        one_line(why);
+        snprintf(rec, sizeof rec, "unpredictable\t%.1000s\n", why);
+        (void)write_all(STATUS_FD, rec, strlen(rec));
     }
-    cJSON_free(text);
-    cJSON_Delete(j);
 }
 
 /* A preview's overlay goes back to the file the next migration reads. */
@@ -283,7 +287,7 @@ static void lua_child_panic(const char *msg)
     snprintf(m, sizeof m, "%s", msg);
     fflush(stdout);
     fflush(stderr);
-    write_status(SANDBOX_ERROR, m);
+    write_status(SANDBOX_ERROR, m, NULL);
 }
 
 static _Noreturn void run_lua_child(const struct launch *l)
@@ -310,8 +314,7 @@ static _Noreturn void run_lua_child(const struct launch *l)
     fflush(stdout);
     fflush(stderr);
     save_overlay(sb);
-    write_status(st, err);
-    write_journal(sb);
+    write_status(st, err, sb ? host_ctx(sandbox_state(sb)) : NULL);
     /* Written before lua_close, so a finalizer misbehaving during close
      * cannot lose the verdict. */
     sandbox_free(sb);
@@ -485,6 +488,12 @@ static void emit_line(struct reader *r, const char *s, size_t n)
 {
     if (!r->quiet)
         log_script_line(r->slug, s, n);
+    /* The tail goes into records and JSON: valid UTF-8 only. */
+    char *fixed = utf8_repair(s, n);
+    if (fixed) {
+        s = fixed;
+        n = strlen(fixed);
+    }
     char *slot = r->ring[r->next];
     size_t keep = n;
     if (keep > RING_LINE_MAX) {
@@ -500,6 +509,7 @@ static void emit_line(struct reader *r, const char *s, size_t n)
     }
     slot[keep] = 0;
     r->ring_len[r->next] = keep;
+    free(fixed);
     r->next = (r->next + 1) % TAIL_LINES;
     if (r->count < TAIL_LINES)
         r->count++;
@@ -606,15 +616,13 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
     else if (waited && WIFSIGNALED(wstatus))
         res->signal = WTERMSIG(wstatus);
 
-    /* "KIND\tREASON\tMESSAGE\n", then maybe "journal\tJSON\n" */
+    /* "KIND\tREASON\tMESSAGE\n", then maybe "unpredictable\tWHY\n" */
     const char *kind = NULL, *reason = "", *msg = "";
     char *nl = strchr(rec, '\n');
-    if (nl && strncmp(nl + 1, "journal\t", 8) == 0) {
-        char *j = nl + 9, *end = strchr(j, '\n');
-        if (end) {
-            *end = 0;
-            res->journal = strdup(j);
-        }
+    if (nl && strncmp(nl + 1, "unpredictable\t", 14) == 0) {
+        char *w = nl + 15;
+        size_t wl = strcspn(w, "\n");
+        text_escape(w, wl, res->unpredictable, sizeof res->unpredictable, 0);
     }
     if (nl) {
         *nl = 0;
@@ -664,7 +672,10 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
             res->outcome = CHILD_FAILED;
             res->reason = "ScriptError";
         }
-        set_msg(res, "%s", msg);
+        /* What the script raised is data: it reaches a terminal (the FAILED
+         * line, status), an Event and JSON lines, so no control byte or
+         * broken UTF-8 of its own goes with it. */
+        text_escape(msg, strlen(msg), res->message, sizeof res->message, 0);
         return 0;
     }
     if (!waited) {
@@ -789,6 +800,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     char *abs_path = NULL;
     char **envp = NULL;
     int out[2] = {-1, -1}, stp[2] = {-1, -1}, devnull = -1, pidfd = -1;
+    struct journal_log *jlog = NULL;
     if (!rd) {
         spawn_failed(res, "allocating the reader", ENOMEM);
         return -1;
@@ -825,6 +837,18 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         goto fail;
     }
 
+    if (!spec->is_shell) {
+        /* The write journal lives here, shared with the child: whatever
+         * ends it (its deadline's kill, memory), the parent still reads
+         * every write it finished. */
+        void *m = mmap(NULL, sizeof *jlog, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            spawn_failed(res, "mapping the write journal", errno);
+            goto fail;
+        }
+        jlog = m;
+    }
+
     double start = now_mono();
     struct launch l = {
         .spec = spec,
@@ -837,6 +861,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         .devnull = devnull,
         .deadline = spec->timeout_s > 0 ? start + spec->timeout_s : 0,
         .mem = spec->lua_mem_limit ? spec->lua_mem_limit : (size_t)DEFAULT_MEMORY_MB << 20,
+        .journal = jlog,
     };
     /* Unflushed stdio output would otherwise be written twice, once by the
      * Lua child when it flushes. */
@@ -968,6 +993,16 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     close_fd(&stp[0]);
     res->tail = reader_tail(rd);
     int rc = classify(spec, path, res, waited, wstatus, timed_out, st);
+    if (jlog) {
+        cJSON *j = journal_log_json(jlog);
+        char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+        res->journal = text ? strdup(text) : NULL;
+        if (j && !res->journal)
+            log_error("%s: out of memory reading its write journal", slug);
+        cJSON_free(text);
+        cJSON_Delete(j);
+        munmap(jlog, sizeof *jlog);
+    }
     if (aborted) {
         res->outcome = CHILD_ABORTED;
         res->reason = "Aborted";
@@ -979,6 +1014,8 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     return rc;
 
 fail:
+    if (jlog)
+        munmap(jlog, sizeof *jlog);
     close_fd(&out[0]);
     close_fd(&out[1]);
     close_fd(&stp[0]);

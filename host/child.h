@@ -58,12 +58,17 @@ struct child_result {
                                     "Killed" (SIGKILL/SIGTERM from outside), "Crashed" (SIGSEGV/SIGABRT/
                                     SIGBUS/SIGILL/SIGFPE), "MemoryLimit", "SpawnError", "Aborted";
                                     NULL when OK */
-    char message[1024];          /* one line: the Lua error message, or "exit code 3", or
-                                    "killed by signal 9", or "timed out after 5m" */
+    char message[1024];          /* one line: the Lua error message (control bytes and
+                                    invalid UTF-8 escaped, text_escape), or "exit code 3",
+                                    or "killed by signal 9", or "timed out after 5m" */
     int exit_code, signal;       /* how the child process ended (0 when not applicable) */
     long duration_ms;
     char *journal;               /* Lua: the write journal as JSON (journal.h), malloc'd;
-                                    NULL when none came */
+                                    NULL when the script never opened the kube module. Read
+                                    from memory shared with the child, so it is there however
+                                    the child ended (a Timeout kill, out of memory) */
+    char unpredictable[512];     /* preview: the first write the preview could not predict
+                                    ("" when none): the outcome is then no prediction */
     char *tail;                  /* last OUTPUT_TAIL_LINES lines of combined stdout+stderr, at most
                                     OUTPUT_TAIL_MAX bytes, each line '\n'-terminated; malloc'd,
                                     free with child_result_free */

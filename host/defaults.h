@@ -10,6 +10,9 @@
 #define DEFAULT_LEDGER_NAME "cozystack-version"
 /* The runner lock is the Lease named <ledger><LEASE_SUFFIX>. */
 #define LEASE_SUFFIX "-lock"
+/* The component the runner's Events name as their source (and reporting
+ * controller): no script may write an Event claiming it (guard.h). */
+#define EVENT_COMPONENT "cozy-migrate"
 
 /* One migration. */
 #define DEFAULT_TIMEOUT_S (10 * 60.0)       /* header timeout= when absent */

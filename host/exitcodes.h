@@ -22,5 +22,10 @@ enum {
                                slug recorded ok (or legacy, skipped-fresh-install), or
                                `--only` of a legacy slug whose script would stamp an
                                older `version`, without --force */
+    /* 12 and 13 are issue 18's (the ledger deleted during the run; no room
+     * for the step's record). */
+    EXIT_DENIED = 14,       /* a write the runner needs (the ledger) was denied by admission
+                               or policy (a webhook, a ValidatingAdmissionPolicy), while
+                               RBAC allows it: the server's message says which */
 };
 #endif

@@ -1,12 +1,19 @@
 /* guard.h: the ledger guard, as a pure function. Decides whether one
  * request, exactly as it will go on the wire, may be sent by a migration:
- * scripts never write the ledger ConfigMap, the runner's Lease, or delete
- * the namespace holding them. Owns the path grammar it accepts (an absolute
- * API path: no query, no fragment, no control characters, no empty, "." or
- * ".." segment, no encoded '/' or NUL), its canonical form (percent-decoded,
- * compared without regard to case), and reading a create's body in the
+ * scripts never write the ledger ConfigMap, the runner's Lease, the
+ * Namespace holding them (any verb, any subresource), or the runner's
+ * Events (those on the ledger's name, and any Event claiming the runner's
+ * component or naming the ledger or the Lease as its subject); and in a dry
+ * run, never send a request the apiserver would not dry-run (a TokenRequest
+ * answers with a live token; exec, attach and port-forward have no dry run).
+ * Owns the path grammar it accepts (an absolute API path: no query, no
+ * fragment, no control characters, no empty, "." or ".." segment, no encoded
+ * '/' or NUL), its canonical form (percent-decoded, compared without regard
+ * to case), how a path names namespace, resource, object and subresource
+ * (as the apiserver's RequestInfo reads it), and reading a body in the
  * format its content type names (JSON without duplicate keys, or YAML).
- * Holds no state and makes no request; kube.c calls it on every request.
+ * Holds no state and makes no request; kube.c calls it on every request it
+ * sends, the ones it builds itself included.
  *
  * Recipe: build the path you will send (no query: queries are appended
  * after the guard, from values it has seen escaped), call guard_check with
@@ -18,16 +25,22 @@
 
 struct guard_target {
     const char *ns;         /* the platform namespace */
-    const char *ledger;     /* the ledger ConfigMap's name */
+    const char *ledger;     /* the ledger ConfigMap's name; the runner's Events
+                             * on it are named "<ledger>.<suffix>" */
     const char *lease;      /* the runner Lease's name */
+    const char *component;  /* the runner's Event source (NULL: EVENT_COMPONENT) */
+    int dry_run;            /* the request goes out as a dry run (run --dry-run, preview) */
 };
 
 enum guard_verdict {
     GUARD_ALLOW = 0,
     GUARD_PROTECTED,        /* it would write the ledger, the Lease or their namespace */
     GUARD_BAD_PATH,         /* not a path the guard can judge: refused outright */
-    GUARD_BAD_BODY,         /* a create aimed at a guarded collection whose body does not
-                             * parse into one object with one name */
+    GUARD_BAD_BODY,         /* a create aimed at a guarded collection (or a write of an
+                             * Event) whose body does not parse into one object with
+                             * one name */
+    GUARD_DRY_RUN,          /* a dry run may not send it: its dry-run answer is a live
+                             * credential, or the apiserver has no dry run for it */
 };
 
 /* why gets one line for anything but GUARD_ALLOW. */

@@ -43,3 +43,34 @@ double host_ctx_remaining(const struct host_ctx *hc)
         return HUGE_VAL;
     return hc->deadline - now_mono();
 }
+
+void host_ctx_unpredictable(struct host_ctx *hc, const char *why)
+{
+    if (!hc || hc->unpredictable)
+        return;
+    hc->unpredictable = 1;
+    snprintf(hc->unpredictable_why, sizeof hc->unpredictable_why, "%s", why ? why : "");
+    utf8_clip(hc->unpredictable_why);
+}
+
+void host_call_pinned(lua_State *L, lua_CFunction f, void *ud, int nres)
+{
+    luaL_checkstack(L, 2, "host_call_pinned");
+    /* -1 inside a finalizer: the collector is already held off there */
+    int running = lua_gc(L, LUA_GCISRUNNING) == 1;
+    if (running)
+        lua_gc(L, LUA_GCSTOP);
+    lua_pushcfunction(L, f);
+    lua_pushlightuserdata(L, ud);
+    int st = lua_pcall(L, 1, nres, 0);
+    if (running) {
+        lua_gc(L, LUA_GCRESTART);
+        /* The host's memory is no longer read: let the collector catch up,
+         * since a loop whose only allocations are conversions would
+         * otherwise never collect. */
+        if (st == LUA_OK)
+            lua_gc(L, LUA_GCSTEP, 0);
+    }
+    if (st != LUA_OK)
+        lua_error(L);
+}

@@ -10,6 +10,7 @@
 
 #include "apipath.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,19 +18,24 @@
 #define CACHE_CAP 4096
 #define BUCKETS 8192            /* a power of two */
 
-int journal_init(struct journal *j)
+void journal_init(struct journal *j, struct journal_log *log)
 {
     memset(j, 0, sizeof *j);
+    j->log = log ? log : &j->own;
+    memset(j->log, 0, sizeof *j->log);
+    j->log->active = 1;
     j->cache = calloc(CACHE_CAP, sizeof *j->cache);
     j->buckets = malloc(BUCKETS * sizeof *j->buckets);
     if (!j->cache || !j->buckets) {
-        journal_free(j);
-        return -1;
+        free(j->cache);
+        free(j->buckets);
+        j->cache = NULL;
+        j->buckets = NULL;
+        return;
     }
     for (size_t i = 0; i < BUCKETS; i++)
         j->buckets[i] = -1;
     j->cache_cap = CACHE_CAP;
-    return 0;
 }
 
 void journal_free(struct journal *j)
@@ -38,6 +44,7 @@ void journal_free(struct journal *j)
         free(j->cache[i].key);
     free(j->cache);
     free(j->buckets);
+    /* a shared log stays as it is: the parent reads it after the child */
     memset(j, 0, sizeof *j);
 }
 
@@ -153,32 +160,38 @@ void journal_add(struct journal *j, const char *method, const char *verb, const 
         changed = -1;
     else
         changed = strcmp(rv_before, after) != 0;
-    j->writes++;
-    if (changed > 0)
-        j->changed++;
-    if (changed < 0)
-        j->unknown++;
+    struct journal_log *lg = j->log;
     /* A write's answer is the freshest resourceVersion of its object. */
     if (ok && after && name) {
         char key[1400];
         apipath_key(&r, *r.ns ? r.ns : meta_str(answer, "namespace"), name, key, sizeof key);
         remember(j, key, after);
     }
-    if (j->kept == JOURNAL_KEEP)
-        return;
-    struct journal_entry *e = &j->e[j->kept++];
-    memset(e, 0, sizeof *e);
-    snprintf(e->verb, sizeof e->verb, "%s", verb ? verb : method);
-    if (*r.group)
-        snprintf(e->resource, sizeof e->resource, "%.63s.%.63s", r.resource, r.group);
-    else
-        snprintf(e->resource, sizeof e->resource, "%.127s", r.resource);
-    snprintf(e->ns, sizeof e->ns, "%.63s", r.ns);
-    snprintf(e->name, sizeof e->name, "%s", name ? name : "");
-    e->status = status;
-    e->changed = changed;
-    e->dry_run = dry_run;
-    snprintf(e->fields, sizeof e->fields, "%s", fields ? fields : "");
+    if (lg->kept < JOURNAL_KEEP) {
+        struct journal_entry *e = &lg->e[lg->kept];
+        memset(e, 0, sizeof *e);
+        snprintf(e->verb, sizeof e->verb, "%s", verb ? verb : method);
+        if (*r.group)
+            snprintf(e->resource, sizeof e->resource, "%.63s.%.63s", r.resource, r.group);
+        else
+            snprintf(e->resource, sizeof e->resource, "%.127s", r.resource);
+        snprintf(e->ns, sizeof e->ns, "%.63s", r.ns);
+        snprintf(e->name, sizeof e->name, "%s", name ? name : "");
+        e->status = status;
+        e->changed = changed;
+        e->dry_run = dry_run;
+        snprintf(e->fields, sizeof e->fields, "%s", fields ? fields : "");
+    }
+    /* The entry is whole before the counts publish it (a kill between two
+     * stores must leave no half entry counted). */
+    atomic_signal_fence(memory_order_seq_cst);
+    if (lg->kept < JOURNAL_KEEP)
+        lg->kept++;
+    if (changed > 0)
+        lg->changed++;
+    if (changed < 0)
+        lg->unknown++;
+    lg->writes++;
 }
 
 /* "fields": ["path: old -> new", ...] from the newline-separated text. */
@@ -205,7 +218,45 @@ static int add_fields(cJSON *x, const char *text)
     return 1;
 }
 
+static cJSON *log_json(const struct journal_log *j);
+
 cJSON *journal_json(const struct journal *j)
+{
+    return log_json(j->log);
+}
+
+cJSON *journal_log_json(const struct journal_log *shared)
+{
+    if (!shared || !shared->active)
+        return NULL;
+    /* Another process wrote it: read a copy, and trust no count or string
+     * beyond its bounds. */
+    struct journal_log *j = malloc(sizeof *j);
+    if (!j)
+        return NULL;
+    memcpy(j, shared, sizeof *j);
+    if (j->kept > JOURNAL_KEEP)
+        j->kept = JOURNAL_KEEP;
+    if (j->writes < j->kept)
+        j->writes = j->kept;
+    if (j->changed > j->writes)
+        j->changed = j->writes;
+    if (j->unknown > j->writes - j->changed)
+        j->unknown = j->writes - j->changed;
+    for (size_t i = 0; i < j->kept; i++) {
+        struct journal_entry *e = &j->e[i];
+        e->verb[sizeof e->verb - 1] = e->resource[sizeof e->resource - 1] = '\0';
+        e->ns[sizeof e->ns - 1] = e->name[sizeof e->name - 1] = '\0';
+        e->fields[sizeof e->fields - 1] = '\0';
+        if (e->changed < -1 || e->changed > 1)
+            e->changed = -1;
+    }
+    cJSON *o = log_json(j);
+    free(j);
+    return o;
+}
+
+static cJSON *log_json(const struct journal_log *j)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(o, "entries");
@@ -238,4 +289,42 @@ cJSON *journal_json(const struct journal *j)
 void journal_summary(size_t writes, size_t changed, char *buf, size_t len)
 {
     snprintf(buf, len, "%zu write%s, %zu changed", writes, writes == 1 ? "" : "s", changed);
+}
+
+char *journal_fit(const char *text, size_t cap)
+{
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    cJSON *entries = cJSON_GetObjectItemCaseSensitive(o, "entries");
+    if (!cJSON_IsObject(o) || !cJSON_IsArray(entries)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    while (s && strlen(s) + 1 > cap && cJSON_GetArraySize(entries) > 0) {
+        cJSON_free(s);
+        /* Halve what is over rather than one entry at a time: a journal of
+         * 50 large entries fits in a few steps. */
+        int n = cJSON_GetArraySize(entries), cut = n > 8 ? n / 4 : 1;
+        for (int i = 0; i < cut; i++)
+            cJSON_DeleteItemFromArray(entries, cJSON_GetArraySize(entries) - 1);
+        const cJSON *more = cJSON_GetObjectItemCaseSensitive(o, "more");
+        double was = cJSON_IsNumber(more) ? more->valuedouble : 0;
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "more");
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "truncated");
+        if (!cJSON_AddNumberToObject(o, "more", was + cut) || !cJSON_AddTrueToObject(o, "truncated")) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        s = cJSON_PrintUnformatted(o);
+    }
+    cJSON_Delete(o);
+    if (s && strlen(s) + 1 > cap) {
+        /* Not even the counts fit: no journal at all beats a broken one. */
+        cJSON_free(s);
+        return NULL;
+    }
+    /* the caller frees with free(): cJSON's hooks may count (mem.h) */
+    char *out = s ? strdup(s) : NULL;
+    cJSON_free(s);
+    return out;
 }

@@ -1,15 +1,20 @@
 /* kube.c: `kube.core`, the request policy under every kube verb.
  *
- * Owns, for each request a script makes: the ledger/lease write guard
- * (checked on the percent-decoded path before anything is sent; a path it
- * cannot judge is refused), dryRun=All on every mutating request in dry-run
- * mode, which requests count as idempotent when handing them to rest.c (which
- * owns retries, bounded here by the migration's deadline), apiserver errors
- * turned into Lua values (code, reason, message, details, verb, path, and
- * the fresh continue token of a 410), the discovery cache, refetched once on
- * a miss, and counters of connections and requests sent. Must never mark a
- * request idempotent whose repetition is unsafe, nor let a script reach the
- * ledger. */
+ * Owns, for each request a script makes and each one the host makes for it:
+ * the one door to the wire (wire()), where the guard judges the method, path
+ * and body as sent (a path it cannot judge is refused), dryRun=All goes in
+ * the query of every mutating request in dry-run mode and in a DELETE's
+ * options body, and nothing leaves once the migration's deadline has
+ * passed; which requests count as idempotent when handing them to rest.c
+ * (which owns retries, bounded here by the migration's deadline); apiserver
+ * errors turned into Lua values (code, reason, message, details, verb, path,
+ * and the fresh continue token of a 410); the preview's overlay (answers
+ * from it, writes rewritten against it, PreviewUnsupported noted on the host
+ * context); turning host data into Lua values with finalizers held off; the
+ * discovery cache, refetched once on a miss; and counters of connections and
+ * requests sent. Must never mark a request idempotent whose repetition is
+ * unsafe, send a request that did not pass wire(), nor let a script reach
+ * the ledger. */
 #include "kube.h"
 
 #include <curl/curl.h>
@@ -23,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "defaults.h"
 #include "discovery.h"
 #include "dryrun.h"
 #include "apipath.h"
@@ -116,7 +122,25 @@ static void push_error_mt(lua_State *L)
         lua_setfield(L, -2, "__tostring");
         lua_pushliteral(L, "kube.error");
         lua_setfield(L, -2, "__name");
+        /* getmetatable(err) gives this name: no script can change how the
+         * stdlib's errors read */
+        lua_pushliteral(L, "kube.error");
+        lua_setfield(L, -2, "__metatable");
     }
+}
+
+static int push_json_call(lua_State *L)
+{
+    ljson_push(L, lua_touserdata(L, 1));
+    return 1;
+}
+
+/* ljson_push with finalizers held off (host_call_pinned): what is being
+ * converted may belong to the host (the overlay, a response), and a __gc
+ * calling kube meanwhile could free or replace it. May raise (memory). */
+static void push_json(lua_State *L, const cJSON *v)
+{
+    host_call_pinned(L, push_json_call, (void *)v, 1);
 }
 
 static void push_error(lua_State *L, long code, const char *reason, const char *message,
@@ -131,7 +155,7 @@ static void push_error(lua_State *L, long code, const char *reason, const char *
     lua_pushstring(L, message);
     lua_setfield(L, -2, "message");
     if (details) {
-        ljson_push(L, details);
+        push_json(L, details);
         lua_setfield(L, -2, "details");
     }
     lua_pushstring(L, verb ? verb : method);
@@ -302,7 +326,218 @@ static struct req *req_box(lua_State *L)
     return q;
 }
 
+/* ---- the wire ---------------------------------------------------------- */
+
+/* The guard's view of this state's run: the protected names, the runner's
+ * component, and whether requests go out as dry runs. */
+static struct guard_target guard_for(const struct host_ctx *hc)
+{
+    const struct kube_options *ko = &hc->kube;
+    struct guard_target gt = {ko->ledger_namespace, ko->ledger_name, ko->lease_name,
+                              EVENT_COMPONENT, ko->dry_run};
+    return gt;
+}
+
+/* One request as it will be sent: path with its query. */
+struct wire_req {
+    const char *method, *path, *accept, *ctype;
+    const char *body;
+    size_t body_len;
+    int safe;
+};
+
+enum wire_rc {
+    WIRE_OK = 0,        /* sent, a 2xx came back */
+    WIRE_FAILED,        /* sent (or tried): out->err says how it failed */
+    WIRE_REFUSED,       /* not sent: the guard refused it (*gv, why) */
+    WIRE_LATE,          /* not sent: the migration's deadline has passed */
+    WIRE_NOMEM,         /* not sent: no memory to mark it a dry run */
+};
+
+/* Whether a query string carries dryRun=All. */
+static int has_dry_run(const char *query)
+{
+    for (const char *p = query; p && *p;) {
+        size_t n = strcspn(p, "&");
+        if (n == strlen("dryRun=All") && strncmp(p, "dryRun=All", n) == 0)
+            return 1;
+        p += n + (p[n] == '&');
+    }
+    return 0;
+}
+
+/* A DeleteOptions body marked as a dry run: the apiserver reads a DELETE's
+ * options from its body when it has one, and the query's dryRun is then
+ * ignored. NULL when the body is not a JSON object (a dry run cannot vouch
+ * for it) or memory ran out. */
+static char *dry_run_body(const char *body, size_t len)
+{
+    cJSON *o = cJSON_ParseWithLength(body, len);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    /* every spelling a loose decoder might read */
+    for (cJSON *it = o->child, *next; it; it = next) {
+        next = it->next;
+        if (it->string && strcasecmp(it->string, "dryRun") == 0)
+            cJSON_Delete(cJSON_DetachItemViaPointer(o, it));
+    }
+    const char *all[] = {"All"};
+    cJSON *arr = cJSON_CreateStringArray(all, 1);
+    if (!arr || !cJSON_AddItemToObject(o, "dryRun", arr)) {
+        cJSON_Delete(arr);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* The one door between kube.c and the apiserver: every request a script's
+ * call sends, and every one the host builds for it (a read before a write,
+ * discovery, the preview's rewrite of a write), goes out here, so the
+ * promises hold on what is actually sent. In order: the guard judges the
+ * method, path and body as sent; in a dry run the query carries dryRun=All
+ * and a DELETE's body says dryRun too; once the migration's deadline has
+ * passed nothing leaves (rest.c checks again before each attempt). Makes no
+ * Lua call, so nothing here can raise. */
+static enum wire_rc wire(struct host_ctx *hc, struct kube_client *c, const struct wire_req *w,
+                         struct rest_result *out, enum guard_verdict *gv, char *why,
+                         size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    *gv = GUARD_ALLOW;
+    const char *q = strchr(w->path, '?');
+    size_t plen = q ? (size_t)(q - w->path) : strlen(w->path);
+    char *path = malloc(plen + 1);
+    if (!path)
+        return WIRE_NOMEM;
+    memcpy(path, w->path, plen);
+    path[plen] = '\0';
+    struct guard_target gt = guard_for(hc);
+    *gv = guard_check(&gt, w->method, path, w->body, w->body_len,
+                      w->body && !w->ctype ? "application/json" : w->ctype, why, whylen);
+    free(path);
+    if (*gv != GUARD_ALLOW)
+        return WIRE_REFUSED;
+    const char *send_path = w->path, *body = w->body;
+    size_t body_len = w->body_len;
+    char *own_path = NULL, *own_body = NULL;
+    if (hc->kube.dry_run && strcmp(w->method, "GET") != 0) {
+        if (!has_dry_run(q ? q + 1 : NULL)) {
+            size_t n = strlen(w->path) + sizeof "&dryRun=All";
+            if (!(own_path = malloc(n)))
+                return WIRE_NOMEM;
+            snprintf(own_path, n, "%s%s", w->path, q ? "&dryRun=All" : "?dryRun=All");
+            send_path = own_path;
+        }
+        if (strcmp(w->method, "DELETE") == 0 && body) {
+            if (!(own_body = dry_run_body(body, body_len))) {
+                free(own_path);
+                *gv = GUARD_DRY_RUN;
+                snprintf(why, whylen, "a dry-run DELETE sends its options as a JSON object the "
+                         "host marks dryRun; this body is not one");
+                return WIRE_REFUSED;
+            }
+            body = own_body;
+            body_len = strlen(own_body);
+        }
+    }
+    enum wire_rc rc;
+    double left = host_ctx_remaining(hc);
+    if (hc->deadline && left <= 0) {
+        snprintf(why, whylen, "the migration's deadline has passed: nothing more is sent");
+        rc = WIRE_LATE;
+    } else {
+        rc = rest_do(c->rest, w->method, send_path, w->accept, w->ctype, body, body_len, w->safe,
+                     left, out) == 0 ? WIRE_OK : WIRE_FAILED;
+    }
+    free(own_path);
+    cJSON_free(own_body);
+    return rc;
+}
+
+/* A GET the host makes for itself (discovery, a read before a write),
+ * through the same door. NULL with err filled when it failed or was not
+ * sent. */
+static cJSON *wire_get_json(struct host_ctx *hc, struct kube_client *c, const char *path,
+                            const char *accept, struct rest_error *err)
+{
+    struct wire_req w = {"GET", path, accept, NULL, NULL, 0, 1};
+    struct rest_result r;
+    enum guard_verdict gv;
+    char why[512];
+    memset(err, 0, sizeof *err);
+    enum wire_rc rc = wire(hc, c, &w, &r, &gv, why, sizeof why);
+    if (rc == WIRE_REFUSED || rc == WIRE_LATE || rc == WIRE_NOMEM) {
+        rest_result_free(&r);
+        snprintf(err->reason, sizeof err->reason, "%s",
+                 rc == WIRE_LATE ? "Timeout" : rc == WIRE_NOMEM ? "MemoryLimit" : guard_verdict_name(gv));
+        snprintf(err->message, sizeof err->message, "GET %s: %s", path,
+                 rc == WIRE_NOMEM ? "out of memory" : why);
+        return NULL;
+    }
+    if (rc != WIRE_OK) {
+        *err = r.err;
+        r.err.details = NULL;
+        r.err.continue_token = NULL;
+        rest_result_free(&r);
+        return NULL;
+    }
+    cJSON *j = r.json;
+    r.json = NULL;
+    if (!j) {
+        snprintf(err->reason, sizeof err->reason, "InvalidResponse");
+        snprintf(err->message, sizeof err->message, "GET %s: the response is not JSON", path);
+    }
+    rest_result_free(&r);
+    return j;
+}
+
+/* A request the wire refused, raised: a guard refusal as a kube error
+ * value (LedgerProtected, DryRunRefused), the deadline as the sandbox's own
+ * timeout. In a preview a dry run's refusal makes the migration
+ * unpredictable, not failed. */
+static int raise_refusal(lua_State *L, struct host_ctx *hc, enum wire_rc rc,
+                         enum guard_verdict gv, const char *why, const char *verb,
+                         const char *method, const char *path)
+{
+    if (rc == WIRE_LATE)
+        return luaL_error(L, "timeout: the migration ran past its deadline");
+    if (rc == WIRE_NOMEM)
+        return luaL_error(L, "kube: out of memory");
+    char msg[700];
+    if (gv == GUARD_BAD_PATH)
+        return luaL_error(L, "kube.%s: %s", verb ? verb : "request", why);
+    if (gv == GUARD_DRY_RUN) {
+        snprintf(msg, sizeof msg, "%s %s: %s", method, path, why);
+        if (hc->overlay_path)
+            host_ctx_unpredictable(hc, msg);
+        push_error(L, 0, "DryRunRefused", msg, NULL, verb, method, path);
+        return lua_error(L);
+    }
+    snprintf(msg, sizeof msg, "the ledger is written by the runner: scripts may not write it, "
+             "its lock, its namespace or the runner's Events (%s)", why);
+    push_error(L, 0, "LedgerProtected", msg, NULL, verb, method, path);
+    return lua_error(L);
+}
+
 /* ---- the upgrade preview (overlay.h) ----------------------------------- */
+
+/* Pushes a PreviewUnsupported error: the preview cannot predict this
+ * request, which makes the migration's preview unpredictable (the host
+ * context remembers it) rather than a failure of the run. May raise
+ * (memory). */
+static void push_unsupported(lua_State *L, struct host_ctx *hc, const char *msg, const char *verb,
+                             const char *method, const char *path)
+{
+    char why[600];
+    snprintf(why, sizeof why, "%s %s: %s", method, path, msg);
+    host_ctx_unpredictable(hc, why);
+    push_error(L, 0, "PreviewUnsupported", msg, NULL, verb, method, path);
+}
 
 /* How a request goes out; the preview may turn a write into another. */
 struct send {
@@ -312,15 +547,31 @@ struct send {
     int safe;
 };
 
-static void push_status(lua_State *L, long status, const cJSON *body)
+struct status_answer {
+    long status;
+    const cJSON *body;
+};
+
+static int push_status_call(lua_State *L)
 {
+    const struct status_answer *a = lua_touserdata(L, 1);
     lua_createtable(L, 0, 2);
-    lua_pushinteger(L, status);
+    lua_pushinteger(L, a->status);
     lua_setfield(L, -2, "status");
-    if (body) {
-        ljson_push(L, body);
+    if (a->body) {
+        ljson_push(L, a->body);
         lua_setfield(L, -2, "body");
     }
+    return 1;
+}
+
+/* {status=, body=} where body may be the overlay's own object: built whole
+ * with finalizers held off, since any allocation could run a __gc whose
+ * write replaces (frees) that object. May raise (memory). */
+static void push_status(lua_State *L, long status, const cJSON *body)
+{
+    struct status_answer a = {status, body};
+    host_call_pinned(L, push_status_call, &a, 1);
 }
 
 /* The collection a path's object lives in, with dryRun=All. */
@@ -392,8 +643,8 @@ static int preview_before(lua_State *L, struct host_ctx *hc, struct req *q, stru
     }
     if (*st == OV_DELETED) {
         lua_pushnil(L);
-        push_error(L, 0, "PreviewUnsupported", "the preview cannot re-create an object an earlier "
-                   "write of this preview deleted", NULL, verb, method, path0);
+        push_unsupported(L, hc, "the preview cannot re-create an object an earlier write of this "
+                         "preview deleted", verb, method, path0);
         return 2;
     }
     if (strcmp(method, "GET") == 0) {
@@ -428,7 +679,7 @@ static int preview_before(lua_State *L, struct host_ctx *hc, struct req *q, stru
         char err[512];
         if (overlay_apply_patch(*held, snd->ctype, q->jbody, &next, err, sizeof err) != 0) {
             lua_pushnil(L);
-            push_error(L, 0, "PreviewUnsupported", err, NULL, verb, method, path0);
+            push_unsupported(L, hc, err, verb, method, path0);
             return 2;
         }
     } else {
@@ -452,8 +703,8 @@ static int preview_before(lua_State *L, struct host_ctx *hc, struct req *q, stru
 /* After a successful request in a preview: a write's answer goes in the
  * overlay; a list page is merged with it. 0, or -1 with an error pushed
  * (a selector the preview cannot evaluate). May raise. */
-static int preview_after(lua_State *L, struct overlay *ov, struct req *q, const char *method,
-                         const char *path0, int qidx)
+static int preview_after(lua_State *L, struct host_ctx *hc, struct overlay *ov, struct req *q,
+                         const char *method, const char *path0, int qidx)
 {
     const cJSON *resp = q->res.json;
     if (strcmp(method, "GET") == 0) {
@@ -470,7 +721,7 @@ static int preview_after(lua_State *L, struct overlay *ov, struct req *q, const 
         int rc = overlay_merge_list(ov, path0, ls, fs, q->res.json, !cont || !*cont, err, sizeof err);
         lua_pop(L, 2);
         if (rc != 0) {
-            push_error(L, 0, "PreviewUnsupported", err, NULL, "list", "GET", path0);
+            push_unsupported(L, hc, err, "list", "GET", path0);
             return -1;
         }
         return 0;
@@ -486,8 +737,8 @@ static int preview_after(lua_State *L, struct overlay *ov, struct req *q, const 
     else
         rc = resp ? overlay_put(ov, path0, resp) : 0;
     if (rc != 0) {
-        push_error(L, 0, "PreviewUnsupported", "the preview could not keep this write's answer",
-                   NULL, method, method, path0);
+        push_unsupported(L, hc, "the preview could not keep this write's answer", method, method,
+                         path0);
         return -1;
     }
     return 0;
@@ -496,7 +747,7 @@ static int preview_after(lua_State *L, struct overlay *ov, struct req *q, const 
 /* request{method=, path=, query=, body=, content_type=, accept=, verb=,
  *         idempotent=} -> {status=, body=} | nil, err
  * Not a function of kube.core: only stdlib/kube.lua receives it (see
- * kube_open_stdlib), so a migration reaches the API through the verbs alone.
+ * kube_push_private), so a migration reaches the API through the verbs alone.
  * May raise: for misuse, for a write to the ledger, and on memory. */
 static int l_request(lua_State *L)
 {
@@ -547,23 +798,17 @@ static int l_request(lua_State *L)
             return luaL_error(L, "kube: out of memory");
         memcpy(q->body, s, body_len + 1);
     }
-    /* The guard judges the path and body exactly as they will be sent: the
-     * query is appended after it, from escaped values with no dryRun. */
-    const struct kube_options *ko = &hc->kube;
-    struct guard_target gt = {ko->ledger_namespace, ko->ledger_name, ko->lease_name};
+    /* The guard judges the path and body as the script asked for them
+     * before anything is resolved or connected (the query is appended after
+     * it, from escaped values with no dryRun); wire() judges again what is
+     * finally sent, which the preview may have rewritten. */
+    struct guard_target gt = guard_for(hc);
     char why[512];
     enum guard_verdict gv = guard_check(&gt, method, path0, q->body, body_len,
                                         q->body && !ctype ? "application/json" : ctype, why,
                                         sizeof why);
-    if (gv == GUARD_BAD_PATH)
-        return luaL_error(L, "kube.%s: %s", verb ? verb : "request", why);
-    if (gv != GUARD_ALLOW) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "the ledger is written by the runner: scripts may not write it "
-                 "or its lock (%s)", why);
-        push_error(L, 0, "LedgerProtected", msg, NULL, verb, method, path0);
-        return lua_error(L);
-    }
+    if (gv != GUARD_ALLOW)
+        return raise_refusal(L, hc, WIRE_REFUSED, gv, why, verb, method, path0);
 
     /* path + the caller's query + dryRun */
     struct sbuf *pb = &q->path;
@@ -612,7 +857,6 @@ static int l_request(lua_State *L)
      * showed it (a create has nothing to read). */
     int report = mutating && hc->kube.dry_run;
     int creating = strcmp(method, "POST") == 0;
-    double left = host_ctx_remaining(hc);
     char rv_before[64] = "";
     const char *known = mutating && !creating ? journal_rv(hc->journal, path0) : NULL;
     if (known)
@@ -628,7 +872,7 @@ static int l_request(lua_State *L)
     } else if ((report || (mutating && hc->journal && !*rv_before && strcmp(method, "DELETE") != 0)) &&
                !creating) {
         struct rest_error be;
-        q->before = rest_get_json(c->rest, path0, NULL, left, &be);
+        q->before = wire_get_json(hc, c, path0, NULL, &be);
         rest_error_free(&be);
     }
     const cJSON *brv = cJSON_GetObjectItemCaseSensitive(
@@ -636,9 +880,12 @@ static int l_request(lua_State *L)
     if (cJSON_IsString(brv) && !*rv_before)
         snprintf(rv_before, sizeof rv_before, "%s", brv->valuestring);
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
-    int rc = rest_do(c->rest, snd.method, q->path.p, accept, snd.ctype, q->body, snd.body_len,
-                     snd.safe, host_ctx_remaining(hc), &q->res);
+    struct wire_req w = {snd.method, q->path.p, accept, snd.ctype, q->body, snd.body_len, snd.safe};
+    enum wire_rc wrc = wire(hc, c, &w, &q->res, &gv, why, sizeof why);
     q->have_res = 1;
+    if (wrc != WIRE_OK && wrc != WIRE_FAILED)
+        return raise_refusal(L, hc, wrc, gv, why, verb, snd.method, path0);
+    int rc = wrc == WIRE_OK ? 0 : -1;
     int would = -1;
     char fields[JOURNAL_FIELDS_MAX] = "";
     if (report && rc == 0)
@@ -649,7 +896,7 @@ static int l_request(lua_State *L)
                     hc->kube.dry_run, fields);
     else if (rc == 0)
         journal_seen(hc->journal, path0, q->res.json);
-    if (rc == 0 && ov && preview_after(L, ov, q, method, path0, qidx) != 0)
+    if (rc == 0 && ov && preview_after(L, hc, ov, q, method, path0, qidx) != 0)
         return lua_error(L);
     if (rc != 0) {
         lua_pushnil(L);
@@ -666,7 +913,7 @@ static int l_request(lua_State *L)
         mem_free(q->res.body);
         q->res.body = NULL;
         q->res.len = 0;
-        ljson_push(L, q->res.json);
+        push_json(L, q->res.json);
     } else if (q->res.len)
         lua_pushlstring(L, q->res.body, q->res.len);
     else
@@ -689,7 +936,7 @@ static int l_request(lua_State *L)
  * server offers it, else the legacy walk over every group version. Makes no
  * Lua call, so nothing it holds can leak through a raise: a failure fills
  * err and the path that failed, for the caller to push. */
-static int load_discovery(struct kube_client *c, double left, struct rest_error *err,
+static int load_discovery(struct host_ctx *hc, struct kube_client *c, struct rest_error *err,
                           char *failed, size_t flen)
 {
     discovery_clear(&c->disc);
@@ -697,7 +944,7 @@ static int load_discovery(struct kube_client *c, double left, struct rest_error 
     const char *roots[] = {"/api", "/apis"};
     for (int i = 0; i < 2; i++) {
         snprintf(failed, flen, "%s", roots[i]);
-        cJSON *doc = rest_get_json(c->rest, roots[i], AGG_ACCEPT, left, err);
+        cJSON *doc = wire_get_json(hc, c, roots[i], AGG_ACCEPT, err);
         if (!doc)
             return -1;
         rest_error_free(err);
@@ -712,7 +959,7 @@ static int load_discovery(struct kube_client *c, double left, struct rest_error 
                 if (!cJSON_IsString(v))
                     continue;
                 snprintf(failed, flen, "/api/%s", v->valuestring);
-                cJSON *rl = rest_get_json(c->rest, failed, "application/json", left, err);
+                cJSON *rl = wire_get_json(hc, c, failed, "application/json", err);
                 if (!rl) {
                     cJSON_Delete(doc);
                     return -1;
@@ -735,7 +982,7 @@ static int load_discovery(struct kube_client *c, double left, struct rest_error 
                         continue;
                     char p[512];
                     snprintf(p, sizeof p, "/apis/%s", gv->valuestring);
-                    cJSON *rl = rest_get_json(c->rest, p, "application/json", left, err);
+                    cJSON *rl = wire_get_json(hc, c, p, "application/json", err);
                     rest_error_free(err);
                     if (!rl) {
                         /* An unavailable aggregated API must not hide the rest. */
@@ -762,8 +1009,9 @@ static void set_str(lua_State *L, const char *k, const char *v)
     lua_setfield(L, -2, k);
 }
 
-static void push_resource(lua_State *L, const struct api_resource *r)
+static int push_resource_call(lua_State *L)
 {
+    const struct api_resource *r = lua_touserdata(L, 1);
     char buf[600];
     lua_createtable(L, 0, 9);
     set_str(L, "group", r->group);
@@ -788,6 +1036,15 @@ static void push_resource(lua_State *L, const struct api_resource *r)
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "verbs");
+    return 1;
+}
+
+/* The resolved resource as a table, read from the discovery catalogue with
+ * finalizers held off: a __gc that resolves a missing name meanwhile would
+ * refetch discovery and free the catalogue. May raise (memory). */
+static void push_resource(lua_State *L, const struct api_resource *r)
+{
+    host_call_pinned(L, push_resource_call, (void *)r, 1);
 }
 
 /* Pushes nil and the error of a failed discovery. May raise (memory). */
@@ -821,13 +1078,13 @@ static int l_resolve(lua_State *L)
     char failed[600];
     int fetched = 0;
     if (!c->disc_loaded) {
-        if (load_discovery(c, host_ctx_remaining(hc), &e, failed, sizeof failed) != 0)
+        if (load_discovery(hc, c, &e, failed, sizeof failed) != 0)
             return discovery_failed(L, &e, failed);
         fetched = 1;
     }
     const struct api_resource *r = discovery_resolve(&c->disc, name);
     if (!r && !fetched) {
-        if (load_discovery(c, host_ctx_remaining(hc), &e, failed, sizeof failed) != 0)
+        if (load_discovery(hc, c, &e, failed, sizeof failed) != 0)
             return discovery_failed(L, &e, failed);
         r = discovery_resolve(&c->disc, name);
     }
@@ -961,38 +1218,27 @@ static void ensure_client(lua_State *L, struct host_ctx *hc)
     lua_setmetatable(L, -2);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &CLIENT_KEY);
     hc->client = c;
-    /* Without the journal's memory a migration still runs, unjournaled. */
-    if (journal_init(&c->journal) == 0)
-        hc->journal = &c->journal;
+    /* In a migration's child the log is in memory the parent shares, so
+     * the journal outlives the child however it ends. */
+    journal_init(&c->journal, hc->journal_log);
+    hc->journal = &c->journal;
 }
 
 static const char PRIVATE_KEY = 'p';
 
-/* Loads stdlib/kube.lua (text only) and calls it with its name and the
- * private table {request = ...}, which nothing else can reach: the sandbox's
- * require and the spec state's package.preload both load `kube` through
- * here. May raise. */
-int kube_open_stdlib(lua_State *L)
+/* Pushes the private table {request = ...} that stdlib/kube.lua is called
+ * with (sandbox.c loads it in a pristine environment and hands it this
+ * table as its second argument): nothing else can reach it, since it lives
+ * only in the registry and in that chunk's arguments. May raise (memory). */
+void kube_push_private(lua_State *L)
 {
-    struct host_ctx *hc = host_ctx(L);
-    if (!hc || !hc->stdlib_dir)
-        return luaL_error(L, "kube: this Lua state has no host context");
-    luaL_requiref(L, "kube.core", luaopen_kube_core, 0);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY) != LUA_TNIL)
+        return;
     lua_pop(L, 1);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/kube.lua", hc->stdlib_dir);
-    size_t len;
-    char *src = read_file(path, &len);
-    if (!src)
-        return luaL_error(L, "module 'kube': %s: %s", path, strerror(errno));
-    int st = luaL_loadbufferx(L, src, len, "@stdlib/kube.lua", "t");
-    free(src);
-    if (st != LUA_OK)
-        return lua_error(L);
-    lua_pushliteral(L, "kube");
+    lua_pushcfunction(L, luaopen_kube_core); /* creates it */
+    lua_call(L, 0, 1);
+    lua_pop(L, 1);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY);
-    lua_call(L, 2, 1);
-    return 1;
 }
 
 /* May raise (memory, or a state without a host context). */

@@ -11,7 +11,8 @@
 struct lua_State;
 /* `kube.core`: resolve, sleep, now, config, errors; never the raw request. */
 int luaopen_kube_core(struct lua_State *L);
-/* The loader of the `kube` module: stdlib/kube.lua, handed the private
- * request function. */
-int kube_open_stdlib(struct lua_State *L);
+/* Pushes the private table stdlib/kube.lua is called with ({request =
+ * the raw request function}); only the host's loader of that file
+ * (sandbox.c) calls it. May raise (memory). */
+void kube_push_private(struct lua_State *L);
 #endif

@@ -344,6 +344,54 @@ static int send(const struct ledger_loc *at, const char *method, const char *pat
     return rc;
 }
 
+/* Whether the runner's identity may `verb` the ledger ConfigMap (name NULL:
+ * in its namespace), as the apiserver answers a SelfSubjectAccessReview:
+ * 1 yes, 0 no, -1 unknown. */
+static int rbac_allows(const struct ledger_loc *at, const char *verb, int named)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON *spec = cJSON_AddObjectToObject(r, "spec");
+    cJSON *ra = cJSON_AddObjectToObject(spec, "resourceAttributes");
+    char *body = NULL;
+    if (ra && cJSON_AddStringToObject(r, "apiVersion", "authorization.k8s.io/v1") &&
+        cJSON_AddStringToObject(r, "kind", "SelfSubjectAccessReview") &&
+        cJSON_AddStringToObject(ra, "namespace", at->ns) &&
+        cJSON_AddStringToObject(ra, "verb", verb) &&
+        cJSON_AddStringToObject(ra, "resource", "configmaps") &&
+        (!named || cJSON_AddStringToObject(ra, "name", at->name)))
+        body = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    if (!body)
+        return -1;
+    struct rest_result res;
+    int rc = rest_do(at->rest, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                     NULL, "application/json", body, strlen(body), 1, 10, &res);
+    cJSON_free(body);
+    const cJSON *allowed = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(res.json, "status"), "allowed");
+    int v = rc != 0 || !cJSON_IsBool(allowed) ? -1 : cJSON_IsTrue(allowed);
+    rest_result_free(&res);
+    return v;
+}
+
+/* A refused ledger write: denied by admission when RBAC allows it (a 403
+ * from a webhook, the 422 of a ValidatingAdmissionPolicy), which err then
+ * says in so many words. */
+static enum ledger_rc refused(const struct ledger_loc *at, const char *verb, int named, long code,
+                              char *err, size_t errlen)
+{
+    if ((code == 403 || code == 422) && rbac_allows(at, verb, named) == 1) {
+        char server[ERRLINE_MAX];
+        snprintf(server, sizeof server, "%s", err);
+        snprintf(err, errlen, "the write to the ledger %s/%s was denied by admission or policy "
+                 "(RBAC allows this runner to %s it; a webhook or admission policy refused it): %s",
+                 at->ns, at->name, verb, server);
+        utf8_clip(err);
+        return LEDGER_DENIED;
+    }
+    return LEDGER_ERROR;
+}
+
 /* {"m.<slug>": "<record>", ...}, or NULL when out of memory. */
 static cJSON *records_data(const struct ledger_entry *e, size_t n)
 {
@@ -398,7 +446,7 @@ enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_en
     int rc = send(at, "POST", path, NULL, "application/json", cm, err, errlen, &code);
     cJSON_Delete(cm);
     if (rc != 0)
-        return code == 409 ? LEDGER_EXISTS : LEDGER_ERROR;
+        return code == 409 ? LEDGER_EXISTS : refused(at, "create", 0, code, err, errlen);
     return LEDGER_OK;
 }
 
@@ -421,7 +469,9 @@ enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_ent
     cJSON_Delete(p);
     if (rc == 0)
         return LEDGER_OK;
-    return code == 0 || code == 429 || code >= 500 ? LEDGER_UNAVAILABLE : LEDGER_ERROR;
+    if (code == 0 || code == 429 || code >= 500)
+        return LEDGER_UNAVAILABLE;
+    return refused(at, "patch", 1, code, err, errlen);
 }
 
 void ledger_event(const struct ledger_loc *at, const char *uid, const char *type,
@@ -448,10 +498,10 @@ void ledger_event(const struct ledger_loc *at, const char *uid, const char *type
         (uid && *uid && !cJSON_AddStringToObject(inv, "uid", uid)) ||
         !cJSON_AddStringToObject(e, "reason", reason) ||
         !cJSON_AddStringToObject(e, "message", msg) || !cJSON_AddStringToObject(e, "type", type) ||
-        !cJSON_AddStringToObject(src, "component", "cozy-migrate") ||
+        !cJSON_AddStringToObject(src, "component", EVENT_COMPONENT) ||
         !cJSON_AddStringToObject(e, "firstTimestamp", ts) ||
         !cJSON_AddStringToObject(e, "lastTimestamp", ts) || !cJSON_AddNumberToObject(e, "count", 1) ||
-        !cJSON_AddStringToObject(e, "reportingComponent", "cozy-migrate") ||
+        !cJSON_AddStringToObject(e, "reportingComponent", EVENT_COMPONENT) ||
         !cJSON_AddStringToObject(e, "reportingInstance", host)) {
         cJSON_Delete(e);
         return;

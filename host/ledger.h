@@ -55,6 +55,8 @@ enum ledger_rc {
     LEDGER_ERROR,           /* the apiserver refused (err says why) */
     LEDGER_UNAVAILABLE,     /* throttled, 5xx or out of reach past every retry (or the
                              * deadline): it may work later */
+    LEDGER_DENIED,          /* refused (403/422) although RBAC allows the runner the write:
+                             * admission or a policy denied it (err has the server's words) */
 };
 
 /* Parses a ConfigMap object. Returns 0, or -1 when out of memory. A bad
@@ -73,11 +75,13 @@ void ledger_free(struct ledger *l);
 enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *err,
                            size_t errlen);
 /* Creates it holding the n records, with the no-delete label and the keep
- * annotation. LEDGER_OK, LEDGER_EXISTS (409), or LEDGER_ERROR. */
+ * annotation. LEDGER_OK, LEDGER_EXISTS (409), LEDGER_DENIED or
+ * LEDGER_ERROR. */
 enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_entry *e,
                              size_t n, char *err, size_t errlen);
 /* Writes the n records with one JSON merge patch. Never touches `version`,
- * never deletes. LEDGER_OK, LEDGER_ERROR or LEDGER_UNAVAILABLE. */
+ * never deletes. LEDGER_OK, LEDGER_ERROR, LEDGER_UNAVAILABLE or
+ * LEDGER_DENIED. */
 enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                             char *err, size_t errlen);
 /* The size the n records add to the object (key and value bytes). */

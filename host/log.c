@@ -1,12 +1,16 @@
 /* log.c: every line the host prints (see log.h for which call is which).
  * Text: "LEVEL prefix: message" for diagnostics; JSON: one object a line
  * with ts, level, migration and msg, built with cJSON so a message can hold
- * any character. Diagnostics go to stderr, results to stdout. Must never
- * let another part of the host pick a format or a stream of its own. */
+ * any character, and always valid UTF-8. Diagnostics go to stderr, results
+ * to stdout. A script's output is data: escaped in text, a value under
+ * `output` (or a log line rebuilt from its level and msg) in JSON, never
+ * keys of its own. Must never let another part of the host pick a format or
+ * a stream of its own. */
 #include "log.h"
 
 #include <cjson/cJSON.h>
 #include <lauxlib.h>
+#include <lualib.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,10 +31,20 @@ void log_set_prefix(const char *p) { snprintf(prefix, sizeof prefix, "%s", p ? p
 
 static const char *names[] = {"debug", "info", "warn", "error"};
 
+/* The printed text of v, made valid UTF-8 (cJSON copies string bytes as
+ * they are, and a script's output may hold any): malloc'd, or NULL. */
+static char *print_json(const cJSON *v, int pretty)
+{
+    char *s = pretty ? cJSON_Print(v) : cJSON_PrintUnformatted(v);
+    char *r = s ? utf8_repair(s, strlen(s)) : NULL;
+    cJSON_free(s);
+    return r;
+}
+
 /* One JSON object as one line on fd, in one write. */
 static void json_line(int fd, cJSON *o)
 {
-    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    char *s = o ? print_json(o, 0) : NULL;
     if (s) {
         size_t n = strlen(s);
         char *line = malloc(n + 2);
@@ -41,7 +55,7 @@ static void json_line(int fd, cJSON *o)
             free(line);
         }
     }
-    cJSON_free(s);
+    free(s);
 }
 
 /* {"ts":..,"level":..,["migration":..,]KEY:TEXT} */
@@ -127,18 +141,29 @@ void log_usage(const char *cmd, const char *fmt, ...)
 }
 
 /* A Lua child logs in the parent's format already: a line that is a log
- * object of this very migration goes out as it is, not wrapped again. */
+ * object of this very migration is taken as that log line, and rebuilt from
+ * its level and message alone, so a script printing such a line can say
+ * no more than log.info could: never a key of the runner's own lines
+ * (outcome, step, detail, ...). */
 static int own_log_line(const char *slug, const char *s, size_t n)
 {
     if (n < 2 || s[0] != '{')
         return 0;
     cJSON *o = cJSON_ParseWithLength(s, n);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "migration");
-    int own = cJSON_IsString(m) && strcmp(m->valuestring, slug) == 0 &&
-              cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "level")) &&
-              cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "msg"));
-    if (own)
-        json_line(STDERR_FILENO, o);
+    const cJSON *lv = cJSON_GetObjectItemCaseSensitive(o, "level");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(o, "msg");
+    const char *level = NULL;
+    for (size_t i = 0; cJSON_IsString(lv) && i < sizeof names / sizeof *names; i++)
+        if (strcmp(lv->valuestring, names[i]) == 0)
+            level = names[i];
+    int own = cJSON_IsString(m) && strcmp(m->valuestring, slug) == 0 && level &&
+              cJSON_IsString(msg);
+    if (own) {
+        cJSON *line = json_record(level, slug, "msg", msg->valuestring, strlen(msg->valuestring));
+        json_line(STDERR_FILENO, line);
+        cJSON_Delete(line);
+    }
     cJSON_Delete(o);
     return own;
 }
@@ -153,20 +178,19 @@ void log_script_line(const char *slug, const char *s, size_t n)
         cJSON_Delete(o);
         return;
     }
+    /* What a script prints is data: a CR or an escape sequence of its own
+     * could erase the prefix and paint a line of the runner's. */
     char out[8192];
     size_t sl = strlen(slug);
     if (sl > 200)
         sl = 200;
-    if (n > sizeof out - sl - 4)
-        n = sizeof out - sl - 4;
     size_t at = 0;
     out[at++] = '[';
     memcpy(out + at, slug, sl);
     at += sl;
     out[at++] = ']';
     out[at++] = ' ';
-    memcpy(out + at, s, n);
-    at += n;
+    at += text_escape(s, n, out + at, sizeof out - at - 1, 0);
     out[at++] = '\n';
     (void)write_all(STDERR_FILENO, out, at);
 }
@@ -192,7 +216,7 @@ void out_line(const char *fmt, ...)
 
 void out_json(const cJSON *v, int pretty)
 {
-    char *s = pretty && !json_mode ? cJSON_Print(v) : cJSON_PrintUnformatted(v);
+    char *s = print_json(v, pretty && !json_mode);
     if (!s) {
         log_error("out of memory printing a result");
         return;
@@ -200,7 +224,7 @@ void out_json(const cJSON *v, int pretty)
     fputs(s, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    cJSON_free(s);
+    free(s);
 }
 
 void logf_(enum log_level l, const char *fmt, ...)
@@ -221,8 +245,12 @@ static int lua_log(lua_State *L, enum log_level l)
 {
     int n = lua_gettop(L);
     if (n > 1) {
-        lua_getglobal(L, "string");
+        /* The string library as it was opened (the registry's copy), never
+         * a `string.format` a script put in its globals. */
+        luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+        lua_getfield(L, -1, LUA_STRLIBNAME);
         lua_getfield(L, -1, "format");
+        lua_remove(L, -2);
         lua_remove(L, -2);
         lua_insert(L, 1);
         lua_call(L, n, 1);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "defaults.h"
 #include "guard.h"
 #include "header.h"
 #include "ledger.h"
@@ -277,7 +278,7 @@ static int l_plan(lua_State *L)
     return 1;
 }
 
-/* guard(method, path [, body [, content_type [, {ns=, ledger=, lease=}]]])
+/* guard(method, path [, body [, content_type [, {ns=, ledger=, lease=, dry_run=}]]])
  * -> verdict ("allow", "LedgerProtected", "BadPath", "BadBody"), why */
 static int l_guard(lua_State *L)
 {
@@ -286,17 +287,20 @@ static int l_guard(lua_State *L)
     size_t blen = 0;
     const char *body = luaL_optlstring(L, 3, NULL, &blen);
     const char *ct = luaL_optstring(L, 4, NULL);
-    struct guard_target t = {"cozy-system", "cozystack-version", "cozystack-version-lock"};
+    struct guard_target t = {"cozy-system", "cozystack-version", "cozystack-version-lock",
+                             EVENT_COMPONENT, 0};
     if (lua_istable(L, 5)) {
         lua_getfield(L, 5, "ns");
         lua_getfield(L, 5, "ledger");
         lua_getfield(L, 5, "lease");
+        lua_getfield(L, 5, "dry_run");
+        if (lua_isstring(L, -4))
+            t.ns = lua_tostring(L, -4);
         if (lua_isstring(L, -3))
-            t.ns = lua_tostring(L, -3);
+            t.ledger = lua_tostring(L, -3);
         if (lua_isstring(L, -2))
-            t.ledger = lua_tostring(L, -2);
-        if (lua_isstring(L, -1))
-            t.lease = lua_tostring(L, -1);
+            t.lease = lua_tostring(L, -2);
+        t.dry_run = lua_toboolean(L, -1);
     }
     char why[512];
     enum guard_verdict v = guard_check(&t, method, path, body, blen, ct, why, sizeof why);

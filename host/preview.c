@@ -8,7 +8,9 @@
  * JSON document). Must never write anything that persists: it takes no
  * lock, writes no record and no Event, and every write it lets a migration
  * send is a dry run. Shell migrations cannot be previewed: they are listed,
- * and what follows them is predicted without their effects. */
+ * and what follows them is predicted without their effects; so is what
+ * follows a migration that met a write the preview cannot predict, which is
+ * reported unpredictable (never as a failure of the run). */
 #include "preview.h"
 
 #include <errno.h>
@@ -39,6 +41,7 @@ struct preview {
     cJSON *doc;                     /* the JSON report being built */
     cJSON *migrations, *records;
     cJSON *ran;                     /* slug -> "ok" | "failed in this run" | "blocked" */
+    const char *unpredictable;      /* the first migration the preview could not predict */
 };
 
 /* plan_ran_fn: what this preview predicts of a slug it already went past. */
@@ -209,6 +212,27 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
     struct child_result res;
     child_run(&spec, &res);
     cJSON *journal = res.journal ? cJSON_Parse(res.journal) : NULL;
+    if (*res.unpredictable && res.outcome != CHILD_TIMEOUT && res.outcome != CHILD_NOMEM) {
+        /* The preview met a write it cannot predict (a strategic merge on an
+         * object it changed, a verb a dry run may not send): whatever the
+         * script did next tells nothing about the real run. */
+        cJSON_AddStringToObject(mj, "outcome", "unpredictable");
+        cJSON_AddStringToObject(mj, "message", res.unpredictable);
+        if (!o->output_json) {
+            out_line("[%zu/%zu] %s ... unpredictable: %s%s", k, n, s->slug, res.unpredictable,
+                     *blind ? "" : "; what follows is predicted without its effects");
+            if (journal)
+                print_changes(journal);
+        }
+        if (journal && !cJSON_AddItemToObject(mj, "journal", journal))
+            cJSON_Delete(journal);
+        *blind = 1;
+        v->unpredictable = v->unpredictable ? v->unpredictable : s->slug;
+        would_record(v, s->slug, "unpredictable", "the preview cannot predict its outcome");
+        cJSON_AddStringToObject(v->ran, s->slug, "ok");
+        child_result_free(&res);
+        return 0;
+    }
     int ok = res.outcome == CHILD_OK, stop = !ok && m->h.on_error == ON_ERROR_ABORT;
     cJSON_AddStringToObject(mj, "outcome", ok ? "ok" : "failed");
     if (!ok) {
@@ -278,7 +302,7 @@ int preview_run(const struct runner_opts *o)
         k++;
         if (preview_step(&v, s, k, n, &blind))
             stopped = s->slug;
-        if (blind && !shell && s->m && s->m->is_shell)
+        if (blind && !shell && s->m && (s->m->is_shell || v.unpredictable == s->slug))
             shell = s->slug;
     }
     char err[512];
@@ -307,6 +331,10 @@ int preview_run(const struct runner_opts *o)
                      cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "state")));
         if (stopped)
             out_line("the run would stop at %s (on-error=abort): exit 1", stopped);
+        else if (v.unpredictable)
+            out_line("the run would succeed as far as the preview can tell: %s could not be "
+                     "predicted, and what follows it is predicted without its effects",
+                     v.unpredictable);
         else
             out_line("the run would succeed");
     }

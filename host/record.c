@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "journal.h"
+
 static const char *const state_names[] = {
     [REC_NONE] = "none",       [REC_OK] = "ok",           [REC_FAILED] = "failed",
     [REC_LEGACY] = "legacy",   [REC_REVOKED] = "revoked", [REC_SKIPPED_FRESH] = "skipped-fresh-install",
@@ -86,9 +88,7 @@ static int get_journal(const cJSON *o, struct record *r)
         return -1;
     }
     char *s = cJSON_PrintUnformatted(v);
-    if (s && strlen(s) < sizeof r->journal)
-        snprintf(r->journal, sizeof r->journal, "%s", s);
-    else
+    if (!s || record_set_journal(r, s, sizeof r->journal) != 0)
         snprintf(r->journal, sizeof r->journal, "{\"note\":\"too long to show\"}");
     cJSON_free(s);
     return 0;
@@ -148,6 +148,26 @@ static const char *duplicate_key(const cJSON *o)
             return inner;
     }
     return NULL;
+}
+
+
+int record_set_journal(struct record *r, const char *journal, size_t cap)
+{
+    r->journal[0] = '\0';
+    if (!journal)
+        return -1;
+    if (cap > sizeof r->journal)
+        cap = sizeof r->journal;
+    if (strlen(journal) < cap) {
+        memcpy(r->journal, journal, strlen(journal) + 1);
+        return 0;
+    }
+    char *fit = journal_fit(journal, cap);
+    if (!fit)
+        return -1;
+    memcpy(r->journal, fit, strlen(fit) + 1);
+    free(fit);
+    return 0;
 }
 
 int record_parse(const char *text, size_t len, struct record *r)

@@ -18,8 +18,9 @@ enum rec_state {
 #include "defaults.h"
 
 #define OUTPUT_CAP OUTPUT_TAIL_MAX
-/* The most of a record's `journal` kept for display; a longer one is
- * replaced by a note saying how many entries it held. */
+/* The most of a record's `journal` (JSON, NUL included): a longer one is cut
+ * by journal_fit (journal.h), its list shortened with "truncated": true and
+ * `more`, its counts kept true. */
 #define RECORD_JOURNAL_CAP 16384
 
 struct record {
@@ -62,6 +63,12 @@ void record_init(struct record *r, enum rec_state st, const char *at, const char
 int record_parse(const char *text, size_t len, struct record *r);
 /* YYYY-MM-DDTHH:MM:SS[.fraction]Z with every field in range. */
 int record_time_valid(const char *s);
+/* Stores a write journal (journal.h's JSON) in r->journal, cut to fit in
+ * cap bytes (at most RECORD_JOURNAL_CAP) by journal_fit: the one way a
+ * record gets a journal, so one too long is shortened with a marker and its
+ * true counts, never dropped. 0, or -1 (r->journal left empty) when the
+ * text is not a journal or memory ran out. */
+int record_set_journal(struct record *r, const char *journal, size_t cap);
 /* The JSON text of a record (compact, keys in a fixed order); malloc'd. */
 char *record_format(const struct record *r);
 const char *rec_state_name(enum rec_state s);

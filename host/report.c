@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "util.h"
 
 #define PLAN_ROW "%-8s %-11s %-16s %-40s %s"
 #define STATUS_ROW "%-40s %-22s %-20s %-8s %-16s %-11s %s"
@@ -24,6 +25,14 @@ static size_t count_kind(const struct plan *p, enum step_kind k)
     for (size_t i = 0; i < p->n; i++)
         n += p->s[i].kind == k;
     return n;
+}
+
+/* A record's text as it may reach a terminal: what a script printed or
+ * raised is shown with its control bytes escaped (text_escape). */
+static const char *shown(const char *text, char *buf, size_t cap)
+{
+    text_escape(text, strlen(text), buf, cap, 0);
+    return buf;
 }
 
 static const char *action_name(enum step_kind k)
@@ -266,8 +275,10 @@ int report_status(const struct status_view *v, const struct report_opts *o)
         char attempts[24];
         snprintf(attempts, sizeof attempts, "%ld", w->r ? w->r->attempts : 0L);
         const char *at = w->r && *w->r->at ? w->r->at : "-";
+        char detail[4 * sizeof w->detail];
         if (o->failed_only)
-            out_line(FAILED_ROW, w->slug, w->state, at, attempts, w->tier, w->detail);
+            out_line(FAILED_ROW, w->slug, w->state, at, attempts, w->tier,
+                     shown(w->detail, detail, sizeof detail));
         else
             out_line(STATUS_ROW, w->slug, w->state, at, attempts, w->batch, w->tier,
                      column_state(w->sum, w->lib));
@@ -284,10 +295,12 @@ int report_status(const struct status_view *v, const struct report_opts *o)
 static void indented(const char *text)
 {
     const char *p = text;
+    char line[4 * OUTPUT_CAP];
     while (*p) {
         const char *nl = strchr(p, '\n');
-        int len = nl ? (int)(nl - p) : (int)strlen(p);
-        out_line("  %.*s", len, p);
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        text_escape(p, len, line, sizeof line, 0);
+        out_line("  %s", line);
         p += len + (nl ? 1 : 0);
     }
 }
@@ -345,12 +358,13 @@ int report_record(const struct status_view *v, const char *slug, const struct re
         out_line("sha256:      %s (checksum %s)", r->sha256, w->sum);
     if (*r->lib_sha256)
         out_line("lib_sha256:  %s (checksum %s)", r->lib_sha256, w->lib);
+    char buf[4 * sizeof r->message];
     if (*r->reason)
-        out_line("reason:      %s", r->reason);
+        out_line("reason:      %s", shown(r->reason, buf, sizeof buf));
     if (*r->message)
-        out_line("message:     %s", r->message);
+        out_line("message:     %s", shown(r->message, buf, sizeof buf));
     if (*r->by)
-        out_line("by:          %s", r->by);
+        out_line("by:          %s", shown(r->by, buf, sizeof buf));
     if (*r->runner)
         out_line("runner:      %s", r->runner);
     if (*r->output) {

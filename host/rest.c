@@ -197,9 +197,19 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
     struct http_response r;
     for (int attempt = 1;; attempt++) {
         double left = end - now_mono();
+        if (left <= 0 && !isinf(time_left)) {
+            /* Past the caller's time (a migration's deadline): nothing more
+             * leaves, not even with a tiny timeout, which would still land. */
+            snprintf(out->err.reason, sizeof out->err.reason, "Timeout");
+            snprintf(out->err.message, sizeof out->err.message,
+                     "%s %s: not sent: its time ran out%s", method, path,
+                     attempt > 1 ? " before it could be retried" : "");
+            out->err.after_retry = maybe_applied;
+            return -1;
+        }
         double tmo = c->pol.request_timeout;
         if (left < tmo)
-            tmo = left > 0.001 ? left : 0.001;
+            tmo = left;
         int rc = http_request(c->http, method, path, accept, content_type, body, body_len,
                               idempotent, tmo, &r);
         if (r.resent) {

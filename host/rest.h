@@ -45,7 +45,9 @@ const struct kube_config *rest_config(const struct rest_client *c);
 /* One logical request: retried per the policy when its repetition is safe
  * (idempotent) or, for a non-idempotent one, only when it cannot have been
  * applied (a refused connection, a 429). time_left caps the whole call
- * (the migration's deadline); pass HUGE_VAL for none. Returns 0 on a 2xx,
+ * (the migration's deadline); pass HUGE_VAL for none. Once it has run out,
+ * no attempt is sent (a Timeout error, never a request with a tiny timeout
+ * that may still land). Returns 0 on a 2xx,
  * -1 otherwise with out->err filled. Always release out with
  * rest_result_free. */
 int rest_do(struct rest_client *c, const char *method, const char *path, const char *accept,

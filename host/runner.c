@@ -157,7 +157,8 @@ static int hold(struct ctx *c, const char *what)
     return EXIT_LOCK;
 }
 
-/* 0, EXIT_LOCK (the lock is gone: not written) or EXIT_CLUSTER. */
+/* 0, EXIT_LOCK (the lock is gone: not written), EXIT_DENIED (admission
+ * refused it) or EXIT_CLUSTER. */
 static int write_record(struct ctx *c, const char *slug, struct record *r)
 {
     if (c->o->k.dry_run)
@@ -187,7 +188,7 @@ static int write_record(struct ctx *c, const char *slug, struct record *r)
     }
     if (lrc != LEDGER_OK) {
         log_fatal("recording %s: %s", slug, err);
-        return EXIT_CLUSTER;
+        return lrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
     }
     c->ledger_bytes += ledger_entry_bytes(&e, 1);
     if (!c->size_warned && c->ledger_bytes > LEDGER_LIMIT * 8 / 10) {
@@ -509,8 +510,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
             const char *from = tl >= sizeof r.output ? res.tail + tl - (sizeof r.output - 1) : res.tail;
             snprintf(r.output, sizeof r.output, "%s", utf8_start(from));
         }
-        if (res.journal && strlen(res.journal) < sizeof r.journal)
-            snprintf(r.journal, sizeof r.journal, "%s", res.journal);
+        record_set_journal(&r, res.journal, RECORD_JOURNAL_CAP);
     }
     int aborted = res.outcome == CHILD_ABORTED;
     child_result_free(&res);
@@ -609,9 +609,9 @@ static int seed(struct ctx *c, struct plan *p)
         for (size_t i = 0; i < p->nseed; i++)
             snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
         enum ledger_rc rc = ledger_create(&c->loc, p->seed, p->nseed, err, sizeof err);
-        if (rc == LEDGER_ERROR) {
+        if (rc == LEDGER_ERROR || rc == LEDGER_DENIED) {
             log_fatal("creating the ledger %s/%s: %s", c->loc.ns, c->loc.name, err);
-            return EXIT_CLUSTER;
+            return rc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
         }
         if (rc == LEDGER_EXISTS) {
             /* Someone created it between our read and our create. */
@@ -645,9 +645,10 @@ static int seed(struct ctx *c, struct plan *p)
             return held;
         for (size_t i = 0; i < p->nseed; i++)
             snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
-        if (ledger_write(&c->loc, p->seed, p->nseed, err, sizeof err) != LEDGER_OK) {
+        enum ledger_rc wrc = ledger_write(&c->loc, p->seed, p->nseed, err, sizeof err);
+        if (wrc != LEDGER_OK) {
             log_fatal("seeding legacy records: %s", err);
-            return EXIT_CLUSTER;
+            return wrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
         }
         out_line("legacy: recorded %zu migrations below version %ld as legacy", p->nseed,
                  c->l.version);

@@ -3,10 +3,15 @@
  * Owns: which libraries and globals a migration sees (an allow-list, as
  * Redis's script_lua.c does, never a deny-list), loading text chunks only,
  * `require` limited to the native modules and the stdlib directory, the
- * memory cap enforced by the allocator, and the deadline enforced by a count
- * hook that re-arms to fire on every instruction once the deadline passed.
+ * pristine environment every host-provided Lua module (stdlib/NAME.lua) runs
+ * in, the memory cap enforced by the allocator, and the deadline enforced by
+ * a count hook on every thread (coroutines are created and resumed through
+ * the sandbox's own functions, which arm them) that fires on every
+ * instruction once the deadline passed.
  * Must never: expose io, debug, package, os.execute/getenv/remove, load a
- * binary chunk or a C library, or let a script's pcall end a timeout. The
+ * binary chunk or a C library, let a script's pcall end a timeout, run a
+ * stdlib module on the script's globals, or hand a script a module table
+ * the stdlib itself uses (the stdlib requires its own instances). The
  * parent's SIGKILL of the child's process group remains the backstop for a
  * script stuck inside C (a blocked request gets the remaining time as its
  * own timeout, see kube.c). */
@@ -45,15 +50,24 @@ struct sandbox {
     char stdlib_dir[PATH_MAX];
 };
 
+static int open_kube(lua_State *L);
+
 /* Native modules, shared by the sandbox and the spec runner. */
 static const luaL_Reg native_modules[] = {
     {"json", luaopen_json},
     {"yaml", luaopen_yaml},
     {"kube.core", luaopen_kube_core},
-    {"kube", kube_open_stdlib},
+    {"kube", open_kube},
     {"log", luaopen_log},
     {NULL, NULL},
 };
+
+/* Registry keys: the pristine globals captured when the state is built,
+ * and the two module caches (what the script's require returned, and the
+ * stdlib's own instances, which no script value leads to). */
+static const char PRISTINE_KEY = 'g';
+static const char SCRIPT_LOADED_KEY = 's';
+static const char STDLIB_LOADED_KEY = 'l';
 
 /* Lua's allocations count against the process's budget (mem.h), the one
  * cJSON, the YAML bridge and response buffers count against too. */
@@ -106,13 +120,126 @@ static void deadline_hook(lua_State *L, lua_Debug *ar)
     }
     if (!hc->deadline || (!sb->timed_out && now < hc->deadline))
         return;
-    if (!sb->timed_out) {
-        sb->timed_out = 1;
-        /* From now on fire at every instruction: a pcall that caught the
-         * first error gets the next one as soon as it runs anything. */
+    sb->timed_out = 1;
+    /* From now on fire at every instruction, on whichever thread runs: a
+     * pcall that caught the first error gets the next one as soon as it runs
+     * anything, and a coroutine that never saw the deadline gets it at its
+     * next instruction (hooks are per thread). */
+    if (lua_gethookcount(L) != 1 || lua_gethook(L) != deadline_hook)
         lua_sethook(L, deadline_hook, LUA_MASKCOUNT, 1);
-    }
     luaL_error(L, "timeout: the migration ran past its deadline");
+}
+
+/* Gives thread co the deadline hook as it stands: every HOOK_EVERY
+ * instructions before the deadline, every instruction after. */
+static void arm_thread(lua_State *co)
+{
+    struct sandbox *sb = from_state(co);
+    struct host_ctx *hc = host_ctx(co);
+    if (!sb || !hc || !hc->deadline)
+        return;
+    if (!sb->timed_out && now_mono() >= hc->deadline)
+        sb->timed_out = 1;
+    if (sb->converting)
+        return; /* error_text has set the hook it needs */
+    lua_sethook(co, deadline_hook, LUA_MASKCOUNT, sb->timed_out ? 1 : HOOK_EVERY);
+}
+
+/* ---- coroutines: every thread is armed ------------------------------------ */
+
+/* Lua's own coroutine.resume/wrap (lcorolib.c), with the resumed thread
+ * armed first: a coroutine created before the deadline, or resumed after
+ * it, never runs unhooked. Once the deadline has passed a resume raises in
+ * the resumer instead of running the coroutine at all. */
+static int co_resume_into(lua_State *L, lua_State *co, int narg)
+{
+    struct sandbox *sb = from_state(L);
+    arm_thread(co);
+    if (sb && sb->timed_out && !sb->converting)
+        return luaL_error(L, "timeout: the migration ran past its deadline");
+    if (!lua_checkstack(co, narg)) {
+        lua_pushliteral(L, "too many arguments to resume");
+        return -1;
+    }
+    lua_xmove(L, co, narg);
+    int nres;
+    int status = lua_resume(co, L, narg, &nres);
+    /* Control is back with the resumer: if the deadline passed meanwhile,
+     * its next instruction gets the timeout too. */
+    arm_thread(L);
+    if (status == LUA_OK || status == LUA_YIELD) {
+        if (!lua_checkstack(L, nres + 1)) {
+            lua_pop(co, nres);
+            lua_pushliteral(L, "too many results to resume");
+            return -1;
+        }
+        lua_xmove(co, L, nres);
+        return nres;
+    }
+    lua_xmove(co, L, 1);
+    return -1;
+}
+
+static lua_State *check_co(lua_State *L, int idx)
+{
+    lua_State *co = lua_tothread(L, idx);
+    luaL_argexpected(L, co, idx, "coroutine");
+    return co;
+}
+
+static int co_create(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_State *co = lua_newthread(L);
+    arm_thread(co);
+    lua_pushvalue(L, 1);
+    lua_xmove(L, co, 1);
+    return 1;
+}
+
+static int co_resume(lua_State *L)
+{
+    lua_State *co = check_co(L, 1);
+    int r = co_resume_into(L, co, lua_gettop(L) - 1);
+    if (r < 0) {
+        lua_pushboolean(L, 0);
+        lua_insert(L, -2);
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    lua_insert(L, -(r + 1));
+    return r + 1;
+}
+
+static int co_wrapped(lua_State *L)
+{
+    lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+    int r = co_resume_into(L, co, lua_gettop(L));
+    if (r < 0) {
+        int stat = lua_status(co);
+        if (stat != LUA_OK && stat != LUA_YIELD) {
+#if LUA_VERSION_RELEASE_NUM >= 50406
+            stat = lua_closethread(co, L);
+#else
+            stat = lua_resetthread(co);
+#endif
+            lua_xmove(co, L, 1);
+        }
+        if (stat != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+            luaL_where(L, 1);
+            lua_insert(L, -2);
+            lua_concat(L, 2);
+        }
+        return lua_error(L);
+    }
+    return r;
+}
+
+static int co_wrap(lua_State *L)
+{
+    co_create(L);
+    lua_pushcclosure(L, co_wrapped, 1);
+    return 1;
 }
 
 /* A raise with no pcall to catch it: report it cleanly and end the process
@@ -169,50 +296,162 @@ static int valid_module_name(const char *n)
     return 1;
 }
 
-/* require(name): a native module, or stdlib/<name>.lua loaded as text. */
-static int l_require(lua_State *L)
+/* ---- the stdlib's pristine environment ----------------------------------- */
+
+/* What the stdlib sees: the base functions and library tables as they were
+ * when the state was built, captured before any script ran (copies of the
+ * library tables, so a script editing its own `string` or `table` changes
+ * nothing here). */
+static const char *const PRISTINE_BASE[] = {
+    "assert", "error", "getmetatable", "ipairs", "next", "pairs", "pcall", "print", "rawequal",
+    "rawget", "rawlen", "rawset", "select", "setmetatable", "tonumber", "tostring", "type",
+    "xpcall", "load", "_VERSION", NULL};
+static const char *const PRISTINE_LIBS[] = {"string", "table", "math", "utf8", "coroutine", "os",
+                                           NULL};
+
+static int l_require(lua_State *L);
+
+/* Captures the current globals into the registry. Call once, after the
+ * script's globals are final and before any script runs. May raise. */
+static void capture_pristine(lua_State *L)
 {
-    const char *name = luaL_checkstring(L, 1);
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    if (lua_getfield(L, -1, name) != LUA_TNIL)
-        return 1;
-    lua_pop(L, 1);
-    for (const luaL_Reg *m = native_modules; m->name; m++) {
-        if (strcmp(m->name, name) == 0) {
-            luaL_requiref(L, name, m->func, 0);
-            return 1;
+    lua_newtable(L);
+    for (const char *const *k = PRISTINE_BASE; *k; k++) {
+        lua_getglobal(L, *k);
+        lua_setfield(L, -2, *k);
+    }
+    for (const char *const *k = PRISTINE_LIBS; *k; k++) {
+        if (lua_getglobal(L, *k) != LUA_TTABLE) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_newtable(L);
+        lua_pushnil(L);
+        while (lua_next(L, -3)) {
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_rawset(L, -4);
+        }
+        lua_setfield(L, -3, *k);
+        lua_pop(L, 1);
+    }
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &PRISTINE_KEY);
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &SCRIPT_LOADED_KEY);
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &STDLIB_LOADED_KEY);
+}
+
+/* Pushes a fresh environment for one stdlib module: the pristine globals
+ * and a require that hands out the stdlib's own module instances. May
+ * raise. */
+static void push_stdlib_env(lua_State *L)
+{
+    lua_newtable(L);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PRISTINE_KEY) == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_rawset(L, -5);
         }
     }
-    struct sandbox *sb = from_state(L);
-    if (!valid_module_name(name) || !sb)
-        return luaL_error(L, "module '%s' not found: a migration can require only the stdlib",
-                          name);
+    lua_pop(L, 1);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &STDLIB_LOADED_KEY);
+    lua_pushcclosure(L, l_require, 1);
+    lua_setfield(L, -2, "require");
+}
+
+/* Loads stdlib/<name>.lua as text in a pristine environment and calls it
+ * with its name (and, for kube, the private table). Leaves its result.
+ * May raise. */
+static void load_stdlib_module(lua_State *L, const char *stdlib_dir, const char *name)
+{
     char path[PATH_MAX];
-    int n = snprintf(path, sizeof path, "%s/%s.lua", sb->stdlib_dir, name);
+    int n = snprintf(path, sizeof path, "%s/%s.lua", stdlib_dir, name);
     if (n < 0 || (size_t)n >= sizeof path)
-        return luaL_error(L, "module '%s': path too long", name);
-    for (char *p = path + strlen(sb->stdlib_dir) + 1; *p; p++)
+        luaL_error(L, "module '%s': path too long", name);
+    for (char *p = path + strlen(stdlib_dir) + 1; *p; p++)
         if (*p == '.' && strcmp(p, ".lua") != 0)
             *p = '/';
     size_t len;
     char *src = read_file(path, &len);
-    if (!src)
-        return luaL_error(L, "module '%s' not found: a migration can require only the stdlib",
-                          name);
+    if (!src) {
+        if (strcmp(name, "kube") == 0)
+            luaL_error(L, "module 'kube': %s: %s", path, strerror(errno));
+        luaL_error(L, "module '%s' not found: a migration can require only the stdlib", name);
+    }
     char chunk[PATH_MAX + 16];
     snprintf(chunk, sizeof chunk, "@stdlib/%s.lua", name);
     int st = luaL_loadbufferx(L, src, len, chunk, "t");
     free(src);
     if (st != LUA_OK)
-        return lua_error(L);
+        lua_error(L);
+    push_stdlib_env(L);
+    if (!lua_setupvalue(L, -2, 1))
+        lua_pop(L, 1);
     lua_pushstring(L, name);
-    lua_call(L, 1, 1);
+    int nargs = 1;
+    if (strcmp(name, "kube") == 0) {
+        kube_push_private(L);
+        nargs = 2;
+    }
+    lua_call(L, nargs, 1);
+}
+
+/* The stdlib directory of a state: the sandbox's, or the spec state's
+ * host context's. */
+static const char *stdlib_dir_of(lua_State *L)
+{
+    struct sandbox *sb = from_state(L);
+    if (sb)
+        return sb->stdlib_dir;
+    struct host_ctx *hc = host_ctx(L);
+    return hc && hc->stdlib_dir ? hc->stdlib_dir : NULL;
+}
+
+/* The `kube` module (the spec state's package.preload uses it too). */
+static int open_kube(lua_State *L)
+{
+    const char *dir = stdlib_dir_of(L);
+    if (!dir)
+        return luaL_error(L, "kube: this Lua state has no host context");
+    load_stdlib_module(L, dir, "kube");
+    return 1;
+}
+
+/* require(name): a native module, or stdlib/<name>.lua loaded as text in a
+ * pristine environment. Upvalue 1 is the cache it serves from: the script's,
+ * or (in a stdlib module's environment) the stdlib's own, so no table a
+ * stdlib module uses is one a script was handed. */
+static int l_require(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    lua_settop(L, 1);
+    int cache = lua_upvalueindex(1);
+    if (lua_getfield(L, cache, name) != LUA_TNIL)
+        return 1;
+    lua_pop(L, 1);
+    const luaL_Reg *m = native_modules;
+    while (m->name && strcmp(m->name, name) != 0)
+        m++;
+    if (m->name) {
+        lua_pushcfunction(L, m->func);
+        lua_pushstring(L, name);
+        lua_call(L, 1, 1);
+    } else {
+        struct sandbox *sb = from_state(L);
+        if (!valid_module_name(name) || !sb)
+            return luaL_error(L, "module '%s' not found: a migration can require only the stdlib",
+                              name);
+        load_stdlib_module(L, sb->stdlib_dir, name);
+    }
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
         lua_pushboolean(L, 1);
     }
     lua_pushvalue(L, -1);
-    lua_setfield(L, -3, name);
+    lua_setfield(L, cache, name);
     return 1;
 }
 
@@ -267,7 +506,8 @@ static int open_sandbox_libs(lua_State *L)
         luaL_requiref(L, l->name, l->func, 1);
         lua_pop(L, 1);
     }
-    /* The loaded table would hand out the unrestricted os library. */
+    /* The loaded table would hand out the unrestricted os library (require
+     * never serves from it: it has caches of its own). */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     lua_pushnil(L);
     lua_setfield(L, -2, LUA_OSLIBNAME);
@@ -296,10 +536,32 @@ static int open_sandbox_libs(lua_State *L)
     }
     lua_pushcfunction(L, l_load_text);
     lua_setglobal(L, "load");
-    lua_pushcfunction(L, l_require);
-    lua_setglobal(L, "require");
     lua_pushcfunction(L, l_print);
     lua_setglobal(L, "print");
+    /* Every coroutine is created and resumed through the sandbox, so each
+     * thread carries the deadline hook. */
+    lua_getglobal(L, LUA_COLIBNAME);
+    lua_pushcfunction(L, co_create);
+    lua_setfield(L, -2, "create");
+    lua_pushcfunction(L, co_resume);
+    lua_setfield(L, -2, "resume");
+    lua_pushcfunction(L, co_wrap);
+    lua_setfield(L, -2, "wrap");
+    lua_pop(L, 1);
+    /* Strings' methods come from the string library itself: a script that
+     * asks for the metatable gets a stand-in pointing at its own `string`
+     * table, so `s:format(...)` in the stdlib always means the real one. */
+    lua_pushliteral(L, "");
+    lua_getmetatable(L, -1);
+    lua_createtable(L, 0, 1);
+    lua_getglobal(L, LUA_STRLIBNAME);
+    lua_setfield(L, -2, "__index");
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 2);
+    capture_pristine(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &SCRIPT_LOADED_KEY);
+    lua_pushcclosure(L, l_require, 1);
+    lua_setglobal(L, "require");
     return 0;
 }
 
@@ -438,7 +700,9 @@ enum sandbox_status sandbox_run_file(struct sandbox *sb, const char *path, char 
         return SANDBOX_OK;
     error_text(sb, L, -1, err, errlen);
     lua_pop(L, 1);
-    if (sb->timed_out) {
+    /* kube refuses every request past the deadline with the timeout error;
+     * an error that ends a script past its deadline is the deadline's. */
+    if (sb->timed_out || (hc && hc->deadline && now_mono() >= hc->deadline)) {
         snprintf(err, errlen, "timeout: the migration ran past its deadline");
         return SANDBOX_TIMEOUT;
     }
@@ -481,6 +745,8 @@ static int open_unrestricted(lua_State *L)
 {
     host_ctx_attach(L, lua_touserdata(L, 1));
     luaL_openlibs(L);
+    /* kube.lua runs in the same kind of environment as under the sandbox */
+    capture_pristine(L);
     return 0;
 }
 

@@ -1,9 +1,11 @@
 /* sandbox.h: the Lua state a migration runs in. Owns the allow-list of
  * libraries and globals, the text-only loader, `require` restricted to the
- * project's stdlib, the memory cap (in the allocator) and the deadline (an
- * instruction hook that keeps firing once past it, so pcall cannot swallow
- * the timeout). Also builds the unrestricted state the spec runner uses,
- * with the same native modules, so specs see what migrations see. */
+ * project's stdlib (each stdlib module in a pristine environment of its own,
+ * requiring its own module instances), the memory cap (in the allocator) and
+ * the deadline (an instruction hook on every thread that keeps firing once
+ * past it, so neither pcall nor a coroutine can outlast the timeout). Also
+ * builds the unrestricted state the spec runner uses, with the same native
+ * modules, so specs see what migrations see. */
 #ifndef COZY_SANDBOX_H
 #define COZY_SANDBOX_H
 #include <stddef.h>

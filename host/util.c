@@ -1,5 +1,5 @@
 /* util.c: the monotonic clock, whole-file reads, timestamps, UTF-8-safe
- * truncation, and the one parser of durations and of plain decimals, shared
+ * truncation, escaping and repair, and the one parser of durations and of plain decimals, shared
  * by the host. Must never hold state, make a decision for its callers, or
  * accept a duration or a number in any spelling but the one grammar. */
 #include "util.h"
@@ -234,4 +234,114 @@ const char *utf8_start(const char *s)
         skipped++;
     }
     return s;
+}
+
+/* The length of the valid UTF-8 sequence at s (n bytes there) and its code
+ * point, or 0 when it is not one (a stray continuation, an overlong form, a
+ * surrogate, past U+10FFFF, cut short). */
+static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
+{
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        min = 0x80;
+        c &= 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        min = 0x800;
+        c &= 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        min = 0x10000;
+        c &= 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        c = (c << 6) | (s[i] & 0x3F);
+    }
+    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+size_t text_escape(const char *s, size_t n, char *out, size_t cap, int keep_newline)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+    if (!cap)
+        return 0;
+    for (size_t i = 0; i < n;) {
+        unsigned cp;
+        size_t len = utf8_seq(p + i, n - i, &cp);
+        char esc[8];
+        const char *put;
+        size_t plen;
+        if (len == 0) {
+            snprintf(esc, sizeof esc, "\\x%02x", p[i]);
+            put = esc;
+            plen = 4;
+            len = 1;
+        } else if ((cp < 0x20 && cp != '\t' && !(keep_newline && cp == '\n')) || cp == 0x7f) {
+            snprintf(esc, sizeof esc, "\\x%02x", cp);
+            put = esc;
+            plen = 4;
+        } else if (cp >= 0x80 && cp <= 0x9f) {
+            snprintf(esc, sizeof esc, "\\u%04x", cp);
+            put = esc;
+            plen = 6;
+        } else {
+            put = (const char *)p + i;
+            plen = len;
+        }
+        if (o + plen + 1 > cap)
+            break;
+        memcpy(out + o, put, plen);
+        o += plen;
+        i += len;
+    }
+    out[o] = '\0';
+    return o;
+}
+
+char *utf8_repair(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t bad = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned cp;
+        size_t len = utf8_seq(p + i, n - i, &cp);
+        bad += len == 0;
+        i += len ? len : 1;
+    }
+    char *out = malloc(n + 2 * bad + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned cp;
+        size_t len = utf8_seq(p + i, n - i, &cp);
+        if (len == 0) {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(out + o, p + i, len);
+            o += len;
+            i += len;
+        }
+    }
+    out[o] = '\0';
+    return out;
 }

@@ -34,4 +34,14 @@ int parse_duration(const char *s, double *out);
 void utf8_clip(char *s);
 /* Skips continuation bytes at the start of a tail cut from a longer text. */
 const char *utf8_start(const char *s);
+/* s[0..n) as text that is safe on a terminal and valid UTF-8, for showing
+ * what a script printed or raised: C0 controls (tab kept, and newline when
+ * keep_newline), DEL and bytes that are not valid UTF-8 become "\xNN", the
+ * C1 controls (U+0080..U+009F) "\u00NN". Written into out (cap bytes, NUL
+ * included), cut on whole characters. Returns the length written. */
+size_t text_escape(const char *s, size_t n, char *out, size_t cap, int keep_newline);
+/* s[0..n) with every byte that is not part of valid UTF-8 replaced by
+ * U+FFFD, NUL-terminated, malloc'd (NULL when out of memory): what a JSON
+ * line may carry. */
+char *utf8_repair(const char *s, size_t n);
 #endif

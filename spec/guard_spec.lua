@@ -1,6 +1,7 @@
 -- The ledger guard as a pure function (host/guard.c through the spec-only
 -- `migrate` module): every known way a request could write the ledger
--- ConfigMap or the runner's Lease while looking like something else. The
+-- ConfigMap, the runner's Lease, the namespace holding them or the runner's
+-- Events while looking like something else. The
 -- guard judges the path exactly as it is sent; a path it cannot judge is
 -- refused outright, and a create in a guarded collection is judged by the
 -- name its body really carries. End-to-end proofs against the apiserver are
@@ -148,6 +149,107 @@ describe('the ledger guard', function()
       local t = { ns = 'platform', ledger = 'ledger', lease = 'ledger-lock' }
       assert.are.equal('LedgerProtected', verdict('PATCH', '/api/v1/namespaces/platform/configmaps/ledger', nil, nil, t))
       assert.are.equal('allow', verdict('PATCH', CM .. '/cozystack-version', nil, nil, t))
+    end)
+  end)
+
+  describe('keeps the namespace of the ledger read-only, by every verb and subresource', function()
+    local NS = '/api/v1/namespaces/cozy-system'
+    for _, case in ipairs {
+      { 'PATCH', NS, 'a patch (labels, an ownerReference a collector would follow)' },
+      { 'PUT', NS, 'a replace' },
+      { 'DELETE', NS, 'a delete' },
+      { 'PUT', NS .. '/finalize', 'its finalize subresource' },
+      { 'PUT', NS .. '/status', 'its status subresource' },
+      { 'PATCH', NS .. '/status', 'a patch of its status' },
+      { 'PATCH', '/api/v1/namespaces/Cozy-System', 'its name in another case' },
+      { 'PATCH', '/api/v1/namespaces/cozy%2Dsystem/finalize', 'an encoded name' },
+      { 'PATCH', '/api/v1/watch/namespaces/cozy-system', 'a watch prefix' },
+      { 'PATCH', '/api/v1/namespaces', 'a write of every namespace' },
+      { 'PUT', '/api/v1/namespaces', 'a replace of the collection' },
+    } do
+      it('refuses ' .. case[3], function() refuses('LedgerProtected', case[1], case[2]) end)
+    end
+    it('refuses a create that names it', function()
+      refuses('LedgerProtected', 'POST', '/api/v1/namespaces', '{"metadata":{"name":"cozy-system"}}')
+    end)
+    it('still reads it, writes other namespaces, and writes what is inside it', function()
+      assert.are.equal('allow', verdict('GET', NS))
+      assert.are.equal('allow', verdict('PATCH', '/api/v1/namespaces/tenant-a'))
+      assert.are.equal('allow', verdict('PUT', '/api/v1/namespaces/tenant-a/finalize'))
+      assert.are.equal('allow', verdict('POST', '/api/v1/namespaces', '{"metadata":{"name":"tenant-b"}}'))
+      assert.are.equal('allow', verdict('PATCH', NS .. '/secrets/s'))
+      assert.are.equal('allow', verdict('POST', NS .. '/secrets', '{"metadata":{"name":"s"}}'))
+    end)
+  end)
+
+  describe("protects the runner's Events", function()
+    local EV = '/api/v1/namespaces/cozy-system/events'
+    local EV2 = '/apis/events.k8s.io/v1/namespaces/cozy-system/events'
+    for _, case in ipairs {
+      { 'DELETE', EV .. '/cozystack-version.17a2b3c4', 'a delete of one it wrote on the ledger' },
+      { 'PATCH', EV .. '/cozystack-version.17a2b3c4', 'a patch of one' },
+      { 'PUT', EV2 .. '/Cozystack-Version.17a2b3c4', 'a replace through events.k8s.io, in another case' },
+      { 'DELETE', EV, 'a delete of every Event in the ledger namespace' },
+      { 'DELETE', '/api/v1/events', 'a write across all namespaces' },
+    } do
+      it('refuses ' .. case[3], function() refuses('LedgerProtected', case[1], case[2]) end)
+    end
+    for _, case in ipairs {
+      { EV, '{"metadata":{"name":"x"},"source":{"component":"cozy-migrate"},"reason":"MigrationSucceeded"}',
+        'claiming the runner as its source' },
+      { '/api/v1/namespaces/tenant-a/events', '{"metadata":{"name":"x"},"reportingComponent":"Cozy-Migrate"}',
+        'claiming the runner as reporting component, in any namespace' },
+      { '/apis/events.k8s.io/v1/namespaces/tenant-a/events', '{"metadata":{"name":"x"},"reportingController":"cozy-migrate"}',
+        'claiming the runner as reporting controller (events.k8s.io)' },
+      { EV2, '{"metadata":{"name":"x"},"deprecatedSource":{"component":"cozy-migrate"}}',
+        "naming the runner in events.k8s.io's deprecatedSource" },
+      { EV, '{"metadata":{"name":"x"},"involvedObject":{"kind":"ConfigMap","name":"cozystack-version"}}',
+        'about the ledger' },
+      { EV2, '{"metadata":{"name":"x"},"regarding":{"kind":"Lease","namespace":"cozy-system","name":"cozystack-version-lock"}}',
+        'about the Lease' },
+      { EV, '{"metadata":{"generateName":"cozystack-version."}}', "named the way the runner's are" },
+    } do
+      it('refuses a create ' .. case[3], function() refuses('LedgerProtected', 'POST', case[1], case[2]) end)
+    end
+    it('refuses a patch that would make an Event claim the runner', function()
+      refuses('LedgerProtected', 'PATCH', EV .. '/mine', '{"source":{"component":"cozy-migrate"}}',
+        'application/merge-patch+json')
+      refuses('LedgerProtected', 'PATCH', EV .. '/mine', '[{"op":"replace","path":"/source/component","value":"x"}]',
+        'application/json-patch+json')
+      refuses('LedgerProtected', 'PATCH', EV .. '/mine', '[{"op":"copy","from":"/x","path":"/involvedObject"}]',
+        'application/json-patch+json')
+      refuses('LedgerProtected', 'PATCH', EV .. '/mine', 'reportingController: cozy-migrate\n',
+        'application/apply-patch+yaml')
+    end)
+    it('lets a migration write and delete Events of its own', function()
+      assert.are.equal('allow', verdict('POST', EV, '{"metadata":{"name":"mine"},"source":{"component":"my-migration"},' ..
+        '"involvedObject":{"kind":"ConfigMap","name":"settings"}}'))
+      assert.are.equal('allow', verdict('DELETE', EV .. '/mine'))
+      assert.are.equal('allow', verdict('PATCH', EV .. '/mine', '{"message":"again"}', 'application/merge-patch+json'))
+      assert.are.equal('allow', verdict('DELETE', '/api/v1/namespaces/tenant-a/events'))
+      assert.are.equal('allow', verdict('GET', EV .. '/cozystack-version.17a2b3c4'))
+    end)
+  end)
+
+  describe('in a dry run, refuses what the apiserver would not dry-run', function()
+    local DRY = { dry_run = true }
+    local function dry(method, path, body) return migrate.guard(method, path, body, nil, DRY) end
+    it('refuses a TokenRequest, whose dry-run answer is a live token', function()
+      local v, why = dry('POST', '/api/v1/namespaces/tenant-a/serviceaccounts/default/token', '{}')
+      assert.are.equal('DryRunRefused', v)
+      assert.matches('live credential', why)
+      assert.are.equal('allow', verdict('POST', '/api/v1/namespaces/tenant-a/serviceaccounts/default/token', '{}'))
+    end)
+    it('refuses exec, attach and port-forward, which have no dry run', function()
+      for _, sub in ipairs { 'exec', 'attach', 'portforward' } do
+        assert.are.equal('DryRunRefused', dry('POST', '/api/v1/namespaces/tenant-a/pods/p/' .. sub), sub)
+        assert.are.equal('DryRunRefused', dry('GET', '/api/v1/namespaces/tenant-a/pods/p/' .. sub), sub)
+      end
+    end)
+    it('lets every other dry-run write through to the apiserver', function()
+      assert.are.equal('allow', dry('POST', '/api/v1/namespaces/tenant-a/pods/p/eviction', '{}'))
+      assert.are.equal('allow', dry('PATCH', '/api/v1/namespaces/tenant-a/configmaps/token'))
+      assert.are.equal('allow', dry('POST', '/apis/certificates.k8s.io/v1/certificatesigningrequests', '{}'))
     end)
   end)
 

@@ -33,6 +33,46 @@ local CASES = {
   { 'the raw request function', [[require('kube.core').request{ method = 'GET', path = '/api' }]],
     'ScriptError', "field 'request'" },
   { 'the kube module loaded as a file', [[require('kube.lua')]], 'ScriptError', 'not found' },
+  -- the stdlib runs on pristine functions, never on the script's globals
+  { 'a replaced type() sees nothing of the stdlib\'s private handles',
+    [[local real, seen = type, {}
+      type = function(v) if real(v) == 'table' then seen[#seen + 1] = v end return real(v) end
+      local kube = require('kube'); type = real
+      local leaked = false
+      for _, t in ipairs(seen) do if rawget(t, 'request') then leaked = true end end
+      print(#seen, leaked)]], 'ok', '^0\tfalse\n$' },
+  { 'replaced pairs, tostring, error and next see no stdlib call',
+    [[local calls = 0
+      local function spy(f) return function(...) calls = calls + 1; return f(...) end end
+      pairs, tostring, error, next, rawget, select = spy(pairs), spy(tostring), spy(error), spy(next), spy(rawget), spy(select)
+      local kube = require('kube'); local helm = require('helm'); require('fleet'); require('flux')
+      local before = calls
+      helm.patch_for({ metadata = { name = 'x', namespace = 'n' } }, 'r', 'n', true)
+      pcall(kube.get, 'cm', '')
+      print(before, calls)]], 'ok', '^0\t0\n$' },
+  { 'a replaced require is not the one the stdlib uses',
+    [[local real, asked = require, {}
+      require = function(n) asked[#asked + 1] = n; return real(n) end
+      local kube = real('kube'); real('helm'); real('fleet')
+      print(#asked)]], 'ok', '^0\n$' },
+  { 'an edited string table changes no stdlib string call',
+    [[string.format = function() return 'hijacked' end
+      local mt = getmetatable('')
+      mt.__index.gsub = function() return 'hijacked' end
+      print(('a-b'):gsub('-', '+'), require('log') ~= nil)
+      require('log').info('%d widgets', 3)]], 'ok', '^a%+b\ttrue\n$' },
+  { 'the real string metatable is out of reach',
+    [[local mt = getmetatable('')
+      mt.__index = { upper = function() return 'hijacked' end }
+      print(('abc'):upper(), rawequal(mt.__index, string))]], 'ok', '^ABC\tfalse\n$' },
+  { 'a module table the script edits is not the one the stdlib uses',
+    [[local core = require('kube.core')
+      core.resolve = function() return { kind = 'Hijacked', resource = 'x', prefix = '/api/v1' } end
+      local ok, r = pcall(require('kube').resource, 'cm') -- the real discovery, or a config error without a cluster
+      print(type(r) == 'table' and r.kind == 'Hijacked')]], 'ok', '^false\n$' },
+  { "a kube error's metatable is not the script's to change",
+    [[local e = require('kube.core').make_error({ reason = 'X', message = 'm' })
+      print(getmetatable(e), tostring(e))]], 'ok', '^kube%.error\tX: m\n$' },
   -- binary chunks and loaders
   { 'string.dump is gone, also through the string metatable',
     [[print(string.dump, ('').dump, getmetatable('').__index.dump)]], 'ok', '^nil\tnil\tnil\n$' },
@@ -89,6 +129,21 @@ local CASES = {
   { 'a __gc that loops when the state closes', [[setmetatable({}, { __gc = function() while true do end end })]],
     'Timeout', 'timed out after 1s', '--timeout', '1s' },
   { 'kube.sleep past the deadline', [[require('kube').sleep(30)]], 'Timeout', 'timed out after 1s', '--timeout', '1s' },
+  -- every coroutine carries the deadline
+  { 'a coroutine resumed after the deadline runs nothing',
+    [[local function spin() while true do end end
+      pcall(coroutine.wrap(function() while true do pcall(spin) end end)) -- the deadline fires in here
+      io = nil
+      local ran = 0
+      local co = coroutine.wrap(function() while true do ran = ran + 1; print('ran ' .. ran); coroutine.yield() end end)
+      while true do pcall(co) end]], 'Timeout', 'timed out after 1s', '--timeout', '1s', no_stdout = 'ran' },
+  { 'a coroutine made before the deadline and resumed after it runs nothing',
+    [[local ran = 0
+      local co = coroutine.create(function() while true do ran = ran + 1; print('ran ' .. ran); coroutine.yield() end end)
+      local function spin() while true do end end
+      pcall(coroutine.wrap(function() while true do pcall(spin) end end))
+      while true do pcall(coroutine.resume, co) end]], 'Timeout', 'timed out after 1s', '--timeout', '1s',
+    no_stdout = 'ran' },
   -- memory
   { 'a table bomb', [[local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end]], 'MemoryLimit',
     'memory', '--memory', '32' },
@@ -117,6 +172,9 @@ describe('an escape from the sandbox', function()
       local started = os.time()
       local res = h.lua(source, table.unpack(flags))
       assert.is_true(os.time() - started < 15, 'took too long')
+      if c.no_stdout then
+        assert.is_falsy(res.out:find(c.no_stdout, 1, true), 'it went on running: ' .. res.out:sub(1, 200))
+      end
       if reason == 'ok' then
         assert.are.equal(0, res.code, res.err)
         assert.matches(pattern, res.out)
@@ -155,5 +213,70 @@ describe('a finalizer when the state closes', function()
     local c = json.decode(res.out)
     assert.is_nil(c.token)
     assert.is_falsy(res.out:find('BEGIN', 1, true), 'no key material')
+  end)
+end)
+
+describe('#e2e the sandbox against the apiserver', function()
+  local ns
+  setup(function()
+    h.need_cluster()
+    ns = 'esc-' .. h.unique()
+    h.must(h.kubectl('create namespace ' .. ns))
+    h.must(h.kubectl('create configmap stamp -n ' .. ns .. ' --from-literal=at=0'))
+  end)
+  teardown(function() h.kubectl('delete namespace ' .. ns .. ' --wait=false') end)
+
+  it('sends no request once the deadline has passed, from any coroutine', function()
+    local res = h.kube_script({ NS = ns }, [[
+      kube.resource('cm') -- discovered (and connected) before the deadline
+      print(string.format('start %.6f', core.now()))
+      local function spin() while true do end end
+      pcall(coroutine.wrap(function() while true do pcall(spin) end end)) -- the deadline fires in here
+      local i = 0
+      local writer = coroutine.wrap(function()
+        while true do
+          i = i + 1
+          pcall(kube.patch, 'cm', 'stamp', { data = { at = string.format('%.6f', core.now()), n = tostring(i) } },
+            { namespace = NS })
+          coroutine.yield()
+        end
+      end)
+      while true do pcall(writer) end
+    ]], '--timeout', '1s')
+    assert.are.equal(1, res.code, res.err)
+    h.contains(res.err, 'Timeout: timed out after 1s')
+    -- the writer starts only once the deadline has passed: none of its
+    -- patches may have left
+    local cm = h.kubectl_json('get configmap stamp -n ' .. ns)
+    assert.is_nil(cm.data.n, string.format('patch %s of the writer landed, stamped %.3fs after the start',
+      tostring(cm.data.n), (tonumber(cm.data.at) or 0) - tonumber(res.out:match('start ([%d.]+)') or 0)))
+  end)
+
+  it('survives a finalizer that refetches discovery while a resource is being converted', function()
+    local res = h.kube_script({}, [[
+      kube.resource('cm')
+      local n = 0
+      local function arm()
+        if n >= 200 then return end
+        setmetatable({}, { __gc = function() n = n + 1; pcall(kube.resource, 'nope' .. n); arm() end })
+      end
+      for _ = 1, 50 do arm() end
+      for _ = 1, 20000 do assert(kube.resource('cm').kind == 'ConfigMap') end
+      print(json.encode({ finalizers = n }))
+    ]])
+    assert.are.equal(0, res.code, 'never a crash: ' .. res.err)
+    assert.is_true(res.json.finalizers > 0, 'the finalizers never ran, so nothing was tried')
+  end)
+
+  it('keeps its own json and kube.core: a script editing them changes no stdlib call', function()
+    local res = h.kube_script({ NS = ns }, [[
+      json.encode = function() error('hijacked json.encode') end
+      json.decode = function() error('hijacked json.decode') end
+      core.resolve = function() error('hijacked core.resolve') end
+      local obj, changed = kube.update('cm', 'stamp', function(o) o.data.u = 'updated' end, { namespace = NS })
+      print(obj.data.u, changed)
+    ]])
+    assert.are.equal(0, res.code, res.err)
+    assert.are.equal('updated\ttrue\n', res.out)
   end)
 end)

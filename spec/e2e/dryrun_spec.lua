@@ -14,7 +14,21 @@ describe('#e2e a dry run', function()
   end)
   teardown(function() h.kubectl('delete namespace ' .. NS .. ' --wait=false') end)
 
+  -- Every resourceVersion and deletionTimestamp in NS, by kind/name.
+  local function state()
+    local out = {}
+    for _, kind in ipairs { 'configmaps', 'secrets', 'serviceaccounts' } do
+      for _, o in ipairs(h.kubectl_json('get ' .. kind .. ' -n ' .. NS).items) do
+        out[kind .. '/' .. o.metadata.name] = o.metadata.resourceVersion ..
+          (o.metadata.deletionTimestamp and ' deleting' or '') ..
+          (o.metadata.finalizers and (' ' .. table.concat(o.metadata.finalizers, ',')) or '')
+      end
+    end
+    return out
+  end
+
   it('prints each intended change and changes nothing', function()
+    local before = state()
     local res = h.lua(string.format([[
       local kube = require('kube')
       local ns = %q
@@ -34,13 +48,50 @@ describe('#e2e a dry run', function()
     assert.are.same({ mode = 'ha' }, cm.data)
     assert.is_nil((cm.metadata.labels or {}).x)
     assert.are_not.equal(0, h.kubectl('-n ' .. NS .. ' get cm fresh').code)
+    assert.are.same(before, state(), 'the dry run changed or deleted something')
+  end)
+
+  for _, propagation in ipairs { 'Background', 'Foreground', 'Orphan' } do
+    it('deletes nothing with propagation ' .. propagation .. ' (a DeleteOptions body says dryRun too)', function()
+      h.must(h.kubectl('-n ' .. NS .. ' create configmap doomed-' .. propagation:lower() .. ' --from-literal=a=1'))
+      local before = state()
+      local res = h.lua(string.format([[
+        require('kube').delete('cm', %q, { namespace = %q, propagation = %q })
+      ]], 'doomed-' .. propagation:lower(), NS, propagation), '--dry-run')
+      assert.are.equal(0, res.code, res.err)
+      assert.matches('dry%-run: would delete configmaps ' .. P .. '/doomed%-' .. propagation:lower(), res.out)
+      h.sleep(0.5) -- a collector acting on a persisted deletionTimestamp would be quick
+      assert.are.same(before, state(), 'the dry run changed or deleted something')
+    end)
+  end
+
+  it('refuses a TokenRequest, whose dry-run answer would be a live token', function()
+    h.must(h.kubectl('-n ' .. NS .. ' create serviceaccount robot'))
+    local before = state()
+    local res = h.lua(string.format([[
+      local kube = require('kube')
+      local core = require('kube.core')
+      kube.resource('serviceaccounts')
+      local sent = core.requests()
+      local ok, err = pcall(kube.create, 'serviceaccounts', { apiVersion = 'authentication.k8s.io/v1',
+        kind = 'TokenRequest', spec = { audiences = { 'x' } } }, { namespace = %q, subresource = 'robot/token' })
+      print(ok, type(err) == 'table' and err.reason, core.requests() - sent)
+      print(type(err) == 'table' and err.message or tostring(err))
+    ]], NS), '--dry-run')
+    assert.are.equal(0, res.code, res.err)
+    assert.matches('^false\tDryRunRefused\t0\n', res.out)
+    h.contains(res.out, 'live credential')
+    h.lacks(res.out, 'eyJ', 'a token')
+    assert.are.same(before, state())
   end)
 
   it('says so when a write would change nothing', function()
+    local before = state()
     local res = h.lua(string.format([[
       require('kube').patch('cm', 'settings', { data = { mode = 'ha' } }, { namespace = %q })
     ]], NS), '--dry-run')
     assert.are.equal(0, res.code, res.err)
     assert.matches('dry%-run: patch configmaps ' .. P .. '/settings: no change', res.out)
+    assert.are.same(before, state())
   end)
 end)

@@ -1,7 +1,8 @@
 -- The ledger guard against the real apiserver: no script may write the
--- ledger ConfigMap (cozystack-version) or the runner's Lease
--- (cozystack-version-lock) in the platform namespace (--namespace, else
--- $NAMESPACE, else cozy-system), by any verb or path spelling. A refused
+-- ledger ConfigMap (cozystack-version), the runner's Lease
+-- (cozystack-version-lock), the platform namespace itself (--namespace, else
+-- $NAMESPACE, else cozy-system) or the runner's Events, by any verb,
+-- subresource or path spelling. A refused
 -- write raises "the ledger is written by the runner" and sends nothing: the
 -- module's request counter does not move and kubectl sees the same
 -- resourceVersion. Reads, and writes to anything else, still work.
@@ -61,6 +62,35 @@ local writes = {
     return kube.patch('leases', 'cozystack-version-lock', { spec = {} }, { namespace = ns, subresource = 'status' })
   end,
   delete_namespace = function() return kube.delete('namespaces', ns) end,
+  patch_namespace = function()
+    return kube.patch('namespaces', ns, { metadata = { labels = { squatted = 'yes' } } })
+  end,
+  own_namespace = function()
+    -- an ownerReference a garbage collector would follow to take the ledger with it
+    return kube.patch('namespaces', ns, { metadata = { ownerReferences = { { apiVersion = 'v1', kind = 'ConfigMap',
+      name = 'bait', uid = '00000000-0000-0000-0000-000000000000' } } } })
+  end,
+  update_namespace = function()
+    return kube.update('namespaces', ns, function(o) o.metadata.labels = { squatted = 'yes' } end)
+  end,
+  apply_namespace = function() return kube.apply('namespaces', { metadata = { name = ns, labels = { x = 'y' } } }) end,
+  finalize_namespace = function()
+    return kube.replace('namespaces', { metadata = { name = ns }, spec = { finalizers = {} } }, { subresource = 'finalize' })
+  end,
+  status_namespace = function()
+    return kube.patch('namespaces', ns, { status = { phase = 'Terminating' } }, { subresource = 'status' })
+  end,
+  delete_runner_event = function() return kube.delete('events', 'cozystack-version.17a2b3c4d5e6f708', { namespace = ns }) end,
+  forge_runner_event = function()
+    return kube.create('events', { metadata = { name = 'forged' }, reason = 'MigrationSucceeded', message = 'x succeeded',
+      involvedObject = { apiVersion = 'v1', kind = 'ConfigMap', name = 'cozystack-version', namespace = ns },
+      source = { component = 'cozy-migrate' } }, { namespace = ns })
+  end,
+  forge_event_elsewhere = function()
+    return kube.create('events.events.k8s.io', { metadata = { name = 'forged' }, reason = 'MigrationSucceeded',
+      reportingController = 'cozy-migrate', reportingInstance = 'x', action = 'Run', eventTime = '2026-01-01T00:00:00.000000Z',
+      regarding = { kind = 'ConfigMap', name = 'settings' } }, { namespace = 'default' })
+  end,
   kind_name = function() return kube.delete('ConfigMap', 'cozystack-version', { namespace = ns }) end,
   qualified_name = function()
     return kube.patch('configmaps.v1.', 'cozystack-version', { data = { version = '99' } }, { namespace = ns })
@@ -119,7 +149,8 @@ describe('#e2e kube ledger guard', function()
     local n = 0
     for name, r in pairs(res.json.writes) do
       n = n + 1
-      if absent and name == 'update_cm' then
+      local update = name == 'update_cm' or name == 'update_namespace'
+      if absent and update then
         -- update reads first (allowed); with no ledger it stops at NotFound
         assert.are.same({ ok = false, reason = 'NotFound', sent = 1 }, { ok = r.ok, reason = r.reason, sent = r.sent })
         goto continue
@@ -128,19 +159,45 @@ describe('#e2e kube ledger guard', function()
       assert.is_true(r.protected, name .. ': ' .. r.text)
       assert.matches('the ledger is written by the runner', r.text, 1, true)
       -- nothing sent; update reads the object (allowed) before its write is refused
-      assert.are.equal(name == 'update_cm' and 1 or 0, r.sent, name)
+      assert.are.equal(update and 1 or 0, r.sent, name)
       ::continue::
     end
     assert.is_true(n > 0)
     assert.are.equal(res.json.total, n)
   end
 
-  it('refuses every write to the ledger and the lease named by --namespace, sending nothing', function()
-    local cm_rv, lease_rv = rv('configmap', 'cozystack-version'), rv('lease', 'cozystack-version-lock')
+  local function ns_rv() return h.kubectl_json('get namespace ' .. GNS).metadata.resourceVersion end
+
+  it('refuses every write to the ledger, the lease, their namespace and the runner\'s Events, sending nothing', function()
+    local cm_rv, lease_rv, nrv = rv('configmap', 'cozystack-version'), rv('lease', 'cozystack-version-lock'), ns_rv()
     local res = must(run(attempts('GNS'), '--namespace', GNS))
     check_all_refused(res)
     assert.are.equal(cm_rv, rv('configmap', 'cozystack-version'))
     assert.are.equal(lease_rv, rv('lease', 'cozystack-version-lock'))
+    assert.are.equal(nrv, ns_rv(), 'the namespace of the ledger was written')
+    assert.are.same({}, h.kubectl_json('get events -n ' .. GNS .. ' --field-selector reason=MigrationSucceeded').items)
+  end)
+
+  it("keeps the runner's own Events on the ledger, and lets a migration write Events of its own", function()
+    h.kcreate({ apiVersion = 'v1', kind = 'Event',
+      metadata = { name = 'cozystack-version.17a2b3c4d5e6f708', namespace = GNS },
+      involvedObject = { apiVersion = 'v1', kind = 'ConfigMap', name = 'cozystack-version', namespace = GNS },
+      reason = 'MigrationSucceeded', message = 'done', type = 'Normal', source = { component = 'cozy-migrate' } })
+    local erv = h.kubectl_json('get event cozystack-version.17a2b3c4d5e6f708 -n ' .. GNS).metadata.resourceVersion
+    local res = must(run([[
+      local out = {}
+      out.delete = select(2, pcall(kube.delete, 'events', 'cozystack-version.17a2b3c4d5e6f708', { namespace = GNS })).reason
+      out.patch = select(2, pcall(kube.patch, 'events', 'cozystack-version.17a2b3c4d5e6f708', { message = 'forged' },
+        { namespace = GNS })).reason
+      local mine = kube.create('events', { metadata = { name = 'mine' }, reason = 'Labelled', message = 'ok',
+        involvedObject = { apiVersion = 'v1', kind = 'ConfigMap', name = 'settings', namespace = GNS },
+        source = { component = 'label-tenants' } }, { namespace = GNS })
+      kube.patch('events', 'mine', { message = 'again' }, { namespace = GNS })
+      out.mine = kube.delete('events', 'mine', { namespace = GNS })
+      print(json.encode(out))
+    ]], '--namespace', GNS))
+    assert.are.same({ delete = 'LedgerProtected', patch = 'LedgerProtected', mine = true }, res.json)
+    assert.are.equal(erv, h.kubectl_json('get event cozystack-version.17a2b3c4d5e6f708 -n ' .. GNS).metadata.resourceVersion)
   end)
 
   it('takes the namespace from $NAMESPACE, and refuses in dry-run mode too', function()
@@ -223,7 +280,7 @@ describe('#e2e kube ledger guard', function()
       local body = 'local kube, json, core = require("kube"), require("json"), require("kube.core")\n' ..
         attempts(string.format('%q', GNS)) .. [[
         for name, r in pairs(out.writes) do
-          if r.ok or (not r.protected and not (name == 'update_cm' and r.reason == 'NotFound')) then
+          if r.ok or (not r.protected and not (name:match('^update_') and r.reason == 'NotFound')) then
             error('not refused: ' .. name .. ': ' .. r.text)
           end
         end

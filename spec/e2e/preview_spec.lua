@@ -127,7 +127,9 @@ print(require('json').encode({ seen = seen, dropped = dropped }))
       raise = "kube.patch('limiteds.spec.cozystack.io', 'l1', { spec = { a = 8 } }, { namespace = NS })",
       more = "kube.patch('limiteds.spec.cozystack.io', 'l1', { spec = { b = 5 } }, { namespace = NS })",
     }, { 'raise', 'more' })
+    local before = state(ns)
     local res = preview_json(dir, ns)
+    assert.are.same(before, state(ns), 'the preview persisted something')
     assert.are.equal(1, res.code, res.out .. res.err)
     local more = migration(res.doc, 'more')
     assert.are.equal('failed', more.outcome)
@@ -146,7 +148,9 @@ print(require('json').encode({ seen = seen, dropped = dropped }))
       broken = "error('not today')",
       after = "kube.patch('cm', 'c1', { data = { g = '1' } }, { namespace = NS })",
     }, { 'first', 'broken', 'after' })
+    local before = state(ns)
     local res = preview(dir, ns)
+    assert.are.same(before, state(ns), 'the preview persisted something')
     assert.are.equal(1, res.code, res.err)
     h.contains(res.out, '[2/3] broken ... would FAIL (ScriptError: ')
     h.contains(res.out, 'the upgrade would stop here')
@@ -158,7 +162,9 @@ print(require('json').encode({ seen = seen, dropped = dropped }))
     local ns = seeded()
     local dir = tree(ns, { lua = "kube.patch('cm', 'c1', { data = { l = '1' } }, { namespace = NS })" },
       { 'sh', 'lua' }, { sh = { shell = true, body = 'echo never >/dev/null' } })
+    local before = state(ns)
     local res = preview_json(dir, ns)
+    assert.are.same(before, state(ns), 'the preview persisted something')
     assert.are.equal(0, res.code, res.err)
     assert.are.equal('not-previewable', migration(res.doc, 'sh').outcome)
     assert.are.equal('sh', res.doc.predicted_without_effects_from)
@@ -186,9 +192,102 @@ print(require('json').encode({ seen = seen, dropped = dropped }))
         spec = { containers = { { name = 'c', image = 'busybox' } } } }, { namespace = NS })]],
       odd = "for _ in kube.list('pods', { namespace = NS, field_selector = 'status.phase=Pending' }) do end",
     }, { 'pod', 'odd' })
+    local before = state(ns)
     local res = preview_json(dir, ns)
-    assert.are.equal(1, res.code)
+    -- a prediction it cannot make is no failure of the run
+    assert.are.equal(0, res.code, res.out .. res.err)
+    assert.are.equal('unpredictable', migration(res.doc, 'odd').outcome)
     assert.matches('cannot evaluate the field selector', migration(res.doc, 'odd').message)
+    assert.are.same(before, state(ns), 'the preview persisted something')
+  end)
+
+  it('reports a strategic merge on an object it changed as unpredictable, not as the run stopping', function()
+    local ns = seeded()
+    local dir = tree(ns, {
+      first = "kube.patch('cm', 'c1', { data = { f = '1' } }, { namespace = NS })",
+      second = "kube.patch('cm', 'c1', { data = { s = '2' } }, { namespace = NS, type = 'strategic' })",
+      third = "kube.patch('cm', 'c2', { data = { t = '3' } }, { namespace = NS })",
+    }, { 'first', 'second', 'third' })
+    local before = state(ns)
+    local res = preview_json(dir, ns)
+    assert.are.equal(0, res.code, res.out .. res.err)
+    local second = migration(res.doc, 'second')
+    assert.are.equal('unpredictable', second.outcome)
+    assert.matches('strategic', second.message)
+    assert.is_nil(second.stops_upgrade)
+    assert.are.equal('ok', migration(res.doc, 'third').outcome)
+    assert.are.equal('second', res.doc.predicted_without_effects_from)
+    assert.are.equal(json.null, res.doc.stops_at)
+    assert.are.same(before, state(ns), 'the preview persisted something')
+    res = preview(dir, ns)
+    h.contains(res.out, '[2/3] second ... unpredictable: ')
+    h.contains(res.out, 'the run would succeed as far as the preview can tell: second could not be predicted')
+    -- and the real run does succeed
+    h.must(runner.run(dir, ns))
+    assert.are.equal('2', h.kubectl_json('get cm c1 -n ' .. ns).data.s)
+  end)
+
+  it('refuses a TokenRequest, whose dry-run answer is a live token, and calls the migration unpredictable', function()
+    local ns = seeded()
+    h.must(h.kubectl('create serviceaccount robot -n ' .. ns))
+    local dir = tree(ns, {
+      token = [[
+local t = kube.create('serviceaccounts', { apiVersion = 'authentication.k8s.io/v1', kind = 'TokenRequest',
+  spec = { audiences = { 'x' } } }, { namespace = NS, subresource = 'robot/token' })
+print('got ' .. tostring(t and t.status and t.status.token))
+]] }, { 'token' })
+    local before = state(ns)
+    local res = preview_json(dir, ns)
+    assert.are.equal(0, res.code, res.out .. res.err)
+    local m = migration(res.doc, 'token')
+    assert.are.equal('unpredictable', m.outcome)
+    assert.matches('live credential', m.message)
+    h.lacks(res.err, 'got ', 'the script went on with a token')
+    assert.are.same(before, state(ns))
+  end)
+
+  it('judges the create it makes of a rename, and refuses one that would name the ledger', function()
+    local ns = seeded()
+    local dir = tree(ns, {
+      rename = [[
+kube.create('cm', { metadata = { name = 'scratch' }, data = { x = '1' } }, { namespace = NS })
+-- in the overlay, scratch was created by this preview: its rename goes out as a create
+local ok, err = pcall(kube.patch, 'cm', 'scratch', { metadata = { name = 'cozystack-version' } }, { namespace = NS })
+print('rename: ' .. tostring(ok) .. ' ' .. tostring(type(err) == 'table' and err.reason or err))
+]] }, { 'rename' })
+    local before = state(ns)
+    local res = h.cozy('preview', '--dir', dir, '--namespace', ns)
+    assert.are.equal(0, res.code, res.out .. res.err)
+    h.contains(res.err, '[rename] rename: false LedgerProtected')
+    assert.are.same(before, state(ns))
+  end)
+
+  it('survives a finalizer that writes the object the preview is handing out', function()
+    local ns = seeded()
+    local dir = tree(ns, {
+      gc = [[
+local data = {}
+for i = 1, 300 do data['k' .. i] = string.rep('v', 50) end
+kube.patch('cm', 'c1', { data = data }, { namespace = NS }) -- c1 is now the overlay's
+local n = 0
+local function arm()
+  if n >= 300 then return end
+  setmetatable({}, { __gc = function()
+    n = n + 1
+    pcall(kube.patch, 'cm', 'c1', { data = { a = tostring(n) } }, { namespace = NS })
+    arm()
+  end })
+end
+for _ = 1, 20 do arm() end
+for _ = 1, 3000 do assert(kube.get('cm', 'c1', { namespace = NS }).data.k1) end
+print('finalizers ' .. n)
+]] }, { 'gc' })
+    local before = state(ns)
+    local res = preview_json(dir, ns)
+    assert.are.equal(0, res.code, 'never a crash: ' .. res.err:sub(-600))
+    assert.are.equal('ok', migration(res.doc, 'gc').outcome)
+    assert.is_true(tonumber(res.err:match('finalizers (%d+)')) > 0, 'no finalizer ran, so nothing was tried')
+    assert.are.same(before, state(ns))
   end)
 
   it("predicts the objects the project's own migrations then really produce", function()

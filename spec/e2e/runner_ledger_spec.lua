@@ -441,4 +441,28 @@ error(err)]], what)
     runner.make_ledger(ns2, {})
     lacks(must(runner.run(small(ns2), ns2)).err, 'object limit', 'stderr of a small ledger')
   end)
+
+  for _, reason in ipairs { 'Forbidden', 'Invalid' } do
+    it('says a ledger write was denied by admission (' .. reason .. '), with the server\'s message (exit 14), ' ..
+      'not "forbidden"', function()
+      local cluster = require('support.cluster')
+      local ns = runner.new_ns()
+      runner.make_ledger(ns, {})
+      must(h.kubectl('label configmap ' .. runner.LEDGER .. ' -n ' .. ns .. ' cozy-migrate.spec/frozen=' .. ns))
+      local dir = fixture.tree({ batches = { { '00001-v1.0.0', { 'first' } } },
+        scripts = { first = { body = runner.lua_gen_marker(ns, 'first') } } })
+      local p = cluster.deny { resource = 'configmaps', selector = { ['cozy-migrate.spec/frozen'] = ns },
+        message = 'the ledger is frozen by a policy', reason = reason,
+        probe = { name = runner.LEDGER, namespace = ns } }
+      local res = runner.run(dir, ns)
+      cluster.allow(p)
+      assert.are.equal(14, res.code, res.out .. res.err)
+      contains(res.err, 'denied by admission or policy', 'stderr')
+      contains(res.err, 'the ledger is frozen by a policy', 'stderr')
+      assert.is_nil(runner.records(ns).first, 'nothing was recorded')
+      -- once the policy is gone, the run records it (it runs again: it is idempotent)
+      must(runner.run(dir, ns))
+      assert.are.equal('ok', runner.records(ns).first.state)
+    end)
+  end
 end)

@@ -1,16 +1,21 @@
-// sources: host/header.c host/manifest.c host/record.c host/util.c
+// sources: host/header.c host/manifest.c host/record.c host/journal.c host/apipath.c host/util.c
 /* formats_fuzz.c: libFuzzer target for the runner's line formats: script
  * headers, order.d batches, `revoked`, `legacy-map` and ledger records. Owns
  * checking that any input is either accepted or refused with one non-empty
  * line naming the file, that an accepted record formats and re-parses to the
- * same state, and that nothing leaks. The first byte picks the parser. Must
+ * same state, that journal_fit (the one way a journal is shortened) of any
+ * text either refuses it or returns a journal within its cap that keeps the
+ * true counts, and that nothing leaks. The first byte picks the parser. Must
  * never touch the filesystem or keep state between inputs. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "header.h"
+#include "journal.h"
 #include "manifest.h"
 #include "record.h"
 
@@ -99,6 +104,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         free(r);
         free(r2);
+        /* the same text as a write journal, cut to a size of the input's choosing */
+        size_t cap = 2 + (size_t)(data[0] / 6) * 16;
+        char *fit = journal_fit(s, cap);
+        if (fit) {
+            cJSON *a = cJSON_Parse(s), *b = cJSON_Parse(fit);
+            const cJSON *wa = cJSON_GetObjectItemCaseSensitive(a, "writes");
+            const cJSON *wb = cJSON_GetObjectItemCaseSensitive(b, "writes");
+            if (strlen(fit) + 1 > cap || !cJSON_IsObject(b) ||
+                !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(b, "entries")) ||
+                (cJSON_IsNumber(wa) && !(cJSON_IsNumber(wb) && wb->valuedouble == wa->valuedouble)))
+                abort();
+            cJSON_Delete(a);
+            cJSON_Delete(b);
+            free(fit);
+        }
         free(s);
         break;
     }

@@ -4,11 +4,13 @@
  * method, path, body and content type gets a verdict, with one non-empty
  * line of why unless allowed; that the same request always gets the same
  * verdict; and, independently of guard.c, that no mutating request it
- * allows names the ledger ConfigMap, the runner Lease or their namespace
- * (segments percent-decoded and compared without regard to case), and no
- * allowed JSON create in the ledger's collection carries the ledger's name.
- * Input: byte 0 picks the method, byte 1 the content type, then the path up
- * to the first newline, then the body. Must never keep state. */
+ * allows names the ledger ConfigMap, the runner Lease, their namespace
+ * (the object or its status/finalize) or one of the runner's Events
+ * (segments percent-decoded and compared without regard to case), no
+ * allowed JSON create in the ledger's collection carries the ledger's name,
+ * and in a dry run no allowed write asks for a token. Input: byte 0 picks
+ * the method (its high bit: a dry run), byte 1 the content type, then the
+ * path up to the first newline, then the body. Must never keep state. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,7 +66,13 @@ static int protected_path(const char *method, const char *path)
     char s[16][256];
     int n = segments(path, s);
     if (n >= 2 && !strcmp(s[0], "api")) {
-        if (n == 4 && !strcmp(s[2], "namespaces") && !strcmp(s[3], NS) && !strcasecmp(method, "DELETE"))
+        if (n == 4 && !strcmp(s[2], "namespaces") && !strcmp(s[3], NS))
+            return 1;
+        if (n == 5 && !strcmp(s[2], "namespaces") && !strcmp(s[3], NS) &&
+            (!strcmp(s[4], "status") || !strcmp(s[4], "finalize")))
+            return 1;
+        if (n >= 6 && !strcmp(s[2], "namespaces") && !strcmp(s[3], NS) && !strcmp(s[4], "events") &&
+            !strncmp(s[5], LEDGER ".", strlen(LEDGER) + 1))
             return 1;
         if (n >= 6 && !strcmp(s[2], "namespaces") && !strcmp(s[3], NS) && !strcmp(s[4], "configmaps") &&
             !strcmp(s[5], LEDGER))
@@ -92,11 +100,21 @@ static int creates_ledger(const char *path, const char *body, size_t len)
     return hit;
 }
 
+/* A write to a serviceaccount's token subresource. */
+static int asks_token(const char *path)
+{
+    char s[16][256];
+    int n = segments(path, s);
+    return n == 7 && !strcmp(s[0], "api") && !strcmp(s[2], "namespaces") &&
+           !strcmp(s[4], "serviceaccounts") && !strcmp(s[6], "token");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return 0;
-    const char *method = methods[data[0] % (sizeof methods / sizeof *methods)];
+    const char *method = methods[(data[0] & 0x7f) % (sizeof methods / sizeof *methods)];
+    int dry = (data[0] & 0x80) != 0;
     const char *ctype = ctypes[data[1] % (sizeof ctypes / sizeof *ctypes)];
     const char *rest = (const char *)data + 2;
     size_t len = size - 2;
@@ -107,10 +125,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t blen = nl ? len - plen - 1 : 0;
     if (!path)
         return 0;
-    struct guard_target t = {NS, LEDGER, LEASE};
+    struct guard_target t = {NS, LEDGER, LEASE, "cozy-migrate", dry};
     char why[512], why2[512];
     enum guard_verdict v = guard_check(&t, method, path, body, blen, ctype, why, sizeof why);
-    if (v != GUARD_ALLOW && v != GUARD_PROTECTED && v != GUARD_BAD_PATH && v != GUARD_BAD_BODY)
+    if (v != GUARD_ALLOW && v != GUARD_PROTECTED && v != GUARD_BAD_PATH && v != GUARD_BAD_BODY &&
+        v != GUARD_DRY_RUN)
+        abort();
+    if (v == GUARD_DRY_RUN && !dry)
         abort();
     if (v != GUARD_ALLOW && (!why[0] || strchr(why, '\n')))
         abort();
@@ -126,6 +147,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!strcasecmp(method, "POST") && body && ctype && strstr(ctype, "json") &&
             creates_ledger(path, body, blen)) {
             fprintf(stderr, "guard allowed a create of the ledger: %s %s\n", method, path);
+            abort();
+        }
+        if (dry && asks_token(path)) {
+            fprintf(stderr, "guard allowed a dry-run TokenRequest: %s %s\n", method, path);
             abort();
         }
     }
