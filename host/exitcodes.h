@@ -22,5 +22,9 @@ enum {
                                slug recorded ok (or legacy, skipped-fresh-install), or
                                `--only` of a legacy slug whose script would stamp an
                                older `version`, without --force */
+    EXIT_LEDGER_GONE = 12,  /* the ledger was deleted during the run, or is absent where
+                               the Lease records that this cluster had one */
+    EXIT_LEDGER_FULL = 13,  /* no room in the ledger for the step's largest record */
+    /* A stop signal (TERM, INT, HUP) exits 128 + the signal (stop.h). */
 };
 #endif

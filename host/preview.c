@@ -25,6 +25,7 @@
 #include "overlay.h"
 #include "plan.h"
 #include "rest.h"
+#include "stop.h"
 #include "tree.h"
 #include "util.h"
 
@@ -274,10 +275,23 @@ int preview_run(const struct runner_opts *o)
         if (s->kind == STEP_SKIP || (p->fresh_install && !o->only))
             continue;
         k++;
+        if (stop_signal())
+            break;
         if (preview_step(&v, s, k, n, &blind))
             stopped = s->slug;
+        if (stop_signal()) {
+            log_fatal("stopped by %s while previewing %s (exit %d)", stop_name(stop_signal()),
+                      s->slug, stop_exit_code());
+            preview_free(&v);
+            return stop_exit_code();
+        }
         if (blind && !shell && s->m && s->m->is_shell)
             shell = s->slug;
+    }
+    if (stop_signal()) {
+        log_fatal("stopped by %s (exit %d)", stop_name(stop_signal()), stop_exit_code());
+        preview_free(&v);
+        return stop_exit_code();
     }
     char err[512];
     struct overlay *ov = overlay_load(v.overlay, err, sizeof err);
