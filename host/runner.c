@@ -148,8 +148,8 @@ static int ledger_gone(struct ctx *c, const char *what)
 /* After a read: an absent ledger where the Lease records that this cluster
  * had one is refused (a fresh install would record every migration
  * skipped-fresh-install, the ones that never ran among them); a present one
- * held under the lock gets its label and keep annotation once, and its uid
- * recorded in the Lease (lock.h "ledger"). 0 or an exit code. */
+ * read under the lock gets its uid recorded in the Lease (lock.h "ledger").
+ * 0 or an exit code. */
 static int check_ledger(struct ctx *c)
 {
     char err[ERRLINE_MAX], mark[64] = "";
@@ -175,23 +175,31 @@ static int check_ledger(struct ctx *c)
     }
     if (!locked)
         return 0;
-    if (!c->l.protected_) {
-        enum ledger_rc rc = ledger_protect(&c->loc, err, sizeof err);
-        if (rc == LEDGER_GONE)
-            return ledger_gone(c, "labelling the ledger");
-        if (rc != LEDGER_OK)
-            log_warn("could not give the ledger %s/%s its no-delete label and keep annotation: %s",
-                     c->loc.ns, c->loc.name, err);
-        else
-            log_info("gave the ledger %s/%s the label platform.cozystack.io/no-delete and the "
-                     "annotation helm.sh/resource-policy: keep", c->loc.ns, c->loc.name);
-    }
     if (lock_note_ledger(&c->lk, c->l.uid, err, sizeof err) != 0) {
         c->lock_lost = 1;
         log_error("%s", err);
         log_fatal("stopping before any migration: this runner no longer holds the lock (exit 5)");
         return EXIT_LOCK;
     }
+    return 0;
+}
+
+/* Before the run's first write to a ledger the engine did not create (an
+ * older chart rendered it): its no-delete label and keep annotation, one
+ * metadata merge patch. A refusal is said and the write goes on. 0, or
+ * EXIT_LEDGER_GONE. */
+static int protect_once(struct ctx *c)
+{
+    if (c->l.protected_ || !c->l.exists)
+        return 0;
+    char err[ERRLINE_MAX];
+    enum ledger_rc rc = ledger_protect(&c->loc, err, sizeof err);
+    if (rc == LEDGER_GONE)
+        return ledger_gone(c, "labelling the ledger");
+    if (rc != LEDGER_OK)
+        log_warn("could not give the ledger %s/%s its no-delete label and keep annotation: %s",
+                 c->loc.ns, c->loc.name, err);
+    c->l.protected_ = 1; /* tried once a run */
     return 0;
 }
 
@@ -326,6 +334,8 @@ static int write_record(struct ctx *c, const char *slug, struct record *r, int h
     snprintf(what, sizeof what, "recording %s", slug);
     int rc = held ? 0 : hold(c, what);
     if (rc != 0)
+        return rc;
+    if ((rc = protect_once(c)) != 0)
         return rc;
     char err[ERRLINE_MAX];
     snprintf(r->runner, sizeof r->runner, "%s", c->lk.holder);
@@ -631,8 +641,10 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         .kube = &o->k,
         .tick = o->k.dry_run ? NULL : renew_tick,
         .lease_until_us = o->k.dry_run ? NULL : lock_watch(&c->lk),
-        /* Renew well inside the lease, however short it is. */
-        .tick_every = o->lease_duration / 4.0 < 2 ? o->lease_duration / 4.0 : 2,
+        /* Often enough to renew well inside the lease, however short it
+         * is, and to read the Lease back every LOCK_CHECK_S (lock_renew
+         * paces both). */
+        .tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S,
         .ud = c,
         .remove_on_orphan = *kp.path ? kp.path : NULL, /* operator */
     };
@@ -828,6 +840,8 @@ static int seed(struct ctx *c, struct plan *p)
             return held;
         for (size_t i = 0; i < p->nseed; i++)
             snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
+        if ((held = protect_once(c)) != 0)
+            return held;
         enum ledger_rc rc = ledger_write(&c->loc, p->seed, p->nseed, err, sizeof err);
         if (rc == LEDGER_GONE)
             return ledger_gone(c, "seeding legacy records");

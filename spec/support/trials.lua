@@ -499,12 +499,11 @@ function M.beat_spans(log)
   return out
 end
 
--- Problems: two spans of different runners that overlap, except that a span
--- of runner `lost` may run on until `grace_until` (a wall time) when it did
--- not end (the in-flight migration of a runner whose Lease was force-
--- deleted, stopped at its next read-back). Also: spans of one runner that
--- overlap each other.
-function M.overlaps(spans, lost, grace_until)
+-- Problems: two spans that overlap, except that a span of runner `lost`
+-- that began by wall time `lost_at` may run on until `grace_until` (the
+-- migration in flight of a runner whose Lease was force-deleted at
+-- lost_at: its next read-back stops it, and it is not recorded).
+function M.overlaps(spans, lost, lost_at, grace_until)
   local problems = {}
   for i = 1, #spans do
     for j = i + 1, #spans do
@@ -513,7 +512,7 @@ function M.overlaps(spans, lost, grace_until)
         local excused = false
         for _, x in ipairs({ a, b }) do
           local y = x == a and b or a
-          if lost and x.runner == lost and not x.ended and y.runner ~= lost and x.to <= grace_until then
+          if lost and x.runner == lost and y.runner ~= lost and x.from <= lost_at and x.to <= grace_until then
             excused = true
           end
         end
