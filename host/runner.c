@@ -1001,6 +1001,15 @@ int runner_status(const struct runner_opts *o)
     int rc = open_ctx(&c, o, 0, &have_tree);
     if (rc != 0 || (rc = read_ledger(&c)) != 0)
         goto out;
+    /* The growth budget (README "The ledger"): past LEDGER_SHRINK_AT it
+     * needs a person before it is full. */
+    int near_full = c.l.exists && shrinking(&c);
+    if (near_full)
+        log_warn("the ledger %s/%s holds %zu of its %d-byte limit (%zu%%): failed records are "
+                 "written shrunk, and a migration whose largest record cannot fit is not run "
+                 "(exit 13); make room by running again or skipping the failed migrations "
+                 "(README: The ledger, growth budget)", c.loc.ns, c.loc.name, c.l.bytes,
+                 LEDGER_LIMIT, c.l.bytes * 100 / LEDGER_LIMIT);
     struct status_view v = {.l = &c.l, .t = have_tree ? &c.t : NULL};
     char err[ERRLINE_MAX], *version_problem[1];
     char vp[200];
@@ -1051,7 +1060,7 @@ int runner_status(const struct runner_opts *o)
     if (need < 0) {
         log_fatal("out of memory");
         rc = EXIT_FAILED;
-    } else if (o->failed_only && need > 0) {
+    } else if (o->failed_only && (need > 0 || near_full)) {
         rc = EXIT_FAILED;
     }
 out:

@@ -38,6 +38,11 @@ int stop_install(void)
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
     int rc = 0;
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        /* INT and HUP ignored from the start stay ignored: a shell's
+         * background job, nohup. TERM is always the kubelet's. */
+        struct sigaction old;
+        if (sigs[i] != SIGTERM && sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_stop;

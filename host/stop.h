@@ -16,7 +16,9 @@
  *   then: record nothing for the migration that was running, release the
  *   lock, print one line naming the signal and the migration, and exit
  *   stop_exit_code() (128 + the signal), PID 1 or not.
- * The first signal decides; later ones change nothing. rest.c cuts its
+ * SIGINT and SIGHUP that were ignored when the process started (a shell's
+ * background job, nohup) stay ignored. The first signal decides; later ones
+ * change nothing. rest.c cuts its
  * retry waits short once one arrived, except inside stop_defer(1) (the
  * lock's release, which must still go out). */
 #ifndef COZY_STOP_H
