@@ -163,7 +163,8 @@ error('failed on purpose')]]
       for _, want in ipairs({ 'may take up to', tostring(LIMIT) .. '-byte limit', 'Make room' }) do
         if r.code == 13 and not h.has(r.err, want) then problems[#problems + 1] = 'the refusal does not say ' .. want end
       end
-      T.note(string.format('%s refused at %d free', slug, room))
+      T.note(string.format('%s refused at %d free (its record: up to %s bytes)', slug, room,
+        r.err:match('may take up to (%d+) bytes') or '?'))
       return r
     end
     -- an ok-only step (on-error=abort) without room for even an ok record
@@ -171,6 +172,8 @@ error('failed on purpose')]]
     -- with room for it: it runs and is recorded
     local r = only('fits', 4000)
     if r.code ~= 0 then problems[#problems + 1] = 'fits with 4000 bytes free: exit ' .. r.code .. ': ' .. r.err end
+    local raw = (ledger_cm(ns).data or {})['m.fits']
+    T.note(string.format('an ok record: %s bytes', raw and #raw or '?'))
     -- past 80%, a failing warn step has room for its shrunk record: it runs,
     -- and the record is shrunk
     r = only('warn-fails', 40000)
@@ -182,7 +185,7 @@ error('failed on purpose')]]
       if not (rec.journal and rec.journal.cut and rec.journal.more == 61 and rec.journal.writes == 61) then
         problems[#problems + 1] = 'its journal is not cut to its counts: ' .. json.encode(rec.journal)
       end
-      T.note(string.format('shrunk failed record: %d bytes', #json.encode(rec)))
+      T.note(string.format('a shrunk failed record: %d bytes', #ledger_cm(ns).data['m.warn-fails']))
     end
     -- a warn step whose shrunk failed record would not fit: refused; an
     -- abort step (ok record only) still fits there
@@ -195,6 +198,8 @@ error('failed on purpose')]]
     if not (rec and rec.state == 'failed' and not rec.output:find('output cut', 1, true) and rec.journal and
         #(rec.journal.entries or {}) > 0) then
       problems[#problems + 1] = 'warn-fails (400000 free) is not recorded whole: ' .. json.encode(rec or {}):sub(1, 300)
+    else
+      T.note(string.format('the same failed record whole: %d bytes', #ledger_cm(ns).data['m.warn-fails']))
     end
     -- what ran is recorded, and the ledger holds
     add(T.unrecorded_problems(T.records(c, ns), runs(ns)))
