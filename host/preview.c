@@ -21,6 +21,7 @@
 #include "defaults.h"
 #include "exitcodes.h"
 #include "ledger.h"
+#include "lock.h"
 #include "log.h"
 #include "overlay.h"
 #include "plan.h"
@@ -92,6 +93,19 @@ static int prepare(struct preview *v)
     if (lrc != LEDGER_OK) {
         log_fatal("%s", err);
         return lrc == LEDGER_UNTRUSTED ? EXIT_LEDGER : EXIT_CLUSTER;
+    }
+    /* A run refuses an absent ledger the Lease says existed (exit 12):
+     * the preview must not show a fresh install instead. */
+    char mark[64] = "";
+    if (!v->l.exists && lock_read_ledger_mark(v->rest, o->k.ledger_namespace, o->k.lease_name, mark,
+                                              sizeof mark, err, sizeof err) != 0)
+        log_warn("cannot tell whether this cluster had a ledger before (%s)", err);
+    if (*mark) {
+        log_fatal("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
+                  "one (uid %s): a run refuses (exit 12) until it is restored; 'cozy-migrate plan' "
+                  "says how", o->k.ledger_namespace, o->k.ledger_name, o->k.ledger_namespace,
+                  o->k.lease_name, mark);
+        return EXIT_LEDGER_GONE;
     }
     char now[32];
     now_rfc3339(now);

@@ -4,9 +4,9 @@
 -- its first half a person deletes the ledger ConfigMap. The runner must stop
 -- at its next record with exit 12, saying the ledger was deleted and how to
 -- restore it; the next run must refuse (exit 12: the Lease records that this
--- cluster had a ledger) and create nothing, where it used to take the
--- cluster for a fresh install and record every slug skipped-fresh-install,
--- those that never ran among them. Then the way out the message gives (an
+-- cluster had a ledger; plan and preview say so too) and create nothing,
+-- where it used to take the cluster for a fresh install and record every
+-- slug skipped-fresh-install, those that never ran among them. Then the way out the message gives (an
 -- empty ledger): a run completes, every step ok once, none
 -- skipped-fresh-install, and the new ledger carries the no-delete label and
 -- the keep annotation (it was not created by the engine).
@@ -63,6 +63,10 @@ describe('#reliability the ledger at fault', function()
     local b = h.run(c.run_cmd(dir, ns, ''))
     if b.code ~= 12 or not h.has(b.err, 'is absent, but the Lease') then
       problems[#problems + 1] = string.format('the next run exited %d: %s', b.code, b.err:sub(-300))
+    end
+    for _, cmd in ipairs({ 'plan', 'preview' }) do
+      local r = h.run((c.run_cmd(dir, ns, ''):gsub(' run %-%-dir ', ' ' .. cmd .. ' --dir ')))
+      if r.code ~= 12 then problems[#problems + 1] = string.format('%s exited %d, not 12: %s', cmd, r.code, r.err) end
     end
     local recs = T.records(c, ns)
     add(T.fresh_problems(recs))
