@@ -320,7 +320,9 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
     memset(lk, 0, sizeof *lk);
     lk->c = c;
     lk->duration_s = duration_s > 0 ? duration_s : DEFAULT_LEASE_S;
-    /* Others judge expiry by their clocks; give up well before them. */
+    /* Others take over a lease duration after they first saw our last
+     * renewal, which is after we sent it; we give up well before that, for
+     * clock rates that differ and for the time a read takes. */
     lk->margin = fmax(0.5, lk->duration_s / 6.0);
     snprintf(lk->ns, sizeof lk->ns, "%s", ns);
     snprintf(lk->name, sizeof lk->name, "%s", name);
