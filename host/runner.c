@@ -998,20 +998,30 @@ int runner_status(const struct runner_opts *o)
     struct manifest man;
     memset(&man, 0, sizeof man);
     int have_man = 0;
+    char err[ERRLINE_MAX];
     int rc = open_ctx(&c, o, 0, &have_tree);
     if (rc != 0 || (rc = read_ledger(&c)) != 0)
         goto out;
     /* The growth budget (README "The ledger"): past LEDGER_SHRINK_AT it
      * needs a person before it is full. */
-    int near_full = c.l.exists && shrinking(&c);
-    if (near_full)
+    int needs_person = c.l.exists && shrinking(&c);
+    /* An absent ledger the Lease says existed: a run refuses (exit 12). */
+    char mark[64] = "";
+    if (!c.l.exists &&
+        lock_read_ledger_mark(c.rest, c.loc.ns, o->k.lease_name, mark, sizeof mark, err,
+                              sizeof err) == 0 && *mark)
+        log_warn("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
+                 "one (uid %s): it was deleted, and a run refuses (exit 12) until it is restored "
+                 "(README: The ledger)", c.loc.ns, c.loc.name, c.loc.ns, o->k.lease_name, mark);
+    needs_person |= *mark != '\0';
+    if (c.l.exists && shrinking(&c))
         log_warn("the ledger %s/%s holds %zu of its %d-byte limit (%zu%%): failed records are "
                  "written shrunk, and a migration whose largest record cannot fit is not run "
                  "(exit 13); make room by running again or skipping the failed migrations "
                  "(README: The ledger, growth budget)", c.loc.ns, c.loc.name, c.l.bytes,
                  LEDGER_LIMIT, c.l.bytes * 100 / LEDGER_LIMIT);
     struct status_view v = {.l = &c.l, .t = have_tree ? &c.t : NULL};
-    char err[ERRLINE_MAX], *version_problem[1];
+    char *version_problem[1];
     char vp[200];
     if (have_tree && c.l.exists) {
         static const char *const tiers[] = {"pre-apply", "background"};
@@ -1060,7 +1070,7 @@ int runner_status(const struct runner_opts *o)
     if (need < 0) {
         log_fatal("out of memory");
         rc = EXIT_FAILED;
-    } else if (o->failed_only && (need > 0 || near_full)) {
+    } else if (o->failed_only && (need > 0 || needs_person)) {
         rc = EXIT_FAILED;
     }
 out:

@@ -4,9 +4,10 @@
 -- its first half a person deletes the ledger ConfigMap. The runner must stop
 -- at its next record with exit 12, saying the ledger was deleted and how to
 -- restore it; the next run must refuse (exit 12: the Lease records that this
--- cluster had a ledger; plan and preview say so too) and create nothing,
--- where it used to take the cluster for a fresh install and record every
--- slug skipped-fresh-install, those that never ran among them. Then the way out the message gives (an
+-- cluster had a ledger) and create nothing, where it used to take the
+-- cluster for a fresh install and record every slug skipped-fresh-install,
+-- those that never ran among them; plan and preview refuse too, and status
+-- --failed says so (exit 1). Then the way out the message gives (an
 -- empty ledger): a run completes, every step ok once, none
 -- skipped-fresh-install, and the new ledger carries the no-delete label and
 -- the keep annotation (it was not created by the engine).
@@ -17,7 +18,8 @@
 -- record: refused with exit 13 (the message names the size, the limit and
 -- the way out) when its largest record does not fit, and then it did not run
 -- (no marker); past 80% a failed record is written shrunk (output and
--- journal cut, with a marker and the true counts); below 80% it is whole.
+-- journal cut, with a marker and the true counts) and status warns; below
+-- 80% it is whole.
 -- Throughout: every migration that ran (its marker) is recorded.
 local h = require('support.helpers')
 local T = require('support.trials')
@@ -67,6 +69,11 @@ describe('#reliability the ledger at fault', function()
     for _, cmd in ipairs({ 'plan', 'preview' }) do
       local r = h.run((c.run_cmd(dir, ns, ''):gsub(' run %-%-dir ', ' ' .. cmd .. ' --dir ')))
       if r.code ~= 12 then problems[#problems + 1] = string.format('%s exited %d, not 12: %s', cmd, r.code, r.err) end
+    end
+    local st = h.run((c.run_cmd(dir, ns, ''):gsub(' run %-%-dir ', ' status --failed --dir ')))
+    if st.code ~= 1 or not h.has(st.err, 'is absent, but the Lease') then
+      problems[#problems + 1] = string.format('status --failed exited %d without saying the ledger was deleted: %s',
+        st.code, st.err)
     end
     local recs = T.records(c, ns)
     add(T.fresh_problems(recs))
@@ -190,6 +197,10 @@ error('failed on purpose')]]
         problems[#problems + 1] = 'its journal is not cut to its counts: ' .. json.encode(rec.journal)
       end
       T.note(string.format('a shrunk failed record: %d bytes', #ledger_cm(ns).data['m.warn-fails']))
+    end
+    local st = h.run((c.run_cmd(dir, ns, ''):gsub(' run %-%-dir ', ' status --failed --dir ')))
+    if st.code ~= 1 or not h.has(st.err, 'failed records are written shrunk') then
+      problems[#problems + 1] = string.format('status --failed past 80%% exited %d without a warning: %s', st.code, st.err)
     end
     -- a warn step whose shrunk failed record would not fit: refused; an
     -- abort step (ok record only) still fits there
