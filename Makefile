@@ -38,13 +38,18 @@ build/asan/cozy-migrate: $(AOBJS)
 build/obj build/asan/obj:
 	mkdir -p $@
 
+# The reliability trials' wall-clock shim (LD_PRELOAD; never part of the
+# engine): spec/reliability/skew_spec.lua runs runners with their clock off.
+build/skewclock.so: tools/skewclock/skewclock.c | build/obj
+	$(CC) -O2 -g -Wall -Wextra -Werror -shared -fPIC $< -ldl -o $@
+
 testenv-build: deps
 	@tools/testenv build
 
-test: all testenv-build
+test: all build/skewclock.so testenv-build
 	@tools/run-tests build/cozy-migrate
 
-asan: deps build/asan/cozy-migrate testenv-build
+asan: deps build/asan/cozy-migrate build/skewclock.so testenv-build
 	@ASAN=1 tools/run-tests build/asan/cozy-migrate
 
 # The authoring contract on this repository's own tree (spec/release/
@@ -88,9 +93,10 @@ bench: all testenv-build
 	@tools/bench/run
 
 # The reliability trials at full counts (crash, concurrency, faults, an
-# apiserver restart, a stopped runner), printed as a table; `make test` runs
-# their short form.
-reliability: all testenv-build
+# apiserver restart, a stopped runner, stop signals as PID 1, clock skew, a
+# deleted Lease or ledger, a full ledger, colliding holders), printed as a
+# table; `make test` runs their short form.
+reliability: all build/skewclock.so testenv-build
 	@tools/reliability/run build/cozy-migrate
 
 fuzz: deps

@@ -9,8 +9,9 @@
  * journal kept in memory shared with the parent (so it outlives the child
  * however it ends); in the parent,
  * streaming "[slug] line" to stderr, the 20-line tail, the deadline (TERM,
- * grace, KILL to the group), the tick that renews the lease while waiting,
- * and turning how the child ended into an outcome; and, when the runner
+ * grace, KILL to the group; the same when a stop signal reaches the runner,
+ * stop.h), the tick that renews the lease while waiting, and turning how
+ * the child ended into an outcome; and, when the runner
  * dies under a shell child, removing the file it asked to be removed.
  *
  * Must never: write the ledger or decide whether a migration runs (the
@@ -46,6 +47,7 @@
 #include "log.h"
 #include "overlay.h"
 #include "sandbox.h"
+#include "stop.h"
 #include "util.h"
 
 #define TAIL_LINES OUTPUT_TAIL_LINES
@@ -425,12 +427,14 @@ static _Noreturn void run_child(const struct launch *l)
     (void)setrlimit(RLIMIT_CORE, &nocore);
 
     /* Ignored dispositions survive fork and exec: the parent ignores SIGPIPE,
-     * a script must see the default. Handlers are reset by exec anyway. */
+     * a script must see the default. Handlers survive fork too, and a Lua
+     * child never execs: the runner's stop handlers (stop.h) would turn the
+     * TERM meant for the migration into a flag. */
     for (int s = 1; s < NSIG; s++) {
         struct sigaction old;
         if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &old) != 0)
             continue;
-        if (old.sa_handler == SIG_IGN) {
+        if (old.sa_handler != SIG_DFL && old.sa_handler != on_parent_death) {
             struct sigaction dfl;
             memset(&dfl, 0, sizeof dfl);
             dfl.sa_handler = SIG_DFL;
@@ -889,7 +893,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     size_t stlen = 0;
     st[0] = 0;
     int reaped = 0, waited = 0, wstatus = 0, timed_out = 0, term_sent = 0, kill_sent = 0;
-    int aborted = 0;
+    int aborted = 0, stopped = 0;
     double kill_at_deadline = l.deadline ? l.deadline + (spec->is_shell ? 0 : LUA_BACKSTOP_S) : 0;
     double term_at = 0, reaped_at = 0;
     double every = spec->tick && spec->tick_every > 0 ? spec->tick_every : 0;
@@ -897,6 +901,16 @@ int child_run(const struct child_spec *spec, struct child_result *res)
 
     for (;;) {
         double now = now_mono();
+        if (!reaped && !stopped && stop_signal()) {
+            /* The runner was told to stop: the migration goes the way a
+             * timeout takes it (TERM to the group, grace, KILL). */
+            stopped = stop_signal();
+            if (!term_sent) {
+                (void)kill(-pid, SIGTERM);
+                term_sent = 1;
+                term_at = now;
+            }
+        }
         if (!reaped) {
             if (kill_at_deadline && !term_sent && now >= kill_at_deadline) {
                 (void)kill(-pid, SIGTERM);
@@ -961,8 +975,8 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         if (!reaped && pidfd < 0 && (ms < 0 || ms > POLL_CAP_MS))
             ms = POLL_CAP_MS;
 
-        struct pollfd pf[3];
-        int n = 0, i_out = -1, i_st = -1;
+        struct pollfd pf[4];
+        int n = 0, i_out = -1, i_st = -1, i_stop = -1;
         if (out[0] >= 0) {
             pf[n] = (struct pollfd){.fd = out[0], .events = POLLIN};
             i_out = n++;
@@ -973,6 +987,10 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         }
         if (!reaped && pidfd >= 0)
             pf[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+        if (!reaped && !stopped && stop_fd() >= 0) {
+            pf[n] = (struct pollfd){.fd = stop_fd(), .events = POLLIN};
+            i_stop = n++;
+        }
         int r = poll(pf, (nfds_t)n, ms);
         if (r < 0) {
             if (errno != EINTR) {
@@ -986,6 +1004,8 @@ int child_run(const struct child_spec *spec, struct child_result *res)
             read_some(&out[0], rd, NULL, NULL);
         if (i_st >= 0 && pf[i_st].revents)
             read_some(&stp[0], NULL, st, &stlen);
+        if (i_stop >= 0 && pf[i_stop].revents)
+            stop_drain();
     }
 
     reader_finish(rd);
@@ -1007,6 +1027,11 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         res->outcome = CHILD_ABORTED;
         res->reason = "Aborted";
         set_msg(res, "stopped: the runner lost its lock");
+    } else if (stopped) {
+        res->outcome = CHILD_STOPPED;
+        res->reason = "Stopped";
+        res->stopped_by = stopped;
+        set_msg(res, "stopped: the runner got %s", stop_name(stopped));
     }
     free(rd);
     free(abs_path);
@@ -1048,6 +1073,7 @@ const char *child_outcome_name(enum child_outcome o)
     case CHILD_NOMEM: return "nomem";
     case CHILD_SPAWN_ERROR: return "spawn_error";
     case CHILD_ABORTED: return "aborted";
+    case CHILD_STOPPED: return "stopped";
     }
     return "unknown";
 }

@@ -50,18 +50,22 @@ enum child_outcome {
     CHILD_NOMEM,
     CHILD_SPAWN_ERROR,
     CHILD_ABORTED,               /* the caller's tick asked to stop it (a lost lock) */
+    CHILD_STOPPED,               /* a stop signal came to this process (stop.h): its group
+                                  * got TERM, grace, KILL */
 };
 
 struct child_result {
     enum child_outcome outcome;
     const char *reason;          /* "ScriptError" (Lua error), "ExitCode" (shell non-zero), "Timeout",
                                     "Killed" (SIGKILL/SIGTERM from outside), "Crashed" (SIGSEGV/SIGABRT/
-                                    SIGBUS/SIGILL/SIGFPE), "MemoryLimit", "SpawnError", "Aborted";
+                                    SIGBUS/SIGILL/SIGFPE), "MemoryLimit", "SpawnError", "Aborted",
+                                    "Stopped";
                                     NULL when OK */
     char message[1024];          /* one line: the Lua error message (control bytes and
                                     invalid UTF-8 escaped, text_escape), or "exit code 3",
                                     or "killed by signal 9", or "timed out after 5m" */
     int exit_code, signal;       /* how the child process ended (0 when not applicable) */
+    int stopped_by;              /* CHILD_STOPPED: the stop signal this process got */
     long duration_ms;
     char *journal;               /* Lua: the write journal as JSON (journal.h), malloc'd;
                                     NULL when the script never opened the kube module. Read
@@ -79,7 +83,8 @@ struct child_result {
  * filled with CHILD_SPAWN_ERROR). Ignores SIGPIPE in the calling process. */
 int child_run(const struct child_spec *spec, struct child_result *res);
 void child_result_free(struct child_result *res);
-/* "ok", "failed", "timeout", "killed", "crashed", "nomem", "spawn_error". */
+/* "ok", "failed", "timeout", "killed", "crashed", "nomem", "spawn_error",
+ * "aborted", "stopped". */
 const char *child_outcome_name(enum child_outcome o);
 
 /* The result as `cozy-migrate exec` prints it: outcome, reason, message,

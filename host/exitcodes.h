@@ -22,10 +22,12 @@ enum {
                                slug recorded ok (or legacy, skipped-fresh-install), or
                                `--only` of a legacy slug whose script would stamp an
                                older `version`, without --force */
-    /* 12 and 13 are issue 18's (the ledger deleted during the run; no room
-     * for the step's record). */
+    EXIT_LEDGER_GONE = 12,  /* the ledger was deleted during the run, or is absent where
+                               the Lease records that this cluster had one */
+    EXIT_LEDGER_FULL = 13,  /* no room in the ledger for the step's largest record */
     EXIT_DENIED = 14,       /* a write the runner needs (the ledger) was denied by admission
                                or policy (a webhook, a ValidatingAdmissionPolicy), while
                                RBAC allows it: the server's message says which */
+    /* A stop signal (TERM, INT, HUP) exits 128 + the signal (stop.h). */
 };
 #endif

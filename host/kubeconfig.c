@@ -8,13 +8,13 @@
  * and never put secrets or key material into a message or a description.
  * Also owns the one kubeconfig it writes: a child's private file holding
  * only the resolved context (mode 0600 in a 0700 directory, removed after
- * the child, and by a signal that ends the runner meanwhile). */
+ * the child; a stop signal (stop.h) ends the child first, so the script
+ * never runs on without it). */
 #include "kubeconfig.h"
 #include "yaml.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1094,35 +1094,10 @@ fail:
     return NULL;
 }
 
-/* Removed by a signal that ends the process while a child runs. Only
- * async-signal-safe calls here. */
-static char priv_dir[4096], priv_path[4200];
-static volatile sig_atomic_t priv_armed;
-static const int priv_signals[] = {SIGTERM, SIGINT, SIGHUP};
-static struct sigaction priv_old[3];
-
-static void priv_on_signal(int sig)
-{
-    if (priv_armed) {
-        unlink(priv_path);
-        rmdir(priv_dir);
-        priv_armed = 0;
-    }
-    /* The disposition from before us takes the signal again once this
-     * handler returns (it is blocked meanwhile): by default, it ends us. */
-    for (size_t i = 0; i < 3; i++)
-        if (priv_signals[i] == sig) {
-            sigaction(sig, &priv_old[i], NULL);
-            raise(sig);
-        }
-}
-
 int kubeconfig_private_write(const struct kube_config *c, struct kube_private *kp, char *err,
                              size_t errlen)
 {
     memset(kp, 0, sizeof *kp);
-    if (priv_armed)
-        return fail(err, errlen, "a private kubeconfig is already in use");
     cJSON *doc = private_doc(c);
     char yerr[256] = "";
     char *text = doc ? yaml_emit_err(doc, yerr, sizeof yerr) : NULL;
@@ -1145,16 +1120,6 @@ int kubeconfig_private_write(const struct kube_config *c, struct kube_private *k
         fail(err, errlen, "writing %s: %s", kp->path, strerror(errno));
         goto out;
     }
-    snprintf(priv_dir, sizeof priv_dir, "%s", kp->dir);
-    snprintf(priv_path, sizeof priv_path, "%s", kp->path);
-    priv_armed = 1;
-    for (size_t i = 0; i < 3; i++) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = priv_on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(priv_signals[i], &sa, &priv_old[i]);
-    }
     rc = 0;
 out:
     if (fd >= 0)
@@ -1168,11 +1133,6 @@ out:
 
 void kubeconfig_private_remove(struct kube_private *kp)
 {
-    if (priv_armed && strcmp(priv_dir, kp->dir) == 0) {
-        for (size_t i = 0; i < 3; i++)
-            sigaction(priv_signals[i], &priv_old[i], NULL);
-        priv_armed = 0;
-    }
     if (kp->path[0])
         unlink(kp->path);
     if (kp->dir[0])

@@ -73,8 +73,9 @@ int kubeconfig_resolve_buffer(const char *name, const char *text, size_t len,
  * namespace; in-cluster, the service account's token file and CA. So the
  * child's kubectl talks to exactly the runner's cluster as the runner's
  * identity. Written with the YAML writer into a fresh directory (0700) as
- * PATH/kubeconfig (0600), under $TMPDIR or /tmp; while it exists, SIGTERM,
- * SIGINT and SIGHUP remove it before ending the process. One at a time. */
+ * PATH/kubeconfig (0600), under $TMPDIR or /tmp. The caller removes it once
+ * the child has ended (a stop signal ends the child first, stop.h; a runner
+ * killed outright leaves it to the shell child's supervisor, child.c). */
 struct kube_private {
     char dir[4096];
     char path[4200];            /* set KUBECONFIG=path for the child */

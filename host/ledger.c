@@ -2,7 +2,10 @@
  *
  * Owns the ledger's wire shape: `version` (read only) and `m.<slug>` records
  * (the prefix is known here and nowhere else); the fresh-install create with
- * its no-delete label and keep annotation; and merge patches of `data.m.*`. Must never read-modify-write the object, use
+ * its no-delete label and keep annotation (and the same two given once to a
+ * ledger an older chart rendered); merge patches of `data.m.*`; and telling
+ * a ledger deleted under a write (404) or full (FieldValueTooLong) from
+ * other refusals. Must never read-modify-write the object, use
  * client-side apply, write `version`, or delete a key: legacy scripts still
  * `kubectl apply` the `version` key, and keys written by merge patch are not
  * in last-applied-configuration, so they survive that apply. */
@@ -19,6 +22,8 @@
 #include "util.h"
 
 #define PREFIX "m."
+#define NO_DELETE_LABEL "platform.cozystack.io/no-delete"
+#define KEEP_ANNOTATION "helm.sh/resource-policy"
 /* What a write asks back: the object's metadata alone. The writer needs
  * nothing of the answer but its status, and the whole ledger (2,000 records
  * are over half a megabyte) would be encoded by the apiserver, sent and
@@ -35,6 +40,12 @@ void ledger_free(struct ledger *l)
 
 const struct record *ledger_find(const struct ledger *l, const char *slug)
 {
+    const struct ledger_entry *e = ledger_find_entry(l, slug);
+    return e ? &e->rec : NULL;
+}
+
+const struct ledger_entry *ledger_find_entry(const struct ledger *l, const char *slug)
+{
     /* The planner asks once per manifest slug: a linear scan made planning
      * over 2,000 records quadratic (4 million strcmp). */
     if (l->sorted) {
@@ -43,7 +54,7 @@ const struct record *ledger_find(const struct ledger *l, const char *slug)
             size_t mid = lo + (hi - lo) / 2;
             int c = strcmp(l->e[mid].slug, slug);
             if (c == 0)
-                return &l->e[mid].rec;
+                return &l->e[mid];
             if (c < 0)
                 lo = mid + 1;
             else
@@ -53,7 +64,7 @@ const struct record *ledger_find(const struct ledger *l, const char *slug)
     }
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->e[i].slug, slug) == 0)
-            return &l->e[i].rec;
+            return &l->e[i];
     return NULL;
 }
 
@@ -203,6 +214,12 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
     const cJSON *uid = cJSON_GetObjectItemCaseSensitive(meta, "uid");
     if (cJSON_IsString(uid))
         snprintf(l->uid, sizeof l->uid, "%s", uid->valuestring);
+    const cJSON *label = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(meta, "labels"), NO_DELETE_LABEL);
+    const cJSON *keep = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(meta, "annotations"), KEEP_ANNOTATION);
+    l->protected_ = cJSON_IsString(label) && strcmp(label->valuestring, "true") == 0 &&
+                    cJSON_IsString(keep) && strcmp(keep->valuestring, "keep") == 0;
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(cm, "data");
     const cJSON *kv;
     /* One allocation for every record: a record is some 22 KiB, nearly all
@@ -219,7 +236,8 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
     cJSON_ArrayForEach(kv, data) {
         if (!cJSON_IsString(kv))
             continue;
-        l->bytes += strlen(kv->string) + strlen(kv->valuestring);
+        size_t kvbytes = strlen(kv->string) + strlen(kv->valuestring);
+        l->bytes += kvbytes;
         if (strcmp(kv->string, "version") == 0) {
             /* A plain decimal within what any legacy map can mean; anything
              * else is reported (with every other bad key) by the planner. */
@@ -241,6 +259,7 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
             ledger_free(l);
             return -1;
         }
+        ne[l->n].bytes = kvbytes;
         record_parse(kv->valuestring, strlen(kv->valuestring), &ne[l->n].rec);
         /* m.<anything but a slug> is no record the engine writes, and no
          * --only or skip can name it. */
@@ -317,11 +336,14 @@ enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *
     return LEDGER_OK;
 }
 
-/* Sends body; *code gets the HTTP status (0 for a transport failure). */
+/* Sends body; *code gets the HTTP status (0 for a transport failure), and
+ * *too_long whether a refusal was for the object's size (a cause of
+ * reason FieldValueTooLong, or 413). */
 static int send(const struct ledger_loc *at, const char *method, const char *path,
                 const char *accept, const char *ctype, cJSON *body, char *err, size_t errlen,
-                long *code)
+                long *code, int *too_long)
 {
+    *too_long = 0;
     char *s = cJSON_PrintUnformatted(body);
     if (!s) {
         snprintf(err, errlen, "out of memory");
@@ -335,6 +357,15 @@ static int send(const struct ledger_loc *at, const char *method, const char *pat
                      strcmp(method, "PATCH") == 0, left > 0.001 ? left : 0.001, &r);
     free(s);
     *code = rc == 0 ? r.status : r.err.code;
+    if (rc != 0 && (r.err.code == 413 || r.err.code == 422)) {
+        const cJSON *cause;
+        cJSON_ArrayForEach(cause, cJSON_GetObjectItemCaseSensitive(r.err.details, "causes")) {
+            const cJSON *why = cJSON_GetObjectItemCaseSensitive(cause, "reason");
+            if (cJSON_IsString(why) && strcmp(why->valuestring, "FieldValueTooLong") == 0)
+                *too_long = 1;
+        }
+        *too_long |= r.err.code == 413;
+    }
     if (rc != 0) {
         char m[REST_ERRSTR_MAX];
         rest_error_string(&r.err, m, sizeof m);
@@ -409,12 +440,14 @@ static cJSON *records_data(const struct ledger_entry *e, size_t n)
     return d;
 }
 
+size_t ledger_key_bytes(const char *slug) { return strlen(PREFIX) + strlen(slug); }
+
 size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         char *v = record_format(&e[i].rec);
-        total += strlen(PREFIX) + strlen(e[i].slug) + (v ? strlen(v) : 0);
+        total += ledger_key_bytes(e[i].slug) + (v ? strlen(v) : 0);
         free(v);
     }
     return total;
@@ -433,8 +466,8 @@ enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_en
         !cJSON_AddStringToObject(cm, "kind", "ConfigMap") ||
         !cJSON_AddStringToObject(meta, "name", at->name) ||
         !cJSON_AddStringToObject(meta, "namespace", at->ns) ||
-        !cJSON_AddStringToObject(labels, "platform.cozystack.io/no-delete", "true") ||
-        !cJSON_AddStringToObject(ann, "helm.sh/resource-policy", "keep") ||
+        !cJSON_AddStringToObject(labels, NO_DELETE_LABEL, "true") ||
+        !cJSON_AddStringToObject(ann, KEEP_ANNOTATION, "keep") ||
         !cJSON_AddItemToObject(cm, "data", d)) {
         cJSON_Delete(cm);
         snprintf(err, errlen, "out of memory");
@@ -443,11 +476,34 @@ enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_en
     char path[512];
     cm_path(path, sizeof path, at, 0);
     long code;
-    int rc = send(at, "POST", path, NULL, "application/json", cm, err, errlen, &code);
+    int too_long;
+    int rc = send(at, "POST", path, NULL, "application/json", cm, err, errlen, &code, &too_long);
     cJSON_Delete(cm);
     if (rc != 0)
-        return code == 409 ? LEDGER_EXISTS : refused(at, "create", 0, code, err, errlen);
+        return code == 409 ? LEDGER_EXISTS : too_long ? LEDGER_FULL
+                                     : refused(at, "create", 0, code, err, errlen);
     return LEDGER_OK;
+}
+
+/* One merge patch of the ledger (consumed). */
+static enum ledger_rc patch(const struct ledger_loc *at, cJSON *p, char *err, size_t errlen)
+{
+    char path[512];
+    cm_path(path, sizeof path, at, 1);
+    long code;
+    int too_long;
+    int rc = send(at, "PATCH", path, METADATA_ONLY, "application/merge-patch+json", p, err, errlen,
+                  &code, &too_long);
+    cJSON_Delete(p);
+    if (rc == 0)
+        return LEDGER_OK;
+    if (code == 404)
+        return LEDGER_GONE;
+    if (too_long)
+        return LEDGER_FULL;
+    if (code == 0 || code == 429 || code >= 500)
+        return LEDGER_UNAVAILABLE;
+    return refused(at, "patch", 1, code, err, errlen);
 }
 
 enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_entry *e, size_t n,
@@ -461,17 +517,22 @@ enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_ent
         snprintf(err, errlen, "out of memory");
         return LEDGER_ERROR;
     }
-    char path[512];
-    cm_path(path, sizeof path, at, 1);
-    long code;
-    int rc = send(at, "PATCH", path, METADATA_ONLY, "application/merge-patch+json", p, err, errlen,
-                  &code);
-    cJSON_Delete(p);
-    if (rc == 0)
-        return LEDGER_OK;
-    if (code == 0 || code == 429 || code >= 500)
-        return LEDGER_UNAVAILABLE;
-    return refused(at, "patch", 1, code, err, errlen);
+    return patch(at, p, err, errlen);
+}
+
+enum ledger_rc ledger_protect(const struct ledger_loc *at, char *err, size_t errlen)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
+    cJSON *labels = cJSON_AddObjectToObject(meta, "labels");
+    cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
+    if (!labels || !ann || !cJSON_AddStringToObject(labels, NO_DELETE_LABEL, "true") ||
+        !cJSON_AddStringToObject(ann, KEEP_ANNOTATION, "keep")) {
+        cJSON_Delete(p);
+        snprintf(err, errlen, "out of memory");
+        return LEDGER_ERROR;
+    }
+    return patch(at, p, err, errlen);
 }
 
 void ledger_event(const struct ledger_loc *at, const char *uid, const char *type,

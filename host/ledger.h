@@ -5,8 +5,10 @@
  * about it. No other file knows the key prefix.
  *
  * Recipe: fill a ledger_loc (the connection, namespace, name); ledger_read;
- * plan on the result; write outcomes with ledger_write (one record, or many
- * in one patch when seeding); ledger_event for the history. */
+ * plan on the result; ledger_protect when it lacks its label; write outcomes
+ * with ledger_write (one record, or many in one patch when seeding), each
+ * only when ledger_key_bytes + its largest value fits under LEDGER_LIMIT;
+ * ledger_event for the history. */
 #ifndef COZY_LEDGER_H
 #define COZY_LEDGER_H
 #include <stddef.h>
@@ -19,6 +21,7 @@
 
 struct ledger_entry {
     char *slug;
+    size_t bytes;           /* read: its key and value as the object limit counts them */
     struct record rec;
 };
 
@@ -33,11 +36,12 @@ struct ledger {
     size_t n;
     int sorted;             /* e is in strictly increasing slug order (the
                              * apiserver's): ledger_find bisects */
-    size_t bytes;           /* keys + values, to warn before the object limit */
+    size_t bytes;           /* keys + values of data: what the object limit counts */
     size_t binary_keys;     /* keys under binaryData (the engine reads data alone: any
                              * makes the ledger untrustworthy), and the first one */
     char binary_key[128];
-    char uid[64];           /* for Events about it */
+    char uid[64];           /* for Events about it, and the Lease's mark (lock.h) */
+    int protected_;         /* it carries the no-delete label and the keep annotation */
 };
 
 struct ledger_loc {
@@ -57,7 +61,15 @@ enum ledger_rc {
                              * deadline): it may work later */
     LEDGER_DENIED,          /* refused (403/422) although RBAC allows the runner the write:
                              * admission or a policy denied it (err has the server's words) */
+    LEDGER_GONE,            /* ledger_write: NotFound: the ledger was deleted */
+    LEDGER_FULL,            /* the write would take the object past its size limit */
 };
+
+/* The growth budget (README "The ledger"). Past LEDGER_SHRINK_AT a failed
+ * record is written shrunk (record_shrink); LEDGER_RESERVE is left free for
+ * what legacy scripts write (`version`) beside the records. */
+#define LEDGER_SHRINK_AT (LEDGER_LIMIT / 10 * 8)
+#define LEDGER_RESERVE 1024
 
 /* Parses a ConfigMap object. Returns 0, or -1 when out of memory. A bad
  * `version` (version_bad), record (REC_UNKNOWN; a key m.X whose X is not a
@@ -65,6 +77,7 @@ enum ledger_rc {
  * reports every bad key together and refuses. */
 int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen);
 const struct record *ledger_find(const struct ledger *l, const char *slug);
+const struct ledger_entry *ledger_find_entry(const struct ledger *l, const char *slug);
 void ledger_free(struct ledger *l);
 
 /* Reads the ledger. LEDGER_OK with l->exists 0 when it is absent (a 404
@@ -75,17 +88,23 @@ void ledger_free(struct ledger *l);
 enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *err,
                            size_t errlen);
 /* Creates it holding the n records, with the no-delete label and the keep
- * annotation. LEDGER_OK, LEDGER_EXISTS (409), LEDGER_DENIED or
+ * annotation. LEDGER_OK, LEDGER_EXISTS (409), LEDGER_FULL, LEDGER_DENIED or
  * LEDGER_ERROR. */
 enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_entry *e,
                              size_t n, char *err, size_t errlen);
 /* Writes the n records with one JSON merge patch. Never touches `version`,
- * never deletes. LEDGER_OK, LEDGER_ERROR, LEDGER_UNAVAILABLE or
- * LEDGER_DENIED. */
+ * never deletes. LEDGER_OK, LEDGER_GONE (404), LEDGER_FULL, LEDGER_ERROR,
+ * LEDGER_UNAVAILABLE or LEDGER_DENIED. */
 enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                             char *err, size_t errlen);
-/* The size the n records add to the object (key and value bytes). */
+/* The size the n records take in the object (key and value bytes). */
 size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n);
+/* The bytes key m.<slug> takes beside its value. */
+size_t ledger_key_bytes(const char *slug);
+/* Gives a ledger the engine did not create (an older chart rendered it) the
+ * no-delete label and the keep annotation: one merge patch of its metadata.
+ * LEDGER_OK, LEDGER_GONE, LEDGER_ERROR or LEDGER_UNAVAILABLE. */
+enum ledger_rc ledger_protect(const struct ledger_loc *at, char *err, size_t errlen);
 
 /* An Event on the ledger (uid may be ""), so `kubectl describe` shows the
  * history. Best effort: a failure is logged, never returned. */

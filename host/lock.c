@@ -1,14 +1,16 @@
 /* lock.c: the runner's Lease (the protocol is in lock.h).
  *
  * Owns the Lease's writes and what their answers mean: a create, a takeover
- * once expired, renewals and the release, each a compare-and-swap on the
- * resourceVersion we last saw, so two runners can never both believe they
- * hold it; reading the Lease back whenever a write's outcome is unknown (a
+ * once expired on our own clock, renewals and the release, each a
+ * compare-and-swap on the resourceVersion we last saw, so two runners can
+ * never both believe they hold it; reading the Lease back before each
+ * migration and record, and whenever a write's outcome is unknown (a
  * retried request may have been applied by its first attempt); the
- * finalizer that keeps a deleted Lease in place while we hold it; and the
- * shared watch word children read. Must never write a Lease it does not hold
- * or has not seen expire, and never call a lock held that no confirmed write
- * proves. */
+ * finalizer that keeps a deleted Lease in place while we hold it, and its
+ * removal once we stop; the ledger mark; and the shared watch word children
+ * read. Must never write a Lease it does not hold or has not seen expire,
+ * never call a lock held that no confirmed write proves, and never judge
+ * expiry by another machine's clock. */
 #include "lock.h"
 
 #include <math.h>
@@ -16,12 +18,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "defaults.h"
 #include "log.h"
+#include "stop.h"
 #include "util.h"
+
+/* A release sent while stopping must fit in a kubelet's grace period. */
+#define RELEASE_STOPPING_S 10.0
 
 /* MicroTime with real microseconds: a short lease is judged by others to
  * the microsecond, so whole seconds would make it look up to 1 s older. */
@@ -36,26 +43,6 @@ static void micro_time(char buf[40])
     snprintf(buf, 40, "%.20s.%06ldZ", secs, (long)((ts.tv_nsec / 1000) % 1000000));
 }
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double parse_time(const char *s)
-{
-    struct tm tm;
-    memset(&tm, 0, sizeof tm);
-    const char *rest = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
-    if (!rest)
-        return 0;
-    double frac = 0;
-    if (*rest == '.')
-        frac = strtod(rest, NULL);
-    return (double)timegm(&tm) + frac;
-}
-
 static void lease_path(const struct lock *lk, char *buf, size_t n, int item)
 {
     snprintf(buf, n, "/apis/coordination.k8s.io/v1/namespaces/%s/leases%s%s", lk->ns,
@@ -66,6 +53,7 @@ static void lease_path(const struct lock *lk, char *buf, size_t n, int item)
 struct view {
     int exists;
     char holder[256], renew[40], rv[64];
+    char mark[64];          /* LOCK_LEDGER_ANNOTATION */
     double duration;
     long transitions;
     int deleting;           /* deletionTimestamp is set */
@@ -89,6 +77,11 @@ static void view_of(const struct lock *lk, const cJSON *o, struct view *v)
     if ((s = jstr(o, "metadata", "resourceVersion")))
         snprintf(v->rv, sizeof v->rv, "%s", s);
     v->deleting = jstr(o, "metadata", "deletionTimestamp") != NULL;
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(o, "metadata"), "annotations");
+    const cJSON *mark = cJSON_GetObjectItemCaseSensitive(ann, LOCK_LEDGER_ANNOTATION);
+    if (cJSON_IsString(mark))
+        snprintf(v->mark, sizeof v->mark, "%s", mark->valuestring);
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(o, "spec");
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
@@ -117,16 +110,24 @@ static int read_lease(struct lock *lk, struct view *v, char *err, size_t errlen)
     return 0;
 }
 
-/* A Lease body: holder, our renewTime (remembered in lk->sent), and the
- * resourceVersion the write is conditional on. */
+/* A Lease body: holder, our renewTime (remembered in lk->sent), the
+ * resourceVersion the write is conditional on, and the ledger mark: mark
+ * when given (a whole object, which would otherwise drop it), else one we
+ * want recorded. */
 static cJSON *lease_body(struct lock *lk, const char *holder, long transitions, const char *rv,
-                         int full)
+                         int full, const char *mark)
 {
     micro_time(lk->sent);
     cJSON *o = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(o, "metadata");
     cJSON *spec = cJSON_AddObjectToObject(o, "spec");
     cJSON *fin = cJSON_AddArrayToObject(meta, "finalizers");
+    const char *m = *lk->want_mark ? lk->want_mark : mark;
+    cJSON *ann = m && *m ? cJSON_AddObjectToObject(meta, "annotations") : NULL;
+    if (m && *m && (!ann || !cJSON_AddStringToObject(ann, LOCK_LEDGER_ANNOTATION, m))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     if (!o || !meta || !spec || !fin || !cJSON_AddStringToObject(meta, "name", lk->name) ||
         !cJSON_AddStringToObject(meta, "namespace", lk->ns) ||
         (rv && !cJSON_AddStringToObject(meta, "resourceVersion", rv)) ||
@@ -206,12 +207,37 @@ static void set_watch(struct lock *lk)
                      (long long)((lk->confirmed_at + lk->duration_s - lk->margin) * 1e6));
 }
 
+/* What a read or a write's answer says of the mark. */
+static void saw_mark(struct lock *lk, const struct view *v)
+{
+    snprintf(lk->mark, sizeof lk->mark, "%s", v->mark);
+    if (*lk->want_mark && strcmp(lk->want_mark, v->mark) == 0)
+        lk->want_mark[0] = '\0';
+}
+
 static void confirmed(struct lock *lk, double sent_at, const struct view *v)
 {
     lk->confirmed_at = sent_at;
+    lk->checked_at = now_mono();
     if (*v->rv)
         snprintf(lk->rv, sizeof lk->rv, "%s", v->rv);
+    saw_mark(lk, v);
     set_watch(lk);
+}
+
+/* How long, on our clock, the Lease has shown what v shows: the clock
+ * starts when a read first finds a holder, renewTime or resourceVersion
+ * different from the last one seen. */
+static double unchanged_for(struct lock *lk, const struct view *v)
+{
+    char key[sizeof lk->obs];
+    snprintf(key, sizeof key, "%s|%s|%s", v->holder, v->renew, v->rv);
+    double now = now_mono();
+    if (strcmp(key, lk->obs) != 0) {
+        snprintf(lk->obs, sizeof lk->obs, "%s", key);
+        lk->obs_at = now;
+    }
+    return now - lk->obs_at;
 }
 
 /* One attempt. 0 = held, 1 = held by someone else (holder in err), -1 = error. */
@@ -220,8 +246,11 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
     struct view v;
     if (read_lease(lk, &v, err, errlen) != 0)
         return -1;
-    int expired = v.exists && wall_now() > parse_time(v.renew) + v.duration;
+    double same = v.exists ? unchanged_for(lk, &v) : 0;
+    int expired = v.exists && same >= v.duration;
     int ours = v.exists && strcmp(v.holder, lk->holder) == 0;
+    if (v.exists)
+        snprintf(lk->mark, sizeof lk->mark, "%s", v.mark);
     if (v.exists && v.deleting) {
         /* Someone deleted it; our finalizer keeps it while a holder lives.
          * Once free, finish the deletion so it can be created anew. */
@@ -245,15 +274,16 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
         return 1; /* look again: it is gone, or someone else got there */
     }
     if (v.exists && *v.holder && !expired && !ours) {
-        snprintf(err, errlen, "held by %s (renewed %s, expires after %.0fs without renewal)",
-                 v.holder, *v.renew ? v.renew : "never", v.duration);
+        snprintf(err, errlen, "held by %s (renewed %s by its clock; taken over once unchanged "
+                 "for %.0fs of this runner's clock, %.0fs so far)",
+                 v.holder, *v.renew ? v.renew : "never", v.duration, same);
         return 1;
     }
     if (v.exists && *v.holder && !ours)
-        log_warn("lock: taking over the expired lease of %s (last renewed %s)", v.holder,
-                 *v.renew ? v.renew : "never");
+        log_warn("lock: taking over the expired lease of %s (last renewed %s by its clock, "
+                 "unchanged for %.1fs here)", v.holder, *v.renew ? v.renew : "never", same);
     cJSON *b = lease_body(lk, lk->holder, v.exists ? v.transitions + 1 : 0,
-                         v.exists ? v.rv : NULL, 1);
+                         v.exists ? v.rv : NULL, 1, v.mark);
     if (!b) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -290,14 +320,27 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
     memset(lk, 0, sizeof *lk);
     lk->c = c;
     lk->duration_s = duration_s > 0 ? duration_s : DEFAULT_LEASE_S;
-    /* Others judge expiry by their clocks; give up well before them. */
+    /* Others take over a lease duration after they first saw our last
+     * renewal, which is after we sent it; we give up well before that, for
+     * clock rates that differ and for the time a read takes. */
     lk->margin = fmax(0.5, lk->duration_s / 6.0);
     snprintf(lk->ns, sizeof lk->ns, "%s", ns);
     snprintf(lk->name, sizeof lk->name, "%s", name);
     char host[128] = "unknown";
     gethostname(host, sizeof host - 1);
-    snprintf(lk->holder, sizeof lk->holder, "%s/%ld/%ld", host, (long)getpid(),
-             (long)time(NULL));
+    /* host/pid/start alone collide: two hook pods on hosts of one name are
+     * both PID 1 and may start in the same second. */
+    unsigned char rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        snprintf(err, errlen, "cannot draw the random part of the lock holder's identity");
+        *busy = 0;
+        return -1;
+    }
+    char hex[17];
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+    snprintf(lk->holder, sizeof lk->holder, "%s/%ld/%ld/%s", host, (long)getpid(),
+             (long)time(NULL), hex);
     void *page = mmap(NULL, sizeof(*lk->watch), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                       -1, 0);
     lk->watch = page == MAP_FAILED ? NULL : page;
@@ -310,8 +353,10 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
             *busy = 0;
             return 0;
         }
-        if (rc < 0 || now_mono() >= end) {
-            *busy = rc > 0;
+        if (rc > 0 && stop_signal())
+            snprintf(err, errlen, "stopped by %s while waiting for it", stop_name(stop_signal()));
+        if (rc < 0 || now_mono() >= end || stop_signal()) {
+            *busy = rc > 0 && !stop_signal();
             if (lk->watch)
                 munmap((void *)lk->watch, sizeof(*lk->watch));
             lk->watch = NULL;
@@ -343,11 +388,48 @@ static int lose(struct lock *lk, char *err, size_t errlen, const char *why)
     return -1;
 }
 
+/* A read of the Lease, judged: 0 while it is ours (a resourceVersion moved
+ * by someone who left our holder in place is adopted), -1 when lost. */
+static int judge(struct lock *lk, const struct view *v, char *err, size_t errlen)
+{
+    if (!v->exists)
+        return lose(lk, err, errlen, "the Lease was deleted (its finalizer removed)");
+    if (strcmp(v->holder, lk->holder) != 0) {
+        char m[400];
+        snprintf(m, sizeof m, "it is held by %s now", *v->holder ? v->holder : "nobody");
+        return lose(lk, err, errlen, m);
+    }
+    snprintf(lk->rv, sizeof lk->rv, "%s", v->rv);
+    if (v->deleting) {
+        lk->finish_delete = 1;
+        return lose(lk, err, errlen, "the Lease was deleted while held (by a migration or a person)");
+    }
+    saw_mark(lk, v);
+    return 0;
+}
+
+/* Reads the Lease back now. 0 while ours, -1 when lost; a read that fails
+ * proves nothing either way: held while our time lasts. */
+static int check_now(struct lock *lk, char *err, size_t errlen)
+{
+    struct view v;
+    char why[ERRLINE_MAX];
+    lk->checked_at = now_mono();
+    if (read_lease(lk, &v, why, sizeof why) == 0)
+        return judge(lk, &v, err, errlen);
+    log_warn("lock: could not read the Lease back (%s); going on while the hold lasts", why);
+    if (lock_left(lk) > 0)
+        return 0;
+    char m[300];
+    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
+    return lose(lk, err, errlen, m);
+}
+
 /* A compare-and-swap renewal now. 0 held (confirmed, or not confirmed but
  * still within its time), -1 lost. */
 static int renew_now(struct lock *lk, char *err, size_t errlen)
 {
-    cJSON *b = lease_body(lk, lk->holder, 0, lk->rv, 0);
+    cJSON *b = lease_body(lk, lk->holder, 0, lk->rv, 0, NULL);
     if (!b)
         return lock_left(lk) > 0 ? 0 : lose(lk, err, errlen, "out of memory");
     double sent_at = now_mono();
@@ -356,8 +438,11 @@ static int renew_now(struct lock *lk, char *err, size_t errlen)
     char why[ERRLINE_MAX] = "";
     enum wrote w = write_lease(lk, "PATCH", b, lock_left(lk), &v, &code, why, sizeof why);
     cJSON_Delete(b);
-    if (w == WROTE_OK && v.deleting)
+    if (w == WROTE_OK && v.deleting) {
+        snprintf(lk->rv, sizeof lk->rv, "%s", v.rv);
+        lk->finish_delete = 1;
         return lose(lk, err, errlen, "the Lease was deleted while held (by a migration or a person)");
+    }
     if (w == WROTE_OK && strcmp(v.holder, lk->holder) == 0) {
         confirmed(lk, sent_at, &v);
         return 0;
@@ -372,15 +457,8 @@ static int renew_now(struct lock *lk, char *err, size_t errlen)
             confirmed(lk, sent_at, &v);
             return 0;
         }
-        if (s == -1) {
-            if (v.exists && v.deleting)
-                return lose(lk, err, errlen,
-                            "the Lease was deleted while held (by a migration or a person)");
-            char m[400];
-            snprintf(m, sizeof m, v.exists ? "it is held by %s now" : "it was deleted",
-                     *v.holder ? v.holder : "nobody");
-            return lose(lk, err, errlen, m);
-        }
+        if (s == -1)
+            return judge(lk, &v, err, errlen);
         log_warn("lock: renewal not confirmed (%s); retrying while the lease lasts", why);
     }
     if (lock_left(lk) > 0)
@@ -390,30 +468,44 @@ static int renew_now(struct lock *lk, char *err, size_t errlen)
     return lose(lk, err, errlen, m);
 }
 
-int lock_renew(struct lock *lk, char *err, size_t errlen)
+/* 0 when the hold has not lapsed, else -1 (lost for good, even if nobody
+ * took the Lease: the migration's group killed itself at that moment,
+ * lock_watch). */
+static int not_lapsed(struct lock *lk, char *err, size_t errlen)
 {
     if (!lk->held) {
         snprintf(err, errlen, "lost the runner lock %s/%s: %s", lk->ns, lk->name,
                  *lk->lost ? lk->lost : "not held");
         return -1;
     }
-    /* A hold that lapsed (the runner was stopped, or no renewal got
-     * through) is lost for good, even if nobody took the Lease: the
-     * migration's group killed itself at that moment (lock_watch). */
-    if (lock_left(lk) <= 0) {
-        char m[300];
-        snprintf(m, sizeof m, "no renewal was confirmed for %.1fs (was the runner stopped, or "
-                 "the apiserver out of reach?)", now_mono() - lk->confirmed_at);
-        return lose(lk, err, errlen, m);
-    }
-    if (now_mono() - lk->confirmed_at < lk->duration_s / 4.0)
+    if (lock_left(lk) > 0)
         return 0;
-    return renew_now(lk, err, errlen);
+    char m[300];
+    snprintf(m, sizeof m, "no renewal was confirmed for %.1fs (was the runner stopped, or "
+             "the apiserver out of reach?)", now_mono() - lk->confirmed_at);
+    return lose(lk, err, errlen, m);
+}
+
+int lock_renew(struct lock *lk, char *err, size_t errlen)
+{
+    if (not_lapsed(lk, err, errlen) != 0)
+        return -1;
+    double now = now_mono();
+    if (now - lk->confirmed_at >= lk->duration_s / 4.0)
+        return renew_now(lk, err, errlen);
+    double every = lk->duration_s / 8.0 < LOCK_CHECK_S ? lk->duration_s / 8.0 : LOCK_CHECK_S;
+    if (now - lk->checked_at >= every)
+        return check_now(lk, err, errlen);
+    return 0;
 }
 
 int lock_confirm(struct lock *lk, char *err, size_t errlen)
 {
-    if (lock_renew(lk, err, errlen) != 0)
+    if (not_lapsed(lk, err, errlen) != 0)
+        return -1;
+    int rc = now_mono() - lk->confirmed_at >= lk->duration_s / 4.0 ? renew_now(lk, err, errlen)
+                                                                   : check_now(lk, err, errlen);
+    if (rc != 0)
         return -1;
     if (lock_left(lk) > 0)
         return 0;
@@ -422,24 +514,95 @@ int lock_confirm(struct lock *lk, char *err, size_t errlen)
     return lose(lk, err, errlen, m);
 }
 
-void lock_release(struct lock *lk)
+int lock_note_ledger(struct lock *lk, const char *uid, char *err, size_t errlen)
 {
+    if (!*uid || strcmp(lk->mark, uid) == 0)
+        return 0;
+    snprintf(lk->want_mark, sizeof lk->want_mark, "%s", uid);
+    if (not_lapsed(lk, err, errlen) != 0 || renew_now(lk, err, errlen) != 0)
+        return -1;
+    if (*lk->want_mark)
+        log_warn("lock: the Lease does not record the ledger yet (the renewal was not "
+                 "confirmed); the next renewal carries it");
+    return 0;
+}
+
+int lock_read_ledger_mark(struct rest_client *c, const char *ns, const char *name, char *mark,
+                          size_t marklen, char *err, size_t errlen)
+{
+    struct lock lk;
+    memset(&lk, 0, sizeof lk);
+    lk.c = c;
+    snprintf(lk.ns, sizeof lk.ns, "%s", ns);
+    snprintf(lk.name, sizeof lk.name, "%s", name);
+    struct view v;
+    if (read_lease(&lk, &v, err, errlen) != 0)
+        return -1;
+    snprintf(mark, marklen, "%s", v.mark);
+    return 0;
+}
+
+/* The release's one write: clear the holder and the finalizer (held), or
+ * only the finalizer (lost to a plain delete while ours). */
+static cJSON *release_body(struct lock *lk)
+{
+    cJSON *b;
     if (lk->held) {
-        cJSON *b = lease_body(lk, "", 0, lk->rv, 0);
+        b = lease_body(lk, "", 0, lk->rv, 0, NULL);
         cJSON *meta = cJSON_GetObjectItemCaseSensitive(b, "metadata");
         cJSON_DeleteItemFromObject(meta, "finalizers");
-        long code;
-        struct view v;
-        char err[ERRLINE_MAX];
-        if (!b || !cJSON_AddNullToObject(meta, "finalizers") ||
-            write_lease(lk, "PATCH", b, DEFAULT_RETRY_BUDGET_S, &v, &code, err, sizeof err) !=
-                WROTE_OK)
-            log_warn("lock: could not release it: %s (it expires by itself)",
-                     b ? err : "out of memory");
-        cJSON_Delete(b);
-        lk->held = 0;
+        cJSON_DeleteItemFromObject(meta, "annotations");
+        if (b && !cJSON_AddNullToObject(meta, "finalizers")) {
+            cJSON_Delete(b);
+            b = NULL;
+        }
+        return b;
     }
+    b = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(b, "metadata");
+    if (!meta || !cJSON_AddStringToObject(meta, "resourceVersion", lk->rv) ||
+        !cJSON_AddNullToObject(meta, "finalizers")) {
+        cJSON_Delete(b);
+        return NULL;
+    }
+    return b;
+}
+
+int lock_release(struct lock *lk)
+{
+    int rc = 0;
+    stop_defer(1);
+    double budget = stop_signal() ? RELEASE_STOPPING_S : DEFAULT_RETRY_BUDGET_S;
+    /* Each try is conditional on the resourceVersion we know; a conflict
+     * (a plain delete moved it, or a person edited the Lease) is read back
+     * and tried again while the Lease is still ours. */
+    for (int tries = 0; (lk->held || lk->finish_delete) && tries < 3; tries++) {
+        cJSON *b = release_body(lk);
+        long code = 0;
+        struct view v;
+        char err[ERRLINE_MAX] = "out of memory";
+        enum wrote w = b ? write_lease(lk, "PATCH", b, budget, &v, &code, err, sizeof err)
+                         : WROTE_UNKNOWN;
+        cJSON_Delete(b);
+        if (w == WROTE_OK || code == 404)
+            break;
+        int again = b && (code == 409 || w == WROTE_UNKNOWN);
+        if (again && read_lease(lk, &v, err, sizeof err) == 0) {
+            if (!v.exists || strcmp(v.holder, lk->holder) != 0)
+                break; /* gone, or not ours: nothing of ours is left to release */
+            snprintf(lk->rv, sizeof lk->rv, "%s", v.rv);
+            if (tries < 2)
+                continue;
+        }
+        log_warn("lock: could not release it: %s (it expires by itself)", err);
+        rc = -1;
+        break;
+    }
+    lk->held = 0;
+    lk->finish_delete = 0;
+    stop_defer(0);
     if (lk->watch)
         munmap((void *)lk->watch, sizeof(*lk->watch));
     lk->watch = NULL;
+    return rc;
 }

@@ -30,6 +30,7 @@
 #include "runner.h"
 #include "sandbox.h"
 #include "scaffold.h"
+#include "stop.h"
 #include "util.h"
 
 #define STR_(x) #x
@@ -584,7 +585,12 @@ static int cmd_lua(struct cli *c, int argc, char **argv)
     struct child_result res;
     child_run(&spec, &res);
     rc = res.outcome == CHILD_OK ? EXIT_OK : EXIT_FAILED;
-    if (rc != EXIT_OK)
+    if (stop_signal())
+        rc = stop_exit_code();
+    if (stop_signal())
+        log_fatal("stopped by %s while %s ran%s (exit %d)", stop_name(stop_signal()), file,
+                  res.outcome == CHILD_STOPPED ? ": it was stopped" : "", rc);
+    else if (rc != EXIT_OK)
         log_fatal("%s: %s: %s", file, res.reason ? res.reason : "Failed", res.message);
     child_result_free(&res);
     return rc;
@@ -718,6 +724,11 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
     } else {
         log_fatal("exec: out of memory");
         rc = EXIT_FAILED;
+    }
+    if (stop_signal()) {
+        rc = stop_exit_code();
+        log_fatal("stopped by %s while %s ran%s (exit %d)", stop_name(stop_signal()), argv[first],
+                  res.outcome == CHILD_STOPPED ? ": it was stopped" : "", rc);
     }
     cJSON_Delete(j);
     child_result_free(&res);
@@ -1327,14 +1338,18 @@ static int cmd_import_legacy(struct cli *c, int argc, char **argv)
 
 /* ---- dispatch ------------------------------------------------------------ */
 
+/* stops: the command holds the runner lock or a migration's child, so TERM,
+ * INT and HUP stop it the same way, PID 1 or not (stop.h). */
 static const struct {
     const char *name;
     int (*fn)(struct cli *, int, char **);
+    int stops;
 } commands[] = {
-    {"run", cmd_run},     {"plan", cmd_plan},     {"status", cmd_status}, {"skip", cmd_skip},
-    {"lua", cmd_lua},     {"preview", cmd_preview},
-    {"exec", cmd_exec},   {"config", cmd_config}, {"spec", cmd_spec},   {"order", cmd_order},
-    {"lint", cmd_lint},   {"new", cmd_new},       {"import-legacy", cmd_import_legacy},
+    {"run", cmd_run, 1},     {"plan", cmd_plan, 0},     {"status", cmd_status, 0},
+    {"skip", cmd_skip, 1},   {"lua", cmd_lua, 1},       {"preview", cmd_preview, 1},
+    {"exec", cmd_exec, 1},   {"config", cmd_config, 0}, {"spec", cmd_spec, 0},
+    {"order", cmd_order, 0}, {"lint", cmd_lint, 0},     {"new", cmd_new, 0},
+    {"import-legacy", cmd_import_legacy, 0},
 };
 
 int main(int argc, char **argv)
@@ -1353,6 +1368,9 @@ int main(int argc, char **argv)
                 log_fatal("out of memory");
                 return EXIT_FAILED;
             }
+            if (commands[i].stops && stop_install() != 0)
+                log_warn("cannot install the stop signal handlers: TERM, INT and HUP end "
+                         "this process without releasing what it holds");
             struct cli c;
             cli_init(&c, commands[i].name, env);
             int rc = commands[i].fn(&c, argc - 1, argv + 1);

@@ -23,10 +23,12 @@
 #include "defaults.h"
 #include "exitcodes.h"
 #include "ledger.h"
+#include "lock.h"
 #include "log.h"
 #include "overlay.h"
 #include "plan.h"
 #include "rest.h"
+#include "stop.h"
 #include "tree.h"
 #include "util.h"
 
@@ -94,6 +96,19 @@ static int prepare(struct preview *v)
     if (lrc != LEDGER_OK) {
         log_fatal("%s", err);
         return lrc == LEDGER_UNTRUSTED ? EXIT_LEDGER : EXIT_CLUSTER;
+    }
+    /* A run refuses an absent ledger the Lease says existed (exit 12):
+     * the preview must not show a fresh install instead. */
+    char mark[64] = "";
+    if (!v->l.exists && lock_read_ledger_mark(v->rest, o->k.ledger_namespace, o->k.lease_name, mark,
+                                              sizeof mark, err, sizeof err) != 0)
+        log_warn("cannot tell whether this cluster had a ledger before (%s)", err);
+    if (*mark) {
+        log_fatal("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
+                  "one (uid %s): a run refuses (exit 12) until it is restored; 'cozy-migrate plan' "
+                  "says how", o->k.ledger_namespace, o->k.ledger_name, o->k.ledger_namespace,
+                  o->k.lease_name, mark);
+        return EXIT_LEDGER_GONE;
     }
     char now[32];
     now_rfc3339(now);
@@ -300,10 +315,23 @@ int preview_run(const struct runner_opts *o)
         if (s->kind == STEP_SKIP || (p->fresh_install && !o->only))
             continue;
         k++;
+        if (stop_signal())
+            break;
         if (preview_step(&v, s, k, n, &blind))
             stopped = s->slug;
+        if (stop_signal()) {
+            log_fatal("stopped by %s while previewing %s (exit %d)", stop_name(stop_signal()),
+                      s->slug, stop_exit_code());
+            preview_free(&v);
+            return stop_exit_code();
+        }
         if (blind && !shell && s->m && (s->m->is_shell || v.unpredictable == s->slug))
             shell = s->slug;
+    }
+    if (stop_signal()) {
+        log_fatal("stopped by %s (exit %d)", stop_name(stop_signal()), stop_exit_code());
+        preview_free(&v);
+        return stop_exit_code();
     }
     char err[512];
     struct overlay *ov = overlay_load(v.overlay, err, sizeof err);

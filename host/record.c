@@ -1,7 +1,9 @@
 /* record.c: parses and formats ledger records.
  *
  * Owns the record schema: which states exist, which fields are strings or
- * integers, and the fixed key order written. A record is parsed with cJSON,
+ * integers, and the fixed key order written; and a record's side of the
+ * ledger's growth budget: the most bytes one can take, and the shrunk form
+ * of a failed one near the limit. A record is parsed with cJSON,
  * never pattern-matched; anything it cannot trust becomes REC_UNKNOWN with a
  * reason, so the caller reports it and leaves the key alone. */
 #include "record.h"
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "journal.h"
+#include "util.h"
 
 static const char *const state_names[] = {
     [REC_NONE] = "none",       [REC_OK] = "ok",           [REC_FAILED] = "failed",
@@ -285,4 +288,89 @@ char *record_format(const struct record *r)
     char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
+}
+
+/* ---- the growth budget ------------------------------------------------- */
+
+/* A string field of cap bytes (NUL included) as record_format can write it
+ * at most: key, quotes, colon, comma, and each byte escaped as \u00XX. */
+static size_t widest(const char *key, size_t cap)
+{
+    return strlen(key) + 6 + 6 * (cap - 1);
+}
+
+#define SHRUNK_MARKER "[cozy-migrate: output cut, the ledger is near its size limit: " \
+                      "the last %zu of %zu bytes (%zu lines) are kept]\n"
+
+size_t record_max_bytes(const struct record *base, int may_fail, int shrunk)
+{
+    struct record *r = malloc(sizeof *r);
+    if (!r)
+        return 0;
+    record_init(r, may_fail ? REC_FAILED : REC_OK, base->at, base->batch, base->tier,
+                base->image, base->sha256, base->lib_sha256);
+    snprintf(r->runner, sizeof r->runner, "%s", base->runner);
+    r->attempts = 999999999;
+    r->duration_ms = 999999999999;
+    r->journaled = 1;
+    r->writes = r->changed = 999999999;
+    char *text = record_format(r);
+    free(r);
+    if (!text)
+        return 0;
+    size_t n = strlen(text);
+    free(text);
+    if (!may_fail)
+        return n;
+    n += widest("reason", sizeof base->reason) + widest("message", sizeof base->message);
+    if (shrunk) {
+        /* the marker with the largest counts, then the kept bytes */
+        n += widest("output", RECORD_SHRUNK_OUTPUT + 1) + sizeof SHRUNK_MARKER + 3 * 20;
+        /* {"writes":N,"changed":N,"unknown":N,"entries":[],"more":N,"cut":"..."} */
+        n += strlen(",\"journal\":") + 200;
+    } else {
+        n += widest("output", sizeof base->output);
+        /* journal text as the child gave it, printed again by cJSON */
+        n += strlen(",\"journal\":") + sizeof base->journal + 64;
+    }
+    return n;
+}
+
+void record_shrink(struct record *r)
+{
+    size_t len = strlen(r->output);
+    if (len > RECORD_SHRUNK_OUTPUT) {
+        size_t lines = 0;
+        for (const char *p = r->output; *p; p++)
+            lines += *p == '\n';
+        const char *from = r->output + len - RECORD_SHRUNK_OUTPUT;
+        const char *nl = strchr(from, '\n');
+        if (nl && nl[1])
+            from = nl + 1;
+        from = utf8_start(from);
+        char kept[RECORD_SHRUNK_OUTPUT + 1];
+        snprintf(kept, sizeof kept, "%s", from);
+        snprintf(r->output, sizeof r->output, SHRUNK_MARKER "%s", strlen(kept), len, lines, kept);
+    }
+    if (*r->journal) {
+        cJSON *j = cJSON_Parse(r->journal);
+        cJSON *entries = cJSON_GetObjectItemCaseSensitive(j, "entries");
+        double listed = cJSON_IsArray(entries) ? cJSON_GetArraySize(entries) : 0;
+        double more = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "more"));
+        cJSON *c = cJSON_CreateObject();
+        static const char *const counts[] = {"writes", "changed", "unknown"};
+        int ok = j && c;
+        for (size_t i = 0; ok && i < 3; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, counts[i]);
+            ok = !cJSON_IsNumber(v) || cJSON_AddNumberToObject(c, counts[i], v->valuedouble);
+        }
+        ok = ok && cJSON_AddArrayToObject(c, "entries") &&
+             cJSON_AddNumberToObject(c, "more", listed + (more == more ? more : 0)) &&
+             cJSON_AddStringToObject(c, "cut", "the ledger is near its size limit");
+        char *text = ok ? cJSON_PrintUnformatted(c) : NULL;
+        snprintf(r->journal, sizeof r->journal, "%s", text ? text : "");
+        cJSON_free(text);
+        cJSON_Delete(c);
+        cJSON_Delete(j);
+    }
 }

@@ -71,5 +71,19 @@ int record_time_valid(const char *s);
 int record_set_journal(struct record *r, const char *journal, size_t cap);
 /* The JSON text of a record (compact, keys in a fixed order); malloc'd. */
 char *record_format(const struct record *r);
+
+/* What a shrunk failed record keeps of its output (record_shrink). */
+#define RECORD_SHRUNK_OUTPUT 512
+/* The longest text record_format can give for an outcome of the migration
+ * base describes (its at, checksums, batch, tier, image and runner set):
+ * an ok record with the largest counts, and when may_fail a failed one with
+ * every field full and every byte escaped at its widest (\u00XX); shrunk:
+ * as record_shrink leaves a failed one. 0 when out of memory. */
+size_t record_max_bytes(const struct record *base, int may_fail, int shrunk);
+/* Shrinks a failed record for a ledger near its limit: the output keeps
+ * its last RECORD_SHRUNK_OUTPUT bytes (whole lines where it can) after a
+ * marker line giving the true size, and the journal only its counts
+ * (entries listed: none; `more`: all of them; `cut` says why). */
+void record_shrink(struct record *r);
 const char *rec_state_name(enum rec_state s);
 #endif

@@ -21,6 +21,7 @@
 #include "http.h"
 #include "log.h"
 #include "mem.h"
+#include "stop.h"
 #include "util.h"
 
 #define MAX_RETRY_SLEEP 10.0
@@ -113,8 +114,9 @@ void rest_sleep(double s)
 {
     if (s <= 0)
         return;
+    /* A stop signal (stop.h) ends the wait: nanosleep returns EINTR for it. */
     struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    while (!stop_cuts_waits() && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 
@@ -244,6 +246,10 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
         if (rc == 0 && r.retry_after >= 0)
             delay = r.retry_after < MAX_RETRY_SLEEP ? r.retry_after : MAX_RETRY_SLEEP;
         double now = now_mono();
+        if (stop_cuts_waits()) {
+            log_warn("kube: %s %s: not retrying, the runner is stopping (%s)", method, path, cause);
+            break;
+        }
         if (now + delay - start > c->pol.retry_budget || now + delay >= end) {
             log_warn("kube: %s %s: no time left to retry (%s)", method, path, cause);
             break;

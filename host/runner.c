@@ -28,6 +28,7 @@
 #include "plan.h"
 #include "report.h"
 #include "rest.h"
+#include "stop.h"
 #include "tree.h"
 #include "util.h"
 
@@ -43,6 +44,8 @@ struct ctx {
     size_t ledger_bytes;
     int size_warned;        /* the 80% warning is given once a run */
     int lock_lost;
+    int stop_said;          /* the stop line was printed */
+    const char *last_slug;  /* the last step begun, for the stop line */
     struct ran { const char *slug; const char *how; } *ran; /* what this run executed */
     size_t nran;
     char identity[256];     /* who the runner acts as, for skipped records (record.by) */
@@ -122,6 +125,117 @@ static int read_ledger(struct ctx *c)
     return 0;
 }
 
+/* How to get a deleted ledger back, for the messages of exit 12. */
+static void restore_advice(const struct ctx *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "restore it from a backup, or create it empty (kubectl create configmap %s "
+             "-n %s, with --from-literal=version=N if the cluster was at legacy version N) so that "
+             "the next run runs every migration again (they are idempotent)", c->loc.name, c->loc.ns);
+}
+
+/* A record write found the ledger gone: exit 12, saying so. */
+static int ledger_gone(struct ctx *c, const char *what)
+{
+    char how[600];
+    restore_advice(c, how, sizeof how);
+    log_fatal("%s: the ledger %s/%s was deleted during the run (NotFound): nothing more runs or "
+              "is recorded. To go on, %s; until then every run refuses (exit 12), since the "
+              "Lease %s/%s records that this cluster had a ledger", what, c->loc.ns, c->loc.name,
+              how, c->loc.ns, c->o->k.lease_name);
+    return EXIT_LEDGER_GONE;
+}
+
+/* After a read: an absent ledger where the Lease records that this cluster
+ * had one is refused (a fresh install would record every migration
+ * skipped-fresh-install, the ones that never ran among them); a present one
+ * read under the lock gets its uid recorded in the Lease (lock.h "ledger").
+ * 0 or an exit code. */
+static int check_ledger(struct ctx *c)
+{
+    char err[ERRLINE_MAX], mark[64] = "";
+    int locked = c->lk.held && !c->o->k.dry_run;
+    if (!c->l.exists) {
+        if (locked)
+            snprintf(mark, sizeof mark, "%s", c->lk.mark);
+        else if (lock_read_ledger_mark(c->rest, c->loc.ns, c->o->k.lease_name, mark, sizeof mark,
+                                       err, sizeof err) != 0)
+            log_warn("cannot tell whether this cluster had a ledger before (%s)", err);
+        if (!*mark)
+            return 0;
+        char how[600];
+        restore_advice(c, how, sizeof how);
+        log_fatal("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
+                  "one (uid %s): it was deleted, and nothing runs, since a fresh install would "
+                  "record every migration skipped-fresh-install, those that never ran among them "
+                  "(exit 12). To go on, %s; for a cluster really installed anew, remove the mark "
+                  "(kubectl annotate lease %s -n %s %s-)", c->loc.ns, c->loc.name, c->loc.ns,
+                  c->o->k.lease_name, mark, how, c->o->k.lease_name, c->loc.ns,
+                  LOCK_LEDGER_ANNOTATION);
+        return EXIT_LEDGER_GONE;
+    }
+    if (!locked)
+        return 0;
+    if (lock_note_ledger(&c->lk, c->l.uid, err, sizeof err) != 0) {
+        c->lock_lost = 1;
+        log_error("%s", err);
+        log_fatal("stopping before any migration: this runner no longer holds the lock (exit 5)");
+        return EXIT_LOCK;
+    }
+    return 0;
+}
+
+/* Before the run's first write to a ledger the engine did not create (an
+ * older chart rendered it): its no-delete label and keep annotation, one
+ * metadata merge patch. A refusal is said and the write goes on. 0, or
+ * EXIT_LEDGER_GONE. */
+static int protect_once(struct ctx *c)
+{
+    if (c->l.protected_ || !c->l.exists)
+        return 0;
+    char err[ERRLINE_MAX];
+    enum ledger_rc rc = ledger_protect(&c->loc, err, sizeof err);
+    if (rc == LEDGER_GONE)
+        return ledger_gone(c, "labelling the ledger");
+    if (rc != LEDGER_OK)
+        log_warn("could not give the ledger %s/%s its no-delete label and keep annotation: %s",
+                 c->loc.ns, c->loc.name, err);
+    c->l.protected_ = 1; /* tried once a run */
+    return 0;
+}
+
+/* The one line a stop signal ends the run with (the lock released first,
+ * so the line can say so). Returns 128 + the signal. */
+static int say_stopped(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int say_stopped(struct ctx *c, const char *fmt, ...)
+{
+    char where[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(where, sizeof where, fmt, ap);
+    va_end(ap);
+    int had = c->lk.held;
+    int released = lock_release(&c->lk) == 0;
+    if (!c->stop_said)
+        log_fatal("stopped by %s %s%s (exit %d)", stop_name(stop_signal()), where,
+                  !had ? "" : released ? "; the runner lock is released"
+                                      : "; the runner lock could not be released (it expires by itself)",
+                  stop_exit_code());
+    c->stop_said = 1;
+    return stop_exit_code();
+}
+
+/* At a step boundary: 0, or the stop line's exit code. */
+static int stop_between(struct ctx *c, const char *next)
+{
+    if (!stop_signal())
+        return 0;
+    if (next && c->last_slug)
+        return say_stopped(c, "after %s, before %s started: nothing more runs", c->last_slug, next);
+    if (next)
+        return say_stopped(c, "before %s started: nothing ran", next);
+    return say_stopped(c, "%s", c->last_slug ? "after the last migration" : "before any migration ran");
+}
+
 /* While a child runs: renew, and stop it at once when the lock is lost. */
 static int renew_tick(void *ud)
 {
@@ -157,21 +271,82 @@ static int hold(struct ctx *c, const char *what)
     return EXIT_LOCK;
 }
 
-/* 0, EXIT_LOCK (the lock is gone: not written), EXIT_DENIED (admission
- * refused it) or EXIT_CLUSTER. */
-static int write_record(struct ctx *c, const char *slug, struct record *r)
+static void new_record(struct ctx *c, const struct step *s, enum rec_state st, struct record *r);
+
+/* The bytes slug's record takes in the ledger as read (0 when none): a
+ * new record of it replaces them. */
+static size_t old_bytes(const struct ctx *c, const char *slug)
+{
+    const struct ledger_entry *e = ledger_find_entry(&c->l, slug);
+    return e ? e->bytes : 0;
+}
+
+/* Past LEDGER_SHRINK_AT failed records are written shrunk (record.h). */
+static int shrinking(const struct ctx *c) { return c->ledger_bytes > LEDGER_SHRINK_AT; }
+
+/* The ledger has no room for a record: exit 13, naming the size, the limit
+ * and the way out. */
+static int ledger_full(struct ctx *c, const char *slug, size_t need, size_t have, int ran)
+{
+    log_fatal("%s %s: its record may take up to %zu bytes, and the ledger %s/%s holds %zu of "
+              "its %d-byte limit (%d kept free): %s. Make room: failed records are the large "
+              "ones (cozy-migrate status --failed); running each again once fixed (run --only "
+              "SLUG) or skipping it (cozy-migrate skip SLUG --reason TEXT) rewrites it in a few "
+              "hundred bytes (README: The ledger, growth budget)", ran ? "recording" : "not running",
+              slug, need, c->loc.ns, c->loc.name, have, LEDGER_LIMIT, LEDGER_RESERVE,
+              ran ? "the apiserver refused it as too large; it is not recorded and runs again next time"
+                  : "it would run with no room to record its outcome, so nothing ran (exit 13)");
+    return EXIT_LEDGER_FULL;
+}
+
+/* Before a migration runs: room for the largest record its outcome can
+ * write (an ok one; a failed one too unless on-error=abort, which records
+ * nothing on failure), shrunk when the ledger is past LEDGER_SHRINK_AT. */
+static int room_for(struct ctx *c, const struct step *s)
+{
+    if (c->o->k.dry_run)
+        return 0;
+    struct record *base = malloc(sizeof *base);
+    if (!base) {
+        log_fatal("out of memory");
+        return EXIT_FAILED;
+    }
+    new_record(c, s, REC_OK, base);
+    snprintf(base->runner, sizeof base->runner, "%s", c->lk.holder);
+    int may_fail = s->m && s->m->h.on_error != ON_ERROR_ABORT;
+    size_t max = record_max_bytes(base, may_fail, shrinking(c));
+    free(base);
+    size_t need = ledger_key_bytes(s->slug) + max;
+    size_t have = c->ledger_bytes - old_bytes(c, s->slug);
+    if (max && have + need + LEDGER_RESERVE <= LEDGER_LIMIT)
+        return 0;
+    return ledger_full(c, s->slug, need, c->ledger_bytes, 0);
+}
+
+/* 0, EXIT_LOCK (the lock is gone: not written), EXIT_LEDGER_GONE,
+ * EXIT_LEDGER_FULL, EXIT_DENIED (admission refused it) or EXIT_CLUSTER. held: the lock was confirmed for this
+ * write just before (finish_step). */
+static int write_record(struct ctx *c, const char *slug, struct record *r, int held)
 {
     if (c->o->k.dry_run)
         return 0;
     char what[200];
     snprintf(what, sizeof what, "recording %s", slug);
-    int rc = hold(c, what);
+    int rc = held ? 0 : hold(c, what);
     if (rc != 0)
+        return rc;
+    if ((rc = protect_once(c)) != 0)
         return rc;
     char err[ERRLINE_MAX];
     snprintf(r->runner, sizeof r->runner, "%s", c->lk.holder);
+    if (r->state == REC_FAILED && shrinking(c))
+        record_shrink(r);
     struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
     enum ledger_rc lrc = ledger_write(&c->loc, &e, 1, err, sizeof err);
+    if (lrc == LEDGER_GONE)
+        return ledger_gone(c, what);
+    if (lrc == LEDGER_FULL)
+        return ledger_full(c, slug, ledger_entry_bytes(&e, 1), c->ledger_bytes, 1);
     if (lrc == LEDGER_UNAVAILABLE) {
         /* Retried as long as the lock is certain, and no longer: a record
          * landing after another runner took over would lie. When the hold
@@ -190,10 +365,11 @@ static int write_record(struct ctx *c, const char *slug, struct record *r)
         log_fatal("recording %s: %s", slug, err);
         return lrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
     }
-    c->ledger_bytes += ledger_entry_bytes(&e, 1);
-    if (!c->size_warned && c->ledger_bytes > LEDGER_LIMIT * 8 / 10) {
+    c->ledger_bytes += ledger_entry_bytes(&e, 1) - old_bytes(c, slug);
+    if (!c->size_warned && shrinking(c)) {
         c->size_warned = 1;
-        log_warn("the ledger %s/%s holds about %zu KiB, past 80%% of the 1 MiB object limit",
+        log_warn("the ledger %s/%s holds about %zu KiB, past 80%% of the 1 MiB object limit: "
+                 "failed records are written shrunk from now on (README: The ledger, growth budget)",
                  c->loc.ns, c->loc.name, c->ledger_bytes / 1024);
     }
     return 0;
@@ -288,7 +464,7 @@ static int skipped_step(struct ctx *c, const struct step *s, size_t k, size_t n)
         progress(k, n, s->tier, s->slug, "would record skipped (dry run)", -1, r.message);
         return 0;
     }
-    int rc = write_record(c, s->slug, &r);
+    int rc = write_record(c, s->slug, &r, 0);
     if (rc != 0)
         return rc;
     progress(k, n, s->tier, s->slug, "skipped by the operator, recorded", -1, r.message);
@@ -397,6 +573,8 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
         c->lock_lost = 1;
         log_error("%s", err);
     }
+    if (!o->k.dry_run && !c->lock_lost)
+        c->loc.deadline = now_mono() + lock_left(&c->lk);
     if (c->lock_lost || aborted) {
         log_fatal("lost the runner lock while %s ran: it was stopped and is not recorded "
                   "(it runs again next time)", s->slug);
@@ -405,7 +583,7 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
     if (ok) {
         progress(k, n, s->tier, s->slug, o->k.dry_run ? "ok (dry run)" : "ok", r->duration_ms,
                  summary);
-        if ((rc = write_record(c, s->slug, r)) != 0)
+        if ((rc = write_record(c, s->slug, r, !o->k.dry_run)) != 0)
             return rc;
         event(c, "Normal", "MigrationSucceeded", "%s (%s, batch %s) succeeded in %ld ms%s%s",
               s->slug, s->tier, s->batch, r->duration_ms, summary ? ", " : "",
@@ -426,7 +604,7 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
                   next_time(c, s->slug));
         return EXIT_FAILED;
     }
-    if ((rc = write_record(c, s->slug, r)) != 0)
+    if ((rc = write_record(c, s->slug, r, 0)) != 0)
         return rc;
     *failed_warn = 1;
     return 0;
@@ -441,10 +619,12 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
                  -1, NULL);
         return 0;
     }
+    int rc = room_for(c, s);
+    if (rc != 0)
+        return rc;
     char what[200];
     snprintf(what, sizeof what, "starting %s", s->slug);
-    int rc = hold(c, what);
-    if (rc != 0)
+    if ((rc = hold(c, what)) != 0)
         return rc;
     /* a shell child's kubectl reaches the runner's cluster only, as the
      * runner's identity */
@@ -474,8 +654,10 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         .kube = &o->k,
         .tick = o->k.dry_run ? NULL : renew_tick,
         .lease_until_us = o->k.dry_run ? NULL : lock_watch(&c->lk),
-        /* Renew well inside the lease, however short it is. */
-        .tick_every = o->lease_duration / 4.0 < 2 ? o->lease_duration / 4.0 : 2,
+        /* Often enough to renew well inside the lease, however short it
+         * is, and to read the Lease back every LOCK_CHECK_S (lock_renew
+         * paces both). */
+        .tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S,
         .ud = c,
         .remove_on_orphan = *kp.path ? kp.path : NULL, /* operator */
     };
@@ -485,6 +667,13 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     struct child_result res;
     child_run(&spec, &res);
     kubeconfig_private_remove(&kp);
+    if (stop_signal()) {
+        /* Whatever it reported, it ran while the runner was told to stop:
+         * nothing is recorded for it. */
+        child_result_free(&res);
+        return say_stopped(c, "while %s %s ran: it was stopped and is not recorded (it runs again "
+                           "next time)", s->tier, s->slug);
+    }
     struct record r;
     int ok = res.outcome == CHILD_OK;
     new_record(c, s, ok ? REC_OK : REC_FAILED, &r);
@@ -530,13 +719,17 @@ static int run_steps(struct ctx *c, struct plan *p)
         if (s->kind == STEP_SKIP)
             continue;
         k++;
+        int stopped = stop_between(c, s->slug);
+        if (stopped)
+            return stopped;
+        c->last_slug = s->slug;
         if (s->kind == STEP_RECORD_REVOKED) {
             struct record r;
             new_record(c, s, REC_REVOKED, &r);
             progress(k, n, s->tier, s->slug,
                      c->o->k.dry_run ? "revoked, would record revoked (dry run)" : "revoked, recorded",
                      -1, NULL);
-            int rc = write_record(c, s->slug, &r);
+            int rc = write_record(c, s->slug, &r, 0);
             if (rc != 0)
                 return rc;
             event(c, "Normal", "MigrationRevoked", "%s is revoked and will never run", s->slug);
@@ -575,7 +768,7 @@ static int read_and_plan(struct ctx *c, struct plan *p)
 {
     int rc;
     plan_free(p);
-    if ((rc = read_ledger(c)) != 0)
+    if ((rc = read_ledger(c)) != 0 || (rc = check_ledger(c)) != 0)
         return rc;
     now_rfc3339(c->now);
     if (plan_build(&c->t, &c->l, &c->po, p) != 0) {
@@ -609,6 +802,12 @@ static int seed(struct ctx *c, struct plan *p)
         for (size_t i = 0; i < p->nseed; i++)
             snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
         enum ledger_rc rc = ledger_create(&c->loc, p->seed, p->nseed, err, sizeof err);
+        if (rc == LEDGER_FULL) {
+            log_fatal("creating the ledger %s/%s: its %zu fresh-install records do not fit in "
+                      "the %d-byte object limit: %s", c->loc.ns, c->loc.name, p->nseed,
+                      LEDGER_LIMIT, err);
+            return EXIT_LEDGER_FULL;
+        }
         if (rc == LEDGER_ERROR || rc == LEDGER_DENIED) {
             log_fatal("creating the ledger %s/%s: %s", c->loc.ns, c->loc.name, err);
             return rc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
@@ -629,9 +828,17 @@ static int seed(struct ctx *c, struct plan *p)
                  "skipped-fresh-install; %s%s",
                  c->loc.ns, c->loc.name, p->nseed, o->only ? "running only --only " : "nothing to run",
                  o->only ? o->only : "");
-        if (read_ledger(c) == 0)
+        if (read_ledger(c) == 0) {
             event(c, "Normal", "LedgerCreated", "fresh install: %zu migrations recorded as "
                   "skipped-fresh-install", p->nseed);
+            if (c->l.exists && lock_note_ledger(&c->lk, c->l.uid, err, sizeof err) != 0) {
+                c->lock_lost = 1;
+                log_error("%s", err);
+                log_fatal("stopping after creating the ledger: this runner no longer holds the "
+                          "lock (exit 5)");
+                return EXIT_LOCK;
+            }
+        }
         return 0;
     }
     if (p->nseed) {
@@ -645,11 +852,22 @@ static int seed(struct ctx *c, struct plan *p)
             return held;
         for (size_t i = 0; i < p->nseed; i++)
             snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
+        if ((held = protect_once(c)) != 0)
+            return held;
         enum ledger_rc wrc = ledger_write(&c->loc, p->seed, p->nseed, err, sizeof err);
+        if (wrc == LEDGER_GONE)
+            return ledger_gone(c, "seeding legacy records");
+        if (wrc == LEDGER_FULL) {
+            log_fatal("seeding legacy records: %zu of them do not fit in the ledger %s/%s "
+                      "(%zu of its %d-byte limit used): %s", p->nseed, c->loc.ns, c->loc.name,
+                      c->ledger_bytes, LEDGER_LIMIT, err);
+            return EXIT_LEDGER_FULL;
+        }
         if (wrc != LEDGER_OK) {
             log_fatal("seeding legacy records: %s", err);
             return wrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
         }
+        c->ledger_bytes += ledger_entry_bytes(p->seed, p->nseed);
         out_line("legacy: recorded %zu migrations below version %ld as legacy", p->nseed,
                  c->l.version);
         event(c, "Normal", "LegacySeeded", "%zu legacy migrations below version %ld recorded",
@@ -661,8 +879,7 @@ static int seed(struct ctx *c, struct plan *p)
 static void ctx_free(struct ctx *c)
 {
     free(c->ran);
-    if (c->lk.held)
-        lock_release(&c->lk);
+    lock_release(&c->lk);
     ledger_free(&c->l);
     tree_free(&c->t);
     rest_free(c->rest);
@@ -710,6 +927,9 @@ static int take_lock(struct ctx *c)
     int busy = 0;
     if (lock_acquire(&c->lk, c->rest, o->k.ledger_namespace, o->k.lease_name, o->lease_duration,
                      o->lock_timeout, &busy, err, sizeof err) != 0) {
+        if (stop_signal())
+            return say_stopped(c, "while waiting for the runner lock %s/%s: nothing ran",
+                               o->k.ledger_namespace, o->k.lease_name);
         if (busy)
             log_fatal("the runner lock %s/%s is %s; gave up after %gs", o->k.ledger_namespace,
                       o->k.lease_name, err, o->lock_timeout);
@@ -759,6 +979,9 @@ int runner_run(const struct runner_opts *o)
     if (!p.fresh_install || o->only)
         rc = run_steps(&c, &p);
 out:
+    /* A stop that cut a request short ends here, with its line. */
+    if (stop_signal())
+        rc = stop_between(&c, NULL);
     plan_free(&p);
     ctx_free(&c);
     return rc;
@@ -790,11 +1013,30 @@ int runner_status(const struct runner_opts *o)
     struct manifest man;
     memset(&man, 0, sizeof man);
     int have_man = 0;
+    char err[ERRLINE_MAX];
     int rc = open_ctx(&c, o, 0, &have_tree);
     if (rc != 0 || (rc = read_ledger(&c)) != 0)
         goto out;
+    /* The growth budget (README "The ledger"): past LEDGER_SHRINK_AT it
+     * needs a person before it is full. */
+    int needs_person = c.l.exists && shrinking(&c);
+    /* An absent ledger the Lease says existed: a run refuses (exit 12). */
+    char mark[64] = "";
+    if (!c.l.exists &&
+        lock_read_ledger_mark(c.rest, c.loc.ns, o->k.lease_name, mark, sizeof mark, err,
+                              sizeof err) == 0 && *mark)
+        log_warn("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
+                 "one (uid %s): it was deleted, and a run refuses (exit 12) until it is restored "
+                 "(README: The ledger)", c.loc.ns, c.loc.name, c.loc.ns, o->k.lease_name, mark);
+    needs_person |= *mark != '\0';
+    if (c.l.exists && shrinking(&c))
+        log_warn("the ledger %s/%s holds %zu of its %d-byte limit (%zu%%): failed records are "
+                 "written shrunk, and a migration whose largest record cannot fit is not run "
+                 "(exit 13); make room by running again or skipping the failed migrations "
+                 "(README: The ledger, growth budget)", c.loc.ns, c.loc.name, c.l.bytes,
+                 LEDGER_LIMIT, c.l.bytes * 100 / LEDGER_LIMIT);
     struct status_view v = {.l = &c.l, .t = have_tree ? &c.t : NULL};
-    char err[ERRLINE_MAX], *version_problem[2];
+    char *version_problem[2];
     char vp[200], bp[700];
     if (have_tree && c.l.exists) {
         static const char *const tiers[] = {"pre-apply", "background"};
@@ -851,7 +1093,7 @@ int runner_status(const struct runner_opts *o)
     if (need < 0) {
         log_fatal("out of memory");
         rc = EXIT_FAILED;
-    } else if (o->failed_only && need > 0) {
+    } else if (o->failed_only && (need > 0 || needs_person)) {
         rc = EXIT_FAILED;
     }
 out:
@@ -889,6 +1131,9 @@ int runner_skip(const struct runner_opts *o)
                      p.s[i].why);
     }
 out:
+    if (stop_signal())
+        rc = say_stopped(&c, "%s", rc == 0 ? "after the skip was recorded"
+                                           : "before the skip was recorded: nothing recorded");
     plan_free(&p);
     ctx_free(&c);
     return rc;

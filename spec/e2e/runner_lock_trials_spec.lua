@@ -206,8 +206,10 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
   it('gives up a ledger write throttled past the lease, and records nothing more', function()
     local ns, _, log = case()
     local t = tree(SLUGS, log)
+    -- the first PATCH gives the ledger its label and keep annotation, the
+    -- second records m1; m2's record is the one throttled
     proxy.faults(p, { string.format('method=PATCH,path=/api/v1/namespaces/%s/configmaps/cozystack-version,' ..
-      'action=429,retry-after=5,skip=1', ns) })
+      'action=429,retry-after=5,skip=2', ns) })
     local a = start('a', t, ns, '--kubeconfig ' .. h.q(p.kubeconfig))
     wait_log(log, 'end %d+ m2', 'm2 to end')
     local b = finish(start('b', t, ns, '--lock-timeout 60s'))

@@ -400,4 +400,242 @@ function M.span_problems(spans, slugs)
   return problems
 end
 
+-- ---- faults of round two: signals, clocks, a deleted Lease or ledger ---------
+
+-- pid1(cmd): cmd as PID 1 of a PID namespace of its own, as in the hook's
+-- container (root: unshare --pid --fork; with hostname, a UTS namespace of
+-- that name too). T.start(T.pid1(...)).pid is unshare's; its one child is
+-- the PID 1 process (pid1_of).
+function M.pid1(cmd, hostname)
+  if hostname then
+    return string.format('unshare --pid --fork --uts sh -c %s',
+      h.q('hostname ' .. hostname .. ' && exec ' .. cmd))
+  end
+  return 'unshare --pid --fork ' .. cmd
+end
+
+-- pid1_of(p): the pid (in our namespace) of the PID 1 that p's unshare
+-- forked, once it runs, or nil.
+function M.pid1_of(p)
+  local pid
+  h.eventually(5, function()
+    pid = M.children(p.pid)[1]
+    return pid ~= nil
+  end)
+  return pid
+end
+
+M.skewclock = h.root .. '/build/skewclock.so'
+
+-- skewed(cmd, secs): cmd with its wall clock (CLOCK_REALTIME, time(),
+-- gettimeofday) secs seconds off (tools/skewclock, LD_PRELOAD); its
+-- monotonic clock untouched.
+function M.skewed(cmd, secs)
+  assert(io.open(M.skewclock), M.skewclock .. ' is not built (make build/skewclock.so)')
+  -- an ASan build refuses a preloaded library ahead of its runtime otherwise
+  local asan = os.getenv('ASAN_OPTIONS')
+  return string.format('env LD_PRELOAD=%s SKEWCLOCK_S=%d%s %s', h.q(M.skewclock), secs,
+    asan and (' ASAN_OPTIONS=' .. h.q(asan .. ':verify_asan_link_order=0')) or '', cmd)
+end
+
+-- micro(t) -> seconds: a Lease MicroTime ("2026-01-02T03:04:05.123456Z").
+function M.micro(t)
+  local y, mo, d, hh, mm, ss, frac = (t or ''):match('^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)%.?(%d*)Z$')
+  if not y then return nil end
+  local days = os.time({ year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = 12 }) // 86400
+  return days * 86400 + tonumber(hh) * 3600 + tonumber(mm) * 60 + tonumber(ss) +
+    (frac ~= '' and tonumber('0.' .. frac) or 0)
+end
+
+function M.wall()
+  local p = io.popen('date +%s.%N')
+  local t = tonumber(p:read('l'))
+  p:close()
+  return t
+end
+
+-- beats(ns, slugs, log, {secs=, before=, after=}) -> dir: shell migrations
+-- that log "start|beat|end RUNNER SLUG WALLTIME" to log (RUNNER: the pid of
+-- the runner, passed as $RUNNER through --pass-env RUNNER), a beat every
+-- 0.1 s for secs (default 1), with shell `before`/`after` per slug.
+function M.beats(slugs, log, o)
+  o = o or {}
+  local scripts = {}
+  for _, slug in ipairs(slugs) do
+    scripts[slug] = { shell = true, body = string.format([[
+log=%s
+stamp() { echo "$1 ${RUNNER:-?} $MIGRATION_SLUG $(date +%%s.%%N)" >>"$log"; }
+stamp start
+%s
+for _ in $(seq %d); do sleep 0.1; stamp beat; done
+stamp end
+%s]], h.q(log), (o.before or {})[slug] or '', math.floor((o.secs or 1) * 10), (o.after or {})[slug] or '') }
+  end
+  return require('support.fixture').tree({ batches = { { '00001-v1.0.0', slugs } }, scripts = scripts })
+end
+
+-- with_runner_pid(cmd) -> cmd (a runner's `env ... run ...` line) that
+-- exports RUNNER=<the runner's pid> and passes it on to shell migrations.
+function M.with_runner_pid(cmd)
+  return string.format('sh -c %s', h.q('RUNNER=$$; export RUNNER; exec ' .. cmd .. ' --pass-env RUNNER'))
+end
+
+-- beat_spans(log) -> sorted {runner=, slug=, from=, to=, ended=}: a span
+-- that never ended (killed) lasted until at most a beat after its last line.
+function M.beat_spans(log)
+  local by, out = {}, {}
+  for kind, who, slug, t in h.slurp(log):gmatch('(%a+) (%S+) (%S+) ([%d.]+)\n') do
+    t = tonumber(t)
+    local key = who .. ' ' .. slug
+    local sp = by[key]
+    if kind == 'start' or not sp then
+      sp = { runner = who, slug = slug, from = t, to = t + 0.15, ended = false }
+      by[key] = sp
+      out[#out + 1] = sp
+    end
+    if kind == 'beat' then sp.to = t + 0.15 end
+    if kind == 'end' then sp.to, sp.ended = t, true end
+  end
+  table.sort(out, function(a, b) return a.from < b.from end)
+  return out
+end
+
+-- Problems: two spans that overlap, except that a span of runner `lost`
+-- that began by wall time `lost_at` may run on until `grace_until` (the
+-- migration in flight of a runner whose Lease was force-deleted at
+-- lost_at: its next read-back stops it, and it is not recorded).
+function M.overlaps(spans, lost, lost_at, grace_until)
+  local problems = {}
+  for i = 1, #spans do
+    for j = i + 1, #spans do
+      local a, b = spans[i], spans[j]
+      if a.from < b.to and b.from < a.to then
+        local excused = false
+        for _, x in ipairs({ a, b }) do
+          local y = x == a and b or a
+          if lost and x.runner == lost and y.runner ~= lost and x.from <= lost_at and x.to <= grace_until then
+            excused = true
+          end
+        end
+        if not excused then
+          problems[#problems + 1] = string.format('%s of %s [%.3f, %.3f] overlaps %s of %s [%.3f, %.3f]',
+            a.slug, a.runner, a.from, a.to, b.slug, b.runner, b.from, b.to)
+        end
+      end
+    end
+  end
+  return problems
+end
+
+-- Problems: spans of runner `who` that began after wall time t, or ran on
+-- past t + slack (what a runner that lost its lock at t may not do).
+function M.after_problems(spans, who, t, slack)
+  local problems = {}
+  for _, sp in ipairs(spans) do
+    if sp.runner == who and sp.from > t then
+      problems[#problems + 1] = string.format('%s started %.3fs after the lock was lost', sp.slug, sp.from - t)
+    elseif sp.runner == who and sp.to > t + slack then
+      problems[#problems + 1] = string.format('%s ran on %.3fs after the lock was lost', sp.slug, sp.to - t)
+    end
+  end
+  return problems
+end
+
+-- Problems: a record written by a runner other than the one whose run of
+-- that slug ended last (records: T.records; runner: the pid in the span).
+function M.writer_problems(recs, spans)
+  local problems = {}
+  for slug, r in pairs(recs) do
+    local last
+    for _, sp in ipairs(spans) do if sp.slug == slug and sp.ended then last = sp end end
+    local pid = type(r.runner) == 'string' and r.runner:match('^[^/]*/(%d+)/')
+    if not last then
+      problems[#problems + 1] = slug .. ' is recorded but no run of it ended'
+    elseif pid ~= last.runner then
+      problems[#problems + 1] = string.format('%s was recorded by runner %s, but runner %s ran it last',
+        slug, tostring(pid), last.runner)
+    end
+  end
+  return problems
+end
+
+-- records(c, ns) -> {slug = decoded record} (kubectl + the json module; the
+-- values checked by T.ledger with jq first), or nil when there is no ledger.
+function M.records(c, ns)
+  local res = c.kubectl('get configmap cozystack-version -n ' .. ns .. ' -o json')
+  if res.code ~= 0 then return nil end
+  local out = {}
+  for k, v in pairs(json.decode(res.out).data or {}) do
+    if k:sub(1, 2) == 'm.' then
+      local ok, r = pcall(json.decode, v)
+      out[k:sub(3)] = ok and r or { state = 'UNPARSEABLE' }
+    end
+  end
+  return out
+end
+
+-- lease(c, ns) -> the runner's Lease, or nil when there is none.
+function M.lease(c, ns)
+  local res = c.kubectl('get lease cozystack-version-lock -n ' .. ns .. ' -o json')
+  if res.code ~= 0 then return nil end
+  return json.decode(res.out)
+end
+
+-- Problems: a Lease a run left held, terminating or carrying our finalizer.
+function M.release_problems(lease)
+  if not lease then return {} end
+  local problems = {}
+  if (lease.spec.holderIdentity or '') ~= '' then
+    problems[#problems + 1] = 'the Lease is still held by ' .. lease.spec.holderIdentity
+  end
+  if lease.metadata.deletionTimestamp then problems[#problems + 1] = 'the Lease is left terminating' end
+  for _, f in ipairs(lease.metadata.finalizers or {}) do
+    problems[#problems + 1] = 'the Lease keeps the finalizer ' .. f
+  end
+  return problems
+end
+
+-- Problems: a run stopped by sig that did not exit 128 + its number, or did
+-- not say on one line which signal stopped it in which migration (slug nil:
+-- between migrations).
+function M.stop_problems(code, err, sig, slug)
+  local nums = { TERM = 15, INT = 2, HUP = 1 }
+  local problems = {}
+  if code ~= 128 + nums[sig] then
+    problems[#problems + 1] = string.format('exit %s, not %d', tostring(code), 128 + nums[sig])
+  end
+  local said = 0
+  for line in (err or ''):gmatch('[^\n]+') do
+    if line:find('stopped by SIG' .. sig, 1, true) and (not slug or line:find(' ' .. slug .. ' ', 1, true)) then
+      said = said + 1
+    end
+  end
+  if said ~= 1 then
+    problems[#problems + 1] = string.format('%d lines say the run was stopped by SIG%s%s', said, sig,
+      slug and (' in ' .. slug) or '')
+  end
+  return problems
+end
+
+-- Problems: a record skipped-fresh-install (in a cluster that ran before,
+-- every one of them would be a lie: a migration that never ran, done).
+function M.fresh_problems(recs)
+  local problems = {}
+  for slug, r in pairs(recs or {}) do
+    if r.state == 'skipped-fresh-install' then
+      problems[#problems + 1] = slug .. ' is recorded skipped-fresh-install'
+    end
+  end
+  return problems
+end
+
+-- Problems: a migration that ran (its marker exists) without a record.
+function M.unrecorded_problems(recs, markers)
+  local problems = {}
+  for slug in pairs(markers) do
+    if not (recs or {})[slug] then problems[#problems + 1] = slug .. ' ran and is not recorded' end
+  end
+  return problems
+end
+
 return M
