@@ -179,7 +179,12 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
   end)
 
   it('renders the --only and background Jobs only when asked, with the same pod and a deadline', function()
-    assert.are.equal(3, #rendered(''))
+    -- a default render is the hook and the Jobs' ServiceAccount, nothing else
+    local kinds = {}
+    for _, d in ipairs(rendered('')) do kinds[#kinds + 1] = d.kind .. '/' .. d.metadata.name end
+    table.sort(kinds)
+    assert.are.same({ 'ClusterRoleBinding/cozystack-migrations-cozy-system', 'ClusterRoleBinding/cozystack-migrations-jobs-cozy-system',
+      'Job/cozystack-migrations', 'ServiceAccount/cozystack-migrations', 'ServiceAccount/cozystack-migrations-jobs' }, kinds)
     local only = kind(rendered('--set migrations.only=adopt-a --show-only templates/migrations-only.yaml'), 'Job')
     local bg = kind(rendered('--set migrations.backgroundJob=true --show-only templates/migrations-background.yaml'), 'Job')
     assert.are.same({ name = 'ONLY', value = 'adopt-a' }, env_of(only).ONLY)
@@ -187,6 +192,8 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     local hook = kind(rendered(''), 'Job')
     for _, j in ipairs({ only, bg }) do
       assert.is_nil(j.metadata.annotations, 'not a hook')
+      -- an ordinary release resource: there between upgrades, unlike the hook's
+      assert.are.equal('cozystack-migrations-jobs', j.spec.template.spec.serviceAccountName)
       assert.are.equal(0, j.spec.backoffLimit)
       assert.is_true(j.spec.activeDeadlineSeconds > lock_timeout(j))
       local c, hc = container(j), container(hook)
@@ -204,15 +211,15 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     local ns = h.kubectl('get namespace cozy-system')
     if ns.code ~= 0 then h.must(h.kubectl('create namespace cozy-system')) end
     local all = h.must(template('--set migrations.only=adopt-a --set migrations.backgroundJob=true')).out
-    local files = { DEPLOY .. '/hook-job.yaml', DEPLOY .. '/only-job.yaml', DEPLOY .. '/background-job.yaml',
-      h.write(os.tmpname() .. '.yaml', all) }
+    local files = { DEPLOY .. '/hook-job.yaml', DEPLOY .. '/jobs-rbac.yaml', DEPLOY .. '/only-job.yaml',
+      DEPLOY .. '/background-job.yaml', h.write(os.tmpname() .. '.yaml', all) }
     for _, f in ipairs(files) do
       local res = h.kubectl('apply --dry-run=server -f ' .. h.q(f))
       assert.are.equal(0, res.code, f .. ': ' .. res.err)
       assert.matches('(server dry run)', res.out, 1, true)
     end
     -- and the server does check: a broken Job is refused
-    local bad = h.write(os.tmpname() .. '.yaml', (h.slurp(files[3]):gsub('backoffLimit: 0', 'backoffLimit: many')))
+    local bad = h.write(os.tmpname() .. '.yaml', (h.slurp(files[4]):gsub('backoffLimit: 0', 'backoffLimit: many')))
     assert.are_not.equal(0, h.kubectl('apply --dry-run=server -f ' .. h.q(bad)).code)
   end)
 end)

@@ -53,10 +53,10 @@
 {{- join "," $out -}}
 {{- end -}}
 
-{{- /* The pod template's spec. Call with (dict "root" $ "args" LIST "env" LIST). */ -}}
+{{- /* The pod template's spec. Call with (dict "root" $ "sa" NAME "args" LIST "env" LIST). */ -}}
 {{- define "cozy-migrate.pod" -}}
 {{- $m := .root.Values.migrations -}}
-serviceAccountName: {{ $m.serviceAccount }}
+serviceAccountName: {{ .sa }}
 restartPolicy: Never
 securityContext: {runAsNonRoot: true, runAsUser: 65534, runAsGroup: 65534}
 containers:
