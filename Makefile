@@ -16,7 +16,8 @@ OBJS    := $(patsubst host/%.c,build/obj/%.o,$(SRCS))
 AOBJS   := $(patsubst host/%.c,build/asan/obj/%.o,$(SRCS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps test asan bench reliability fuzz valgrind demo clean testenv-build lint manifest install
+.PHONY: all deps test asan bench reliability fuzz valgrind demo clean testenv-build lint manifest install \
+        helm image cluster-test
 
 all: deps build/cozy-migrate
 
@@ -91,6 +92,25 @@ install: build/cozy-migrate
 	cp -R "$(MIGRATIONS_TREE)/legacy-sh" "$(SHARE)/legacy-sh"
 	@$(MAKE) --no-print-directory manifest ORDER_OUT="$(SHARE)/migrations/order.d"
 	chmod -R a+rX "$(SHARE)"
+
+# helm from its Go module (tools/helm), the chart's test tool; make test
+# builds it too (testenv-build).
+helm: deps
+	@tools/testenv build helm
+
+# The hook's image from the Dockerfile, with buildah on local base images made
+# with debootstrap (tools/image); loaded into the cluster's containerd when
+# `tools/testenv cluster up` is running. IMAGE_TAG names it.
+IMAGE_TAG ?= localhost/cozy-migrate:dev
+image: all
+	@TESTENV_CLUSTER=1 tools/deps
+	@load=""; if tools/testenv cluster status >/dev/null 2>&1; then load=--load; fi; \
+	  tools/image build --tag "$(IMAGE_TAG)" $$load
+
+# The upgrade lane on a real single-node cluster (tools/cluster-test; the
+# README's "The upgrade lane" has what it does and costs).
+cluster-test: all
+	@tools/cluster-test
 
 bench: all testenv-build
 	@tools/bench/run
