@@ -102,7 +102,7 @@ helm: deps
 # with debootstrap (tools/image); loaded into the cluster's containerd when
 # `tools/testenv cluster up` is running. IMAGE_TAG names it.
 IMAGE_TAG ?= localhost/cozy-migrate:dev
-image: all
+image: deps
 	@TESTENV_CLUSTER=1 tools/deps
 	@load=""; if tools/testenv cluster status >/dev/null 2>&1; then load=--load; fi; \
 	  tools/image build --tag "$(IMAGE_TAG)" $$load

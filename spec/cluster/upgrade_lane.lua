@@ -97,13 +97,19 @@ local function stop_watch(w, name)
   return job
 end
 
-local function step(name, res)
+local function note(name, seconds, what)
   local f = assert(io.open(LANE .. '/steps.txt', 'a'))
-  local job = res.job or {}
-  f:write(string.format('  %-44s %8.1fs  (hook Job %s%s)\n', name, res.seconds or 0,
-    job.seconds and (job.seconds .. ' s') or 'not seen',
-    job.failed and (', failed after ' .. (job.pods_failed or 0) .. ' failed pod(s)') or ''))
+  f:write(string.format('  %-52s %8.1fs%s\n', name, seconds or 0, what and ('  (' .. what .. ')') or ''))
   f:close()
+end
+
+local function step(name, res)
+  local job, what = res.job
+  if job then
+    what = 'hook Job ' .. (job.seconds and (job.seconds .. ' s') or 'not seen') ..
+      (job.failed and (', failed after ' .. (job.pods_failed or 0) .. ' failed pod(s)') or '')
+  end
+  note(name, res.seconds, what)
 end
 
 local function upgrade(rel, extra)
@@ -254,12 +260,10 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     local t = now()
     h.must(kc('apply -f ' .. h.q(file)))
     local waited = kc('wait --for=condition=complete job/cozystack-migration-only -n ' .. NS .. ' --timeout=180s')
-    local res = { seconds = now() - t, job = {} }
+    local seconds = now() - t
     local job = kc_json('get job cozystack-migration-only -n ' .. NS)
-    if job.status.completionTime then
-      res.job.seconds = epoch(job.status.completionTime) - epoch(job.status.startTime)
-    end
-    step('the --only Job (re-run lane-label-tenant)', res)
+    note('the --only Job (re-run lane-label-tenant)', seconds, job.status.completionTime and
+      ('Job ' .. (epoch(job.status.completionTime) - epoch(job.status.startTime)) .. ' s'))
     assert.are.equal(0, waited.code, waited.out .. waited.err .. kc('logs -n ' .. NS .. ' job/cozystack-migration-only').out)
     local r = record('lane-label-tenant')
     assert.are.equal('ok', r.state)
@@ -276,10 +280,17 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     local t = now()
     h.must(h.run(string.format('( %s exec env HELM_CACHE_HOME=%s %s upgrade --install --wait --timeout %ds %s >%s 2>&1; echo $? >%s ) &',
       CLUSTER, h.q(LANE .. '/helm-home/cache'), h.q(HELM), timeout(), chart_args('v1.4.0'), h.q(out), h.q(rc))))
-    assert.is_true(h.eventually(180, function() return markers('started') == 1 end), 'lane-slow-step did not start')
-    local pod = h.must(kc('get pods -n ' .. NS .. ' -l job-name=cozystack-migrations --field-selector=status.phase=Running ' ..
-      '-o jsonpath={.items[0].metadata.name}')).out
-    assert.are_not.equal('', pod)
+    -- the migration has started (its marker) in a pod the kubelet reports
+    -- running (its status may lag the container's start)
+    local pod = ''
+    assert.is_true(h.eventually(180, function()
+      if markers('started') ~= 1 then return false end
+      pod = kc('get pods -n ' .. NS .. ' -l job-name=cozystack-migrations --field-selector=status.phase=Running ' ..
+        "-o jsonpath='{.items[*].metadata.name}'").out
+      return pod:match('^%S+$') ~= nil
+    end), 'lane-slow-step did not start in a running pod')
+    -- the cluster's memory at its fullest: the hook's pod running, and the workload's
+    h.run(CLUSTER .. ' stats >' .. h.q(LANE .. '/memory.txt') .. ' 2>&1')
     -- how the killed pod's container ended, seen while it still exists
     local term = os.tmpname()
     h.must(h.run(string.format("(%s kubectl get pod %s -n %s -w -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}{\"\\n\"}' >%s 2>&1 &)",
@@ -294,10 +305,7 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     res.all = h.slurp(out)
     step('upgrade to E, hook pod deleted mid-migration', res)
     local exit = h.slurp(term):match('(%d+)%s*$')
-    local f = assert(io.open(LANE .. '/steps.txt', 'a'))
-    f:write(string.format('  %-44s %8.1fs  (the killed container exited %s)\n', '  pod deletion to pod gone', gone,
-      exit or '?'))
-    f:close()
+    note('  pod deletion to pod gone', gone, 'the killed container exited ' .. (exit or '?'))
     assert.are.equal(0, res.code, res.all)
     local r = record('lane-slow-step')
     assert.are.equal('ok', r.state)
@@ -325,7 +333,7 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     assert.is_false(absent('clusterrolebinding/cozystack-migrations-' .. NS))
     local t = now()
     local un = helm('uninstall ' .. RELEASE .. ' -n ' .. NS .. ' --wait --timeout 120s')
-    step('helm uninstall', { seconds = now() - t })
+    note('helm uninstall', now() - t)
     assert.are.equal(0, un.code, un.out .. un.err)
     for _, what in ipairs({ 'serviceaccount/cozystack-migrations -n ' .. NS, 'clusterrolebinding/cozystack-migrations-' .. NS,
       'serviceaccount/cozystack-migrations-jobs -n ' .. NS, 'clusterrolebinding/cozystack-migrations-jobs-' .. NS }) do
