@@ -290,7 +290,7 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
       return pod:match('^%S+$') ~= nil
     end), 'lane-slow-step did not start in a running pod')
     -- the cluster's memory at its fullest: the hook's pod running, and the workload's
-    h.run(CLUSTER .. ' stats >' .. h.q(LANE .. '/memory.txt') .. ' 2>&1')
+    h.write(LANE .. '/memory.txt', h.run(CLUSTER .. ' stats').out)
     -- how the killed pod's container ended, seen while it still exists
     local term = os.tmpname()
     h.must(h.run(string.format("(%s kubectl get pod %s -n %s -w -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}{\"\\n\"}' >%s 2>&1 &)",
