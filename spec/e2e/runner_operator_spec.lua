@@ -195,6 +195,7 @@ describe('#e2e operator control', function()
       assert.are.same({}, values.migrations.skip)
       assert.are.equal('', values.migrations.skipReason)
       -- rendered by real helm (spec/release/deploy_spec.lua has the rest)
+      must(h.run(h.q(h.testenv) .. ' build helm'))
       local out = must(h.run(string.format("%s template x %s --show-only templates/migrations-hook.yaml " ..
         "--set 'migrations.skip={first,second}' --set migrations.skipReason=why",
         h.q(h.root .. '/build/testenv/bin/helm'), h.q(h.root .. '/deploy/helm')))).out
