@@ -7,27 +7,52 @@
 # e.g. actions/checkout with fetch-depth: 0). For a release build pass
 # --build-arg ORDER_FLAGS=--check-prefix. A context without .git is
 # accepted only with a prepared migrations/order.d/ (cozy-migrate order run
-# beforehand on a full clone). The README ("Shipping migrations") has the whole workflow.
+# beforehand on a full clone). A platform repository that keeps its own
+# migrations passes --build-arg MIGRATIONS_TREE=<its checkout, inside the
+# context>. The README ("Shipping migrations") has the whole workflow.
+#
+# The base images are build arguments defaulting to the public ones, so a
+# networked CI builds this file as it is; `make image` (tools/image) passes
+# local images made with debootstrap from Debian's packages instead.
+ARG GOLANG_IMAGE=golang:1.24-bookworm
+ARG DEBIAN_IMAGE=debian:12
+ARG RUNTIME_IMAGE=debian:12-slim
 
-FROM golang:1.24-bookworm AS kubectl
+# kubectl for the legacy shell migrations, from the k8s.io/kubernetes module
+# the tests' cluster is built from (tools/cluster), its version stamped as
+# tools/testenv stamps it.
+FROM ${GOLANG_IMAGE} AS kubectl
 WORKDIR /src
 COPY tools/cluster/go.mod tools/cluster/go.sum ./
-RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/kubectl k8s.io/kubernetes/cmd/kubectl
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    ver=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit } $1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit }' go.mod) \
+    && major=${ver#v} && minor=${major#*.} && major=${major%%.*} && minor=${minor%%.*} \
+    && flags="-s -w" \
+    && for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do \
+         flags="$flags -X $p.gitVersion=$ver -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"; \
+       done \
+    && CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -ldflags="$flags" -o /out/kubectl k8s.io/kubernetes/cmd/kubectl \
+    && /out/kubectl version --client | grep -qx "Client Version: $ver"
 
-FROM debian:12 AS build
+FROM ${DEBIAN_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
       gcc make pkg-config git ca-certificates \
       liblua5.4-dev libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev \
     && rm -rf /var/lib/apt/lists/*
-ARG ORDER_FLAGS=
 WORKDIR /src
+# The binary first, from the C sources alone, so a change to the migrations
+# (or a platform's tree) rebuilds only the layers below.
+COPY Makefile ./
+COPY host/ host/
+RUN make build/cozy-migrate
+ARG ORDER_FLAGS=
+ARG MIGRATIONS_TREE=.
 COPY . /src
-# The same targets as a developer's: build, generate order.d/ from the tags,
-# lay out the image's filesystem under /out.
-RUN make build/cozy-migrate \
-    && make install DESTDIR=/out PREFIX=/usr ORDER_FLAGS="$ORDER_FLAGS"
+# The same targets as a developer's: generate order.d/ from the tags and lay
+# out the image's filesystem under /out.
+RUN make install DESTDIR=/out PREFIX=/usr ORDER_FLAGS="$ORDER_FLAGS" MIGRATIONS_TREE="$MIGRATIONS_TREE"
 
-FROM debian:12-slim
+FROM ${RUNTIME_IMAGE}
 # bash runs the shell migrations; /bin/sh becomes bash because Debian's dash
 # has no `set -o pipefail`; jq, coreutils (base64, timeout), sed and awk are
 # what the legacy scripts call.

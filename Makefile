@@ -16,7 +16,8 @@ OBJS    := $(patsubst host/%.c,build/obj/%.o,$(SRCS))
 AOBJS   := $(patsubst host/%.c,build/asan/obj/%.o,$(SRCS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps test asan bench reliability fuzz valgrind demo clean testenv-build lint manifest install
+.PHONY: all deps test asan bench reliability fuzz valgrind demo clean testenv-build lint manifest install \
+        helm image cluster-test
 
 all: deps build/cozy-migrate
 
@@ -63,23 +64,30 @@ lint: all
 # the checkout whose migrations/ and legacy-sh/ ship (a platform repository,
 # or this one); its order.d/ is generated from its git history (ORDER_FLAGS
 # --check-prefix for a release), or taken as prepared when it has none.
+# `manifest` writes to ORDER_OUT (default: the tree's migrations/order.d, for
+# a local run); `install` generates straight into DESTDIR and leaves the
+# tree as it was.
 PREFIX          ?= /usr/local
 DESTDIR         ?=
 MIGRATIONS_TREE ?= .
 ORDER_FLAGS     ?=
+ORDER_OUT       ?= $(MIGRATIONS_TREE)/migrations/order.d
 SHARE            = $(DESTDIR)$(PREFIX)/share/cozy-migrate
 
 manifest: build/cozy-migrate
 	@if git -C "$(MIGRATIONS_TREE)" rev-parse --git-dir >/dev/null 2>&1; then \
-	  build/cozy-migrate order --repo "$(MIGRATIONS_TREE)" $(ORDER_FLAGS); \
+	  build/cozy-migrate order --repo "$(MIGRATIONS_TREE)" --out "$(ORDER_OUT)" $(ORDER_FLAGS); \
 	elif [ -d "$(MIGRATIONS_TREE)/migrations/order.d" ]; then \
 	  echo "manifest: $(MIGRATIONS_TREE) has no git history; using its prepared migrations/order.d"; \
+	  if [ "$(ORDER_OUT)" != "$(MIGRATIONS_TREE)/migrations/order.d" ]; then \
+	    rm -rf "$(ORDER_OUT)" && cp -R "$(MIGRATIONS_TREE)/migrations/order.d" "$(ORDER_OUT)"; \
+	  fi; \
 	else \
 	  echo "manifest: $(MIGRATIONS_TREE) has neither git history nor migrations/order.d (README: Shipping migrations)" >&2; \
 	  exit 1; \
 	fi
 
-install: build/cozy-migrate manifest
+install: build/cozy-migrate
 	install -d "$(SHARE)/bin" "$(DESTDIR)$(PREFIX)/bin"
 	install -m 0755 build/cozy-migrate "$(SHARE)/bin/cozy-migrate"
 	ln -sfn ../share/cozy-migrate/bin/cozy-migrate "$(DESTDIR)$(PREFIX)/bin/cozy-migrate"
@@ -87,7 +95,27 @@ install: build/cozy-migrate manifest
 	cp -R stdlib "$(SHARE)/stdlib"
 	cp -R "$(MIGRATIONS_TREE)/migrations" "$(SHARE)/migrations"
 	cp -R "$(MIGRATIONS_TREE)/legacy-sh" "$(SHARE)/legacy-sh"
+	@$(MAKE) --no-print-directory manifest ORDER_OUT="$(SHARE)/migrations/order.d"
 	chmod -R a+rX "$(SHARE)"
+
+# helm from its Go module (tools/helm), the chart's test tool; make test
+# builds it too (testenv-build).
+helm: deps
+	@tools/testenv build helm
+
+# The hook's image from the Dockerfile, with buildah on local base images made
+# with debootstrap (tools/image); loaded into the cluster's containerd when
+# `tools/testenv cluster up` is running. IMAGE_TAG names it.
+IMAGE_TAG ?= localhost/cozy-migrate:dev
+image: deps
+	@TESTENV_CLUSTER=1 tools/deps
+	@load=""; if tools/testenv cluster status >/dev/null 2>&1; then load=--load; fi; \
+	  tools/image build --tag "$(IMAGE_TAG)" $$load
+
+# The upgrade lane on a real single-node cluster (tools/cluster-test; the
+# README's "The upgrade lane" has what it does and costs).
+cluster-test: all
+	@tools/cluster-test
 
 bench: all testenv-build
 	@tools/bench/run

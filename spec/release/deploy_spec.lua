@@ -1,109 +1,206 @@
--- deploy/: every manifest, and the Helm snippet rendered with its values,
--- is accepted by the real apiserver (kubectl apply --dry-run=server), and
--- the hook's shape holds: hook annotations, backoffLimit, a deadline above
--- the lock wait plus the migrations' timeouts, non-root, the image's
--- entrypoint arguments.
+-- deploy/: the hook's chart (deploy/helm) passes real `helm lint` and is
+-- rendered by real `helm template` (tools/helm's build); deploy/*.yaml are
+-- that rendering, byte for byte; the hook's shape holds (hook annotations,
+-- pull policy, backoff, a deadline above the lock wait plus the
+-- migrations' timeouts, non-root, the failure reason in the termination
+-- message); bad values are refused at render time; and every manifest is
+-- accepted by the real apiserver (kubectl apply --dry-run=server).
 local h = require('support.helpers')
 local yaml = require('yaml')
 
 local DEPLOY = h.root .. '/deploy'
+local CHART = DEPLOY .. '/helm'
+local HELM = h.root .. '/build/testenv/bin/helm'
 
--- The template uses plain {{ .Values.x.y }} substitutions, `| quote`, and
--- one `with`/`toYaml | nindent` block: rendered here without helm.
-local function render(template, values)
-  local function lookup(path)
-    local v = values
-    for k in path:gmatch('[^.]+') do v = v[k] end
-    return v
-  end
-  local out, skipping = {}, false
-  local lines = {}
-  for l in (template .. '\n'):gmatch('([^\n]*)\n') do lines[#lines + 1] = l end
-  local i = 1
-  while i <= #lines do
-    local l = lines[i]
-    local with = l:match('^%s*{{%- with %.Values%.([%w.]+) }}$')
-    if l:match('^{{%- /%*') then
-      while not lines[i]:find('%*/}}') do i = i + 1 end
-    elseif with then
-      local indent = tonumber(lines[i + 1]:match('nindent (%d+)'))
-      local list = lookup(with)
-      for _, e in ipairs(list or {}) do
-        out[#out + 1] = string.rep(' ', indent) .. '- name: ' .. e.name
-        out[#out + 1] = string.rep(' ', indent) .. '  value: ' .. string.format('%q', e.value)
-      end
-      assert(lines[i + 2]:match('{{%- end }}'), 'with block: expected end')
-      i = i + 2
-    else
-      l = l:gsub('{{ %.Values%.([%w.]+) | quote }}', function(p) return string.format('%q', tostring(lookup(p))) end)
-      l = l:gsub('{{ %.Values%.([%w.]+) }}', function(p) return tostring(lookup(p)) end)
-      assert(not l:find('{{', 1, true), 'unrendered: ' .. l)
-      out[#out + 1] = l
-    end
-    i = i + 1
-  end
-  return table.concat(out, '\n') .. '\n'
+local function helm(args)
+  return h.run(h.q(HELM) .. ' ' .. args)
+end
+
+local function template(args)
+  return helm('template cozy-migrate ' .. h.q(CHART) .. ' --namespace cozy-system ' .. (args or ''))
 end
 
 local function docs(text)
   local out = {}
   for doc in ('\n' .. text .. '\n---\n'):gmatch('\n(.-)\n%-%-%-') do
     local d = yaml.decode(doc)
-    if d then out[#out + 1] = d end
+    if type(d) == "table" then out[#out + 1] = d end
   end
   return out
 end
 
-local function duration_s(s)
-  local n, u = s:match('^(%d+)([smh])$')
-  return tonumber(n) * ({ s = 1, m = 60, h = 3600 })[u]
+local function rendered(args)
+  return docs(h.must(template(args), 'helm template').out)
 end
 
-local function job_of(list)
-  for _, d in ipairs(list) do if d.kind == 'Job' then return d end end
+local function kind(list, k)
+  for _, d in ipairs(list) do if d.kind == k then return d end end
+end
+
+local function container(job) return job.spec.template.spec.containers[1] end
+
+local function env_of(job)
+  local env = {}
+  for _, e in ipairs(container(job).env) do env[e.name] = e end
+  return env
 end
 
 local function lock_timeout(job)
-  local args = job.spec.template.spec.containers[1].args
-  for i, a in ipairs(args) do if a == '--lock-timeout' then return duration_s(args[i + 1]) end end
+  local args = container(job).args
+  for i, a in ipairs(args) do
+    if a == '--lock-timeout' then return tonumber(args[i + 1]:match('^(%d+)s$')) end
+  end
 end
 
-describe('deploy/', function()
-  local values, rendered
+describe('deploy/ (the hook chart, rendered by real helm)', function()
+  local values
   setup(function()
-    values = yaml.decode(h.slurp(DEPLOY .. '/helm/values.yaml'))
-    rendered = render(h.slurp(DEPLOY .. '/helm/templates/migrations-hook.yaml'), values)
+    -- make test has built it (testenv-build); a lone run of this spec builds it here
+    h.must(h.run(h.q(h.testenv) .. ' build helm'), 'tools/testenv build helm')
+    values = yaml.decode(h.slurp(CHART .. '/values.yaml')).migrations
   end)
 
-  it('the hook Job is a pre-upgrade,pre-install hook with a backoff and a deadline above its timeouts', function()
-    for _, text in ipairs({ h.slurp(DEPLOY .. '/hook-job.yaml'), rendered }) do
-      local list = docs(text)
-      assert.are.equal(3, #list)
-      for _, d in ipairs(list) do
-        assert.are.equal('pre-upgrade,pre-install', d.metadata.annotations['helm.sh/hook'])
-        assert.is_truthy(d.metadata.annotations['helm.sh/hook-delete-policy']:find('before-hook-creation', 1, true))
-      end
-      local job = job_of(list)
-      assert.is_true(job.spec.backoffLimit >= 1)
-      assert.is_true(job.spec.activeDeadlineSeconds > lock_timeout(job) + values.migrations.migrationsTimeoutSeconds)
-      assert.are.equal(65534, job.spec.template.spec.securityContext.runAsUser)
-      local env = {}
-      for _, e in ipairs(job.spec.template.spec.containers[1].env) do env[e.name] = e end
-      assert.is_truthy(env.NAMESPACE and env.MIGRATIONS_IMAGE and env.SKIP and env.SKIP_REASON)
+  it('passes helm lint --strict', function()
+    local res = helm('lint --strict ' .. h.q(CHART))
+    assert.are.equal(0, res.code, res.out .. res.err)
+    assert.matches('1 chart(s) linted, 0 chart(s) failed', res.out, 1, true)
+  end)
+
+  it('has deploy/*.yaml equal to the chart rendered, and says which file differs when one does', function()
+    local res = h.run(h.q(h.root .. '/tools/render-deploy') .. ' --check')
+    assert.are.equal(0, res.code, res.out .. res.err)
+    local copy = h.tmpdir()
+    h.must(h.run(string.format('cp %s/*.yaml %s/', h.q(DEPLOY), h.q(copy))))
+    h.write(copy .. '/hook-job.yaml', (h.slurp(copy .. '/hook-job.yaml'):gsub('backoffLimit: 1', 'backoffLimit: 3')))
+    res = h.run(h.q(h.root .. '/tools/render-deploy') .. ' --check ' .. h.q(copy))
+    assert.are.equal(1, res.code, res.out .. res.err)
+    assert.matches('hook-job.yaml differs from the chart', res.err, 1, true)
+    assert.not_matches('only-job.yaml differs', res.err, 1, true)
+  end)
+
+  it('renders a pre-upgrade,pre-install hook that never pulls when the image is there and shows why it failed', function()
+    local list = rendered('--show-only templates/migrations-hook.yaml')
+    assert.are.equal(3, #list)
+    for _, d in ipairs(list) do
+      assert.is_truthy(h.has(d.metadata.annotations['helm.sh/hook'], 'pre-upgrade,pre-install'), d.kind)
+      assert.is_truthy(h.has(d.metadata.annotations['helm.sh/hook-delete-policy'], 'before-hook-creation'), d.kind)
+      assert.is_truthy(h.has(d.metadata.annotations['helm.sh/hook-delete-policy'], 'hook-succeeded'), d.kind)
     end
-    assert.are.equal(values.migrations.lockTimeoutSeconds, lock_timeout(job_of(docs(rendered))))
-    local env = job_of(docs(rendered)).spec.template.spec.containers[1].env
-    assert.are.same({ name = 'CLUSTER_DOMAIN', value = 'cozy.local' }, env[#env])
+    -- the ServiceAccount and its cluster-admin binding are made and deleted
+    -- again on uninstall, so none outlives the release
+    for _, k in ipairs({ 'ServiceAccount', 'ClusterRoleBinding' }) do
+      assert.are.equal('pre-upgrade,pre-install,pre-delete', kind(list, k).metadata.annotations['helm.sh/hook'])
+    end
+    local job = kind(list, 'Job')
+    assert.are.equal('pre-upgrade,pre-install', job.metadata.annotations['helm.sh/hook'])
+    assert.are.equal('hook-failed', job.metadata.annotations['helm.sh/hook-output-log-policy'])
+    assert.are.equal('cozy-system', job.metadata.namespace)
+    assert.are.equal('cozy-system', kind(list, 'ServiceAccount').metadata.namespace)
+    assert.are.equal(values.backoffLimit, job.spec.backoffLimit)
+    assert.is_true(job.spec.backoffLimit >= 1)
+    assert.are.equal(values.lockTimeoutSeconds, lock_timeout(job))
+    assert.are.equal(values.lockTimeoutSeconds + values.migrationsTimeoutSeconds + 60, job.spec.activeDeadlineSeconds)
+    assert.are.same({ 2, 3, 4, 7, 11 }, job.spec.podFailurePolicy.rules[1].onExitCodes.values)
+    assert.are.equal('FailJob', job.spec.podFailurePolicy.rules[1].action)
+    assert.are.equal(65534, job.spec.template.spec.securityContext.runAsUser)
+    local c = container(job)
+    assert.are.equal(values.image, c.image)
+    assert.are.equal('IfNotPresent', c.imagePullPolicy)
+    assert.are.equal('FallbackToLogsOnError', c.terminationMessagePolicy)
+    assert.are.same({ requests = { cpu = '100m', memory = '128Mi' }, limits = { memory = '1Gi' } }, c.resources)
+    assert.is_true(c.securityContext.readOnlyRootFilesystem)
+    local env = env_of(job)
+    assert.are.equal(values.image, env.MIGRATIONS_IMAGE.value)
+    assert.are.equal('metadata.namespace', env.NAMESPACE.valueFrom.fieldRef.fieldPath)
+    assert.are.equal('', env.SKIP.value)
+    assert.are.equal('', env.SKIP_REASON.value)
+    assert.are.same({ name = 'CLUSTER_DOMAIN', value = 'cozy.local' }, c.env[#c.env])
   end)
 
-  it('the --only and background Jobs run one slug and the background tier, with a deadline', function()
-    local only = job_of(docs(h.slurp(DEPLOY .. '/only-job.yaml')))
-    assert.are.equal('ONLY', only.spec.template.spec.containers[1].env[1].name)
-    local bg = job_of(docs(h.slurp(DEPLOY .. '/background-job.yaml')))
-    assert.are.same({ '--tier', 'background', '--lock-timeout', '5m' }, bg.spec.template.spec.containers[1].args)
+  it('puts every hook object in the release namespace, which helm makes before any hook runs', function()
+    for _, d in ipairs(rendered('--namespace platform-x --show-only templates/migrations-hook.yaml')) do
+      if d.kind ~= 'ClusterRoleBinding' then assert.are.equal('platform-x', d.metadata.namespace, d.kind) end
+    end
+    local crb = kind(rendered('--namespace platform-x --show-only templates/migrations-hook.yaml'), 'ClusterRoleBinding')
+    assert.are.equal('platform-x', crb.subjects[1].namespace)
+    assert.are.equal('cozystack-migrations-platform-x', crb.metadata.name)
+  end)
+
+  it('takes an image by tag or digest with the pull policy given, and refuses a bare name or latest', function()
+    local digest = 'reg.example:5000/cozy/cozy-migrate@sha256:' .. string.rep('0123abcd', 8)
+    for _, ref in ipairs({ 'reg.example:5000/cozy/cozy-migrate:v1.2.3', digest, 'cozy-migrate:v1@sha256:' .. string.rep('ab', 32) }) do
+      local job = kind(rendered('--set migrations.image=' .. h.q(ref) .. ' --set migrations.imagePullPolicy=Never'), 'Job')
+      assert.are.equal(ref, container(job).image)
+      assert.are.equal(ref, env_of(job).MIGRATIONS_IMAGE.value)
+      assert.are.equal('Never', container(job).imagePullPolicy)
+    end
+    for ref, why in pairs({
+      ['cozy-migrate'] = 'give a tag or a digest',
+      ['reg.example:5000/cozy-migrate'] = 'give a tag or a digest',
+      ['cozy-migrate:latest'] = 'the tag latest names no fixed image',
+      ['cozy-migrate@sha256:abc'] = 'a digest is @sha256: and 64 hex digits',
+    }) do
+      local res = template('--set migrations.image=' .. h.q(ref))
+      assert.are.equal(1, res.code, ref)
+      assert.matches(why, res.err, 1, true)
+    end
+  end)
+
+  it('keeps a skip reason with commas intact from --set-json or a values file, and refuses a skip without a reason', function()
+    local reason = 'CRD removed upstream, see #1234, and "quoted"'
+    local job = kind(rendered("--set 'migrations.skip={adopt-a,adopt-b}' --set-json " ..
+      h.q('migrations.skipReason=' .. '"CRD removed upstream, see #1234, and \\"quoted\\""')), 'Job')
+    assert.are.equal('adopt-a,adopt-b', env_of(job).SKIP.value)
+    assert.are.equal(reason, env_of(job).SKIP_REASON.value)
+    local f = h.write(os.tmpname() .. '.yaml', 'migrations:\n  skip: [adopt-a]\n  skipReason: "' ..
+      reason:gsub('"', '\\"') .. '"\n')
+    job = kind(rendered('-f ' .. h.q(f)), 'Job')
+    assert.are.equal('adopt-a', env_of(job).SKIP.value)
+    assert.are.equal(reason, env_of(job).SKIP_REASON.value)
+    -- a comma-separated string from a values file is the same list
+    f = h.write(os.tmpname() .. '.yaml', 'migrations:\n  skip: "adopt-a, adopt-b"\n  skipReason: why\n')
+    assert.are.equal('adopt-a,adopt-b', env_of(kind(rendered('-f ' .. h.q(f)), 'Job')).SKIP.value)
+    -- --set splits on the comma: helm itself refuses, nothing half-parsed reaches the hook
+    local res = template("--set 'migrations.skip={adopt-a}' --set " .. h.q('migrations.skipReason=' .. reason))
+    assert.are_not.equal(0, res.code)
+    res = template("--set 'migrations.skip={adopt-a}'")
+    assert.are.equal(1, res.code)
+    assert.matches('migrations.skip needs migrations.skipReason', res.err, 1, true)
+  end)
+
+  it('derives the deadline from the lock wait and the migrations budget, and refuses one that would cut a migration short', function()
+    local job = kind(rendered('--set migrations.lockTimeoutSeconds=20 --set migrations.migrationsTimeoutSeconds=90'), 'Job')
+    assert.are.equal(170, job.spec.activeDeadlineSeconds)
+    assert.are.equal(20, lock_timeout(job))
+    job = kind(rendered('--set migrations.activeDeadlineSeconds=4000'), 'Job')
+    assert.are.equal(4000, job.spec.activeDeadlineSeconds)
+    local res = template('--set migrations.activeDeadlineSeconds=3900')
+    assert.are.equal(1, res.code)
+    assert.matches('must be above lockTimeoutSeconds + migrationsTimeoutSeconds (3900)', res.err, 1, true)
+  end)
+
+  it('renders the --only and background Jobs only when asked, with the same pod and a deadline', function()
+    -- a default render is the hook and the Jobs' ServiceAccount, nothing else
+    local kinds = {}
+    for _, d in ipairs(rendered('')) do kinds[#kinds + 1] = d.kind .. '/' .. d.metadata.name end
+    table.sort(kinds)
+    assert.are.same({ 'ClusterRoleBinding/cozystack-migrations-cozy-system', 'ClusterRoleBinding/cozystack-migrations-jobs-cozy-system',
+      'Job/cozystack-migrations', 'ServiceAccount/cozystack-migrations', 'ServiceAccount/cozystack-migrations-jobs' }, kinds)
+    local only = kind(rendered('--set migrations.only=adopt-a --show-only templates/migrations-only.yaml'), 'Job')
+    local bg = kind(rendered('--set migrations.backgroundJob=true --show-only templates/migrations-background.yaml'), 'Job')
+    assert.are.same({ name = 'ONLY', value = 'adopt-a' }, env_of(only).ONLY)
+    assert.are.same({ '--tier', 'background', '--lock-timeout', '300s', '--log-format', 'text' }, container(bg).args)
+    local hook = kind(rendered(''), 'Job')
     for _, j in ipairs({ only, bg }) do
       assert.is_nil(j.metadata.annotations, 'not a hook')
+      -- an ordinary release resource: there between upgrades, unlike the hook's
+      assert.are.equal('cozystack-migrations-jobs', j.spec.template.spec.serviceAccountName)
+      assert.are.equal(0, j.spec.backoffLimit)
       assert.is_true(j.spec.activeDeadlineSeconds > lock_timeout(j))
+      local c, hc = container(j), container(hook)
+      for _, k in ipairs({ 'image', 'imagePullPolicy', 'terminationMessagePolicy', 'resources', 'securityContext', 'volumeMounts' }) do
+        assert.are.same(hc[k], c[k], k)
+      end
     end
   end)
 
@@ -114,15 +211,16 @@ describe('deploy/', function()
     end
     local ns = h.kubectl('get namespace cozy-system')
     if ns.code ~= 0 then h.must(h.kubectl('create namespace cozy-system')) end
-    local files = { DEPLOY .. '/hook-job.yaml', DEPLOY .. '/only-job.yaml', DEPLOY .. '/background-job.yaml',
-      h.write(os.tmpname() .. '.yaml', rendered) }
+    local all = h.must(template('--set migrations.only=adopt-a --set migrations.backgroundJob=true')).out
+    local files = { DEPLOY .. '/hook-job.yaml', DEPLOY .. '/jobs-rbac.yaml', DEPLOY .. '/only-job.yaml',
+      DEPLOY .. '/background-job.yaml', h.write(os.tmpname() .. '.yaml', all) }
     for _, f in ipairs(files) do
       local res = h.kubectl('apply --dry-run=server -f ' .. h.q(f))
       assert.are.equal(0, res.code, f .. ': ' .. res.err)
       assert.matches('(server dry run)', res.out, 1, true)
     end
     -- and the server does check: a broken Job is refused
-    local bad = h.write(os.tmpname() .. '.yaml', (h.slurp(files[3]):gsub('backoffLimit: 0', 'backoffLimit: many')))
+    local bad = h.write(os.tmpname() .. '.yaml', (h.slurp(files[4]):gsub('backoffLimit: 0', 'backoffLimit: many')))
     assert.are_not.equal(0, h.kubectl('apply --dry-run=server -f ' .. h.q(bad)).code)
   end)
 end)

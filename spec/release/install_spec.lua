@@ -50,6 +50,12 @@ kubectl create configmap smoke-sh -n "$NAMESPACE" --from-literal=seen="$seen" --
     assert.are.equal(h.slurp(repo:path('legacy-sh/tool-check.sh')), h.slurp(share .. '/legacy-sh/tool-check.sh'))
   end)
 
+  it('leaves the migrations tree as it was: order.d is generated into DESTDIR only', function()
+    assert.are.equal(1, h.run('test -e ' .. h.q(repo:path('migrations/order.d'))).code, 'order.d written into the tree')
+    assert.are.equal('', sh('git -C ' .. h.q(repo.dir) .. ' status --porcelain --ignored').out)
+    assert.are.equal(1, h.run('test -e ' .. h.q(h.root .. '/migrations/order.d')).code, 'order.d written into the checkout')
+  end)
+
   it('runs end to end as nobody with only the image tools on PATH', function()
     if not h.has_cluster() then
       pending('needs the local apiserver (KUBECONFIG)')

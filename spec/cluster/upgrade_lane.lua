@@ -1,0 +1,346 @@
+-- The upgrade lane (make cluster-test; tools/cluster-test prepares it): a
+-- platform chart made of a stand-in workload and the deploy/helm snippet,
+-- installed and upgraded by real helm on a real node (tools/testenv
+-- cluster), the hook running the image built from the Dockerfile as the
+-- image's entrypoint in a Pod of a Job, as 65534 on a read-only root, with
+-- a projected ServiceAccount token. Releases A..E are the tags of the
+-- platform repository (spec/cluster/fixtures/releases), one image each.
+-- The steps run in order and share the cluster; each writes its timings to
+-- build/cluster-test/steps.txt.
+--
+-- Not in the default `make test` run (the file name does not end in _spec).
+-- The background tier's part (the lifecycle issue: index, render gate,
+-- dispatch) is to be added as steps after 'the --only Job' below.
+local h = require('support.helpers')
+local json = require('json')
+
+local LANE = os.getenv('LANE_DIR')
+assert(LANE and LANE ~= '', 'LANE_DIR is not set: run the lane with make cluster-test')
+local IMAGE = os.getenv('LANE_IMAGE') or 'localhost/cozy-lane'
+local NS, RELEASE = 'cozy-lane', 'lane-platform'
+local CLUSTER = h.q(h.root .. '/tools/testenv') .. ' cluster'
+local HELM = h.root .. '/build/testenv/bin/helm'
+local CHART = LANE .. '/chart'
+local VALUES = h.root .. '/spec/cluster/fixtures/lane-values.yaml'
+local REASON = 'widgets are not used on this platform, see #42, decided by ops'
+
+local function now()
+  local p = io.popen('date +%s.%N')
+  local v = tonumber(p:read('l'))
+  p:close()
+  return v
+end
+
+local function kc(args) return h.run(CLUSTER .. ' kubectl ' .. args) end
+local function kc_json(args) return json.decode(h.must(kc(args .. ' -o json'), 'kubectl ' .. args).out) end
+local function absent(what) return kc('get ' .. what .. ' --ignore-not-found -o name').out == '' end
+
+-- helm inside the cluster's network, its caches under the lane's directory
+-- (never the home directory's).
+local function helm(args)
+  local home = LANE .. '/helm-home'
+  return h.run(string.format('%s exec env HELM_CACHE_HOME=%s HELM_CONFIG_HOME=%s HELM_DATA_HOME=%s %s %s',
+    CLUSTER, h.q(home .. '/cache'), h.q(home .. '/config'), h.q(home .. '/data'), h.q(HELM), args))
+end
+
+local function chart_args(rel, extra)
+  return string.format('%s %s -n %s -f %s --set migrations.image=%s --set platform.release=%s %s',
+    RELEASE, h.q(CHART), NS, h.q(VALUES), h.q(IMAGE .. ':' .. rel), rel, extra or '')
+end
+
+-- The --timeout Helm gets: the hook Job's deadline (the chart derives it
+-- from the lock wait and the migrations' budget) plus a minute for the
+-- rest of the upgrade, as the README tells operators.
+local TIMEOUT
+local function timeout()
+  if not TIMEOUT then
+    local out = h.must(helm('template ' .. chart_args('v1.0.0', '--show-only templates/migrations-hook.yaml'))).out
+    TIMEOUT = tonumber(out:match('activeDeadlineSeconds: (%d+)')) + 60
+  end
+  return TIMEOUT
+end
+
+-- A watch on the hook Job while helm runs: when it started and finished
+-- (complete or failed), from the Job's own status.
+local WATCH = "jsonpath={.metadata.name}{'|'}{.status.startTime}{'|'}{.status.completionTime}{'|'}" ..
+  "{.status.conditions[?(@.type=='Failed')].lastTransitionTime}{'|'}{.status.failed}{'\\n'}"
+local function watch_jobs()
+  local out, pid = os.tmpname(), os.tmpname()
+  h.must(h.run(string.format('(%s kubectl get jobs -n %s -w -o %s >%s 2>&1 & echo $! >%s)', CLUSTER, NS, h.q(WATCH),
+    h.q(out), h.q(pid))))
+  return { out = out, pid = pid }
+end
+
+local function epoch(ts)
+  local y, mo, d, hh, mi, ss = ts:match('^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)Z$')
+  if not y then return nil end
+  return os.time({ year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(hh),
+    min = tonumber(mi), sec = tonumber(ss) })
+end
+
+local function stop_watch(w, name)
+  h.sleep(1)
+  h.run('kill ' .. h.slurp(w.pid):gsub('%s', '') .. ' 2>/dev/null')
+  local job = {}
+  for line in h.slurp(w.out):gmatch('[^\n]+') do
+    local n, start, done, failed, nfailed = line:match('^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+    if n == name and start ~= '' then
+      job.start = epoch(start)
+      job.finish = epoch(done ~= '' and done or failed) or job.finish
+      job.failed = failed ~= ''
+      job.pods_failed = tonumber(nfailed) or 0
+    end
+  end
+  os.remove(w.out)
+  os.remove(w.pid)
+  if job.start and job.finish then job.seconds = job.finish - job.start end
+  return job
+end
+
+local function note(name, seconds, what)
+  local f = assert(io.open(LANE .. '/steps.txt', 'a'))
+  f:write(string.format('  %-52s %8.1fs%s\n', name, seconds or 0, what and ('  (' .. what .. ')') or ''))
+  f:close()
+end
+
+local function step(name, res)
+  local job, what = res.job
+  if job then
+    what = 'hook Job ' .. (job.seconds and (job.seconds .. ' s') or 'not seen') ..
+      (job.failed and (', failed after ' .. (job.pods_failed or 0) .. ' failed pod(s)') or '')
+  end
+  note(name, res.seconds, what)
+end
+
+local function upgrade(rel, extra)
+  local w = watch_jobs()
+  local t = now()
+  local res = helm(string.format('upgrade --install --create-namespace --wait --timeout %ds %s', timeout(),
+    chart_args(rel, extra)))
+  res.seconds = now() - t
+  res.job = stop_watch(w, 'cozystack-migrations')
+  res.all = res.out .. res.err
+  return res
+end
+
+local function ledger() return kc_json('get configmap cozystack-version -n ' .. NS) end
+local function record(slug)
+  local v = (ledger().data or {})['m.' .. slug]
+  return v and json.decode(v)
+end
+
+local function tenant_settings() return kc_json('get configmap tenant-settings -n lane-tenant') end
+
+local function markers(what)
+  local list = kc_json('get configmaps -n lane-tenant -l lane.cozystack.io/slow=' .. what)
+  return #list.items
+end
+
+local function cozy(args)
+  return h.run(string.format('%s exec %s %s --local --namespace %s', CLUSTER, h.q(h.bin), args, NS))
+end
+
+describe('the upgrade lane: the hook chart installed and upgraded by real helm on a real node', function()
+  setup(function()
+    os.remove(LANE .. '/steps.txt')
+    h.must(h.run(CLUSTER .. ' status'), 'the cluster is not up (tools/cluster-test brings it up)')
+  end)
+
+  it('installs release A on a fresh cluster: the hook Job seeds the ledger in a pod, then Helm applies the chart', function()
+    assert.is_true(absent('namespace ' .. NS), 'the lane needs a fresh cluster')
+    local res = upgrade('v1.0.0')
+    step('install A (fresh: the hook seeds the ledger)', res)
+    assert.are.equal(0, res.code, res.all)
+    assert.is_truthy(res.job.seconds, 'the hook Job was not seen completing')
+    assert.is_false(res.job.failed)
+    local l = ledger()
+    assert.are.equal('true', l.metadata.labels['platform.cozystack.io/no-delete'])
+    assert.are.equal('keep', l.metadata.annotations['helm.sh/resource-policy'])
+    for _, slug in ipairs({ 'lane-seed-settings', 'lane-legacy-base' }) do
+      assert.are.equal('skipped-fresh-install', record(slug).state, slug)
+    end
+    assert.are.equal('v1.0.0', tenant_settings().data.release)
+    h.must(kc('rollout status deployment/platform-controller -n ' .. NS .. ' --timeout=60s'))
+    -- the hook's objects went once it succeeded; the Jobs' ServiceAccount is the release's
+    assert.is_true(absent('job/cozystack-migrations -n ' .. NS))
+    assert.is_true(absent('serviceaccount/cozystack-migrations -n ' .. NS))
+    assert.is_true(absent('clusterrolebinding/cozystack-migrations-' .. NS))
+    assert.is_false(absent('serviceaccount/cozystack-migrations-jobs -n ' .. NS))
+  end)
+
+  it('upgrades to B: the hook runs the new Lua and legacy shell migrations before the chart applies, recorded with the image the chart passed', function()
+    local res = upgrade('v1.1.0')
+    step('upgrade to B (a Lua and a legacy shell migration)', res)
+    assert.are.equal(0, res.code, res.all)
+    for _, slug in ipairs({ 'lane-label-tenant', 'lane-legacy-stamp' }) do
+      local r = record(slug)
+      assert.are.equal('ok', r.state, slug)
+      assert.are.equal(IMAGE .. ':v1.1.0', r.image, slug)
+      assert.are.equal(1, r.attempts, slug)
+    end
+    assert.matches('%-v1%.1%.0$', record('lane-label-tenant').batch)
+    local cm = tenant_settings()
+    assert.are.equal('lane-label-tenant', cm.metadata.labels['lane.cozystack.io/labelled-by'])
+    assert.are.equal('v1.1.0', cm.data.release, 'the chart applied after the hook, keeping the label')
+    -- the shell migration ran as the image's user, with kubectl and jq, before B applied
+    local proof = kc_json('get configmap legacy-proof -n lane-tenant').data
+    assert.are.same({ uid = '65534', seen = 'v1.0.0', target = '3' }, proof)
+    -- its `kubectl apply` of version left every record in place
+    local data = ledger().data
+    assert.are.equal('3', data.version)
+    assert.is_truthy(data['m.lane-label-tenant'] and data['m.lane-seed-settings'])
+  end)
+
+  it('upgrades to C whose migration aborts: Helm fails with the reason, the pod\'s termination message and an Event on the ledger show it, nothing is recorded', function()
+    local res = upgrade('v1.2.0')
+    step('upgrade to C (an abort: Helm fails)', res)
+    assert.are_not.equal(0, res.code)
+    assert.matches('pre-upgrade hooks failed', res.all, 1, true)
+    -- the hook pod's log, printed by Helm itself (hook-output-log-policy)
+    assert.matches('lane-tenant/lane-prerequisite is missing', res.all, 1, true)
+    assert.is_true(res.job.failed)
+    local pods = kc_json('get pods -n ' .. NS .. ' -l job-name=cozystack-migrations').items
+    assert.are.equal(2, #pods, 'backoffLimit 1: one retry')
+    for _, p in ipairs(pods) do
+      local term = p.status.containerStatuses[1].state.terminated
+      assert.are.equal(1, term.exitCode)
+      assert.matches('lane-tenant/lane-prerequisite is missing', term.message, 1, true)
+    end
+    local ev = kc_json('get events -n ' .. NS .. ' --field-selector involvedObject.name=cozystack-version,reason=MigrationFailed').items
+    assert.is_true(#ev >= 1, 'no MigrationFailed Event on the ledger')
+    assert.matches('lane-needs-prerequisite', ev[#ev].message, 1, true)
+    assert.matches('lane-prerequisite is missing', ev[#ev].message, 1, true)
+    assert.is_nil(record('lane-needs-prerequisite'))
+    -- status --failed lists what needs a person from the ledger: an abort
+    -- records nothing, so it has nothing to show; `status` shows the slug pending
+    local tree = LANE .. '/trees/v1.2.0'
+    local failed = cozy('status --failed --dir ' .. h.q(tree))
+    assert.are.equal(0, failed.code, failed.out .. failed.err)
+    assert.not_matches('lane-needs-prerequisite', failed.out, 1, true)
+    local status = h.must(cozy('status --dir ' .. h.q(tree)))
+    assert.matches('lane%-needs%-prerequisite%s+pending', status.out)
+    local f = assert(io.open(LANE .. '/abort-status.txt', 'w'))
+    f:write('$ cozy-migrate status --failed (exit ', failed.code, ')\n', failed.out, failed.err,
+      '$ cozy-migrate status\n', status.out)
+    f:close()
+  end)
+
+  it('retries C once the operator fixed the cause: the migration runs again and is recorded', function()
+    h.must(kc('create configmap lane-prerequisite -n lane-tenant --from-literal=value=fixed-by-ops'))
+    local res = upgrade('v1.2.0')
+    step('retry C after the fix', res)
+    assert.are.equal(0, res.code, res.all)
+    local r = record('lane-needs-prerequisite')
+    assert.are.equal('ok', r.state)
+    assert.are.equal(1, r.attempts, 'the aborted runs recorded nothing')
+    assert.are.equal('fixed-by-ops', tenant_settings().metadata.annotations['lane.cozystack.io/prerequisite'])
+    assert.is_true(absent('job/cozystack-migrations -n ' .. NS), 'the failed Job was replaced, then deleted')
+  end)
+
+  it('upgrades to D past a migration that cannot run here through the chart values (skip), its reason with commas intact', function()
+    local res = upgrade('v1.3.0')
+    step('upgrade to D (fails)', res)
+    assert.are_not.equal(0, res.code)
+    assert.matches('widgets.lane.cozystack.io is not served', res.all, 1, true)
+    res = upgrade('v1.3.0', "--set 'migrations.skip={lane-cannot-run}' --set-json " ..
+      h.q('migrations.skipReason="' .. REASON .. '"'))
+    step('upgrade to D, skip through the values', res)
+    assert.are.equal(0, res.code, res.all)
+    local r = record('lane-cannot-run')
+    assert.are.equal('skipped', r.state)
+    assert.are.equal('Operator', r.reason)
+    assert.are.equal(REASON, r.message)
+    assert.matches('cozystack%-migrations', r.by)
+  end)
+
+  it('re-runs one slug with the --only Job rendered from the chart: its record is rewritten with attempts incremented', function()
+    local out = h.must(helm('template ' .. chart_args('v1.3.0',
+      '--set migrations.only=lane-label-tenant --show-only templates/migrations-only.yaml'))).out
+    local file = h.write(LANE .. '/only-job.yaml', out)
+    local t = now()
+    h.must(kc('apply -f ' .. h.q(file)))
+    local waited = kc('wait --for=condition=complete job/cozystack-migration-only -n ' .. NS .. ' --timeout=180s')
+    local seconds = now() - t
+    local job = kc_json('get job cozystack-migration-only -n ' .. NS)
+    note('the --only Job (re-run lane-label-tenant)', seconds, job.status.completionTime and
+      ('Job ' .. (epoch(job.status.completionTime) - epoch(job.status.startTime)) .. ' s'))
+    assert.are.equal(0, waited.code, waited.out .. waited.err .. kc('logs -n ' .. NS .. ' job/cozystack-migration-only').out)
+    local r = record('lane-label-tenant')
+    assert.are.equal('ok', r.state)
+    assert.are.equal(2, r.attempts)
+    assert.are.equal(IMAGE .. ':v1.3.0', r.image)
+    h.must(kc('delete job cozystack-migration-only -n ' .. NS .. ' --wait=true'))
+  end)
+
+  -- (the background tier's steps go here: the lifecycle issue)
+
+  it('completes E after the hook pod is deleted in the middle of a migration (TERM, KILL after the grace period), recording nothing false', function()
+    local w = watch_jobs()
+    local out, rc = os.tmpname(), os.tmpname()
+    local t = now()
+    h.must(h.run(string.format('( %s exec env HELM_CACHE_HOME=%s %s upgrade --install --wait --timeout %ds %s >%s 2>&1; echo $? >%s ) &',
+      CLUSTER, h.q(LANE .. '/helm-home/cache'), h.q(HELM), timeout(), chart_args('v1.4.0'), h.q(out), h.q(rc))))
+    -- the migration has started (its marker) in a pod the kubelet reports
+    -- running (its status may lag the container's start)
+    local pod = ''
+    assert.is_true(h.eventually(180, function()
+      if markers('started') ~= 1 then return false end
+      pod = kc('get pods -n ' .. NS .. ' -l job-name=cozystack-migrations --field-selector=status.phase=Running ' ..
+        "-o jsonpath='{.items[*].metadata.name}'").out
+      return pod:match('^%S+$') ~= nil
+    end), 'lane-slow-step did not start in a running pod')
+    -- the cluster's memory at its fullest: the hook's pod running, and the workload's
+    h.write(LANE .. '/memory.txt', h.run(CLUSTER .. ' stats').out)
+    -- how the killed pod's container ended, seen while it still exists
+    local term = os.tmpname()
+    h.must(h.run(string.format("(%s kubectl get pod %s -n %s -w -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}{\"\\n\"}' >%s 2>&1 &)",
+      CLUSTER, pod, NS, h.q(term))))
+    local t_del = now()
+    h.must(kc('delete pod ' .. pod .. ' -n ' .. NS .. ' --grace-period=10 --wait=true --timeout=60s'))
+    local gone = now() - t_del
+    -- the run it cut short recorded nothing
+    assert.is_nil(record('lane-slow-step'))
+    assert.is_true(h.eventually(timeout(), function() return h.slurp(rc) ~= '' end), 'helm did not finish')
+    local res = { code = tonumber(h.slurp(rc)), seconds = now() - t, job = stop_watch(w, 'cozystack-migrations') }
+    res.all = h.slurp(out)
+    step('upgrade to E, hook pod deleted mid-migration', res)
+    local exit = h.slurp(term):match('(%d+)%s*$')
+    note('  pod deletion to pod gone', gone, 'the killed container exited ' .. (exit or '?'))
+    assert.are.equal(0, res.code, res.all)
+    local r = record('lane-slow-step')
+    assert.are.equal('ok', r.state)
+    assert.are.equal(1, r.attempts)
+    assert.is_falsy(r.runner:find(pod, 1, true), 'recorded by the killed pod: ' .. r.runner)
+    assert.are.equal(2, markers('started'), 'two executions')
+    assert.are.equal(1, markers('done'), 'only the second ran to its end')
+    assert.is_truthy(exit == '137' or exit == '143', 'the killed container exited ' .. tostring(exit))
+    os.remove(out)
+    os.remove(rc)
+    os.remove(term)
+  end)
+
+  it('leaves no hook ServiceAccount or binding behind after helm uninstall, even after a failed hook; the ledger stays', function()
+    -- skipping a slug recorded ok is refused (exit 11): the Job fails at once, no retry
+    local res = upgrade('v1.4.0', "--set 'migrations.skip={lane-label-tenant}' --set migrations.skipReason=late")
+    step('upgrade refused by the ledger (exit 11)', res)
+    assert.are_not.equal(0, res.code)
+    local job = kc_json('get job cozystack-migrations -n ' .. NS)
+    local failed
+    for _, c in ipairs(job.status.conditions or {}) do if c.type == 'Failed' then failed = c end end
+    assert.are.equal('PodFailurePolicy', failed and failed.reason)
+    assert.are.equal(1, job.status.failed)
+    assert.is_false(absent('serviceaccount/cozystack-migrations -n ' .. NS))
+    assert.is_false(absent('clusterrolebinding/cozystack-migrations-' .. NS))
+    local t = now()
+    local un = helm('uninstall ' .. RELEASE .. ' -n ' .. NS .. ' --wait --timeout 120s')
+    note('helm uninstall', now() - t)
+    assert.are.equal(0, un.code, un.out .. un.err)
+    for _, what in ipairs({ 'serviceaccount/cozystack-migrations -n ' .. NS, 'clusterrolebinding/cozystack-migrations-' .. NS,
+      'serviceaccount/cozystack-migrations-jobs -n ' .. NS, 'clusterrolebinding/cozystack-migrations-jobs-' .. NS }) do
+      assert.is_true(absent(what), what .. ' outlived the release')
+    end
+    -- the failed Job keeps its pod's logs until its TTL; the ledger is not the chart's
+    assert.are.equal(86400, kc_json('get job cozystack-migrations -n ' .. NS).spec.ttlSecondsAfterFinished)
+    assert.are.equal('ok', record('lane-slow-step').state)
+  end)
+end)
