@@ -289,7 +289,17 @@ static void cm_path(char *buf, size_t n, const struct ledger_loc *at, int item)
              item ? at->name : "");
 }
 
-enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *err,
+/* at->rv from an answer that is the ledger or its metadata (left as it was
+ * when the answer has none: the next write then conflicts and refreshes). */
+static void take_rv(struct ledger_loc *at, const cJSON *obj)
+{
+    const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion");
+    if (cJSON_IsString(rv) && strlen(rv->valuestring) < sizeof at->rv)
+        snprintf(at->rv, sizeof at->rv, "%s", rv->valuestring);
+}
+
+enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
                            size_t errlen)
 {
     char path[512];
@@ -323,6 +333,8 @@ enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *
         return LEDGER_ERROR;
     }
     char why[256];
+    at->rv[0] = '\0';
+    take_rv(at, r.json);
     int rc = r.json ? ledger_parse(r.json, l, why, sizeof why) : -1;
     if (rc == 0)
         mark_nul_values(r.body, r.len, l);
@@ -339,7 +351,7 @@ enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *
 /* Sends body; *code gets the HTTP status (0 for a transport failure), and
  * *too_long whether a refusal was for the object's size (a cause of
  * reason FieldValueTooLong, or 413). */
-static int send(const struct ledger_loc *at, const char *method, const char *path,
+static int send(struct ledger_loc *at, const char *method, const char *path,
                 const char *accept, const char *ctype, cJSON *body, char *err, size_t errlen,
                 long *code, int *too_long)
 {
@@ -357,6 +369,8 @@ static int send(const struct ledger_loc *at, const char *method, const char *pat
                      strcmp(method, "PATCH") == 0, left > 0.001 ? left : 0.001, &r);
     free(s);
     *code = rc == 0 ? r.status : r.err.code;
+    if (rc == 0)
+        take_rv(at, r.json);
     if (rc != 0 && (r.err.code == 413 || r.err.code == 422)) {
         const cJSON *cause;
         cJSON_ArrayForEach(cause, cJSON_GetObjectItemCaseSensitive(r.err.details, "causes")) {
@@ -453,7 +467,7 @@ size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n)
     return total;
 }
 
-enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_entry *e,
+enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e,
                              size_t n, char *err, size_t errlen)
 {
     cJSON *cm = cJSON_CreateObject();
@@ -485,9 +499,20 @@ enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_en
     return LEDGER_OK;
 }
 
-/* One merge patch of the ledger (consumed). */
-static enum ledger_rc patch(const struct ledger_loc *at, cJSON *p, char *err, size_t errlen)
+/* One merge patch of the ledger (consumed), conditional on at->rv: the
+ * apiserver applies it only to the ledger this runner last saw. */
+static enum ledger_rc patch(struct ledger_loc *at, cJSON *p, char *err, size_t errlen)
 {
+    if (*at->rv) {
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(p, "metadata");
+        if (!meta)
+            meta = cJSON_AddObjectToObject(p, "metadata");
+        if (!meta || !cJSON_AddStringToObject(meta, "resourceVersion", at->rv)) {
+            cJSON_Delete(p);
+            snprintf(err, errlen, "out of memory");
+            return LEDGER_ERROR;
+        }
+    }
     char path[512];
     cm_path(path, sizeof path, at, 1);
     long code;
@@ -499,6 +524,8 @@ static enum ledger_rc patch(const struct ledger_loc *at, cJSON *p, char *err, si
         return LEDGER_OK;
     if (code == 404)
         return LEDGER_GONE;
+    if (code == 409)
+        return LEDGER_CONFLICT;
     if (too_long)
         return LEDGER_FULL;
     if (code == 0 || code == 429 || code >= 500)
@@ -506,7 +533,31 @@ static enum ledger_rc patch(const struct ledger_loc *at, cJSON *p, char *err, si
     return refused(at, "patch", 1, code, err, errlen);
 }
 
-enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_entry *e, size_t n,
+enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen)
+{
+    char path[512];
+    cm_path(path, sizeof path, at, 1);
+    struct rest_result r;
+    double left = at->deadline ? at->deadline - now_mono() : HUGE_VAL;
+    int rc = rest_do(at->rest, "GET", path, METADATA_ONLY, NULL, NULL, 0, 1, left > 0.001 ? left : 0.001,
+                     &r);
+    enum ledger_rc out = LEDGER_OK;
+    if (rc == 0) {
+        at->rv[0] = '\0';
+        take_rv(at, r.json);
+    } else {
+        char m[REST_ERRSTR_MAX];
+        rest_error_string(&r.err, m, sizeof m);
+        snprintf(err, errlen, "reading the ledger %s/%s again: %s", at->ns, at->name, m);
+        out = r.err.code == 404 ? LEDGER_GONE
+              : r.err.code == 0 || r.err.code == 429 || r.err.code >= 500 ? LEDGER_UNAVAILABLE
+                                                                           : LEDGER_ERROR;
+    }
+    rest_result_free(&r);
+    return out;
+}
+
+enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                             char *err, size_t errlen)
 {
     cJSON *p = cJSON_CreateObject();
@@ -520,7 +571,7 @@ enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_ent
     return patch(at, p, err, errlen);
 }
 
-enum ledger_rc ledger_protect(const struct ledger_loc *at, char *err, size_t errlen)
+enum ledger_rc ledger_protect(struct ledger_loc *at, char *err, size_t errlen)
 {
     cJSON *p = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(p, "metadata");

@@ -50,6 +50,11 @@ struct ledger_loc {
     const char *name;
     double deadline;        /* monotonic: a write must be over by then (the runner's
                              * hold on its lock); 0 = none */
+    char rv[64];            /* the ledger's resourceVersion as this runner's last read
+                             * or write left it ("" = unknown): every merge patch carries
+                             * it as a precondition, so a write that reaches the apiserver
+                             * late (a runner stopped mid-request, its lock taken over
+                             * and the ledger written since) is refused, never applied */
 };
 
 enum ledger_rc {
@@ -63,6 +68,8 @@ enum ledger_rc {
                              * admission or a policy denied it (err has the server's words) */
     LEDGER_GONE,            /* ledger_write: NotFound: the ledger was deleted */
     LEDGER_FULL,            /* the write would take the object past its size limit */
+    LEDGER_CONFLICT,        /* ledger_write, ledger_protect: the ledger changed since
+                             * at->rv (409): ask the lock, ledger_refresh, write again */
 };
 
 /* The growth budget (README "The ledger"). Past LEDGER_SHRINK_AT a failed
@@ -85,18 +92,22 @@ void ledger_free(struct ledger *l);
  * LEDGER_ERROR); LEDGER_UNTRUSTED or LEDGER_ERROR with err filled otherwise.
  * A value holding a NUL byte (\u0000 on the wire) is unreadable: its record
  * REC_UNKNOWN, or `version` bad. */
-enum ledger_rc ledger_read(const struct ledger_loc *at, struct ledger *l, char *err,
+enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
                            size_t errlen);
 /* Creates it holding the n records, with the no-delete label and the keep
  * annotation. LEDGER_OK, LEDGER_EXISTS (409), LEDGER_FULL, LEDGER_DENIED or
  * LEDGER_ERROR. */
-enum ledger_rc ledger_create(const struct ledger_loc *at, const struct ledger_entry *e,
+enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e,
                              size_t n, char *err, size_t errlen);
 /* Writes the n records with one JSON merge patch. Never touches `version`,
- * never deletes. LEDGER_OK, LEDGER_GONE (404), LEDGER_FULL, LEDGER_ERROR,
- * LEDGER_UNAVAILABLE or LEDGER_DENIED. */
-enum ledger_rc ledger_write(const struct ledger_loc *at, const struct ledger_entry *e, size_t n,
+ * never deletes; conditional on at->rv when known (then updated from the
+ * answer). LEDGER_OK, LEDGER_GONE (404), LEDGER_FULL, LEDGER_CONFLICT,
+ * LEDGER_ERROR, LEDGER_UNAVAILABLE or LEDGER_DENIED. */
+enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                             char *err, size_t errlen);
+/* Reads the ledger's resourceVersion alone (its metadata) into at->rv.
+ * LEDGER_OK, LEDGER_GONE, LEDGER_UNAVAILABLE or LEDGER_ERROR. */
+enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen);
 /* The size the n records take in the object (key and value bytes). */
 size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n);
 /* The bytes key m.<slug> takes beside its value. */
@@ -104,7 +115,7 @@ size_t ledger_key_bytes(const char *slug);
 /* Gives a ledger the engine did not create (an older chart rendered it) the
  * no-delete label and the keep annotation: one merge patch of its metadata.
  * LEDGER_OK, LEDGER_GONE, LEDGER_ERROR or LEDGER_UNAVAILABLE. */
-enum ledger_rc ledger_protect(const struct ledger_loc *at, char *err, size_t errlen);
+enum ledger_rc ledger_protect(struct ledger_loc *at, char *err, size_t errlen);
 
 /* An Event on the ledger (uid may be ""), so `kubectl describe` shows the
  * history. Best effort: a failure is logged, never returned. */

@@ -91,7 +91,7 @@ static int prepare(struct preview *v)
         log_fatal("%s", err);
         return EXIT_CLUSTER;
     }
-    struct ledger_loc at = {v->rest, o->k.ledger_namespace, o->k.ledger_name, 0};
+    struct ledger_loc at = {.rest = v->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
     enum ledger_rc lrc = ledger_read(&at, &v->l, err, sizeof err);
     if (lrc != LEDGER_OK) {
         log_fatal("%s", err);

@@ -184,6 +184,41 @@ static int check_ledger(struct ctx *c)
     return 0;
 }
 
+static int hold(struct ctx *c, const char *what);
+
+/* After a ledger write answered LEDGER_CONFLICT: someone wrote the ledger
+ * since this runner last saw it. Either a shell migration of this run (its
+ * `kubectl apply` of `version`), or another runner that took the lock over
+ * while this one was stopped, in which case the write must not land. The
+ * Lease tells which: 1 when it is still ours and at->rv was read afresh
+ * (write again), 0 with *rc the exit code otherwise. */
+static int after_conflict(struct ctx *c, const char *what, int *tries, int *rc)
+{
+    char err[ERRLINE_MAX];
+    if (++*tries > 3) {
+        log_fatal("%s: the ledger %s/%s changed under this runner at every try (409 Conflict): "
+                  "something besides the runner and its migrations writes it", what, c->loc.ns,
+                  c->loc.name);
+        *rc = EXIT_CLUSTER;
+        return 0;
+    }
+    if ((*rc = hold(c, what)) != 0)
+        return 0;
+    enum ledger_rc lrc = ledger_refresh(&c->loc, err, sizeof err);
+    if (lrc == LEDGER_GONE) {
+        *rc = ledger_gone(c, what);
+        return 0;
+    }
+    if (lrc != LEDGER_OK) {
+        log_fatal("%s: %s", what, err);
+        *rc = EXIT_CLUSTER;
+        return 0;
+    }
+    log_info("%s: the ledger changed since this runner last read it (resourceVersion now %s); "
+             "the lock is still held, so it writes again", what, c->loc.rv);
+    return 1;
+}
+
 /* Before the run's first write to a ledger the engine did not create (an
  * older chart rendered it): its no-delete label and keep annotation, one
  * metadata merge patch. A refusal is said and the write goes on. 0, or
@@ -193,7 +228,11 @@ static int protect_once(struct ctx *c)
     if (c->l.protected_ || !c->l.exists)
         return 0;
     char err[ERRLINE_MAX];
-    enum ledger_rc rc = ledger_protect(&c->loc, err, sizeof err);
+    enum ledger_rc rc;
+    int tries = 0, xrc = 0;
+    while ((rc = ledger_protect(&c->loc, err, sizeof err)) == LEDGER_CONFLICT)
+        if (!after_conflict(c, "labelling the ledger", &tries, &xrc))
+            return xrc;
     if (rc == LEDGER_GONE)
         return ledger_gone(c, "labelling the ledger");
     if (rc != LEDGER_OK)
@@ -342,7 +381,11 @@ static int write_record(struct ctx *c, const char *slug, struct record *r, int h
     if (r->state == REC_FAILED && shrinking(c))
         record_shrink(r);
     struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
-    enum ledger_rc lrc = ledger_write(&c->loc, &e, 1, err, sizeof err);
+    enum ledger_rc lrc;
+    int tries = 0;
+    while ((lrc = ledger_write(&c->loc, &e, 1, err, sizeof err)) == LEDGER_CONFLICT)
+        if (!after_conflict(c, what, &tries, &rc))
+            return rc;
     if (lrc == LEDGER_GONE)
         return ledger_gone(c, what);
     if (lrc == LEDGER_FULL)
@@ -854,7 +897,11 @@ static int seed(struct ctx *c, struct plan *p)
             snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
         if ((held = protect_once(c)) != 0)
             return held;
-        enum ledger_rc wrc = ledger_write(&c->loc, p->seed, p->nseed, err, sizeof err);
+        enum ledger_rc wrc;
+        int tries = 0;
+        while ((wrc = ledger_write(&c->loc, p->seed, p->nseed, err, sizeof err)) == LEDGER_CONFLICT)
+            if (!after_conflict(c, "seeding legacy records", &tries, &held))
+                return held;
         if (wrc == LEDGER_GONE)
             return ledger_gone(c, "seeding legacy records");
         if (wrc == LEDGER_FULL) {
@@ -914,7 +961,7 @@ static int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, i
         log_warn("%s (showing the ledger alone)", err);
     if (!(c->rest = connect_cluster(o)))
         return EXIT_CLUSTER;
-    c->loc = (struct ledger_loc){c->rest, o->k.ledger_namespace, o->k.ledger_name, 0};
+    c->loc = (struct ledger_loc){.rest = c->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
     kubeconfig_identity(rest_config(c->rest), c->identity, sizeof c->identity);
     return 0;
 }

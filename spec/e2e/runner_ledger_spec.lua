@@ -242,6 +242,39 @@ describe('#e2e the runner', function()
         'last-applied')
     end)
 
+    -- Every record write is conditional on the ledger's resourceVersion as
+    -- the runner last saw it (so a write that reaches the apiserver late,
+    -- after another runner took the lock over and wrote, is refused). A
+    -- legacy script's own apply of version in the same run changes that
+    -- resourceVersion: the runner asks the Lease, reads it afresh, writes.
+    it('when a shell migration of the same run applies version between two records', function()
+      local ns = runner.new_ns()
+      must(runner.run(fixture.tree({ batches = { { '00001-v1.0.0', { 'first' } } },
+        scripts = { first = { body = 'return' } } }), ns))
+      local rv0 = runner.get_ledger(ns).metadata.resourceVersion
+      local bin = h.root .. '/build/testenv/bin/kubectl'
+      local f = io.open(bin, 'rb')
+      if f then f:close() else bin = 'kubectl' end
+      local k = h.q(bin) .. ' --namespace "$NAMESPACE"'
+      local dir = fixture.tree({
+        batches = { { '00001-v1.0.0', { 'first', 'stamp', 'after' } } },
+        scripts = {
+          first = { body = 'return' },
+          stamp = { shell = true, body = string.format(
+            '%s create configmap %s --from-literal=version=7 --dry-run=client -o yaml | %s apply -f-',
+            k, runner.LEDGER, k) },
+          after = { body = 'return' },
+        },
+      })
+      local res = must(runner.run(dir, ns))
+      local recs, _, cm = runner.records(ns)
+      assert.are.equal('ok', recs.stamp.state, res.err)
+      assert.are.equal('ok', recs.after.state, res.err)
+      assert.are.equal('7', cm.data.version)
+      assert.are_not.equal(rv0, cm.metadata.resourceVersion)
+      h.contains(res.err, 'recording stamp: the ledger changed since this runner last read it', 'the run')
+    end)
+
     it('on a ledger the runner created (fresh install)', function()
       local cm = run_then_apply(runner.new_ns())
       assert.are.equal('true', cm.metadata.labels['platform.cozystack.io/no-delete'])

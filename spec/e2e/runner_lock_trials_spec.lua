@@ -158,8 +158,12 @@ local function wait_file(path, what)
   wait_until(function() return h.run('test -e ' .. h.q(path)).code == 0 end, 30, what)
 end
 
-local function wait_log(log, pattern, what)
-  wait_until(function() return h.slurp(log):find(pattern) ~= nil end, 30, what)
+-- wait_log(log, pattern, what [, r]): r is the runner whose stderr the
+-- failure quotes.
+local function wait_log(log, pattern, what, r)
+  local ok = h.eventually(30, function() return h.slurp(log):find(pattern) ~= nil end)
+  assert.is_true(ok, 'timed out waiting for ' .. what .. (r and ('; ' .. r.name .. ' said:\n' ..
+    h.slurp(r.f .. '.err'):sub(-800)) or ''))
 end
 
 describe('#e2e the runner lock, tried with a second runner waiting', function()
@@ -221,9 +225,13 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
   it('stops a runner whose renewals fail, before the lease lapses for the others', function()
     local ns, _, log = case()
     local t = tree(SLUGS, log, { beats = { m1 = 40 } })
-    proxy.faults(p, { string.format('method=PATCH,path=/apis/coordination.k8s.io/v1/namespaces/%s/leases,action=503', ns) })
+    -- The renewals fail from the moment m1 runs: had they failed from the
+    -- start, a runner slower than a quarter lease to reach m1 (a loaded
+    -- machine) would rightly stop before m1, and the trial try nothing.
+    proxy.faults(p, {})
     local a = start('a', t, ns, '--kubeconfig ' .. h.q(p.kubeconfig) .. ' --retry-for 1s')
-    wait_log(log, 'start %d+ m1', 'm1 to start')
+    wait_log(log, 'start %d+ m1', 'm1 to start', a)
+    proxy.faults(p, { string.format('method=PATCH,path=/apis/coordination.k8s.io/v1/namespaces/%s/leases,action=503', ns) })
     local b = finish(start('b', t, ns, '--lock-timeout 60s'), 90)
     finish(a)
     assert_takeover(ns, log, a, b)

@@ -481,19 +481,27 @@ function M.with_runner_pid(cmd)
 end
 
 -- beat_spans(log) -> sorted {runner=, slug=, from=, to=, ended=}: a span
--- that never ended (killed) lasted until at most a beat after its last line.
+-- that never ended (killed) lasted until at most a beat after its last line:
+-- its own cadence (the widest gap between its lines so far, as the machine's
+-- load made it) and 20 ms, at most 0.15 s.
 function M.beat_spans(log)
   local by, out = {}, {}
+  local function pad(sp) return math.min(0.15, (sp.gap or 0.1) + 0.02) end
   for kind, who, slug, t in h.slurp(log):gmatch('(%a+) (%S+) (%S+) ([%d.]+)\n') do
     t = tonumber(t)
     local key = who .. ' ' .. slug
     local sp = by[key]
     if kind == 'start' or not sp then
-      sp = { runner = who, slug = slug, from = t, to = t + 0.15, ended = false }
+      sp = { runner = who, slug = slug, from = t, last = t, ended = false }
+      sp.to = t + pad(sp)
       by[key] = sp
       out[#out + 1] = sp
     end
-    if kind == 'beat' then sp.to = t + 0.15 end
+    if kind == 'beat' then
+      sp.gap = math.max(sp.gap or 0, t - sp.last)
+      sp.last = t
+      sp.to = t + pad(sp)
+    end
     if kind == 'end' then sp.to, sp.ended = t, true end
   end
   table.sort(out, function(a, b) return a.from < b.from end)
