@@ -287,9 +287,11 @@ static int do_file_multi(const char *ca, const char *cert, const char *key, stru
         }
         if (active == 0)
             break;
+        /* Completions are read right after perform, which finds them:
+         * waiting in poll first would sleep out its timeout whenever the
+         * transfers that just ended were the last ones with a socket. */
         int running = 0;
-        if (curl_multi_perform(m, &running) != CURLM_OK ||
-            curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK) {
+        if (curl_multi_perform(m, &running) != CURLM_OK) {
             rc = -1;
             break;
         }
@@ -314,6 +316,10 @@ static int do_file_multi(const char *ca, const char *cert, const char *key, stru
             s->line = NULL;
             active--;
             n++;
+        }
+        if (running && curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK) {
+            rc = -1;
+            break;
         }
     }
     for (long i = 0; i < conc; i++) {
