@@ -345,3 +345,9 @@ char *utf8_repair(const char *s, size_t n)
     out[o] = '\0';
     return out;
 }
+
+int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && memcmp(s + a - b, suffix, b) == 0;
+}

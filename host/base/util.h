@@ -18,6 +18,8 @@ int list_dir(const char *dir, char ***names, size_t *n);
  * directories where a dotfile must be refused or counted, never passed over. */
 int list_dir_all(const char *dir, char ***names, size_t *n);
 void free_names(char **names, size_t n);
+/* 1 when s ends with suffix (s may be suffix itself), else 0. */
+int ends_with(const char *s, const char *suffix);
 /* "2026-08-12T10:04:00Z" for the current time. */
 void now_rfc3339(char buf[32]);
 

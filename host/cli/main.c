@@ -23,6 +23,7 @@
 #include "kube/kubeconfig.h"
 #include "release/lint.h"
 #include "base/log.h"
+#include "base/paths.h"
 #include "formats/manifest.h"
 #include "run/migrate_lua.h"
 #include "release/order.h"
@@ -630,12 +631,6 @@ static int count_tick(void *ud)
     return 0;
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 /* A shell script reaches the cluster the options name (--kubeconfig,
  * --context), as under `run`: "KUBECONFIG=<a private kubeconfig of that one
  * context>" in env (kp removes it afterwards). 0 set; 1 left as it is (no
@@ -791,7 +786,7 @@ static int cmd_spec(struct cli *c, int argc, char **argv)
         return EXIT_OK;
     }
     struct host_ctx hc = {.kube = c->r.k};
-    lua_State *L = sandbox_new_unrestricted(sandbox_default_stdlib(), &hc);
+    lua_State *L = sandbox_new_unrestricted(paths_stdlib(), &hc);
     if (!L) {
         log_fatal("cannot create the Lua state");
         return EXIT_FAILED;
@@ -899,25 +894,6 @@ static const char status_help[] =
     "                       a bad version); exit 1 when there is any\n"
     "  --ledger NAME, --dir DIR as for run\n";
 
-/* The tree: --dir, else $COZY_MIGRATIONS_DIR, else the image's
- * /usr/share/cozy-migrate, else (with --local or in a checkout) the
- * directory above build/. */
-static const char *default_dir(void)
-{
-    const char *env = getenv("COZY_MIGRATIONS_DIR");
-    if (env && *env)
-        return env;
-    const char *stdlib = sandbox_default_stdlib();
-    static char dir[4096];
-    snprintf(dir, sizeof dir, "%s", stdlib);
-    char *slash = strrchr(dir, '/');
-    if (slash && strcmp(slash, "/stdlib") == 0) {
-        *slash = '\0';
-        return dir;
-    }
-    return ".";
-}
-
 /* env SKIP ("slug[,slug]") and SKIP_REASON, for run and plan: the hook's
  * escape hatch. 0, or an exit code after reporting. */
 static int skip_env(struct cli *c)
@@ -1002,7 +978,7 @@ static int runner_finish(struct cli *c, int argc, char **argv, int first)
         return EXIT_USAGE;
     }
     if (!o->dir)
-        o->dir = o->k.cfg.local ? "." : default_dir();
+        o->dir = o->k.cfg.local ? "." : paths_tree();
     static char lease[300];
     snprintf(lease, sizeof lease, "%s" LEASE_SUFFIX, o->k.ledger_name);
     o->k.lease_name = lease;

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "lua/sandbox.h"
+#include "base/paths.h"
 #include "base/util.h"
 
 static void hex(const unsigned char *d, unsigned n, char out[65])
@@ -294,7 +294,7 @@ static int scan(struct tree *t, const char *rel, const char *tier, const char *e
         size_t l = strlen(name);
         if (shell && strcmp(name, "legacy-map") == 0)
             continue;
-        if (l <= el || strcmp(name + l - el, ext) != 0) {
+        if (!ends_with(name, ext)) {
             snprintf(err, errlen, "%s/%s: not a migration (expected <slug>%s)", rel, name, ext);
             rc = -1;
             break;
@@ -371,10 +371,10 @@ int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen
         qsort(t->by_slug, t->n, sizeof *t->by_slug, cmp_by_slug);
     /* The shared code every record names by digest: what cannot be read
      * cannot be recorded, so it is a packaging error like a bad script.
-     * For Lua that is the stdlib the sandbox loads (sandbox.c), wherever
+     * For Lua that is the stdlib the sandbox loads (paths_stdlib), wherever
      * the tree is: a stdlib/ inside ROOT does not run and is not named. */
     char path[4096];
-    int rc = sha256_dir(sandbox_default_stdlib(), t->lib_lua, err, errlen);
+    int rc = sha256_dir(paths_stdlib(), t->lib_lua, err, errlen);
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/legacy-sh/lib", root);
         rc = sha256_dir(path, t->lib_sh, err, errlen);
@@ -442,7 +442,7 @@ static int validate_legacy(const struct tree *t, char *err, size_t errlen)
     }
     const struct batch *lb = NULL;
     for (size_t i = 0; i < t->man.n && !lb; i++)
-        if (strcmp(t->man.b[i].name, "00000-legacy") == 0)
+        if (strcmp(t->man.b[i].name, LEGACY_BATCH) == 0)
             lb = &t->man.b[i];
     if (!lb && !t->legacy.n)
         return 0;
@@ -569,13 +569,18 @@ static int validate(struct tree *t, char *err, size_t errlen)
     return validate_legacy(t, err, errlen);
 }
 
+const char *tree_order_d(const char *root, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/migrations/order.d", root);
+    return buf;
+}
+
 int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
 {
     if (tree_load_scripts(root, t, err, errlen) != 0)
         return -1;
     char path[4096];
-    snprintf(path, sizeof path, "%s/migrations/order.d", root);
-    int rc = manifest_load(path, &t->man, err, errlen);
+    int rc = manifest_load(tree_order_d(root, path, sizeof path), &t->man, err, errlen);
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/migrations/revoked", root);
         rc = revoked_load(path, &t->revoked, err, errlen);

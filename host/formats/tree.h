@@ -27,7 +27,7 @@ struct tree {
     struct manifest man;
     struct slug_list revoked;
     struct legacy_map legacy;
-    char lib_lua[65];       /* digest of the stdlib that runs (sandbox_default_stdlib) */
+    char lib_lua[65];       /* digest of the stdlib that runs (paths_stdlib) */
     char lib_sh[65];        /* digest of legacy-sh/lib/ */
     /* Indexes, so finding a slug among thousands is a binary search: */
     const struct migration **by_slug;   /* m sorted by slug */
@@ -40,6 +40,10 @@ struct tree_place {
     size_t batch, entry;
     long order;
 };
+
+/* ROOT/migrations/order.d, the manifest's directory, in buf; returns buf.
+ * The one place the path is built. */
+const char *tree_order_d(const char *root, char *buf, size_t len);
 
 /* Loads ROOT (holding migrations/ and legacy-sh/) and validates it. Returns
  * 0, or -1 with one line in err naming the file and line or the slug. */

@@ -28,6 +28,7 @@
 #include <openssl/x509.h>
 
 #include "base/mem.h"
+#include "base/paths.h"
 
 #define SA_DIR_DEFAULT "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -1104,12 +1105,12 @@ int kubeconfig_private_write(const struct kube_config *c, struct kube_private *k
     cJSON_Delete(doc);
     if (!text)
         return fail(err, errlen, "writing the child's kubeconfig: %s", *yerr ? yerr : "out of memory");
-    const char *tmp = getenv("TMPDIR");
-    snprintf(kp->dir, sizeof kp->dir, "%s/cozy-migrate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    const char *tmp = paths_tmpdir();
+    snprintf(kp->dir, sizeof kp->dir, "%s/cozy-migrate-XXXXXX", tmp);
     int rc = -1, fd = -1;
     if (!mkdtemp(kp->dir)) { /* mode 0700 */
         fail(err, errlen, "creating a private directory for the child's kubeconfig in %s: %s",
-             tmp && *tmp ? tmp : "/tmp", strerror(errno));
+             tmp, strerror(errno));
         kp->dir[0] = '\0';
         goto out;
     }

@@ -33,6 +33,7 @@
 #include "base/log.h"
 #include "lua/luajson.h"
 #include "base/mem.h"
+#include "base/paths.h"
 #include "base/util.h"
 #include "formats/yamldoc.h"
 
@@ -573,7 +574,7 @@ struct sandbox *sandbox_new(const struct sandbox_opts *o)
     mem_set_limit(o->mem_limit);
     sb->on_panic = o->on_panic;
     snprintf(sb->stdlib_dir, sizeof sb->stdlib_dir, "%s",
-             o->stdlib_dir ? o->stdlib_dir : sandbox_default_stdlib());
+             o->stdlib_dir ? o->stdlib_dir : paths_stdlib());
     sb->L = lua_newstate(cap_alloc, sb);
     if (!sb->L) {
         free(sb);
@@ -777,37 +778,4 @@ lua_State *sandbox_new_unrestricted(const char *stdlib_dir, const struct host_ct
     lua_setfield(L, -3, "path");
     lua_pop(L, 2);
     return L;
-}
-
-const char *sandbox_default_stdlib(void)
-{
-    static char dir[PATH_MAX];
-    const char *env = getenv("COZY_STDLIB");
-    if (env && *env) {
-        snprintf(dir, sizeof dir, "%s", env);
-        return dir;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            /* build/cozy-migrate and build/asan/cozy-migrate in a checkout */
-            const char *ups[] = {"/../stdlib", "/../../stdlib", NULL};
-            for (int i = 0; ups[i]; i++) {
-                char cand[PATH_MAX + 32];
-                snprintf(cand, sizeof cand, "%s%s", exe, ups[i]);
-                char *real = realpath(cand, NULL);
-                if (real) {
-                    snprintf(dir, sizeof dir, "%s", real);
-                    free(real);
-                    return dir;
-                }
-            }
-        }
-    }
-    snprintf(dir, sizeof dir, "/usr/share/cozy-migrate/stdlib");
-    return dir;
 }

@@ -25,7 +25,7 @@ struct sandbox_opts {
     size_t mem_limit;           /* bytes; 0 = no cap */
     const struct host_ctx *ctx; /* copied onto the state; its deadline arms the
                                  * hook. NULL: default kube options, no deadline */
-    const char *stdlib_dir;     /* where `require` finds Lua modules; NULL = default */
+    const char *stdlib_dir;     /* where `require` finds Lua modules; NULL = paths_stdlib() */
     void (*on_panic)(const char *msg); /* an unprotected error: report msg; the
                                         * process then exits 1 (NULL: log it) */
 };
@@ -48,8 +48,4 @@ const char *sandbox_status_name(enum sandbox_status s);
  * preloaded and the stdlib on package.path; used by the spec runner, which
  * adds its own spec-only modules. NULL on allocation failure. */
 lua_State *sandbox_new_unrestricted(const char *stdlib_dir, const struct host_ctx *ctx);
-
-/* The directory holding the stdlib: $COZY_STDLIB, else <exe>/../stdlib,
- * else /usr/share/cozy-migrate/stdlib. Returns a static buffer. */
-const char *sandbox_default_stdlib(void);
 #endif

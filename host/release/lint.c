@@ -25,8 +25,10 @@
 #include "release/gitread.h"
 #include "formats/header.h"
 #include "formats/manifest.h"
+#include "formats/tree.h"
 #include "release/order.h"
 #include "release/proc.h"
+#include "base/paths.h"
 #include "base/util.h"
 
 const char lint_luacheckrc[] =
@@ -159,12 +161,6 @@ static const char *split_err(const char *err, const char *path, int *line)
     while (*p == ' ')
         p++;
     return p;
-}
-
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a > b && strcmp(s + a - b, suf) == 0;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -428,7 +424,8 @@ static int run_linters(struct lint *l)
     if (rc == 0)
         rc = run_tool(l, "shellcheck", shc_lib, lib, nlib, "apt-get install shellcheck");
     if (rc == 0 && nlua) {
-        char cfg[] = "/tmp/cozy-luacheckrc-XXXXXX";
+        char cfg[4200];
+        snprintf(cfg, sizeof cfg, "%s/cozy-luacheckrc-XXXXXX", paths_tmpdir());
         int fd = mkstemp(cfg);
         size_t len = strlen(lint_luacheckrc);
         if (fd < 0 || write(fd, lint_luacheckrc, len) != (ssize_t)len) {
@@ -699,7 +696,7 @@ int lint_run(const struct lint_opts *o)
         log_info("lint: %s is not in a git repository: order-d, batch by tag, history "
                 "and changed are not checked", o->dir);
     }
-    snprintf(path, sizeof path, "%s/migrations/order.d", o->dir);
+    tree_order_d(o->dir, path, sizeof path);
     int have_man = 0;
     if (stat(path, &st) == 0) {
         if (manifest_load(path, &man, err, sizeof err) == 0) {

@@ -499,7 +499,7 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
         for (size_t i = 0; i < t->legacy.n; i++) {
             const struct legacy_entry *e = &t->legacy.e[i];
             if (e->number < l->version && !ledger_find(l, e->slug) && !repairs(o, e->slug) &&
-                seed_record(p, e->slug, REC_LEGACY, "00000-legacy", "pre-apply", o) != 0)
+                seed_record(p, e->slug, REC_LEGACY, LEGACY_BATCH, "pre-apply", o) != 0)
                 return -1;
         }
     }
@@ -512,7 +512,7 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
             if (!e->retired || tree_revoked(t, e->slug) || state_of(p, l, e->slug, &rec) != REC_NONE ||
                 o->survey)
                 continue;
-            const char *release = strcmp(man->b[i].name, "00000-legacy") == 0
+            const char *release = strcmp(man->b[i].name, LEGACY_BATCH) == 0
                                       ? "the last release that ships the legacy migrations"
                                       : strchr(man->b[i].name, '-') + 1;
             refuse(p, EXIT_FLOOR,

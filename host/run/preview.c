@@ -25,6 +25,7 @@
 #include "run/ledger.h"
 #include "run/lock.h"
 #include "base/log.h"
+#include "base/paths.h"
 #include "kube/overlay.h"
 #include "run/plan.h"
 #include "kube/rest.h"
@@ -39,7 +40,7 @@ struct preview {
     struct ledger l;
     struct plan p;
     struct rest_client *rest;
-    char dir[64], overlay[128];     /* the overlay lives in a private temp dir */
+    char dir[4096], overlay[4200]; /* the overlay lives in a private directory under TMPDIR */
     cJSON *doc;                     /* the JSON report being built */
     cJSON *migrations, *records;
     cJSON *ran;                     /* slug -> "ok" | "failed in this run" | "blocked" */
@@ -124,10 +125,11 @@ static int prepare(struct preview *v)
         log_fatal("%s", v->p.refuse_msg);
         return v->p.refuse;
     }
-    snprintf(v->dir, sizeof v->dir, "/tmp/cozy-preview-XXXXXX");
+    snprintf(v->dir, sizeof v->dir, "%s/cozy-preview-XXXXXX", paths_tmpdir());
     if (!mkdtemp(v->dir)) {
         *v->dir = '\0';
-        log_fatal("preview: cannot make a private directory: %s", strerror(errno));
+        log_fatal("preview: cannot make a private directory in %s: %s", paths_tmpdir(),
+                  strerror(errno));
         return EXIT_FAILED;
     }
     snprintf(v->overlay, sizeof v->overlay, "%s/overlay.json", v->dir);

@@ -948,7 +948,7 @@ static int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, i
     /* Without a manifest there is no tree to show (status reads the ledger
      * alone, quietly); a tree that is there but broken is said. */
     char man_dir[4200];
-    snprintf(man_dir, sizeof man_dir, "%s/migrations/order.d", o->dir);
+    tree_order_d(o->dir, man_dir, sizeof man_dir);
     int loaded = (need_tree || access(man_dir, F_OK) == 0) &&
                  tree_load(o->dir, &c->t, err, sizeof err) == 0;
     if (have_tree)
@@ -1104,7 +1104,7 @@ int runner_status(const struct runner_opts *o)
     } else if (!have_tree) {
         /* Ordered by a manifest when one can be read, else by time. */
         char dir[4200];
-        snprintf(dir, sizeof dir, "%s/migrations/order.d", o->dir);
+        tree_order_d(o->dir, dir, sizeof dir);
         if (access(dir, F_OK) == 0 && manifest_load(dir, &man, err, sizeof err) == 0) {
             have_man = 1;
             v.man = &man;
