@@ -21,6 +21,7 @@
 #include "lua/hostctx.h"
 #include "release/import.h"
 #include "kube/kubeconfig.h"
+#include "kube/kubeconfig_private.h"
 #include "release/lint.h"
 #include "base/log.h"
 #include "base/paths.h"

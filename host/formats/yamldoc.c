@@ -1,12 +1,13 @@
-/* yaml.c: the project's one YAML reader and writer.
+/* yamldoc.c: the project's one YAML reader and writer.
  * Owns turning YAML text into cJSON (core-schema scalars, anchors expanded
  * under a budget, duplicate and non-scalar keys refused, a line per node) and
- * cJSON back into block-style YAML, plus the `yaml` Lua module.
+ * cJSON back into block-style YAML (the `yaml` Lua module over it is
+ * lua/yaml_lua.c). Knows no Lua.
  * Must never interpret what the document means (that is the caller's job),
  * never touch the filesystem except in yaml_load_file, and never let input
  * size, nesting or alias expansion exhaust memory or the C stack. */
 #include "formats/yamldoc.h"
-#include "lua/luajson.h"
+
 #include "base/mem.h"
 
 #include <errno.h>
@@ -17,15 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <lauxlib.h>
-#include <lua.h>
 #include <yaml.h>
 
 /* An alias re-emits its whole anchored subtree, so a few lines of "billion
  * laughs" can ask for an exponential tree; cap what any document may produce. */
 #define YAML_MAX_NODES  1000000u
 #define YAML_MAX_BYTES  (64u * 1024u * 1024u)
-/* cJSON_Delete, cJSON_Duplicate, the emitter and ljson_push all recurse. */
+/* cJSON_Delete, cJSON_Duplicate, the emitter and the Lua bridge all recurse. */
 #define YAML_MAX_DEPTH  512
 
 #define TAG_PREFIX "tag:yaml.org,2002:"
@@ -982,8 +981,9 @@ static int emit_value(yaml_emitter_t *e, const cJSON *v, int depth, char *err, s
             return 0;
         return yaml_emitter_emit(e, &ev);
     case cJSON_Raw: {
-        /* luajson hands Lua integers over as raw JSON text to keep all 64
-         * bits; a number stays plain, any other raw JSON is re-read. */
+        /* The Lua bridge (lua/luajson.c) hands Lua integers over as raw
+         * JSON text to keep all 64 bits; a number stays plain, any other
+         * raw JSON is re-read. */
         double d;
         int b;
         if (!v->valuestring) {
@@ -1050,90 +1050,4 @@ char *yaml_emit_err(const cJSON *v, char *err, size_t errlen)
 char *yaml_emit(const cJSON *v)
 {
     return yaml_emit_err(v, NULL, 0);
-}
-
-/* ---------- Lua module ---------- */
-
-#define YAML_BOX "cozy.yaml.box"
-
-/* C allocations live in a userdata while Lua code (which may raise) runs, so a
- * memory error in ljson_push or lua_pushstring cannot leak them. */
-struct box { struct yaml_doc doc; cJSON *value; char *text; };
-
-static int box_gc(lua_State *L)
-{
-    struct box *b = luaL_checkudata(L, 1, YAML_BOX);
-    yaml_doc_free(&b->doc);
-    cJSON_Delete(b->value);
-    mem_free(b->text);
-    b->value = NULL;
-    b->text = NULL;
-    return 0;
-}
-
-static struct box *new_box(lua_State *L)
-{
-    struct box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    memset(b, 0, sizeof *b);
-    luaL_setmetatable(L, YAML_BOX);
-    return b;
-}
-
-static int l_decode(lua_State *L)
-{
-    size_t len;
-    const char *text = luaL_checklstring(L, 1, &len);
-    const char *name = luaL_optstring(L, 2, "<yaml>");
-    char err[512];
-    struct box *b = new_box(L);
-    if (yaml_load(name, text, len, &b->doc, err, sizeof err) < 0) {
-        luaL_pushfail(L);
-        lua_pushstring(L, err);
-        return 2;
-    }
-    ljson_push(L, b->doc.root);
-    yaml_doc_free(&b->doc);
-    return 1;
-}
-
-static int l_encode(lua_State *L)
-{
-    char err[512];
-    luaL_checkany(L, 1);
-    struct box *b = new_box(L);
-    b->value = ljson_to_cjson(L, 1, err, sizeof err);
-    if (!b->value) {
-        luaL_pushfail(L);
-        lua_pushstring(L, err);
-        return 2;
-    }
-    b->text = yaml_emit_err(b->value, err, sizeof err);
-    if (!b->text) {
-        luaL_pushfail(L);
-        lua_pushstring(L, err);
-        return 2;
-    }
-    lua_pushstring(L, b->text);
-    cJSON_Delete(b->value);
-    mem_free(b->text);
-    b->value = NULL;
-    b->text = NULL;
-    return 1;
-}
-
-int luaopen_yaml(lua_State *L)
-{
-    static const luaL_Reg fns[] = {
-        { "decode", l_decode },
-        { "encode", l_encode },
-        { NULL, NULL },
-    };
-    ljson_init(L);
-    if (luaL_newmetatable(L, YAML_BOX)) {
-        lua_pushcfunction(L, box_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
-    luaL_newlib(L, fns);
-    return 1;
 }

@@ -35,7 +35,7 @@
 #include "base/mem.h"
 #include "base/paths.h"
 #include "base/util.h"
-#include "formats/yamldoc.h"
+#include "lua/yaml_lua.h"
 
 #define HOOK_EVERY 10000
 

@@ -22,6 +22,7 @@
 #include "base/exitcodes.h"
 #include "kube/journal.h"
 #include "kube/kubeconfig.h"
+#include "kube/kubeconfig_private.h"
 #include "run/ledger.h"
 #include "run/lock.h"
 #include "base/log.h"
