@@ -35,6 +35,7 @@
 #include "base/mem.h"
 #include "base/paths.h"
 #include "base/util.h"
+#include "lua/log_lua.h"
 #include "lua/yaml_lua.h"
 
 #define HOOK_EVERY 10000
