@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "kube/journal.h"
+#include "formats/journaldoc.h"
 #include "base/util.h"
 
 static const char *const state_names[] = {

@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #include "base/defaults.h"
-#include "kube/journal.h"
+#include "formats/journaldoc.h"
 #include "base/log.h"
 #include "kube/overlay.h"
 #include "lua/sandbox.h"

@@ -20,7 +20,7 @@
 #include "run/child.h"
 #include "base/defaults.h"
 #include "base/exitcodes.h"
-#include "kube/journal.h"
+#include "formats/journaldoc.h"
 #include "kube/kubeconfig.h"
 #include "kube/kubeconfig_private.h"
 #include "run/ledger.h"
