@@ -12,7 +12,7 @@
 #include "base/defaults.h"
 #include "kube/guard.h"
 #include "formats/header.h"
-#include "run/ledger.h"
+#include "formats/ledgerdoc.h"
 #include "lua/luajson.h"
 #include "formats/manifest.h"
 #include "run/plan.h"
