@@ -230,6 +230,11 @@ void log_msg(enum log_level l, const char *msg)
     emit(l, msg);
 }
 
+void log_say(const char *line)
+{
+    emit(LOG_WARN, line);
+}
+
 void logf_(enum log_level l, const char *fmt, ...)
 {
     if (l < min_level)

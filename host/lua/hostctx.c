@@ -1,6 +1,6 @@
 /* hostctx.c: the per-state run context (see hostctx.h). Owns where it lives
  * (a registry userdata, its address in the state's extra space so fetching
- * it is one load) and the defaults of the kube options. Must never hold a
+ * it is one load). Must never hold a
  * process-wide copy: two states in one process have two contexts. */
 #include "lua/hostctx.h"
 
@@ -8,21 +8,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "base/defaults.h"
 #include "base/util.h"
 
 static const char CTX_KEY = 'c';
-
-void kube_default_options(struct kube_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->ledger_namespace = DEFAULT_NAMESPACE;
-    o->ledger_name = DEFAULT_LEDGER_NAME;
-    o->lease_name = DEFAULT_LEDGER_NAME LEASE_SUFFIX;
-    o->request_timeout = DEFAULT_REQUEST_TIMEOUT_S;
-    o->max_attempts = DEFAULT_REQUEST_ATTEMPTS;
-    o->retry_budget = DEFAULT_RETRY_BUDGET_S;
-}
 
 void host_ctx_attach(lua_State *L, const struct host_ctx *src)
 {

@@ -12,25 +12,7 @@
 #define COZY_HOSTCTX_H
 #include <lua.h>
 
-#include "kube/kubeconfig.h"
-
-/* What every request a script makes depends on. The strings are borrowed:
- * they must outlive every state the options are attached to (argv, or
- * static storage in main.c). */
-struct kube_options {
-    struct kube_config_opts cfg;    /* which cluster, as whom */
-    int dry_run;                    /* every mutating request gets dryRun=All */
-    const char *ledger_namespace;   /* the platform namespace: ledger and lock live there */
-    const char *ledger_name;        /* the ledger ConfigMap no script may write */
-    const char *lease_name;         /* the runner lock no script may write */
-    double request_timeout;         /* seconds per attempt */
-    int max_attempts;               /* per request, including the first */
-    double retry_budget;            /* seconds across all attempts */
-};
-
-/* The defaults of defaults.h: cozy-system / cozystack-version /
- * cozystack-version-lock, 30s per attempt, 6 attempts, 60s budget. */
-void kube_default_options(struct kube_options *o);
+#include "kube/options.h"
 
 struct kube_client;                 /* kube.c's, created on first use */
 struct journal;                     /* journal.h */

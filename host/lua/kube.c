@@ -88,7 +88,7 @@ static struct kube_client *client_connect(struct host_ctx *hc)
     if (c->init_failed)
         return NULL;
     const struct kube_options *o = &hc->kube;
-    struct rest_policy p = {o->request_timeout, o->max_attempts, o->retry_budget};
+    struct rest_policy p = kube_rest_policy(o, log_say);
     if (!(c->rest = rest_new(&o->cfg, &p, c->init_err, sizeof c->init_err))) {
         c->init_failed = 1;
         return NULL;
@@ -179,6 +179,18 @@ static void push_rest_error(lua_State *L, const struct rest_error *e, const char
     if (e->continue_token) {
         lua_pushstring(L, e->continue_token);
         lua_setfield(L, -2, "continue");
+    }
+}
+
+/* Writes each line of text (newline-separated) as the migration's own
+ * output: what the dry run would change belongs with what the script
+ * printed. */
+static void say_lines(const char *text)
+{
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n");
+        out_line("%.*s", (int)n, p);
+        p += n + (p[n] == '\n');
     }
 }
 
@@ -888,8 +900,12 @@ static int l_request(lua_State *L)
     int rc = wrc == WIRE_OK ? 0 : -1;
     int would = -1;
     char fields[JOURNAL_FIELDS_MAX] = "";
-    if (report && rc == 0)
-        would = dryrun_report(method, path0, q->before, q->res.json, fields, sizeof fields) > 0;
+    if (report && rc == 0) {
+        char text[4096];
+        would = dryrun_report(method, path0, q->before, q->res.json, text, sizeof text, fields,
+                              sizeof fields) > 0;
+        say_lines(text);
+    }
     if (mutating)
         journal_add(hc->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
                     rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,

@@ -46,6 +46,7 @@
 #include "formats/journaldoc.h"
 #include "base/log.h"
 #include "kube/overlay.h"
+#include "lua/hostctx.h"
 #include "lua/sandbox.h"
 #include "base/stop.h"
 #include "base/util.h"

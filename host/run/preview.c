@@ -87,7 +87,7 @@ static int prepare(struct preview *v)
         log_fatal("%s", err);
         return EXIT_PACKAGING;
     }
-    struct rest_policy pol = {o->k.request_timeout, o->k.max_attempts, o->k.retry_budget};
+    struct rest_policy pol = kube_rest_policy(&o->k, log_say);
     if (!(v->rest = rest_new(&o->k.cfg, &pol, err, sizeof err))) {
         log_fatal("%s", err);
         return EXIT_CLUSTER;

@@ -55,7 +55,7 @@ struct ctx {
 static struct rest_client *connect_cluster(const struct runner_opts *o)
 {
     char err[ERRLINE_MAX];
-    struct rest_policy p = {o->k.request_timeout, o->k.max_attempts, o->k.retry_budget};
+    struct rest_policy p = kube_rest_policy(&o->k, log_say);
     struct rest_client *c = rest_new(&o->k.cfg, &p, err, sizeof err);
     if (!c)
         log_fatal("%s", err);
