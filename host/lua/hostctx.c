@@ -12,6 +12,11 @@
 
 static const char CTX_KEY = 'c';
 
+void host_ctx_init(lua_State *L)
+{
+    memset(lua_getextraspace(L), 0, LUA_EXTRASPACE);
+}
+
 void host_ctx_attach(lua_State *L, const struct host_ctx *src)
 {
     struct host_ctx *hc = lua_newuserdatauv(L, sizeof *hc, 0);
@@ -30,15 +35,6 @@ double host_ctx_remaining(const struct host_ctx *hc)
     if (!hc || !hc->deadline)
         return HUGE_VAL;
     return hc->deadline - now_mono();
-}
-
-void host_ctx_unpredictable(struct host_ctx *hc, const char *why)
-{
-    if (!hc || hc->unpredictable)
-        return;
-    hc->unpredictable = 1;
-    snprintf(hc->unpredictable_why, sizeof hc->unpredictable_why, "%s", why ? why : "");
-    utf8_clip(hc->unpredictable_why);
 }
 
 void host_call_pinned(lua_State *L, lua_CFunction f, void *ud, int nres)

@@ -46,16 +46,22 @@
 
 static const char CLIENT_KEY = 'k';
 
-/* One per Lua state, in its host context; the connection is opened on first
- * use, so a script that never talks to the cluster runs without one. */
+/* One per Lua state, a userdata in its registry: what the module keeps
+ * while the script runs (the host context holds the inputs only). The
+ * connection is opened on first use, so a script that never talks to the
+ * cluster runs without one. */
 struct kube_client {
     struct rest_client *rest;
     struct discovery disc;
     int disc_loaded;
     char init_err[512];
     int init_failed;
-    struct journal journal;     /* hc->journal points here */
-    struct overlay *overlay;    /* preview: loaded on first use, saved by the child */
+    struct journal journal;     /* writes into the context's journal_log when it has one */
+    struct overlay *overlay;    /* preview: loaded on first use, kube_preview_save writes it */
+    int ended;                  /* kube_end: the script is over (its state is closing) */
+    int unpredictable;          /* preview: a request the preview cannot predict was
+                                 * refused (PreviewUnsupported, DryRunRefused) */
+    char unpredictable_why[512]; /* the first such refusal, one line */
 };
 
 static int client_gc(lua_State *L)
@@ -67,18 +73,39 @@ static int client_gc(lua_State *L)
     journal_free(&c->journal);
     overlay_free(c->overlay);
     c->overlay = NULL;
-    struct host_ctx *hc = host_ctx(L);
-    if (hc)
-        hc->overlay = NULL;
     return 0;
 }
 
-/* The context's client, connected. NULL when the cluster config cannot be
- * resolved (the reason stays in c->init_err for every later call). */
-static struct kube_client *client_connect(struct host_ctx *hc)
+/* The state's client (created when the module is opened), or NULL. */
+static struct kube_client *client_of(lua_State *L)
 {
-    struct kube_client *c = hc->client;
-    if (hc->ended) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &CLIENT_KEY);
+    struct kube_client *c = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return c;
+}
+
+/* Notes that the preview met something it cannot predict (the first why
+ * is kept): the migration's preview is then unpredictable, not failed. */
+static void note_unpredictable(struct kube_client *c, const char *why)
+{
+    if (c->unpredictable)
+        return;
+    c->unpredictable = 1;
+    /* cut to fit (on a whole character): the first line of it is what counts */
+    size_t n = why ? strlen(why) : 0;
+    if (n >= sizeof c->unpredictable_why)
+        n = sizeof c->unpredictable_why - 1;
+    memcpy(c->unpredictable_why, why ? why : "", n);
+    c->unpredictable_why[n] = '\0';
+    utf8_clip(c->unpredictable_why);
+}
+
+/* c, connected. NULL when the cluster config cannot be resolved (the
+ * reason stays in c->init_err for every later call). */
+static struct kube_client *client_connect(struct kube_client *c, const struct host_ctx *hc)
+{
+    if (c->ended) {
         snprintf(c->init_err, sizeof c->init_err,
                  "the migration has ended: a finalizer may not talk to the cluster");
         return NULL;
@@ -512,7 +539,8 @@ static cJSON *wire_get_json(struct host_ctx *hc, struct kube_client *c, const ch
  * value (LedgerProtected, DryRunRefused), the deadline as the sandbox's own
  * timeout. In a preview a dry run's refusal makes the migration
  * unpredictable, not failed. */
-static int raise_refusal(lua_State *L, struct host_ctx *hc, enum wire_rc rc,
+static int raise_refusal(lua_State *L, const struct host_ctx *hc, struct kube_client *c,
+                         enum wire_rc rc,
                          enum guard_verdict gv, const char *why, const char *verb,
                          const char *method, const char *path)
 {
@@ -526,7 +554,7 @@ static int raise_refusal(lua_State *L, struct host_ctx *hc, enum wire_rc rc,
     if (gv == GUARD_DRY_RUN) {
         snprintf(msg, sizeof msg, "%s %s: %s", method, path, why);
         if (hc->overlay_path)
-            host_ctx_unpredictable(hc, msg);
+            note_unpredictable(c, msg);
         push_error(L, 0, "DryRunRefused", msg, NULL, verb, method, path);
         return lua_error(L);
     }
@@ -539,15 +567,15 @@ static int raise_refusal(lua_State *L, struct host_ctx *hc, enum wire_rc rc,
 /* ---- the upgrade preview (overlay.h) ----------------------------------- */
 
 /* Pushes a PreviewUnsupported error: the preview cannot predict this
- * request, which makes the migration's preview unpredictable (the host
- * context remembers it) rather than a failure of the run. May raise
+ * request, which makes the migration's preview unpredictable (the client
+ * remembers it, kube_unpredictable tells) rather than a failure of the run. May raise
  * (memory). */
-static void push_unsupported(lua_State *L, struct host_ctx *hc, const char *msg, const char *verb,
+static void push_unsupported(lua_State *L, struct kube_client *c, const char *msg, const char *verb,
                              const char *method, const char *path)
 {
     char why[600];
     snprintf(why, sizeof why, "%s %s: %s", method, path, msg);
-    host_ctx_unpredictable(hc, why);
+    note_unpredictable(c, why);
     push_error(L, 0, "PreviewUnsupported", msg, NULL, verb, method, path);
 }
 
@@ -625,11 +653,11 @@ static int resend_as(struct req *q, struct send *snd, const char *method, cJSON 
  * write to an object the overlay holds goes out as a dry run of the
  * overlay's version). *held is the overlay's object when it has one. May
  * raise. */
-static int preview_before(lua_State *L, struct host_ctx *hc, struct req *q, struct send *snd,
+static int preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
                           const char *path0, const char *verb, const cJSON **held,
                           enum overlay_state *st)
 {
-    struct overlay *ov = hc->client->overlay;
+    struct overlay *ov = c->overlay;
     const char *method = snd->method;
     struct apipath ap;
     int item = apipath_parse(path0, &ap) == 0 && *ap.name;
@@ -655,7 +683,7 @@ static int preview_before(lua_State *L, struct host_ctx *hc, struct req *q, stru
     }
     if (*st == OV_DELETED) {
         lua_pushnil(L);
-        push_unsupported(L, hc, "the preview cannot re-create an object an earlier write of this "
+        push_unsupported(L, c, "the preview cannot re-create an object an earlier write of this "
                          "preview deleted", verb, method, path0);
         return 2;
     }
@@ -680,7 +708,7 @@ static int preview_before(lua_State *L, struct host_ctx *hc, struct req *q, stru
             return -1;
         if (overlay_delete(ov, path0) != 0)
             return luaL_error(L, "kube: preview: out of memory");
-        journal_add(hc->journal, method, verb, path0, 200, NULL, NULL, 1, 1, "");
+        journal_add(&c->journal, method, verb, path0, 200, NULL, NULL, 1, 1, "");
         out_line("dry-run: would delete %s/%s (created earlier in this preview)", ap.resource,
                  ap.name);
         push_status(L, 200, NULL);
@@ -691,7 +719,7 @@ static int preview_before(lua_State *L, struct host_ctx *hc, struct req *q, stru
         char err[512];
         if (overlay_apply_patch(*held, snd->ctype, q->jbody, &next, err, sizeof err) != 0) {
             lua_pushnil(L);
-            push_unsupported(L, hc, err, verb, method, path0);
+            push_unsupported(L, c, err, verb, method, path0);
             return 2;
         }
     } else {
@@ -715,7 +743,7 @@ static int preview_before(lua_State *L, struct host_ctx *hc, struct req *q, stru
 /* After a successful request in a preview: a write's answer goes in the
  * overlay; a list page is merged with it. 0, or -1 with an error pushed
  * (a selector the preview cannot evaluate). May raise. */
-static int preview_after(lua_State *L, struct host_ctx *hc, struct overlay *ov, struct req *q,
+static int preview_after(lua_State *L, struct kube_client *c, struct overlay *ov, struct req *q,
                          const char *method, const char *path0, int qidx)
 {
     const cJSON *resp = q->res.json;
@@ -733,7 +761,7 @@ static int preview_after(lua_State *L, struct host_ctx *hc, struct overlay *ov, 
         int rc = overlay_merge_list(ov, path0, ls, fs, q->res.json, !cont || !*cont, err, sizeof err);
         lua_pop(L, 2);
         if (rc != 0) {
-            push_unsupported(L, hc, err, "list", "GET", path0);
+            push_unsupported(L, c, err, "list", "GET", path0);
             return -1;
         }
         return 0;
@@ -749,7 +777,7 @@ static int preview_after(lua_State *L, struct host_ctx *hc, struct overlay *ov, 
     else
         rc = resp ? overlay_put(ov, path0, resp) : 0;
     if (rc != 0) {
-        push_unsupported(L, hc, "the preview could not keep this write's answer", method, method,
+        push_unsupported(L, c, "the preview could not keep this write's answer", method, method,
                          path0);
         return -1;
     }
@@ -764,6 +792,7 @@ static int preview_after(lua_State *L, struct host_ctx *hc, struct overlay *ov, 
 static int l_request(lua_State *L)
 {
     struct host_ctx *hc = host_ctx(L);
+    struct kube_client *kc = client_of(L);
     luaL_checktype(L, 1, LUA_TTABLE);
     const char *method = opt_field(L, 1, "method");
     const char *path0 = opt_field(L, 1, "path");
@@ -820,7 +849,7 @@ static int l_request(lua_State *L)
                                         q->body && !ctype ? "application/json" : ctype, why,
                                         sizeof why);
     if (gv != GUARD_ALLOW)
-        return raise_refusal(L, hc, WIRE_REFUSED, gv, why, verb, method, path0);
+        return raise_refusal(L, hc, kc, WIRE_REFUSED, gv, why, verb, method, path0);
 
     /* path + the caller's query + dryRun */
     struct sbuf *pb = &q->path;
@@ -837,11 +866,11 @@ static int l_request(lua_State *L)
     if (pb->oom)
         return luaL_error(L, "kube: out of memory");
 
-    struct kube_client *c = client_connect(hc);
+    struct kube_client *c = client_connect(kc, hc);
     if (!c) {
         req_release(q);
         lua_pushnil(L);
-        push_error(L, 0, "ConfigError", hc->client->init_err, NULL, verb, method, path0);
+        push_error(L, 0, "ConfigError", kc->init_err, NULL, verb, method, path0);
         return 2;
     }
     if (q->body && !ctype)
@@ -851,13 +880,13 @@ static int l_request(lua_State *L)
         char oerr[512];
         if (!c->overlay && !(c->overlay = overlay_load(hc->overlay_path, oerr, sizeof oerr)))
             return luaL_error(L, "kube: preview: %s", oerr);
-        ov = hc->overlay = c->overlay;
+        ov = c->overlay;
     }
     struct send snd = {method, ctype, body_len, safe};
     const cJSON *held = NULL;
     enum overlay_state ost = OV_UNKNOWN;
     if (ov) {
-        int r = preview_before(L, hc, q, &snd, path0, verb, &held, &ost);
+        int r = preview_before(L, c, q, &snd, path0, verb, &held, &ost);
         if (r >= 0) {
             req_release(q);
             return r; /* the top r values: what the overlay answered */
@@ -870,7 +899,7 @@ static int l_request(lua_State *L)
     int report = mutating && hc->kube.dry_run;
     int creating = strcmp(method, "POST") == 0;
     char rv_before[64] = "";
-    const char *known = mutating && !creating ? journal_rv(hc->journal, path0) : NULL;
+    const char *known = mutating && !creating ? journal_rv(&c->journal, path0) : NULL;
     if (known)
         snprintf(rv_before, sizeof rv_before, "%s", known);
     if (mutating && !creating && strcmp(method, "PUT") == 0 && !*rv_before) {
@@ -881,7 +910,7 @@ static int l_request(lua_State *L)
     }
     if (held && mutating && !creating) {
         q->before = cJSON_Duplicate(held, 1);
-    } else if ((report || (mutating && hc->journal && !*rv_before && strcmp(method, "DELETE") != 0)) &&
+    } else if ((report || (mutating && !*rv_before && strcmp(method, "DELETE") != 0)) &&
                !creating) {
         struct rest_error be;
         q->before = wire_get_json(hc, c, path0, NULL, &be);
@@ -896,7 +925,7 @@ static int l_request(lua_State *L)
     enum wire_rc wrc = wire(hc, c, &w, &q->res, &gv, why, sizeof why);
     q->have_res = 1;
     if (wrc != WIRE_OK && wrc != WIRE_FAILED)
-        return raise_refusal(L, hc, wrc, gv, why, verb, snd.method, path0);
+        return raise_refusal(L, hc, c, wrc, gv, why, verb, snd.method, path0);
     int rc = wrc == WIRE_OK ? 0 : -1;
     int would = -1;
     char fields[JOURNAL_FIELDS_MAX] = "";
@@ -907,12 +936,12 @@ static int l_request(lua_State *L)
         say_lines(text);
     }
     if (mutating)
-        journal_add(hc->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
+        journal_add(&c->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
                     rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,
                     hc->kube.dry_run, fields);
     else if (rc == 0)
-        journal_seen(hc->journal, path0, q->res.json);
-    if (rc == 0 && ov && preview_after(L, hc, ov, q, method, path0, qidx) != 0)
+        journal_seen(&c->journal, path0, q->res.json);
+    if (rc == 0 && ov && preview_after(L, c, ov, q, method, path0, qidx) != 0)
         return lua_error(L);
     if (rc != 0) {
         lua_pushnil(L);
@@ -1084,10 +1113,10 @@ static int l_resolve(lua_State *L)
 {
     struct host_ctx *hc = host_ctx(L);
     const char *name = luaL_checkstring(L, 1);
-    struct kube_client *c = client_connect(hc);
+    struct kube_client *kc = client_of(L), *c = client_connect(kc, hc);
     if (!c) {
         lua_pushnil(L);
-        push_error(L, 0, "ConfigError", hc->client->init_err, NULL, "discovery", "GET", "/apis");
+        push_error(L, 0, "ConfigError", kc->init_err, NULL, "discovery", "GET", "/apis");
         return 2;
     }
     struct rest_error e;
@@ -1138,7 +1167,7 @@ static int l_now(lua_State *L)
 
 static int l_connects(lua_State *L)
 {
-    struct kube_client *c = host_ctx(L)->client;
+    struct kube_client *c = client_of(L);
     lua_pushinteger(L, c->rest ? rest_connects(c->rest) : 0);
     return 1;
 }
@@ -1147,20 +1176,20 @@ static int l_connects(lua_State *L)
  * included): lets a test prove what was, or was not, sent. */
 static int l_requests(lua_State *L)
 {
-    struct kube_client *c = host_ctx(L)->client;
+    struct kube_client *c = client_of(L);
     lua_pushinteger(L, c->rest ? rest_requests(c->rest) : 0);
     return 1;
 }
 
-/* core.config() -> {server, context, namespace, ...} | nil, err.
+/* core.config() -> {server, context, namespace, ...} | nil, err, where err
+ * is a kube error value (reason ConfigError), as every sibling returns.
  * May raise (memory). */
 static int l_config(lua_State *L)
 {
-    struct host_ctx *hc = host_ctx(L);
-    struct kube_client *c = client_connect(hc);
+    struct kube_client *kc = client_of(L), *c = client_connect(kc, host_ctx(L));
     if (!c) {
         lua_pushnil(L);
-        lua_pushstring(L, hc->client->init_err);
+        push_error(L, 0, "ConfigError", kc->init_err, NULL, "config", "GET", "");
         return 2;
     }
     struct ljson_box *box = ljson_box(L);
@@ -1175,23 +1204,19 @@ static int l_config(lua_State *L)
  * context's (or the service account's), else "default", as kubectl does. */
 static int l_default_namespace(lua_State *L)
 {
-    struct kube_client *c = client_connect(host_ctx(L));
+    struct kube_client *c = client_connect(client_of(L), host_ctx(L));
     const struct kube_config *kc = c ? rest_config(c->rest) : NULL;
     lua_pushstring(L, kc && kc->namespace && *kc->namespace ? kc->namespace : "default");
     return 1;
 }
 
-/* core.journal() -> {writes=, changed=, entries={...}, more=} | nil: this
+/* core.journal() -> {writes=, changed=, entries={...}, more=}: this
  * migration's writes so far (for specs, and what the runner records). */
 static int l_journal(lua_State *L)
 {
-    struct host_ctx *hc = host_ctx(L);
-    if (!hc->journal) {
-        lua_pushnil(L);
-        return 1;
-    }
+    struct kube_client *c = client_of(L);
     struct ljson_box *box = ljson_box(L);
-    if (!(box->json = journal_json(hc->journal)))
+    if (!(box->json = journal_json(&c->journal)))
         return luaL_error(L, "kube: out of memory");
     ljson_push(L, box->json);
     ljson_box_free(box);
@@ -1219,11 +1244,11 @@ static int l_is_error(lua_State *L)
     return 1;
 }
 
-/* Creates the context's client (unconnected) the first time the module is
+/* Creates the state's client (unconnected) the first time the module is
  * opened in a state; a second require (busted insulation) shares it. */
-static void ensure_client(lua_State *L, struct host_ctx *hc)
+static void ensure_client(lua_State *L, const struct host_ctx *hc)
 {
-    if (hc->client)
+    if (client_of(L))
         return;
     struct kube_client *c = lua_newuserdatauv(L, sizeof *c, 0);
     memset(c, 0, sizeof *c);
@@ -1233,11 +1258,33 @@ static void ensure_client(lua_State *L, struct host_ctx *hc)
     }
     lua_setmetatable(L, -2);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &CLIENT_KEY);
-    hc->client = c;
     /* In a migration's child the log is in memory the parent shares, so
      * the journal outlives the child however it ends. */
     journal_init(&c->journal, hc->journal_log);
-    hc->journal = &c->journal;
+}
+
+/* ---- what comes back to the host (kube.h) ------------------------------- */
+
+void kube_end(lua_State *L)
+{
+    struct kube_client *c = client_of(L);
+    if (c)
+        c->ended = 1;
+}
+
+const char *kube_unpredictable(lua_State *L)
+{
+    struct kube_client *c = client_of(L);
+    return c && c->unpredictable ? c->unpredictable_why : NULL;
+}
+
+int kube_preview_save(lua_State *L, char *err, size_t errlen)
+{
+    struct kube_client *c = client_of(L);
+    const struct host_ctx *hc = host_ctx(L);
+    if (!c || !c->overlay || !hc || !hc->overlay_path || !overlay_changed(c->overlay))
+        return 0;
+    return overlay_save(c->overlay, hc->overlay_path, err, errlen);
 }
 
 static const char PRIVATE_KEY = 'p';

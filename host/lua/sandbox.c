@@ -581,6 +581,7 @@ struct sandbox *sandbox_new(const struct sandbox_opts *o)
         free(sb);
         return NULL;
     }
+    host_ctx_init(sb->L);
     lua_atpanic(sb->L, on_panic);
     struct host_ctx hc;
     if (o->ctx)
@@ -724,9 +725,7 @@ void sandbox_free(struct sandbox *sb)
         return;
     /* Finalizers run while the state closes, after the outcome is known:
      * they may not talk to the cluster any more. */
-    struct host_ctx *hc = host_ctx(sb->L);
-    if (hc)
-        hc->ended = 1;
+    kube_end(sb->L);
     lua_close(sb->L);
     free(sb);
 }
@@ -757,6 +756,7 @@ lua_State *sandbox_new_unrestricted(const char *stdlib_dir, const struct host_ct
     lua_State *L = luaL_newstate();
     if (!L)
         return NULL;
+    host_ctx_init(L);
     struct host_ctx hc = *ctx;
     hc.stdlib_dir = stdlib_dir;
     lua_pushcfunction(L, open_unrestricted);

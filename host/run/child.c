@@ -47,6 +47,7 @@
 #include "base/log.h"
 #include "kube/overlay.h"
 #include "lua/hostctx.h"
+#include "lua/kube.h"
 #include "lua/sandbox.h"
 #include "base/stop.h"
 #include "base/util.h"
@@ -253,7 +254,7 @@ static void one_line(char *p)
             *p = ' ';
 }
 
-static void write_status(enum sandbox_status st, char *err, const struct host_ctx *hc)
+static void write_status(enum sandbox_status st, char *err, const char *unpredictable)
 {
     char rec[1200];
     if (st == SANDBOX_OK) {
@@ -264,9 +265,9 @@ static void write_status(enum sandbox_status st, char *err, const struct host_ct
         snprintf(rec, sizeof rec, "error\t%s\t%.1100s\n", sandbox_status_name(st), err);
     }
     (void)write_all(STATUS_FD, rec, strlen(rec));
-    if (hc && hc->unpredictable) {
-        char why[sizeof hc->unpredictable_why];
-        snprintf(why, sizeof why, "%s", hc->unpredictable_why);
+    if (unpredictable) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", unpredictable);
         one_line(why);
         snprintf(rec, sizeof rec, "unpredictable\t%.1000s\n", why);
         (void)write_all(STATUS_FD, rec, strlen(rec));
@@ -276,10 +277,8 @@ static void write_status(enum sandbox_status st, char *err, const struct host_ct
 /* A preview's overlay goes back to the file the next migration reads. */
 static void save_overlay(struct sandbox *sb)
 {
-    struct host_ctx *hc = sb ? host_ctx(sandbox_state(sb)) : NULL;
     char err[512];
-    if (hc && hc->overlay && overlay_changed(hc->overlay) &&
-        overlay_save(hc->overlay, hc->overlay_path, err, sizeof err) != 0)
+    if (sb && kube_preview_save(sandbox_state(sb), err, sizeof err) != 0)
         log_error("%s", err);
 }
 
@@ -317,7 +316,7 @@ static _Noreturn void run_lua_child(const struct launch *l)
     fflush(stdout);
     fflush(stderr);
     save_overlay(sb);
-    write_status(st, err, sb ? host_ctx(sandbox_state(sb)) : NULL);
+    write_status(st, err, sb ? kube_unpredictable(sandbox_state(sb)) : NULL);
     /* Written before lua_close, so a finalizer misbehaving during close
      * cannot lose the verdict. */
     sandbox_free(sb);
