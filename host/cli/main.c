@@ -1232,9 +1232,17 @@ static int cmd_lint(struct cli *c, int argc, char **argv)
         log_usage(c->cmd, "unexpected argument '%s'", argv[first]);
         return EXIT_USAGE;
     }
+    /* luacheck checks against the globals the sandbox really gives */
+    char *rc_text = sandbox_luacheck_std();
+    if (!rc_text) {
+        log_fatal("lint: out of memory");
+        return EXIT_FAILED;
+    }
     struct lint_opts lo2 = {.dir = c->r.dir ? c->r.dir : ".", .against = c->against,
-                            .history = c->history};
-    return lint_run(&lo2);
+                            .history = c->history, .luacheckrc = rc_text};
+    rc = lint_run(&lo2);
+    free(rc_text);
+    return rc;
 }
 
 static const char new_help[] =

@@ -1,5 +1,6 @@
 /* sandbox.h: the Lua state a migration runs in. Owns the allow-list of
- * libraries and globals, the text-only loader, `require` restricted to the
+ * libraries and globals (sandbox_globals, which the linter's luacheck
+ * globals are made from), the text-only loader, `require` restricted to the
  * project's stdlib (each stdlib module in a pristine environment of its own,
  * requiring its own module instances), the memory cap (in the allocator) and
  * the deadline (an instruction hook on every thread that keeps firing once
@@ -31,6 +32,19 @@ struct sandbox_opts {
 };
 
 struct sandbox;
+
+/* One global a migration sees; for a library, the fields it keeps (NULL
+ * for a function or a value; an empty list: every field the library has). */
+struct sandbox_global {
+    const char *name;
+    const char *const *fields;
+};
+/* Every global a migration sees, ended by {NULL, NULL}. */
+extern const struct sandbox_global sandbox_globals[];
+/* A luacheck configuration whose read_globals are exactly sandbox_globals
+ * (std 'cozy_sandbox'): what `lint` runs luacheck with. malloc'd; NULL when
+ * out of memory. */
+char *sandbox_luacheck_std(void);
 
 struct sandbox *sandbox_new(const struct sandbox_opts *o);
 lua_State *sandbox_state(struct sandbox *sb);

@@ -31,25 +31,6 @@
 #include "base/paths.h"
 #include "base/util.h"
 
-const char lint_luacheckrc[] =
-    "-- The migration sandbox's globals (host/sandbox.c): no io, no debug, no\n"
-    "-- package, no dofile/loadfile/collectgarbage; os keeps time, clock, date,\n"
-    "-- difftime; string loses dump.\n"
-    "std = 'cozy_sandbox'\n"
-    "stds.cozy_sandbox = {\n"
-    "  read_globals = {\n"
-    "    'assert', 'error', 'getmetatable', 'ipairs', 'load', 'next', 'pairs', 'pcall',\n"
-    "    'print', 'rawequal', 'rawget', 'rawlen', 'rawset', 'require', 'select',\n"
-    "    'setmetatable', 'tonumber', 'tostring', 'type', 'xpcall', 'warn', '_G', '_VERSION',\n"
-    "    string = { fields = { 'byte', 'char', 'find', 'format', 'gmatch', 'gsub', 'len',\n"
-    "      'lower', 'match', 'rep', 'reverse', 'sub', 'upper', 'pack', 'packsize', 'unpack' } },\n"
-    "    os = { fields = { 'time', 'clock', 'date', 'difftime' } },\n"
-    "    table = { other_fields = true }, math = { other_fields = true },\n"
-    "    utf8 = { other_fields = true }, coroutine = { other_fields = true },\n"
-    "  },\n"
-    "}\n"
-    "max_line_length = false\n";
-
 struct finding {
     char *file;
     int line;
@@ -427,8 +408,8 @@ static int run_linters(struct lint *l)
         char cfg[4200];
         snprintf(cfg, sizeof cfg, "%s/cozy-luacheckrc-XXXXXX", paths_tmpdir());
         int fd = mkstemp(cfg);
-        size_t len = strlen(lint_luacheckrc);
-        if (fd < 0 || write(fd, lint_luacheckrc, len) != (ssize_t)len) {
+        size_t len = strlen(l->o->luacheckrc);
+        if (fd < 0 || write(fd, l->o->luacheckrc, len) != (ssize_t)len) {
             log_fatal("lint: %s: %s", cfg, strerror(errno));
             rc = EXIT_FAILED;
         } else {

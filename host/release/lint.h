@@ -7,6 +7,8 @@ struct lint_opts {
     const char *dir;            /* the tree root: migrations/, legacy-sh/, spec/ */
     const char *against;        /* compare shipped scripts with this revision, or NULL */
     int history;                /* check slugs against every release tag */
+    const char *luacheckrc;     /* the luacheck configuration: the sandbox's globals
+                                 * (sandbox_luacheck_std, handed down by the CLI) */
 };
 
 /* Prints each problem as "file:line: rule: what is wrong" on stdout and a
@@ -14,7 +16,4 @@ struct lint_opts {
  * EXIT_HISTORY when git cannot answer what was asked, EXIT_TOOL when
  * shellcheck, luacheck or git is missing. */
 int lint_run(const struct lint_opts *o);
-
-/* The luacheck configuration matching the sandbox's globals. */
-extern const char lint_luacheckrc[];
 #endif
