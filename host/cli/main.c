@@ -1056,7 +1056,10 @@ static int cmd_preview(struct cli *c, int argc, char **argv)
     int first, rc = parse(c, argc, argv, lo, "o:", preview_help, &first);
     if (rc)
         return rc > 0 ? EXIT_OK : EXIT_USAGE;
-    return (rc = runner_finish(c, argc, argv, first)) ? rc : preview_run(&c->r);
+    /* what run would be told: SKIP and SKIP_REASON too */
+    if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
+        return rc;
+    return preview_run(&c->r);
 }
 
 static int cmd_status(struct cli *c, int argc, char **argv)
