@@ -367,17 +367,25 @@ static int raise_refusal(lua_State *L, const struct host_ctx *hc, struct kube_cl
  * Not a function of kube.core: only stdlib/kube.lua receives it (see
  * kube_push_private), so a migration reaches the API through the verbs alone.
  * May raise: for misuse, for a write to the ledger, and on memory. */
-int kube_l_request(lua_State *L)
+/* The request table at index 1 as the script gave it. */
+struct asked {
+    const char *method, *path, *verb, *ctype, *accept;
+    int mutating;
+    int safe;                   /* may be repeated (idempotent) */
+};
+
+/* Reads and checks the request table: fixed lists for the method and the
+ * headers, so no text of a script's own reaches a request line. Returns 0;
+ * may raise (misuse). */
+static int read_asked(lua_State *L, struct asked *a)
 {
-    struct host_ctx *hc = host_ctx(L);
-    struct kube_client *kc = kube_client_of(L);
     luaL_checktype(L, 1, LUA_TTABLE);
-    const char *method = opt_field(L, 1, "method");
-    const char *path0 = opt_field(L, 1, "path");
-    const char *verb = opt_field(L, 1, "verb");
-    const char *ctype = opt_field(L, 1, "content_type");
-    const char *accept = opt_field(L, 1, "accept");
-    if (!method || !path0)
+    const char *method = a->method = opt_field(L, 1, "method");
+    const char *verb = a->verb = opt_field(L, 1, "verb");
+    const char *ctype = a->ctype = opt_field(L, 1, "content_type");
+    const char *accept = a->accept = opt_field(L, 1, "accept");
+    a->path = opt_field(L, 1, "path");
+    if (!method || !a->path)
         return luaL_error(L, "kube.request: method and path are required");
     if (!allowed(CONTENT_TYPES, ctype))
         return luaL_error(L, "kube.%s: content type %s is not one of the API's (json, merge, "
@@ -393,30 +401,82 @@ int kube_l_request(lua_State *L)
     lua_getfield(L, 1, "idempotent");
     int idem_given = !lua_isnil(L, -1), idem = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    int mutating = strcmp(method, "GET") != 0;
-    int safe = idem_given ? idem : (strcmp(method, "POST") != 0 && strcmp(method, "PUT") != 0);
-    struct req *q = kube_req_box(L);
-    int box = lua_gettop(L);
+    a->mutating = strcmp(method, "GET") != 0;
+    a->safe = idem_given ? idem : (strcmp(method, "POST") != 0 && strcmp(method, "PUT") != 0);
+    return 0;
+}
 
-    /* body: a table is encoded here (never built from strings by scripts) */
+/* The body into q: a table is encoded here (never built from strings by
+ * scripts). Returns its length. May raise (memory, a value JSON cannot
+ * hold). */
+static size_t read_body(lua_State *L, struct req *q, const char *verb)
+{
     size_t body_len = 0;
     lua_getfield(L, 1, "body");
     int bidx = lua_gettop(L);
     if (lua_istable(L, bidx) || ljson_isnull(L, bidx)) {
         char err[640];
         if (!(q->jbody = ljson_to_cjson(L, bidx, err, sizeof err)))
-            return luaL_error(L, "kube.%s: %s", verb ? verb : "request", err);
+            return (size_t)luaL_error(L, "kube.%s: %s", verb ? verb : "request", err);
         if (!(q->body = cJSON_PrintUnformatted(q->jbody)))
-            return luaL_error(L, "kube: out of memory");
+            return (size_t)luaL_error(L, "kube: out of memory");
         body_len = strlen(q->body);
     } else if (lua_type(L, bidx) == LUA_TSTRING) {
         /* Only the request layer's own callers pass strings (e.g. a JSON
          * patch already encoded by json.encode). */
         const char *s = lua_tolstring(L, bidx, &body_len);
         if (!(q->body = cJSON_malloc(body_len + 1)))
-            return luaL_error(L, "kube: out of memory");
+            return (size_t)luaL_error(L, "kube: out of memory");
         memcpy(q->body, s, body_len + 1);
     }
+    lua_pop(L, 1);
+    return body_len;
+}
+
+/* The resourceVersion the object had before a write (rv_before, "" when
+ * unknown) and, when the dry-run report or the journal needs it, the
+ * object itself in q->before: the overlay's copy in a preview, else read,
+ * only when no earlier answer of this migration showed it (a create has
+ * nothing to read). */
+static void read_before(struct host_ctx *hc, struct kube_client *c, struct req *q,
+                        const struct asked *a, const cJSON *held, int report, char *rv_before,
+                        size_t len)
+{
+    int creating = strcmp(a->method, "POST") == 0;
+    const char *known = a->mutating && !creating ? journal_rv(&c->journal, a->path) : NULL;
+    if (known)
+        snprintf(rv_before, len, "%s", known);
+    if (a->mutating && !creating && strcmp(a->method, "PUT") == 0 && !*rv_before) {
+        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(q->jbody, "metadata"), "resourceVersion");
+        if (cJSON_IsString(rv))
+            snprintf(rv_before, len, "%s", rv->valuestring);
+    }
+    if (held && a->mutating && !creating) {
+        q->before = cJSON_Duplicate(held, 1);
+    } else if ((report || (a->mutating && !*rv_before && strcmp(a->method, "DELETE") != 0)) &&
+               !creating) {
+        struct rest_error be;
+        q->before = kube_get_json(hc, c, a->path, NULL, &be);
+        rest_error_free(&be);
+    }
+    const cJSON *brv = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(q->before, "metadata"), "resourceVersion");
+    if (cJSON_IsString(brv) && !*rv_before)
+        snprintf(rv_before, len, "%s", brv->valuestring);
+}
+
+int kube_l_request(lua_State *L)
+{
+    struct host_ctx *hc = host_ctx(L);
+    struct kube_client *kc = kube_client_of(L);
+    struct asked a = {0};
+    read_asked(L, &a);
+    const char *method = a.method, *path0 = a.path, *verb = a.verb, *ctype = a.ctype;
+    int mutating = a.mutating;
+    struct req *q = kube_req_box(L);
+    int box = lua_gettop(L);
+    size_t body_len = read_body(L, q, verb);
     /* The guard judges the path and body as the script asked for them
      * before anything is resolved or connected (the query is appended after
      * it, from escaped values with no dryRun); wire() judges again what is
@@ -460,7 +520,7 @@ int kube_l_request(lua_State *L)
             return luaL_error(L, "kube: preview: %s", oerr);
         ov = c->overlay;
     }
-    struct send snd = {method, ctype, body_len, safe};
+    struct send snd = {method, ctype, body_len, a.safe};
     const cJSON *held = NULL;
     enum overlay_state ost = OV_UNKNOWN;
     if (ov) {
@@ -472,34 +532,13 @@ int kube_l_request(lua_State *L)
     }
     /* What the object was before a write: in dry run, for the report of the
      * fields it would change; otherwise, for the journal to tell a change
-     * from a no-op, read only when no earlier answer of this migration
-     * showed it (a create has nothing to read). */
+     * from a no-op. */
     int report = mutating && hc->kube.dry_run;
-    int creating = strcmp(method, "POST") == 0;
     char rv_before[64] = "";
-    const char *known = mutating && !creating ? journal_rv(&c->journal, path0) : NULL;
-    if (known)
-        snprintf(rv_before, sizeof rv_before, "%s", known);
-    if (mutating && !creating && strcmp(method, "PUT") == 0 && !*rv_before) {
-        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(q->jbody, "metadata"), "resourceVersion");
-        if (cJSON_IsString(rv))
-            snprintf(rv_before, sizeof rv_before, "%s", rv->valuestring);
-    }
-    if (held && mutating && !creating) {
-        q->before = cJSON_Duplicate(held, 1);
-    } else if ((report || (mutating && !*rv_before && strcmp(method, "DELETE") != 0)) &&
-               !creating) {
-        struct rest_error be;
-        q->before = kube_get_json(hc, c, path0, NULL, &be);
-        rest_error_free(&be);
-    }
-    const cJSON *brv = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(q->before, "metadata"), "resourceVersion");
-    if (cJSON_IsString(brv) && !*rv_before)
-        snprintf(rv_before, sizeof rv_before, "%s", brv->valuestring);
+    read_before(hc, c, q, &a, held, report, rv_before, sizeof rv_before);
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
-    struct wire_req w = {snd.method, q->path.p, accept, snd.ctype, q->body, snd.body_len, snd.safe};
+    struct wire_req w = {snd.method, q->path.p, a.accept, snd.ctype, q->body, snd.body_len,
+                         snd.safe};
     enum wire_rc wrc = wire(hc, c, &w, &q->res, &gv, why, sizeof why);
     q->have_res = 1;
     if (wrc != WIRE_OK && wrc != WIRE_FAILED)
