@@ -42,32 +42,124 @@ end
 -- 'FleetFailed', a message listing each failed object, and `failed`: a list
 -- of {namespace=, name=, message=, code=, reason=, error=}. An error from the
 -- list itself is raised as it came (the fleet could not be seen whole).
+-- The result of one fn(obj) call into res: counted, or a failure naming
+-- the object (at its place in the list, so a concurrent sweep reports the
+-- same list a sequential one would).
+local function settle(res, resource, obj, index, ok, ret)
+  if ok and ret ~= true and ret ~= false and ret ~= nil then
+    ok, ret = false, string.format('fleet.each: fn returned a %s; return true (changed) or false (unchanged)',
+      type(ret))
+  end
+  if ok then
+    if ret then res.changed = res.changed + 1 end
+    return
+  end
+  local f = describe(ret)
+  f.namespace, f.name = obj.metadata and obj.metadata.namespace, obj.metadata and obj.metadata.name
+  f.index = index
+  res.failures[#res.failures + 1] = f
+  res.failed = res.failed + 1
+  log.warn('%s %s: %s', resource, where(obj), f.message)
+end
+
+-- One object at a time: fn's requests go out as it makes them.
+local function sequential(resource, list_opts, fn, res)
+  for obj in kube.list(resource, list_opts) do
+    res.seen = res.seen + 1
+    settle(res, resource, obj, res.seen, pcall(fn, obj))
+  end
+end
+
+-- Up to n objects at a time. Each fn(obj) runs in a coroutine of its own
+-- whose requests go to the host's pool (core.adopt): a request makes it
+-- yield core.PENDING, and it is resumed when core.await hands that
+-- request's answer back, so fn reads as straight-line code while up to n
+-- of them wait on the apiserver together. The list is read a page at a
+-- time as room frees up: memory holds n objects and one page, whatever the
+-- fleet's size. Whatever fn does, it does through the same request function
+-- as one sent alone (guard, dry run, retries, one journal entry per write,
+-- in the order the answers arrive).
+local sweeping = false -- a concurrent sweep is running (fleet.each nests sequentially in it)
+
+local function concurrent(resource, list_opts, fn, res, n)
+  local running, inflight = {}, 0 -- co -> {obj, index}
+
+  local function step(co, ok, ret)
+    local w = running[co]
+    if ok and ret == core.PENDING and coroutine.status(co) == 'suspended' then return end
+    if ok and coroutine.status(co) == 'suspended' then
+      -- fn yielded for a reason of its own: nobody will resume it
+      coroutine.close(co)
+      ok, ret = false, 'fleet.each: fn yielded outside a kube request; coroutines inside fn must be its own'
+    end
+    running[co], inflight = nil, inflight - 1
+    settle(res, resource, w.obj, w.index, ok, ret)
+  end
+
+  local function wait_one()
+    local co = core.await()
+    if not co then error('fleet.each: a request in flight was lost (nothing to wait for)', 0) end
+    step(co, coroutine.resume(co))
+  end
+
+  local listed, lerr = pcall(function()
+    for obj in kube.list(resource, list_opts) do
+      while inflight >= n do wait_one() end
+      res.seen = res.seen + 1
+      local co = coroutine.create(fn)
+      core.adopt(co)
+      running[co], inflight = { obj = obj, index = res.seen }, inflight + 1
+      step(co, coroutine.resume(co, obj))
+    end
+  end)
+  -- What is in flight finishes (and is counted) even when the list broke.
+  while inflight > 0 do wait_one() end
+  if not listed then error(lerr, 0) end
+  table.sort(res.failures, function(a, b) return a.index < b.index end)
+end
+
+-- each(resource, opts, fn) -> {seen=, changed=, failed=, failures=}
+-- opts: kube.list's options (namespace, label_selector, field_selector,
+--   limit); without opts.namespace the whole cluster is walked, since a
+--   fleet limited to the runner's own namespace would skip silently.
+-- opts.best_effort: log the failures as an error instead of raising.
+-- opts.concurrency: how many objects' fn run at once, their requests in
+--   flight together (default: the run's --concurrency, 8; 1: one at a
+--   time, in list order). fn must then not rely on the order objects are
+--   finished in, only on its own object.
+-- fn(obj) returns true when it changed the object, false or nil when the
+-- object was already as wanted; anything else counts as a failure, so a
+-- forgotten return cannot pass for "unchanged".
+-- Raises (unless best_effort) an error value with code 0, reason
+-- 'FleetFailed', a message listing each failed object, and `failed`: a list
+-- of {namespace=, name=, message=, code=, reason=, error=} in list order,
+-- whatever the concurrency. An error from the list itself is raised as it
+-- came (the fleet could not be seen whole), once the objects in flight are
+-- done.
 function M.each(resource, opts, fn)
   if type(fn) ~= 'function' then error('fleet.each: fn must be a function', 2) end
   local list_opts = {}
   for k, v in pairs(opts or {}) do
-    if k ~= 'best_effort' then list_opts[k] = v end
+    if k ~= 'best_effort' and k ~= 'concurrency' then list_opts[k] = v end
   end
   if list_opts.namespace == nil then list_opts.all_namespaces = true end
+  local n = (opts and opts.concurrency) or core.concurrency or 1
+  if math.type(n) ~= 'integer' or n < 1 or n > 64 then
+    error('fleet.each: opts.concurrency must be a whole number from 1 to 64', 2)
+  end
 
   local res = { seen = 0, changed = 0, failed = 0, failures = {} }
-  for obj in kube.list(resource, list_opts) do
-    res.seen = res.seen + 1
-    local ok, ret = pcall(fn, obj)
-    if ok and ret ~= true and ret ~= false and ret ~= nil then
-      ok, ret = false, string.format('fleet.each: fn returned a %s; return true (changed) or false (unchanged)',
-        type(ret))
-    end
-    if ok then
-      if ret then res.changed = res.changed + 1 end
-    else
-      local f = describe(ret)
-      f.namespace, f.name = obj.metadata and obj.metadata.namespace, obj.metadata and obj.metadata.name
-      res.failures[#res.failures + 1] = f
-      res.failed = res.failed + 1
-      log.warn('%s %s: %s', resource, where(obj), f.message)
-    end
+  if n == 1 or sweeping then
+    -- a fleet inside a concurrent fleet's fn walks its objects one at a
+    -- time (its requests still share the outer sweep's pool)
+    sequential(resource, list_opts, fn, res)
+  else
+    sweeping = true
+    local ok, err = pcall(concurrent, resource, list_opts, fn, res, n)
+    sweeping = false
+    if not ok then error(err, 0) end
   end
+  for _, f in ipairs(res.failures) do f.index = nil end
 
   log.info('%s: %d seen, %d changed, %d failed', resource, res.seen, res.changed, res.failed)
   if res.failed == 0 then return res end

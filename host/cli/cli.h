@@ -19,7 +19,7 @@ enum opt_id {
     OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT, OPT_WORKDIR, OPT_ENV,
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
     OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV, OPT_FORCE,
-    OPT_REASON, OPT_FAILED,
+    OPT_REASON, OPT_FAILED, OPT_CONCURRENCY,
 };
 
 /* The options every command that talks to the cluster takes (their help is
@@ -31,6 +31,7 @@ enum opt_id {
     {"namespace", required_argument, NULL, OPT_NAMESPACE},       \
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},     \
     {"retry-for", required_argument, NULL, OPT_RETRY_FOR},       \
+    {"concurrency", required_argument, NULL, OPT_CONCURRENCY},   \
     {"help", no_argument, NULL, OPT_HELP}
 /* The release commands', which never talk to the cluster. */
 #define TOOL_OPTS                                                \

@@ -19,6 +19,7 @@
 #include "base/paths.h"
 #include "base/util.h"
 #include "formats/manifest.h"
+#include "kube/restpool.h"
 #include "run/shellenv.h"
 
 const char cluster_opts_help[] =
@@ -29,7 +30,9 @@ const char cluster_opts_help[] =
     "  --namespace NS      platform namespace (default $NAMESPACE or {NAMESPACE})\n"
     "  --log-format FMT    text (default) or json: every line printed is a JSON object\n"
     "  --retry-for DUR     how long a request is retried through throttling, 5xx and\n"
-    "                      broken connections (default {RETRY_FOR}: an apiserver restart)\n";
+    "                      broken connections (default {RETRY_FOR}: an apiserver restart)\n"
+    "  --concurrency N     writes fleet.each keeps in flight at once, 1 to {CONCURRENCY_MAX}\n"
+    "                      (default {CONCURRENCY}; 1: one object at a time)\n";
 
 /* A default as --help says it: seconds below two minutes ("90s"), else as
  * a duration is written ("5m", "1h30m"). */
@@ -66,6 +69,10 @@ void help_print(const char *text)
             help_duration(DEFAULT_RETRY_BUDGET_S, buf, sizeof buf);
         else if (IS("MEMORY"))
             snprintf(buf, sizeof buf, "%d", DEFAULT_MEMORY_MB);
+        else if (IS("CONCURRENCY"))
+            snprintf(buf, sizeof buf, "%d", DEFAULT_CONCURRENCY);
+        else if (IS("CONCURRENCY_MAX"))
+            snprintf(buf, sizeof buf, "%d", REST_POOL_MAX);
         else if (IS("MAX_ATTEMPTS"))
             snprintf(buf, sizeof buf, "%d", DEFAULT_MAX_ATTEMPTS);
         else if (IS("SKIP_REASON_MAX"))
@@ -338,6 +345,16 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
             return -1;
         }
         r->memory = (size_t)mb << 20;
+        return 0;
+    }
+    case OPT_CONCURRENCY: {
+        long n = strtol(arg, &end, 10);
+        if (*end || end == arg || n < 1 || n > REST_POOL_MAX) {
+            log_usage(c->cmd, "--concurrency: '%s' is not a number from 1 to %d", arg,
+                      REST_POOL_MAX);
+            return -1;
+        }
+        r->k.concurrency = (int)n;
         return 0;
     }
     case OPT_MAX_ATTEMPTS: {

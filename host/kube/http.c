@@ -20,6 +20,7 @@
 
 struct http_client {
     CURL *curl;
+    CURL *tmpl;             /* configured, never run: what pool handles copy */
     char *server;
     char *token;            /* current bearer token, if any */
     char *token_file;
@@ -321,6 +322,12 @@ struct http_client *http_client_new(const struct kube_config *cfg, void (*say)(c
         http_client_free(c);
         return NULL;
     }
+    /* Copied before any request sets per-request options on c->curl. */
+    if (!(c->tmpl = curl_easy_duphandle(h))) {
+        snprintf(err, errlen, "out of memory");
+        http_client_free(c);
+        return NULL;
+    }
     /* client-go's rule: a tokenFile wins over an inline token. */
     if (!cfg->token_file && cfg->token && !(c->token = strdup(cfg->token))) {
         snprintf(err, errlen, "out of memory");
@@ -337,11 +344,26 @@ struct http_client *http_client_new(const struct kube_config *cfg, void (*say)(c
     return c;
 }
 
-int http_request(struct http_client *c, const char *method, const char *path,
-                 const char *accept, const char *content_type, const char *body,
-                 size_t body_len, int replayable, double timeout_s,
-                 struct http_response *r)
+/* One transfer's state while libcurl runs it: the URL, the header list and
+ * the upload the handle points to, and the response being filled. */
+struct http_xfer {
+    CURL *h;
+    char *url;
+    struct curl_slist *hdrs;
+    struct upload up;
+    struct http_response *r;
+};
+
+/* Sets h up for one request into r (x keeps what h points to until
+ * xfer_finish). Returns 0, or -1 with r filled (nothing is sent then). */
+static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const char *method,
+                      const char *path, const char *accept, const char *content_type,
+                      const char *body, size_t body_len, int replayable, double timeout_s,
+                      struct http_response *r)
 {
+    memset(x, 0, sizeof *x);
+    x->h = h;
+    x->r = r;
     memset(r, 0, sizeof *r);
     r->say = c->say;
     r->retry_after = -1;
@@ -362,7 +384,7 @@ int http_request(struct http_client *c, const char *method, const char *path,
     }
     load_token(c);
     size_t ulen = strlen(c->server) + strlen(path) + 1;
-    char *url = malloc(ulen);
+    char *url = x->url = malloc(ulen);
     if (!url) {
         snprintf(r->error, sizeof r->error, "out of memory");
         r->transport_error = CURLE_OUT_OF_MEMORY;
@@ -389,8 +411,8 @@ int http_request(struct http_client *c, const char *method, const char *path,
      * waits a round trip for nothing. */
     if ((t = curl_slist_append(hdrs, "Expect:")))
         hdrs = t;
+    x->hdrs = hdrs;
 
-    CURL *h = c->curl;
     long ms = timeout_s > 0 ? (long)(timeout_s * 1000) : 0;
     if (timeout_s > 0 && ms < 1)
         ms = 1;
@@ -401,8 +423,8 @@ int http_request(struct http_client *c, const char *method, const char *path,
     bad |= curl_easy_setopt(h, CURLOPT_WRITEDATA, r) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_HEADERDATA, r) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_DEBUGDATA, r) != CURLE_OK;
-    struct upload up = {.data = body ? body : "", .len = body ? body_len : 0,
-                        .replayable = replayable};
+    x->up = (struct upload){.data = body ? body : "", .len = body ? body_len : 0,
+                            .replayable = replayable};
     if (!body && strcmp(method, "POST") != 0) {
         /* GET, and DELETE without options: no body, no Content-Type. */
         bad |= curl_easy_setopt(h, CURLOPT_HTTPGET, 1L) != CURLE_OK;
@@ -412,24 +434,42 @@ int http_request(struct http_client *c, const char *method, const char *path,
         bad |= curl_easy_setopt(h, CURLOPT_POST, 1L) != CURLE_OK;
         bad |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL) != CURLE_OK;
         bad |= curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read) != CURLE_OK;
-        bad |= curl_easy_setopt(h, CURLOPT_READDATA, &up) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_READDATA, &x->up) != CURLE_OK;
         bad |= curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek) != CURLE_OK;
-        bad |= curl_easy_setopt(h, CURLOPT_SEEKDATA, &up) != CURLE_OK;
-        bad |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)up.len) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_SEEKDATA, &x->up) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->up.len) != CURLE_OK;
         bad |= curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST,
                                 strcmp(method, "POST") == 0 ? NULL : method) != CURLE_OK;
     }
     c->requests++;
-    CURLcode rc = bad ? CURLE_BAD_FUNCTION_ARGUMENT : curl_easy_perform(h);
-    /* The upload state lives on this stack frame only. */
+    if (bad) {
+        snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(CURLE_BAD_FUNCTION_ARGUMENT));
+        r->transport_error = CURLE_BAD_FUNCTION_ARGUMENT;
+        return -1;
+    }
+    return 0;
+}
+
+/* After libcurl finished x with rc (or setup failed: rc is then r's own
+ * error): releases what the handle pointed to and fills the response.
+ * Returns 0 when an HTTP response arrived, -1 otherwise. */
+static int xfer_finish(struct http_client *c, struct http_xfer *x, CURLcode rc)
+{
+    CURL *h = x->h;
+    struct http_response *r = x->r;
+    /* The upload state lives in x only. */
     curl_easy_setopt(h, CURLOPT_READDATA, NULL);
     curl_easy_setopt(h, CURLOPT_SEEKDATA, NULL);
     curl_easy_setopt(h, CURLOPT_DEBUGDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, NULL);
     if (rc == CURLE_SEND_FAIL_REWIND)
         r->resent = 0; /* refused: nothing was re-sent */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-    curl_slist_free_all(hdrs);
-    free(url);
+    curl_slist_free_all(x->hdrs);
+    x->hdrs = NULL;
+    free(x->url);
+    x->url = NULL;
     long nconn = 0;
     if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn) == CURLE_OK)
         c->connects += nconn;
@@ -455,12 +495,74 @@ int http_request(struct http_client *c, const char *method, const char *path,
         /* Body bytes read by libcurl may have gone out even when the
          * upload counter says otherwise; a refused resend surely did. */
         r->sent = (curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &upn) == CURLE_OK && upn > 0) ||
-                  up.off > 0 || up.refused;
+                  x->up.off > 0 || x->up.refused;
         return -1;
     }
     r->sent = 1;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
     return 0;
+}
+
+int http_request(struct http_client *c, const char *method, const char *path,
+                 const char *accept, const char *content_type, const char *body,
+                 size_t body_len, int replayable, double timeout_s,
+                 struct http_response *r)
+{
+    struct http_xfer x;
+    if (xfer_setup(c, &x, c->curl, method, path, accept, content_type, body, body_len,
+                   replayable, timeout_s, r) != 0) {
+        int e = r->transport_error;
+        if (x.url || x.hdrs)
+            xfer_finish(c, &x, (CURLcode)e);
+        r->transport_error = e;
+        return -1;
+    }
+    return xfer_finish(c, &x, curl_easy_perform(c->curl));
+}
+
+/* ---- transfers run by a multi handle (restpool.c) ---------------------- */
+
+CURL *http_handle_new(struct http_client *c)
+{
+    CURL *h = curl_easy_duphandle(c->tmpl);
+    /* Wait for the connection being set up to say whether it multiplexes
+     * rather than open one per transfer started at once. */
+    if (h && curl_easy_setopt(h, CURLOPT_PIPEWAIT, 1L) != CURLE_OK) {
+        curl_easy_cleanup(h);
+        return NULL;
+    }
+    return h;
+}
+
+struct http_xfer *http_xfer_start(struct http_client *c, CURL *h, const char *method,
+                                  const char *path, const char *accept, const char *content_type,
+                                  const char *body, size_t body_len, int replayable,
+                                  double timeout_s, struct http_response *r)
+{
+    struct http_xfer *x = malloc(sizeof *x);
+    if (!x) {
+        memset(r, 0, sizeof *r);
+        snprintf(r->error, sizeof r->error, "out of memory");
+        r->transport_error = CURLE_OUT_OF_MEMORY;
+        return NULL;
+    }
+    if (xfer_setup(c, x, h, method, path, accept, content_type, body, body_len, replayable,
+                   timeout_s, r) != 0) {
+        int e = r->transport_error;
+        if (x->url || x->hdrs)
+            xfer_finish(c, x, (CURLcode)e);
+        r->transport_error = e;
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+int http_xfer_end(struct http_client *c, struct http_xfer *x, int curl_code)
+{
+    int rc = xfer_finish(c, x, (CURLcode)curl_code);
+    free(x);
+    return rc;
 }
 
 void http_response_free(struct http_response *r)
@@ -479,6 +581,8 @@ void http_client_free(struct http_client *c)
         return;
     if (c->curl)
         curl_easy_cleanup(c->curl);
+    if (c->tmpl)
+        curl_easy_cleanup(c->tmpl);
     curl_slist_free_all(c->connect_to);
     free(c->proxy);
     free(c->server);

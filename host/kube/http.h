@@ -8,6 +8,7 @@
 #ifndef COZY_HTTP_H
 #define COZY_HTTP_H
 #include <stddef.h>
+#include <curl/curl.h>
 
 #include "kube/kubeconfig.h"
 
@@ -46,6 +47,23 @@ int http_request(struct http_client *c, const char *method, const char *path,
                  size_t body_len, int replayable, double timeout_s,
                  struct http_response *resp);
 void http_response_free(struct http_response *r);
+
+/* The same request as a transfer a libcurl multi handle runs (restpool.c
+ * owns the multi handle and the waiting). http_handle_new: a handle with
+ * the client's TLS, credentials and proxy (curl_easy_cleanup it), which
+ * waits to multiplex on a connection being set up. http_xfer_start: h set
+ * up for one request into resp (body and the other strings must outlive
+ * the transfer); NULL with resp filled when it cannot be (nothing sent).
+ * http_xfer_end: after the multi handle finished it with curl_code (a
+ * CURLcode), frees x and fills resp; 0 when an HTTP response arrived, -1
+ * on a transport error, as http_request. */
+struct http_xfer;
+CURL *http_handle_new(struct http_client *c);
+struct http_xfer *http_xfer_start(struct http_client *c, CURL *h, const char *method,
+                                  const char *path, const char *accept, const char *content_type,
+                                  const char *body, size_t body_len, int replayable,
+                                  double timeout_s, struct http_response *resp);
+int http_xfer_end(struct http_client *c, struct http_xfer *x, int curl_code);
 /* Connections libcurl opened so far (1 when keep-alive works). */
 long http_connects(struct http_client *c);
 /* Requests handed to libcurl so far (every attempt counts). */

@@ -16,6 +16,7 @@ void kube_default_options(struct kube_options *o)
     o->request_timeout = DEFAULT_REQUEST_TIMEOUT_S;
     o->max_attempts = DEFAULT_REQUEST_ATTEMPTS;
     o->retry_budget = DEFAULT_RETRY_BUDGET_S;
+    o->concurrency = DEFAULT_CONCURRENCY;
 }
 
 struct rest_policy kube_rest_policy(const struct kube_options *o, void (*say)(const char *line))

@@ -20,6 +20,7 @@ struct kube_options {
     double request_timeout;         /* seconds per attempt */
     int max_attempts;               /* per request, including the first */
     double retry_budget;            /* seconds across all attempts */
+    int concurrency;                /* fleet.each's requests in flight at once (1..64) */
 };
 
 /* The defaults of defaults.h (the ledger's names, the request timeout, the

@@ -9,6 +9,7 @@
  * Must never decide what a status means to a caller beyond that, and never
  * tell a request body or a credential. */
 #include "kube/rest.h"
+#include "kube/rest_int.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -205,110 +206,149 @@ static void fill_error(struct rest_error *e, const struct http_response *r, cons
                  r->status);
 }
 
+void rest_try_begin(struct rest_try *t, const char *method, const char *path, int idempotent,
+                    double time_left)
+{
+    memset(t, 0, sizeof *t);
+    t->method = method;
+    t->path = path;
+    t->idempotent = idempotent;
+    t->time_left = time_left;
+    t->start = now_mono();
+    t->end = t->start + time_left;
+}
+
+int rest_try_attempt(struct rest_client *c, struct rest_try *t, double *tmo,
+                     struct rest_result *out)
+{
+    t->attempt++;
+    double left = t->end - now_mono();
+    if (left <= 0 && !isinf(t->time_left)) {
+        /* Past the caller's time (a migration's deadline): nothing more
+         * leaves, not even with a tiny timeout, which would still land. */
+        memset(out, 0, sizeof *out);
+        snprintf(out->err.reason, sizeof out->err.reason, "Timeout");
+        snprintf(out->err.message, sizeof out->err.message,
+                 "%s %s: not sent: its time ran out%s", t->method, t->path,
+                 t->attempt > 1 ? " before it could be retried" : "");
+        out->err.after_retry = t->maybe_applied;
+        return -1;
+    }
+    *tmo = c->pol.request_timeout;
+    if (left < *tmo)
+        *tmo = left;
+    return 0;
+}
+
+double rest_try_judge(struct rest_client *c, struct rest_try *t, int rc, struct http_response *r)
+{
+    const char *method = t->method, *path = t->path;
+    if (r->resent) {
+        say(c, "kube: retrying %s %s after the reused connection died before an answer "
+                 "(libcurl re-sent it on a fresh connection)", method, path);
+        /* The first copy may have been applied: what the second one
+         * hears (a 409, a 404) proves nothing about it. */
+        if (strcmp(method, "GET") != 0)
+            t->maybe_applied = 1;
+    }
+    char cause[300] = "";
+    int retry = 0;
+    if (rc != 0) {
+        snprintf(cause, sizeof cause, "%.299s", r->error);
+        retry = retryable_transport(r->transport_error) &&
+                (t->idempotent || surely_unapplied(r));
+    } else if (r->status == 429 || (r->status >= 500 && r->status != 501)) {
+        snprintf(cause, sizeof cause, "HTTP %ld %s", r->status, rest_reason_for(r->status));
+        /* A 429 is a refusal before processing: safe even for a POST. */
+        retry = t->idempotent || r->status == 429;
+    }
+    if (!retry || t->attempt >= c->pol.max_attempts) {
+        if (*cause && t->attempt > 1)
+            say(c, "kube: %s %s: giving up after %d attempts (%s)", method, path, t->attempt,
+                     cause);
+        return -1;
+    }
+    double delay = 0.2 * pow(2, t->attempt - 1);
+    if (delay > MAX_RETRY_SLEEP)
+        delay = MAX_RETRY_SLEEP;
+    delay *= jitter();
+    if (rc == 0 && r->retry_after >= 0)
+        delay = r->retry_after < MAX_RETRY_SLEEP ? r->retry_after : MAX_RETRY_SLEEP;
+    double now = now_mono();
+    if (stop_cuts_waits()) {
+        say(c, "kube: %s %s: not retrying, the runner is stopping (%s)", method, path, cause);
+        return -1;
+    }
+    if (now + delay - t->start > c->pol.retry_budget || now + delay >= t->end) {
+        say(c, "kube: %s %s: no time left to retry (%s)", method, path, cause);
+        return -1;
+    }
+    say(c, "kube: retrying %s %s after %s (attempt %d/%d in %.2fs)", method, path, cause,
+             t->attempt + 1, c->pol.max_attempts, delay);
+    /* A write whose connection broke after sending, or that a 5xx
+     * answered (an apiserver may time out after storing), may have been
+     * applied: its repeat's refusal is then no proof of anything. */
+    if ((rc != 0 && r->sent) || (rc == 0 && r->status >= 500 && strcmp(method, "GET") != 0))
+        t->maybe_applied = 1;
+    return delay;
+}
+
+int rest_try_finish(struct rest_try *t, struct http_response *r, struct rest_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->status = r->status;
+    out->body = r->body;
+    out->len = r->len;
+    r->body = NULL;
+    if (r->transport_error) {
+        snprintf(out->err.reason, sizeof out->err.reason, "%s",
+                 r->too_large                                   ? "MemoryLimit"
+                 : r->transport_error == CURLE_OPERATION_TIMEDOUT ? "Timeout"
+                                                                  : "ConnectionError");
+        if (r->transport_error == CURLE_SEND_FAIL_REWIND || (!t->idempotent && r->sent))
+            snprintf(out->err.message, sizeof out->err.message,
+                     "%s: the connection broke after the request was sent; not repeating it, "
+                     "since the server may have applied it (%s)",
+                     t->method, r->error);
+        else
+            snprintf(out->err.message, sizeof out->err.message, "%s", r->error);
+        out->err.after_retry = t->maybe_applied;
+        return -1;
+    }
+    if (out->len && strstr(r->content_type, "json"))
+        out->json = cJSON_ParseWithLength(out->body, out->len);
+    if (r->status < 200 || r->status >= 300) {
+        r->body = out->body; /* fill_error reads a text body through r */
+        fill_error(&out->err, r, out->json);
+        r->body = NULL;
+        out->err.after_retry = t->maybe_applied;
+        return -1;
+    }
+    return 0;
+}
+
+struct http_client *rest_http(struct rest_client *c) { return c->http; }
+
 int rest_do(struct rest_client *c, const char *method, const char *path, const char *accept,
             const char *content_type, const char *body, size_t body_len, int idempotent,
             double time_left, struct rest_result *out)
 {
-    memset(out, 0, sizeof *out);
-    double start = now_mono(), end = start + time_left;
-    int max = c->pol.max_attempts, maybe_applied = 0;
+    struct rest_try t;
+    rest_try_begin(&t, method, path, idempotent, time_left);
     struct http_response r;
-    for (int attempt = 1;; attempt++) {
-        double left = end - now_mono();
-        if (left <= 0 && !isinf(time_left)) {
-            /* Past the caller's time (a migration's deadline): nothing more
-             * leaves, not even with a tiny timeout, which would still land. */
-            snprintf(out->err.reason, sizeof out->err.reason, "Timeout");
-            snprintf(out->err.message, sizeof out->err.message,
-                     "%s %s: not sent: its time ran out%s", method, path,
-                     attempt > 1 ? " before it could be retried" : "");
-            out->err.after_retry = maybe_applied;
+    for (;;) {
+        double tmo = 0;
+        if (rest_try_attempt(c, &t, &tmo, out) != 0)
             return -1;
-        }
-        double tmo = c->pol.request_timeout;
-        if (left < tmo)
-            tmo = left;
         int rc = http_request(c->http, method, path, accept, content_type, body, body_len,
                               idempotent, tmo, &r);
-        if (r.resent) {
-            say(c, "kube: retrying %s %s after the reused connection died before an answer "
-                     "(libcurl re-sent it on a fresh connection)", method, path);
-            /* The first copy may have been applied: what the second one
-             * hears (a 409, a 404) proves nothing about it. */
-            if (strcmp(method, "GET") != 0)
-                maybe_applied = 1;
-        }
-        char cause[300] = "";
-        int retry = 0;
-        if (rc != 0) {
-            snprintf(cause, sizeof cause, "%.299s", r.error);
-            retry = retryable_transport(r.transport_error) &&
-                    (idempotent || surely_unapplied(&r));
-        } else if (r.status == 429 || (r.status >= 500 && r.status != 501)) {
-            snprintf(cause, sizeof cause, "HTTP %ld %s", r.status, rest_reason_for(r.status));
-            /* A 429 is a refusal before processing: safe even for a POST. */
-            retry = idempotent || r.status == 429;
-        }
-        if (!retry || attempt >= max) {
-            if (*cause && attempt > 1)
-                say(c, "kube: %s %s: giving up after %d attempts (%s)", method, path, attempt,
-                         cause);
+        double delay = rest_try_judge(c, &t, rc, &r);
+        if (delay < 0)
             break;
-        }
-        double delay = 0.2 * pow(2, attempt - 1);
-        if (delay > MAX_RETRY_SLEEP)
-            delay = MAX_RETRY_SLEEP;
-        delay *= jitter();
-        if (rc == 0 && r.retry_after >= 0)
-            delay = r.retry_after < MAX_RETRY_SLEEP ? r.retry_after : MAX_RETRY_SLEEP;
-        double now = now_mono();
-        if (stop_cuts_waits()) {
-            say(c, "kube: %s %s: not retrying, the runner is stopping (%s)", method, path, cause);
-            break;
-        }
-        if (now + delay - start > c->pol.retry_budget || now + delay >= end) {
-            say(c, "kube: %s %s: no time left to retry (%s)", method, path, cause);
-            break;
-        }
-        say(c, "kube: retrying %s %s after %s (attempt %d/%d in %.2fs)", method, path, cause,
-                 attempt + 1, max, delay);
-        /* A write whose connection broke after sending, or that a 5xx
-         * answered (an apiserver may time out after storing), may have been
-         * applied: its repeat's refusal is then no proof of anything. */
-        if ((rc != 0 && r.sent) || (rc == 0 && r.status >= 500 && strcmp(method, "GET") != 0))
-            maybe_applied = 1;
         http_response_free(&r);
         rest_sleep(delay);
     }
-    out->status = r.status;
-    out->body = r.body;
-    out->len = r.len;
-    r.body = NULL;
-    if (r.transport_error) {
-        snprintf(out->err.reason, sizeof out->err.reason, "%s",
-                 r.too_large                                   ? "MemoryLimit"
-                 : r.transport_error == CURLE_OPERATION_TIMEDOUT ? "Timeout"
-                                                                 : "ConnectionError");
-        if (r.transport_error == CURLE_SEND_FAIL_REWIND || (!idempotent && r.sent))
-            snprintf(out->err.message, sizeof out->err.message,
-                     "%s: the connection broke after the request was sent; not repeating it, "
-                     "since the server may have applied it (%s)",
-                     method, r.error);
-        else
-            snprintf(out->err.message, sizeof out->err.message, "%s", r.error);
-        out->err.after_retry = maybe_applied;
-        return -1;
-    }
-    if (out->len && strstr(r.content_type, "json"))
-        out->json = cJSON_ParseWithLength(out->body, out->len);
-    if (r.status < 200 || r.status >= 300) {
-        r.body = out->body; /* fill_error reads a text body through r */
-        fill_error(&out->err, &r, out->json);
-        r.body = NULL;
-        out->err.after_retry = maybe_applied;
-        return -1;
-    }
-    return 0;
+    return rest_try_finish(&t, &r, out);
 }
 
 void rest_result_free(struct rest_result *r)

@@ -32,6 +32,8 @@ static const char CLIENT_KEY = 'k';
 static int client_gc(lua_State *L)
 {
     struct kube_client *c = luaL_checkudata(L, 1, CLIENT_MT);
+    rest_pool_free(c->pool); /* it sends on c->rest's connection settings */
+    c->pool = NULL;
     rest_free(c->rest);
     c->rest = NULL;
     discovery_clear(&c->disc);
@@ -522,6 +524,8 @@ int luaopen_kube_core(lua_State *L)
         {"make_error", l_make_error},
         {"journal", l_journal},
         {"is_error", l_is_error},
+        {"adopt", kube_l_adopt},
+        {"await", kube_l_await},
         {NULL, NULL},
     };
     struct host_ctx *hc = host_ctx(L);
@@ -541,6 +545,10 @@ int luaopen_kube_core(lua_State *L)
     luaL_newlib(L, f);
     lua_pushboolean(L, hc->kube.dry_run);
     lua_setfield(L, -2, "dry_run");
+    lua_pushinteger(L, hc->kube.concurrency > 0 ? hc->kube.concurrency : 1);
+    lua_setfield(L, -2, "concurrency");
+    kube_push_pending(L);
+    lua_setfield(L, -2, "PENDING");
     lua_pushstring(L, hc->kube.ledger_namespace);
     lua_setfield(L, -2, "ledger_namespace");
     lua_pushstring(L, hc->kube.ledger_name);

@@ -13,6 +13,7 @@
 #include "kube/journal.h"
 #include "kube/overlay.h"
 #include "kube/rest.h"
+#include "kube/restpool.h"
 #include "lua/hostctx.h"
 
 /* One per Lua state, a userdata in its registry: what the module keeps
@@ -21,6 +22,7 @@
  * cluster runs without one. */
 struct kube_client {
     struct rest_client *rest;
+    struct rest_pool *pool;     /* fleet.each's requests in flight: made on first use */
     struct discovery disc;
     int disc_loaded;
     char init_err[512];
@@ -80,6 +82,8 @@ struct req {
     struct sbuf path;           /* grows while the query is appended */
     struct rest_result res;
     int have_res;
+    int pool_rc;                /* sent through the pool: rest_do's return value */
+    char rv_before[64];         /* the object's resourceVersion before a write ("": unknown) */
 };
 void kube_req_release(struct req *q);
 /* Pushes a new, empty box. May raise (memory). */
@@ -100,6 +104,12 @@ cJSON *kube_get_json(struct host_ctx *hc, struct kube_client *c, const char *pat
                      const char *accept, struct rest_error *err);
 /* The raw request function only stdlib/kube.lua receives (kube_push_private). */
 int kube_l_request(lua_State *L);
+/* core.adopt(co), core.await(), core.PENDING: requests of adopted threads
+ * go to the pool in flight together, and the thread yields until its
+ * answer is back (stdlib/fleet.lua drives them). May raise (memory). */
+int kube_l_adopt(lua_State *L);
+int kube_l_await(lua_State *L);
+void kube_push_pending(lua_State *L);
 /* Writes each line of text as the migration's own output. */
 void kube_say_lines(const char *text);
 

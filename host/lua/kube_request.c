@@ -240,11 +240,28 @@ static char *dry_run_body(const char *body, size_t len)
  * and a DELETE's body says dryRun too; once the migration's deadline has
  * passed nothing leaves (rest.c checks again before each attempt). Makes no
  * Lua call, so nothing here can raise. */
-static enum wire_rc wire(struct host_ctx *hc, struct kube_client *c, const struct wire_req *w,
-                         struct rest_result *out, enum guard_verdict *gv, char *why,
-                         size_t whylen)
+/* What wire_ready let out: the path and body as they go on the wire (the
+ * dry run's own copies in own_*), and the time the request has. */
+struct wire_out {
+    const char *path, *body;
+    size_t body_len;
+    double left;
+    char *own_path, *own_body;
+};
+
+static void wire_out_free(struct wire_out *o)
 {
-    memset(out, 0, sizeof *out);
+    free(o->own_path);
+    cJSON_free(o->own_body);
+    o->own_path = o->own_body = NULL;
+}
+
+/* The door's checks, without sending: WIRE_OK with *o filled (release it
+ * with wire_out_free) when the request may leave now. */
+static enum wire_rc wire_ready(struct host_ctx *hc, const struct wire_req *w, struct wire_out *o,
+                               enum guard_verdict *gv, char *why, size_t whylen)
+{
+    memset(o, 0, sizeof *o);
     *gv = GUARD_ALLOW;
     const char *q = strchr(w->path, '?');
     size_t plen = q ? (size_t)(q - w->path) : strlen(w->path);
@@ -282,17 +299,32 @@ static enum wire_rc wire(struct host_ctx *hc, struct kube_client *c, const struc
             body_len = strlen(own_body);
         }
     }
-    enum wire_rc rc;
-    double left = host_ctx_remaining(hc);
-    if (hc->deadline && left <= 0) {
+    o->path = send_path;
+    o->body = body;
+    o->body_len = body_len;
+    o->own_path = own_path;
+    o->own_body = own_body;
+    o->left = host_ctx_remaining(hc);
+    if (hc->deadline && o->left <= 0) {
         snprintf(why, whylen, "the migration's deadline has passed: nothing more is sent");
-        rc = WIRE_LATE;
-    } else {
-        rc = rest_do(c->rest, w->method, send_path, w->accept, w->ctype, body, body_len, w->safe,
-                     left, out) == 0 ? WIRE_OK : WIRE_FAILED;
+        wire_out_free(o);
+        return WIRE_LATE;
     }
-    free(own_path);
-    cJSON_free(own_body);
+    return WIRE_OK;
+}
+
+static enum wire_rc wire(struct host_ctx *hc, struct kube_client *c, const struct wire_req *w,
+                         struct rest_result *out, enum guard_verdict *gv, char *why,
+                         size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    struct wire_out o;
+    enum wire_rc rc = wire_ready(hc, w, &o, gv, why, whylen);
+    if (rc != WIRE_OK)
+        return rc;
+    rc = rest_do(c->rest, w->method, o.path, w->accept, w->ctype, o.body, o.body_len, w->safe,
+                 o.left, out) == 0 ? WIRE_OK : WIRE_FAILED;
+    wire_out_free(&o);
     return rc;
 }
 
@@ -466,6 +498,165 @@ static void read_before(struct host_ctx *hc, struct kube_client *c, struct req *
         snprintf(rv_before, len, "%s", brv->valuestring);
 }
 
+/* What a sent request's answer makes of it, whichever way it went out: the
+ * dry run's report, the journal entry (a write's, in the order answers
+ * arrive), the preview's overlay, and the Lua result (an error value, or
+ * {status=, body=}) left on top of the box at index box. May raise. */
+static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client *c,
+                          struct req *q, const struct asked *a, int rc, struct overlay *ov,
+                          int qidx, int box)
+{
+    const char *method = a->method, *path0 = a->path, *verb = a->verb;
+    int mutating = a->mutating, report = mutating && hc->kube.dry_run;
+    const char *rv_before = q->rv_before;
+    int would = -1;
+    char fields[JOURNAL_FIELDS_MAX] = "";
+    if (report && rc == 0) {
+        char text[4096];
+        would = dryrun_report(method, path0, q->before, q->res.json, text, sizeof text, fields,
+                              sizeof fields) > 0;
+        kube_say_lines(text);
+    }
+    if (mutating)
+        journal_add(&c->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
+                    rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,
+                    hc->kube.dry_run, fields);
+    else if (rc == 0)
+        journal_seen(&c->journal, path0, q->res.json);
+    if (rc == 0 && ov && kube_preview_after(L, c, ov, q, method, path0, qidx) != 0)
+        return lua_error(L);
+    if (rc != 0) {
+        lua_pushnil(L);
+        kube_push_rest_error(L, &q->res.err, verb, method, path0);
+        kube_req_release(q);
+        return 2;
+    }
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, q->res.status);
+    lua_setfield(L, -2, "status");
+    if (q->res.json) {
+        /* The raw text is not needed once parsed: free it before the Lua
+         * copy is built, so a list page is held twice at most, not thrice. */
+        mem_free(q->res.body);
+        q->res.body = NULL;
+        q->res.len = 0;
+        kube_push_json(L, q->res.json);
+    } else if (q->res.len)
+        lua_pushlstring(L, q->res.body, q->res.len);
+    else
+        lua_pushnil(L);
+    lua_setfield(L, -2, "body");
+    kube_req_release(q);
+    lua_replace(L, box);
+    lua_settop(L, box);
+    return 1;
+}
+
+/* ---- requests in flight together (fleet.each) -------------------------- */
+
+/* Registry keys: WORKERS, a weak-keyed set of the threads whose requests go
+ * to the pool (core.adopt); PENDING, box pointer -> the thread waiting for
+ * that request's answer. Its address is also the value a waiting thread
+ * yields, so whoever resumes it can tell that yield from a script's own. */
+static const char WORKERS_KEY = 'w';
+static const char PENDING_KEY = 'q';
+
+/* Whether this request goes to the pool: the running thread was adopted,
+ * can yield, and the pool exists or can be made. */
+static int pooled(lua_State *L, struct kube_client *c)
+{
+    if (!lua_isyieldable(L))
+        return 0;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &WORKERS_KEY);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_pushthread(L);
+    int adopted = lua_rawget(L, -2) != LUA_TNIL;
+    lua_pop(L, 2);
+    if (adopted && !c->pool)
+        c->pool = rest_pool_new(c->rest);
+    return adopted && c->pool;
+}
+
+/* The continuation of a request a thread waited for in the pool: its
+ * answer is in the box (core.await put it there). May raise. */
+static int request_resumed(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    int box = (int)ctx;
+    lua_settop(L, box + 1); /* what resumed it passed nothing we read */
+    struct asked a = {0};
+    read_asked(L, &a);
+    struct req *q = luaL_checkudata(L, box, REQ_MT);
+    struct host_ctx *hc = host_ctx(L);
+    struct kube_client *c = kube_client_of(L);
+    return request_answer(L, hc, c, q, &a, q->pool_rc, NULL, box + 1, box);
+}
+
+/* core.adopt(co): co's requests go to the pool; each one makes co yield
+ * core.PENDING until core.await hands its answer back. May raise. */
+int kube_l_adopt(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTHREAD);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &WORKERS_KEY) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_createtable(L, 0, 1);
+        lua_pushliteral(L, "k");
+        lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &WORKERS_KEY);
+    }
+    lua_pushvalue(L, 1);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    return 0;
+}
+
+/* core.await() -> co | nil: waits for the next request in the pool to be
+ * answered (or to fail after its retries), puts the answer in its box and
+ * returns the thread to resume; nil when nothing is in flight. May raise
+ * (memory). */
+int kube_l_await(lua_State *L)
+{
+    struct kube_client *c = kube_client_of(L);
+    void *tag = NULL;
+    int rc = 0;
+    struct rest_result res;
+    if (!c || !c->pool || !rest_pool_next(c->pool, &tag, &rc, &res)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &PENDING_KEY);
+    lua_rawgetp(L, -1, tag);
+    if (!lua_isthread(L, -1)) {
+        rest_result_free(&res); /* its thread is gone: nobody waits for it */
+        return luaL_error(L, "kube: an answer came back for a request nobody waits for");
+    }
+    struct req *q = tag;
+    q->res = res;
+    q->have_res = 1;
+    q->pool_rc = rc;
+    lua_pushnil(L);
+    lua_rawsetp(L, -3, tag);
+    return 1;
+}
+
+/* Pushes core.PENDING (the value a thread waiting in the pool yields). */
+void kube_push_pending(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&PENDING_KEY);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PENDING_KEY) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &PENDING_KEY);
+    } else
+        lua_pop(L, 1);
+}
+
 int kube_l_request(lua_State *L)
 {
     struct host_ctx *hc = host_ctx(L);
@@ -534,56 +725,33 @@ int kube_l_request(lua_State *L)
      * fields it would change; otherwise, for the journal to tell a change
      * from a no-op. */
     int report = mutating && hc->kube.dry_run;
-    char rv_before[64] = "";
-    read_before(hc, c, q, &a, held, report, rv_before, sizeof rv_before);
+    read_before(hc, c, q, &a, held, report, q->rv_before, sizeof q->rv_before);
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
     struct wire_req w = {snd.method, q->path.p, a.accept, snd.ctype, q->body, snd.body_len,
                          snd.safe};
+    if (!ov && pooled(L, c)) {
+        struct wire_out o;
+        enum wire_rc wrc = wire_ready(hc, &w, &o, &gv, why, sizeof why);
+        if (wrc != WIRE_OK)
+            return raise_refusal(L, hc, c, wrc, gv, why, verb, snd.method, path0);
+        int sub = rest_pool_submit(c->pool, w.method, o.path, w.accept, w.ctype, o.body,
+                                   o.body_len, w.safe, o.left, q);
+        wire_out_free(&o);
+        if (sub == 0) {
+            /* The thread waits in PENDING until core.await hands its answer
+             * back; the table keeps it (and so this box) alive meanwhile. */
+            lua_rawgetp(L, LUA_REGISTRYINDEX, &PENDING_KEY);
+            lua_pushthread(L);
+            lua_rawsetp(L, -2, q);
+            lua_pop(L, 1);
+            lua_pushlightuserdata(L, (void *)&PENDING_KEY);
+            return lua_yieldk(L, 1, (lua_KContext)box, request_resumed);
+        }
+        /* the pool is full or out of memory: this one goes out alone */
+    }
     enum wire_rc wrc = wire(hc, c, &w, &q->res, &gv, why, sizeof why);
     q->have_res = 1;
     if (wrc != WIRE_OK && wrc != WIRE_FAILED)
         return raise_refusal(L, hc, c, wrc, gv, why, verb, snd.method, path0);
-    int rc = wrc == WIRE_OK ? 0 : -1;
-    int would = -1;
-    char fields[JOURNAL_FIELDS_MAX] = "";
-    if (report && rc == 0) {
-        char text[4096];
-        would = dryrun_report(method, path0, q->before, q->res.json, text, sizeof text, fields,
-                              sizeof fields) > 0;
-        kube_say_lines(text);
-    }
-    if (mutating)
-        journal_add(&c->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
-                    rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,
-                    hc->kube.dry_run, fields);
-    else if (rc == 0)
-        journal_seen(&c->journal, path0, q->res.json);
-    if (rc == 0 && ov && kube_preview_after(L, c, ov, q, method, path0, qidx) != 0)
-        return lua_error(L);
-    if (rc != 0) {
-        lua_pushnil(L);
-        kube_push_rest_error(L, &q->res.err, verb, method, path0);
-        kube_req_release(q);
-        return 2;
-    }
-    lua_createtable(L, 0, 3);
-    lua_pushinteger(L, q->res.status);
-    lua_setfield(L, -2, "status");
-    if (q->res.json) {
-        /* The raw text is not needed once parsed: free it before the Lua
-         * copy is built, so a list page is held twice at most, not thrice. */
-        mem_free(q->res.body);
-        q->res.body = NULL;
-        q->res.len = 0;
-        kube_push_json(L, q->res.json);
-    } else if (q->res.len)
-        lua_pushlstring(L, q->res.body, q->res.len);
-    else
-        lua_pushnil(L);
-    lua_setfield(L, -2, "body");
-    kube_req_release(q);
-    lua_replace(L, box);
-    lua_settop(L, box);
-    return 1;
+    return request_answer(L, hc, c, q, &a, wrc == WIRE_OK ? 0 : -1, ov, qidx, box);
 }
-
