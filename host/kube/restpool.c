@@ -249,41 +249,92 @@ static void reap(struct rest_pool *p)
     }
 }
 
+/* Hands out the done slot that completed first: 1, or 0 when none is. */
+static int hand_out(struct rest_pool *p, void **tag, int *rc, struct rest_result *out)
+{
+    struct op *o = first_done(p);
+    if (!o)
+        return 0;
+    *tag = o->tag;
+    *rc = o->rc;
+    *out = o->res;
+    memset(&o->res, 0, sizeof o->res);
+    op_clear(o);
+    p->busy--;
+    return 1;
+}
+
+/* One turn of the multi handle without waiting: due retries started,
+ * transfers moved on as far as they can go, the finished ones judged. */
+static void drive(struct rest_pool *p)
+{
+    int running = 0;
+    if (curl_multi_perform(p->multi, &running) != CURLM_OK) {
+        /* the multi handle itself failed: every transfer in it ends so */
+        for (int i = 0; i < REST_POOL_MAX; i++) {
+            struct op *r = &p->ops[i];
+            if (r->state != OP_RUNNING)
+                continue;
+            curl_multi_remove_handle(p->multi, r->h);
+            int hrc = http_xfer_end(rest_http(p->rest), r->x, CURLE_OUT_OF_MEMORY);
+            r->x = NULL;
+            op_judge(p, r, hrc);
+        }
+        return;
+    }
+    reap(p);
+}
+
 int rest_pool_next(struct rest_pool *p, void **tag, int *rc, struct rest_result *out)
 {
     for (;;) {
-        struct op *o = first_done(p);
-        if (o) {
-            *tag = o->tag;
-            *rc = o->rc;
-            *out = o->res;
-            memset(&o->res, 0, sizeof o->res);
-            op_clear(o);
-            p->busy--;
+        if (hand_out(p, tag, rc, out))
             return 1;
-        }
         if (p->busy == 0)
             return 0;
         long wait_ms = start_due(p);
         if (first_done(p))
             continue;
-        int running = 0;
-        if (curl_multi_perform(p->multi, &running) != CURLM_OK) {
-            /* the multi handle itself failed: every transfer in it ends so */
-            for (int i = 0; i < REST_POOL_MAX; i++) {
-                struct op *r = &p->ops[i];
-                if (r->state != OP_RUNNING)
-                    continue;
-                curl_multi_remove_handle(p->multi, r->h);
-                int hrc = http_xfer_end(rest_http(p->rest), r->x, CURLE_OUT_OF_MEMORY);
-                r->x = NULL;
-                op_judge(p, r, hrc);
-            }
-            continue;
-        }
-        reap(p);
+        drive(p);
         if (first_done(p))
             continue;
         curl_multi_poll(p->multi, NULL, 0, (int)wait_ms, NULL);
+    }
+}
+
+int rest_pool_collect(struct rest_pool *p, void **tag, int *rc, struct rest_result *out)
+{
+    if (hand_out(p, tag, rc, out))
+        return 1;
+    if (p->busy == 0)
+        return 0;
+    start_due(p);
+    drive(p);
+    return hand_out(p, tag, rc, out);
+}
+
+void rest_pool_send(struct rest_pool *p, double max_s)
+{
+    double end = now_mono() + max_s;
+    for (;;) {
+        drive(p);
+        int waiting = 0;
+        for (int i = 0; i < REST_POOL_MAX; i++) {
+            curl_off_t pre = 0;
+            struct op *o = &p->ops[i];
+            /* past pretransfer the request is being written: one more turn
+             * below puts it on the wire */
+            if (o->state == OP_RUNNING &&
+                (curl_easy_getinfo(o->h, CURLINFO_PRETRANSFER_TIME_T, &pre) != CURLE_OK || pre == 0))
+                waiting = 1;
+        }
+        if (!waiting) {
+            drive(p);
+            return;
+        }
+        double left = end - now_mono();
+        if (left <= 0)
+            return;
+        curl_multi_poll(p->multi, NULL, 0, (int)(left * 1000) + 1, NULL);
     }
 }

@@ -35,4 +35,12 @@ int rest_pool_submit(struct rest_pool *p, const char *method, const char *path,
  * result and return value in *rc; release out with rest_result_free), or 0
  * when the pool holds nothing. */
 int rest_pool_next(struct rest_pool *p, void **tag, int *rc, struct rest_result *out);
+/* rest_pool_next without waiting: moves what is in flight on as far as it
+ * goes now and hands out one that is done (1), or returns 0. */
+int rest_pool_collect(struct rest_pool *p, void **tag, int *rc, struct rest_result *out);
+/* Moves the requests in flight on until each is on the wire (its
+ * connection up, the request written), at most max_s seconds, without
+ * waiting for any answer: a caller that goes on with other work leaves
+ * the apiserver working on them meanwhile. */
+void rest_pool_send(struct rest_pool *p, double max_s);
 #endif

@@ -1,8 +1,8 @@
 /* ledger.h: the ConfigMap that records what ran, on the cluster (its
  * document, records and key prefix are formats/ledgerdoc.h's). Owns reading
  * it (absent vs every other error), the only writes the engine ever makes to
- * it (a create at fresh install, JSON merge patches of `m.*` keys), and the
- * Events about it.
+ * it (a create at fresh install, strategic merge patches of `m.*` keys), and
+ * the Events about it (sent without waiting for their answers).
  *
  * Recipe: fill a ledger_loc (the connection, namespace, name); ledger_read;
  * plan on the result; ledger_protect when it lacks its label; write outcomes
@@ -16,6 +16,7 @@
 
 #include "formats/ledgerdoc.h"
 #include "kube/rest.h"
+#include "kube/restpool.h"
 
 struct ledger_loc {
     struct rest_client *rest;
@@ -28,6 +29,7 @@ struct ledger_loc {
                              * it as a precondition, so a write that reaches the apiserver
                              * late (a runner stopped mid-request, its lock taken over
                              * and the ledger written since) is refused, never applied */
+    struct rest_pool *events;   /* the Events in flight (ledger_event), made on first use */
 };
 
 enum ledger_rc {
@@ -57,7 +59,7 @@ enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
  * LEDGER_ERROR. */
 enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e,
                              size_t n, char *err, size_t errlen);
-/* Writes the n records with one JSON merge patch. Never touches `version`,
+/* Writes the n records with one strategic merge patch. Never touches `version`,
  * never deletes; conditional on at->rv when known (then updated from the
  * answer). LEDGER_OK, LEDGER_GONE (404), LEDGER_FULL, LEDGER_CONFLICT,
  * LEDGER_ERROR, LEDGER_UNAVAILABLE or LEDGER_DENIED. */
@@ -72,7 +74,13 @@ enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen);
 enum ledger_rc ledger_protect(struct ledger_loc *at, char *err, size_t errlen);
 
 /* An Event on the ledger (uid may be ""), so `kubectl describe` shows the
- * history. Best effort: a failure is logged, never returned. */
-void ledger_event(const struct ledger_loc *at, const char *uid, const char *type,
+ * history. Best effort: a failure is logged, never returned. It is put on
+ * the wire and left in flight (what the runner does next does not wait for
+ * its answer); its answer is read at the next ledger_event or at
+ * ledger_events_flush, and a failure is logged then. */
+void ledger_event(struct ledger_loc *at, const char *uid, const char *type,
                   const char *reason, const char *message);
+/* Waits for every Event still in flight (logging each failure) and frees
+ * what held them: before at->rest is freed. */
+void ledger_events_flush(struct ledger_loc *at);
 #endif

@@ -576,6 +576,7 @@ void ctx_free(struct ctx *c)
     lock_release(&c->lk);
     ledger_free(&c->l);
     tree_free(&c->t);
+    ledger_events_flush(&c->loc); /* before the connection settings go */
     rest_free(c->rest);
 }
 

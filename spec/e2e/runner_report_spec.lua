@@ -115,3 +115,58 @@ describe('#e2e the runner', function()
     }, got)
   end)
 end)
+
+-- The Event after each migration goes out without the next migration
+-- waiting for its answer (run/ledger.c): none may be lost for that.
+describe('#e2e the runner\'s Events, sent while the next migration runs', function()
+  local proxy = require('support.proxy')
+  setup(function()
+    h.need_cluster()
+    proxy.build()
+  end)
+  teardown(runner.delete_namespaces)
+
+  local function tree(n)
+    local slugs, scripts = {}, {}
+    for i = 1, n do
+      slugs[i] = string.format('quick-%02d', i)
+      scripts[slugs[i]] = {}
+    end
+    return fixture.tree({ batches = { { '00001-v1.0.0', slugs } }, scripts = scripts })
+  end
+
+  it('leaves one MigrationSucceeded Event for each of 30 migrations', function()
+    local ns = runner.new_ns()
+    runner.make_ledger(ns, {})
+    must(runner.run(tree(30), ns))
+    local seen = {}
+    for _, e in ipairs(runner.events(ns)) do
+      if e.reason == 'MigrationSucceeded' then
+        local slug = e.message:match('^(quick%-%d+) ')
+        assert.is_string(slug, e.message)
+        assert.is_nil(seen[slug], slug .. ' has two Events')
+        seen[slug] = true
+      end
+    end
+    assert.are.equal(30, h.count(seen))
+  end)
+
+  it('says so for each Event the apiserver refused, and the run still succeeds', function()
+    local ns = runner.new_ns()
+    runner.make_ledger(ns, {})
+    local p = proxy.start('-seed 3')
+    proxy.faults(p, { 'method=POST,path=/api/v1/namespaces/' .. ns .. '/events,action=status,code=500' })
+    local res = runner.run(tree(5), ns, '--kubeconfig', p.kubeconfig)
+    local c = proxy.counts(p)
+    proxy.stop(p)
+    must(res)
+    local told = 0
+    for _ in (res.out .. res.err):gmatch('could not record an Event on the ledger') do told = told + 1 end
+    -- one per migration, and the run's own (the batch) when it makes one
+    local posted = c.received['POST /api/v1/namespaces/' .. ns .. '/events']
+    assert.is_true(posted >= 5, 'Events posted: ' .. tostring(posted))
+    assert.are.equal(posted, told, res.out .. res.err)
+    assert.are.same({}, runner.events(ns))
+    for i = 1, 5 do assert.are.equal('ok', runner.records(ns)[string.format('quick-%02d', i)].state) end
+  end)
+end)
