@@ -32,11 +32,11 @@ end)"
 	echo "$t"
 }
 
-# fleet_run KEY CONC NS: runs it; prints "<seconds> <peak RSS kB>"
+# fleet_run KEY CONC NS SIZE: runs it; prints "<seconds> <peak RSS kB>"
 fleet_run() {
 	local t ln t0 kb
 	t=$(fleet_tree "$1" "$2" "$3")
-	ln=bench-fleet-run-$1-$$
+	ln=bench-fleet-run-$1-$4-$$
 	new_ns "$ln"
 	empty_ledger "$ln"
 	t0=$(now)
@@ -66,8 +66,8 @@ for n in $fleet_sizes; do
 		}' >"$work/fleet-$k"
 	done
 	say "fleet: $n objects: fleet.each with concurrency $fleet_c, then 1, through run"
-	read -r conc_s conc_kb < <(fleet_run conc "$fleet_c" "$fns")
-	read -r seq_s seq_kb < <(fleet_run seq 1 "$fns")
+	read -r conc_s conc_kb < <(fleet_run conc "$fleet_c" "$fns" "$n")
+	read -r seq_s seq_kb < <(fleet_run seq 1 "$fns" "$n")
 	say "fleet: $n objects: the raw loops, sequential and $fleet_c in flight"
 	read -r l1 _ < <(curlloop list "$server/api/v1/namespaces/$fns/configmaps?labelSelector=bench%3Dfleet" 500)
 	read -r p1 _ < <(curlloop send "$work/fleet-rawseq" -)
