@@ -157,7 +157,8 @@ static int req_gc(lua_State *L)
 /* Pushes a new, empty box. May raise (memory). */
 struct req *kube_req_box(lua_State *L)
 {
-    struct req *q = lua_newuserdatauv(L, sizeof *q, 0);
+    /* its user value: the thread waiting for its answer, while in the pool */
+    struct req *q = lua_newuserdatauv(L, sizeof *q, 1);
     memset(q, 0, sizeof *q);
     ljson_box_metatable(L, REQ_MT, req_gc);
     return q;
@@ -555,9 +556,10 @@ static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client 
 /* ---- requests in flight together (fleet.each) -------------------------- */
 
 /* Registry keys: WORKERS, a weak-keyed set of the threads whose requests go
- * to the pool (core.adopt); PENDING, box pointer -> the thread waiting for
- * that request's answer. Its address is also the value a waiting thread
- * yields, so whoever resumes it can tell that yield from a script's own. */
+ * to the pool (core.adopt); PENDING, box pointer -> the box waiting for
+ * that request's answer (its user value: the thread). Its address is also
+ * the value a waiting thread yields, so whoever resumes it can tell that
+ * yield from a script's own. */
 static const char WORKERS_KEY = 'w';
 static const char PENDING_KEY = 'q';
 
@@ -587,9 +589,15 @@ static int request_resumed(lua_State *L, int status, lua_KContext ctx)
     (void)status;
     int box = (int)ctx;
     lua_settop(L, box + 1); /* what resumed it passed nothing we read */
+    struct req *q = luaL_checkudata(L, box, REQ_MT);
+    if (!q->have_res) {
+        /* resumed by someone other than core.await, before the answer
+         * came: it goes on waiting */
+        lua_pushlightuserdata(L, (void *)&PENDING_KEY);
+        return lua_yieldk(L, 1, ctx, request_resumed);
+    }
     struct asked a = {0};
     read_asked(L, &a);
-    struct req *q = luaL_checkudata(L, box, REQ_MT);
     struct host_ctx *hc = host_ctx(L);
     struct kube_client *c = kube_client_of(L);
     return request_answer(L, hc, c, q, &a, q->pool_rc, NULL, box + 1, box);
@@ -631,17 +639,17 @@ int kube_l_await(lua_State *L)
         return 1;
     }
     lua_rawgetp(L, LUA_REGISTRYINDEX, &PENDING_KEY);
-    lua_rawgetp(L, -1, tag);
-    if (!lua_isthread(L, -1)) {
-        rest_result_free(&res); /* its thread is gone: nobody waits for it */
+    if (lua_rawgetp(L, -1, tag) != LUA_TUSERDATA || lua_touserdata(L, -1) != tag) {
+        rest_result_free(&res);
         return luaL_error(L, "kube: an answer came back for a request nobody waits for");
     }
     struct req *q = tag;
     q->res = res;
     q->have_res = 1;
     q->pool_rc = rc;
+    lua_getiuservalue(L, -1, 1); /* the thread */
     lua_pushnil(L);
-    lua_rawsetp(L, -3, tag);
+    lua_rawsetp(L, -4, tag);
     return 1;
 }
 
@@ -738,10 +746,13 @@ int kube_l_request(lua_State *L)
                                    o.body_len, w.safe, o.left, q);
         wire_out_free(&o);
         if (sub == 0) {
-            /* The thread waits in PENDING until core.await hands its answer
-             * back; the table keeps it (and so this box) alive meanwhile. */
-            lua_rawgetp(L, LUA_REGISTRYINDEX, &PENDING_KEY);
+            /* PENDING keeps the box (and through it the waiting thread)
+             * until core.await puts the answer in it: the pool writes into
+             * no box that could have been collected meanwhile. */
             lua_pushthread(L);
+            lua_setiuservalue(L, box, 1);
+            lua_rawgetp(L, LUA_REGISTRYINDEX, &PENDING_KEY);
+            lua_pushvalue(L, box);
             lua_rawsetp(L, -2, q);
             lua_pop(L, 1);
             lua_pushlightuserdata(L, (void *)&PENDING_KEY);

@@ -244,6 +244,31 @@ describe('#e2e fleet.each with concurrent writes', function()
     assert.are.equal(20, reports, res.out)
   end)
 
+  it('keeps a request\'s answer for its own thread, however a script resumes or closes it meanwhile', function()
+    configmaps('own', 1)
+    local res = must(sweep('own', [[
+      local function get() return kube.get('configmaps', SET .. '-001', { namespace = NS }) end
+      local co = coroutine.create(get)
+      core.adopt(co)
+      local _, first = coroutine.resume(co)
+      local _, early = coroutine.resume(co) -- before its answer: it goes on waiting
+      local back = core.await()
+      local ok, obj = coroutine.resume(co)
+      -- one closed while waiting: its answer lands in memory still held
+      local gone = coroutine.create(get)
+      core.adopt(gone)
+      coroutine.resume(gone)
+      coroutine.close(gone)
+      for i = 1, 300000 do local _ = { i } end -- garbage enough for full collections
+      local late = core.await()
+      print(json.encode({ first = first == core.PENDING, early = early == core.PENDING, same = back == co,
+        ok = ok, name = obj.metadata.name, late = late == gone, dead = coroutine.status(late),
+        none = core.await() == nil }))
+    ]]))
+    assert.are.same({ first = true, early = true, same = true, ok = true, name = 'own-001', late = true,
+      dead = 'dead', none = true }, res.json)
+  end)
+
   it('lets an error of the list itself through once what is in flight is done', function()
     local res = sweep('none', [[
       local ok, err = pcall(fleet.each, 'nosuchthings.example.com', {}, function() return false end)

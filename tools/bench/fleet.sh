@@ -40,8 +40,8 @@ fleet_run() {
 	new_ns "$ln"
 	empty_ledger "$ln"
 	t0=$(now)
-	kb=$(peak_rss "$work/fleet-$1.out" "$bin" run --timeout 1h --dir "$t" --namespace "$ln" 2>&1) ||
-		{ cat "$work/fleet-$1.out" >&2; say "fleet: the $1 run failed"; exit 1; }
+	kb=$(peak_rss "$work/fleet-$1.out" "$bin" run --timeout 1h --dir "$t" --namespace "$ln" 2>"$work/fleet-$1.err") ||
+		{ cat "$work/fleet-$1.out" "$work/fleet-$1.err" >&2; say "fleet: the $1 run failed"; exit 1; }
 	echo "$(elapsed "$t0") $kb"
 }
 
