@@ -5,7 +5,6 @@
 -- HTTP/2 streams as the apiserver offers them and over HTTP/1.1 keep-alive
 -- connections.
 local h = require('support.helpers')
-local json = require('json')
 local proxy = require('support.proxy')
 
 local NS = string.format('fc-%d-%d', os.time(), math.random(1000, 9999))
@@ -106,7 +105,8 @@ describe('#e2e fleet.each with concurrent writes', function()
     assert.are.same({ changed = 40, most = 6 }, res.json)
     res = must(sweep(set, [[
       local open, most = 0, 0
-      local r = fleet.each('configmaps', { namespace = NS, label_selector = { set = SET }, concurrency = 1 }, function(obj)
+      local opts = { namespace = NS, label_selector = { set = SET }, concurrency = 1 }
+      local r = fleet.each('configmaps', opts, function(obj)
         open = open + 1
         if open > most then most = open end
         kube.get('configmaps', obj.metadata.name, { namespace = NS })
@@ -172,7 +172,8 @@ describe('#e2e fleet.each with concurrent writes', function()
           if mode.args ~= '' then
             -- over HTTP/1.1 a connection carries one request: the proxy's
             -- resets never drop one it forwarded, so each PATCH arrived once
-            assert.are.equal(1, c.forwarded[key], key .. ' reached the apiserver ' .. tostring(c.forwarded[key]) .. ' times')
+            assert.are.equal(1, c.forwarded[key],
+              key .. ' reached the apiserver ' .. tostring(c.forwarded[key]) .. ' times')
           else
             -- over HTTP/2 a reset drops every stream of the connection, some
             -- already forwarded: those are repeated (merge patches are
@@ -193,13 +194,15 @@ describe('#e2e fleet.each with concurrent writes', function()
     local set = 'fail'
     configmaps(set, 30)
     local body = [[
-      local ok, err = pcall(fleet.each, 'configmaps', { namespace = NS, label_selector = { set = SET }, concurrency = CONC },
+      local opts = { namespace = NS, label_selector = { set = SET }, concurrency = CONC }
+      local ok, err = pcall(fleet.each, 'configmaps', opts,
         function(obj)
           local i = tonumber(obj.metadata.name:match('(%d+)$'))
           if i % 7 == 0 then error('cannot migrate ' .. obj.metadata.name, 0) end
           if i % 11 == 0 then
             -- refused by the apiserver: an invalid label value
-            kube.patch('configmaps', obj.metadata.name, { metadata = { labels = { bad = 'not valid!' } } }, { namespace = NS })
+            kube.patch('configmaps', obj.metadata.name, { metadata = { labels = { bad = 'not valid!' } } },
+              { namespace = NS })
           end
           if i % 13 == 0 then
             -- refused by the host: the ledger is the runner's
@@ -209,7 +212,8 @@ describe('#e2e fleet.each with concurrent writes', function()
         end)
       local failed = {}
       for _, f in ipairs(err.failed) do
-        failed[#failed + 1] = { namespace = f.namespace, name = f.name, message = f.message, code = f.code, reason = f.reason }
+        failed[#failed + 1] = { namespace = f.namespace, name = f.name, message = f.message, code = f.code,
+          reason = f.reason }
       end
       print(json.encode({ ok = ok, reason = err.reason, message = err.message, failed = failed, seen = err.seen }))
     ]]

@@ -167,6 +167,7 @@ describe('#e2e the runner\'s Events, sent while the next migration runs', functi
     assert.is_true(posted >= 5, 'Events posted: ' .. tostring(posted))
     assert.are.equal(posted, told, res.out .. res.err)
     assert.are.same({}, runner.events(ns))
-    for i = 1, 5 do assert.are.equal('ok', runner.records(ns)[string.format('quick-%02d', i)].state) end
+    local recs = runner.records(ns)
+    for i = 1, 5 do assert.are.equal('ok', recs[string.format('quick-%02d', i)].state) end
   end)
 end)
