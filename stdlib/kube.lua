@@ -471,7 +471,8 @@ end
 
 -- sleep(seconds): waits, never past the migration's deadline.
 M.sleep = core.sleep
--- The number of TCP/TLS connections this migration opened (1 with keep-alive).
+-- The number of TCP/TLS connections this migration opened (1 with keep-alive;
+-- the pool fleet.each's concurrent requests share opens its own).
 M.connections = core.connects
 -- The number of HTTP requests sent so far, every retry counted.
 M.requests = core.requests
