@@ -118,6 +118,28 @@ describe('#e2e fleet.each with concurrent writes', function()
     assert.are.same({ seen = 40, most = 1 }, res.json)
   end)
 
+  it('takes the default from cozy-migrate run --concurrency into each migration', function()
+    local runner, fixture = require('support.runner'), require('support.fixture')
+    local ns = runner.new_ns()
+    runner.make_ledger(ns, {})
+    configmaps('run', 12)
+    local dir = fixture.tree { batches = { { '00001-v1', { 'sweep' } } }, scripts = { sweep = { body = string.format([[
+local kube, fleet = require('kube'), require('fleet')
+local open, most = 0, 0
+local r = fleet.each('configmaps', { namespace = %q, label_selector = { set = 'run' } }, function(obj)
+  open = open + 1
+  if open > most then most = open end
+  kube.patch('configmaps', obj.metadata.name, { data = { v = 'new' } }, { namespace = obj.metadata.namespace })
+  open = open - 1
+  return true
+end)
+print(string.format('swept %%d, at most %%d at once', r.changed, most))
+]], NS) } } }
+    local res = must(runner.run(dir, ns, '--concurrency', '3'))
+    assert.matches('swept 12, at most 3 at once', res.out .. res.err, 1, true)
+    runner.delete_namespaces()
+  end)
+
   it('refuses a --concurrency that is not a number from 1 to 64 with exit 2, running nothing', function()
     for _, v in ipairs({ '0', '65', 'many', '' }) do
       local res = sweep('none', 'print("ran")', '--concurrency', v)
