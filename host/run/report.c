@@ -29,7 +29,7 @@ static size_t count_kind(const struct plan *p, enum step_kind k)
 
 /* A record's text as it may reach a terminal: what a script printed or
  * raised is shown with its control bytes escaped (text_escape). */
-static const char *shown(const char *text, char *buf, size_t cap)
+static const char *escaped(const char *text, char *buf, size_t cap)
 {
     text_escape(text, strlen(text), buf, cap, 0);
     return buf;
@@ -277,7 +277,7 @@ int report_status(const struct status_view *v, const struct report_opts *o)
         char detail[4 * sizeof w->detail];
         if (o->failed_only)
             out_line(FAILED_ROW, w->slug, w->state, at, attempts, w->tier,
-                     shown(w->detail, detail, sizeof detail));
+                     escaped(w->detail, detail, sizeof detail));
         else
             out_line(STATUS_ROW, w->slug, w->state, at, attempts, w->batch, w->tier,
                      column_state(w->sum, w->lib));
@@ -359,11 +359,11 @@ int report_record(const struct status_view *v, const char *slug, const struct re
         out_line("lib_sha256:  %s (checksum %s)", r->lib_sha256, w->lib);
     char buf[4 * sizeof r->message];
     if (*r->reason)
-        out_line("reason:      %s", shown(r->reason, buf, sizeof buf));
+        out_line("reason:      %s", escaped(r->reason, buf, sizeof buf));
     if (*r->message)
-        out_line("message:     %s", shown(r->message, buf, sizeof buf));
+        out_line("message:     %s", escaped(r->message, buf, sizeof buf));
     if (*r->by)
-        out_line("by:          %s", shown(r->by, buf, sizeof buf));
+        out_line("by:          %s", escaped(r->by, buf, sizeof buf));
     if (*r->runner)
         out_line("runner:      %s", r->runner);
     if (*r->output) {
