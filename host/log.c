@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "termlog.h"
 #include "util.h"
 
 static int json_mode;
@@ -106,6 +107,7 @@ void log_fatal(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    termlog_fatal(buf); /* where `kubectl describe` shows it (termlog.h) */
     if (json_mode) {
         cJSON *o = json_record("error", prefix, "msg", buf, strlen(buf));
         json_line(STDERR_FILENO, o);

@@ -29,6 +29,7 @@
 #include "report.h"
 #include "rest.h"
 #include "stop.h"
+#include "termlog.h"
 #include "tree.h"
 #include "util.h"
 
@@ -352,7 +353,7 @@ static int room_for(struct ctx *c, const struct step *s)
     }
     new_record(c, s, REC_OK, base);
     snprintf(base->runner, sizeof base->runner, "%s", c->lk.holder);
-    int may_fail = s->m && s->m->h.on_error != ON_ERROR_ABORT;
+    int may_fail = s->m && (s->m->h.on_error != ON_ERROR_ABORT || strcmp(s->tier, "background") == 0);
     size_t max = record_max_bytes(base, may_fail, shrinking(c));
     free(base);
     size_t need = ledger_key_bytes(s->slug) + max;
@@ -642,13 +643,23 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
              detail);
     event(c, "Warning", "MigrationFailed", "%s (%s) failed, on-error=%s: %s: %s", s->slug, s->tier,
           abort ? "abort" : "warn", r->reason, r->message);
-    if (abort) {
+    termlog_failure(s->slug, s->tier, r->reason, r->message);
+    /* A background failure is recorded whatever on-error says: its retries
+     * (dispatch.h) count the attempts; abort still stops what follows. */
+    int background = strcmp(s->tier, "background") == 0;
+    if (abort && !background) {
         log_fatal("%s failed and its on-error is abort: stopping; %s", s->slug,
                   next_time(c, s->slug));
         return EXIT_FAILED;
     }
     if ((rc = write_record(c, s->slug, r, 0)) != 0)
         return rc;
+    if (abort) {
+        log_fatal("%s failed and its on-error is abort: recorded failed (attempt %ld); stopping, "
+                  "so the background migrations after it wait until it is recorded ok or skipped",
+                  s->slug, r->attempts);
+        return EXIT_FAILED;
+    }
     *failed_warn = 1;
     return 0;
 }
