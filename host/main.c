@@ -20,6 +20,7 @@
 #include "exitcodes.h"
 #include "hostctx.h"
 #include "import.h"
+#include "index.h"
 #include "kubeconfig.h"
 #include "lint.h"
 #include "log.h"
@@ -56,6 +57,7 @@ static const char main_help[] =
     "  lint         check the migrations tree against the authoring contract\n"
     "  new SLUG     scaffold a Lua migration and its spec\n"
     "  import-legacy  bring numbered shell migrations into legacy-sh/\n"
+    "  index        the migrations index a chart ships (--check FILE: does it agree?)\n"
     "\n"
     "Run 'cozy-migrate <command> --help' for a command's options.\n";
 
@@ -77,7 +79,7 @@ enum opt_id {
     OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT, OPT_WORKDIR, OPT_ENV,
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
     OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV, OPT_FORCE,
-    OPT_REASON, OPT_FAILED,
+    OPT_REASON, OPT_FAILED, OPT_IMAGE, OPT_REQUIRE_DIGEST, OPT_CHECK,
 };
 
 #define CLUSTER_OPTS                                             \
@@ -108,6 +110,9 @@ struct cli {
     /* order, lint, new, import-legacy */
     const char *repo, *out, *rev, *against, *on_error, *from, *names;
     int check_prefix, history;
+    /* index */
+    const char *image, *check;
+    int require_digest, configmap;
     int permute;                /* operands may come between options */
     unsigned char seen[64];     /* options given so far (id - 256): each at most once */
 };
@@ -336,7 +341,18 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
             return -1;
         }
         return 0;
+    case OPT_IMAGE: c->image = arg; return 0;
+    case OPT_REQUIRE_DIGEST: c->require_digest = 1; return 0;
+    case OPT_CHECK: c->check = arg; return 0;
     case OPT_OUTPUT:
+        if (strcmp(c->cmd, "index") == 0) {
+            if (strcmp(arg, "configmap") != 0 && strcmp(arg, "json") != 0) {
+                log_usage(c->cmd, "--output: '%s' is not json or configmap", arg);
+                return -1;
+            }
+            c->configmap = strcmp(arg, "configmap") == 0;
+            return 0;
+        }
         if (strcmp(arg, "json") == 0)
             r->output_json = 1;
         else if (strcmp(arg, "table") != 0) {
@@ -1336,6 +1352,67 @@ static int cmd_import_legacy(struct cli *c, int argc, char **argv)
     return import_legacy(&io);
 }
 
+static const char index_help[] =
+    "Usage: cozy-migrate index [--dir DIR] [--image REF] [--require-digest] [-o json|configmap]\n"
+    "       cozy-migrate index --check FILE [--dir DIR] [--image REF] [--require-digest]\n"
+    "\n"
+    "The migrations index of the packaged tree DIR (migrations/ with its order.d,\n"
+    "legacy-sh/), read with the runner's own loader: the image reference given, the\n"
+    "slugs of each tier in manifest order (a background slug with its\n"
+    "timeout, on-error and requires) and the revoked slugs. The chart includes it\n"
+    "as files/cozy-migrate-index.json and renders it into the ConfigMap\n"
+    INDEX_NAME ": its render gate and `dispatch` read it.\n"
+    "-o json (default) prints the file; -o configmap the ConfigMap manifest (YAML).\n"
+    "\n"
+    "--check FILE compares FILE (the file, or a ConfigMap holding it: the chart's\n"
+    "rendering, or `kubectl get configmap " INDEX_NAME " -o yaml`)\n"
+    "with the tree, and names each slug that differs.\n"
+    "\n"
+    "Options:\n"
+    "  --dir DIR          the tree (default: the image's, as for run)\n"
+    "  --image REF        the image the release runs: repo:tag or repo@sha256:...\n"
+    "  --require-digest   a release: REF (or FILE's image) must be a digest\n"
+    "  --namespace NS     the ConfigMap's namespace (default $NAMESPACE or " DEFAULT_NAMESPACE ")\n"
+    "\n"
+    "Exit codes: 0 written (or FILE agrees), 2 usage (a bad --image, a tag with\n"
+    "--require-digest), 3 the tree or FILE cannot be read, 9 FILE disagrees with\n"
+    "the tree (each difference named).\n";
+
+static const char *default_dir(void);
+
+static int cmd_index(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        TOOL_OPTS, OPT("dir", required_argument, OPT_DIR),
+        OPT("image", required_argument, OPT_IMAGE),
+        OPT("require-digest", no_argument, OPT_REQUIRE_DIGEST),
+        OPT("check", required_argument, OPT_CHECK),
+        OPT("output", required_argument, OPT_OUTPUT),
+        OPT("namespace", required_argument, OPT_NAMESPACE), END,
+    };
+    int first, rc = parse(c, argc, argv, lo, "o:", index_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (first != argc) {
+        log_usage(c->cmd, "unexpected argument '%s'", argv[first]);
+        return EXIT_USAGE;
+    }
+    if (env_namespace(c) != 0)
+        return EXIT_USAGE;
+    if (c->check && c->configmap) {
+        log_usage(c->cmd, "--check compares; -o configmap writes: give one");
+        return EXIT_USAGE;
+    }
+    if (c->require_digest && !c->image && !c->check) {
+        log_usage(c->cmd, "--require-digest needs --image REF (the digest the release pins)");
+        return EXIT_USAGE;
+    }
+    struct index_opts io = {.dir = c->r.dir ? c->r.dir : default_dir(), .image = c->image,
+                            .require_digest = c->require_digest, .check = c->check,
+                            .configmap = c->configmap, .ns = c->r.k.ledger_namespace};
+    return index_cmd(&io);
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 /* stops: the command holds the runner lock or a migration's child, so TERM,
@@ -1349,7 +1426,7 @@ static const struct {
     {"skip", cmd_skip, 1},   {"lua", cmd_lua, 1},       {"preview", cmd_preview, 1},
     {"exec", cmd_exec, 1},   {"config", cmd_config, 0}, {"spec", cmd_spec, 0},
     {"order", cmd_order, 0}, {"lint", cmd_lint, 0},     {"new", cmd_new, 0},
-    {"import-legacy", cmd_import_legacy, 0},
+    {"import-legacy", cmd_import_legacy, 0}, {"index", cmd_index, 0},
 };
 
 int main(int argc, char **argv)
