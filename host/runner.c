@@ -47,9 +47,11 @@ struct ctx {
     int lock_lost;
     int stop_said;          /* the stop line was printed */
     const char *last_slug;  /* the last step begun, for the stop line */
+    const char *last_done;  /* the last migration executed and recorded */
     struct ran { const char *slug; const char *how; } *ran; /* what this run executed */
     size_t nran;
     char identity[256];     /* who the runner acts as, for skipped records (record.by) */
+    int yielded;            /* the background run handed the lock to the upgrade */
 };
 
 static struct rest_client *connect_cluster(const struct runner_opts *o)
@@ -680,6 +682,22 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     snprintf(what, sizeof what, "starting %s", s->slug);
     if ((rc = hold(c, what)) != 0)
         return rc;
+    /* The upgrade asked for the lock: hand it over here, between two
+     * migrations (the one before is recorded), never inside one. */
+    const char *asked = o->k.dry_run ? NULL : lock_handover(&c->lk);
+    if (asked) {
+        char by[256];
+        snprintf(by, sizeof by, "%s", asked);
+        int released = lock_release(&c->lk) == 0;
+        out_line("yielded the runner lock to the upgrade (pre-apply runner %s asked for it) %s%s, "
+                 "before %s: %s; the next dispatch runs the rest", by,
+                 c->last_done ? "after " : "before any migration ran", c->last_done ? c->last_done : "",
+                 s->slug, released ? "released" : "it expires by itself");
+        event(c, "Normal", "MigrationsYielded", "the background tier handed the runner lock to the "
+              "upgrade before %s (asked by %s)", s->slug, by);
+        c->yielded = 1;
+        return 0;
+    }
     /* a shell child's kubectl reaches the runner's cluster only, as the
      * runner's identity */
     char env_kc[sizeof ((struct kube_private *)0)->path + 16] = "";
@@ -805,7 +823,10 @@ static int run_steps(struct ctx *c, struct plan *p)
         }
         int fw = 0;
         rc = execute(c, s, k, n, &fw);
+        if (c->yielded)
+            return 0;
         note_ran(c, s->slug, fw ? "failed in this run" : "ok");
+        c->last_done = s->slug;
         failed_warn |= fw;
         if (rc != 0)
             return rc;
@@ -977,17 +998,38 @@ static int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, i
     return 0;
 }
 
+/* Who this run is on the lock (lock.h "hand-over"): the upgrade (the
+ * pre-apply tier, or --only of a pre-apply slug) goes first; the background
+ * tier (a dispatched Job's --only of a background slug too) yields to it;
+ * skip neither asks nor yields. */
+static enum lock_role lock_role(const struct ctx *c)
+{
+    const struct runner_opts *o = c->o;
+    if (c->po.skip_only)
+        return LOCK_ROLE_NONE;
+    const struct migration *m = o->only ? tree_find(&c->t, o->only) : NULL;
+    const char *tier = m ? m->tier : o->tier;
+    return strcmp(tier, "background") == 0 ? LOCK_ROLE_BACKGROUND : LOCK_ROLE_PRE_APPLY;
+}
+
 /* The runner lock, for run and skip: 0, or an exit code after saying why. */
 static int take_lock(struct ctx *c)
 {
     const struct runner_opts *o = c->o;
     char err[ERRLINE_MAX];
     int busy = 0;
-    if (lock_acquire(&c->lk, c->rest, o->k.ledger_namespace, o->k.lease_name, o->lease_duration,
-                     o->lock_timeout, &busy, err, sizeof err) != 0) {
+    if (lock_acquire(&c->lk, c->rest, o->k.ledger_namespace, o->k.lease_name, lock_role(c),
+                     o->lease_duration, o->lock_timeout, &busy, err, sizeof err) != 0) {
         if (stop_signal())
             return say_stopped(c, "while waiting for the runner lock %s/%s: nothing ran",
                                o->k.ledger_namespace, o->k.lease_name);
+        if (busy == LOCK_YIELD) {
+            out_line("the runner lock %s/%s is %s: the background tier yields to the upgrade; "
+                     "nothing ran (the next dispatch runs it)", o->k.ledger_namespace,
+                     o->k.lease_name, err);
+            c->yielded = 1;
+            return EXIT_OK;
+        }
         if (busy)
             log_fatal("the runner lock %s/%s is %s; gave up after %gs", o->k.ledger_namespace,
                       o->k.lease_name, err, o->lock_timeout);
@@ -1004,7 +1046,7 @@ static int take_lock(struct ctx *c)
 static int lock_and_plan(struct ctx *c, struct plan *p)
 {
     int rc;
-    if (!c->o->k.dry_run && (rc = take_lock(c)) != 0)
+    if (!c->o->k.dry_run && ((rc = take_lock(c)) != 0 || c->yielded))
         return rc;
     if ((rc = read_and_plan(c, p)) != 0)
         return rc;
@@ -1029,7 +1071,7 @@ int runner_run(const struct runner_opts *o)
         log_fatal("%s", err);
         goto out;
     }
-    if ((rc = lock_and_plan(&c, &p)) != 0 || (rc = seed(&c, &p)) != 0)
+    if ((rc = lock_and_plan(&c, &p)) != 0 || c.yielded || (rc = seed(&c, &p)) != 0)
         goto out;
     /* A ledger that cannot be trusted was refused by the planner before
      * anything ran; what is left here is the repair (--only, SKIP) of a bad
