@@ -644,6 +644,27 @@ int lock_read_ledger_mark(struct rest_client *c, const char *ns, const char *nam
     return 0;
 }
 
+int lock_peek(struct rest_client *c, const char *ns, const char *name, struct lock_peek *out,
+              char *err, size_t errlen)
+{
+    struct lock lk;
+    memset(&lk, 0, sizeof lk);
+    memset(out, 0, sizeof *out);
+    lk.c = c;
+    snprintf(lk.ns, sizeof lk.ns, "%s", ns);
+    snprintf(lk.name, sizeof lk.name, "%s", name);
+    struct view v;
+    if (read_lease(&lk, &v, err, errlen) != 0)
+        return -1;
+    out->exists = v.exists;
+    snprintf(out->holder, sizeof out->holder, "%s", v.holder);
+    snprintf(out->role, sizeof out->role, "%s", v.role);
+    snprintf(out->handover, sizeof out->handover, "%s", v.handover);
+    snprintf(out->renew, sizeof out->renew, "%s", v.renew);
+    out->duration = v.duration;
+    return 0;
+}
+
 /* The release's one write: clear the holder and the finalizer (held), or
  * only the finalizer (lost to a plain delete while ours). */
 static cJSON *release_body(struct lock *lk)

@@ -161,6 +161,16 @@ int lock_note_ledger(struct lock *lk, const char *uid, char *err, size_t errlen)
  * cannot be read. */
 int lock_read_ledger_mark(struct rest_client *c, const char *ns, const char *name, char *mark,
                           size_t marklen, char *err, size_t errlen);
+/* The Lease as a reader sees it, without holding it (dispatch: whether
+ * the upgrade holds or asks for the lock). exists 0 when there is none. */
+struct lock_peek {
+    int exists;
+    char holder[256], role[32], handover[256], renew[40];
+    double duration;
+};
+/* 0, or -1 with err when it cannot be read. */
+int lock_peek(struct rest_client *c, const char *ns, const char *name, struct lock_peek *out,
+              char *err, size_t errlen);
 /* Releases what we hold (a no-op when nothing), also while a stop signal
  * is pending. 0, or -1 after a warning (the lease then expires by itself). */
 int lock_release(struct lock *lk);

@@ -17,6 +17,7 @@
 
 #include "child.h"
 #include "defaults.h"
+#include "dispatch.h"
 #include "exitcodes.h"
 #include "hostctx.h"
 #include "import.h"
@@ -58,6 +59,7 @@ static const char main_help[] =
     "  new SLUG     scaffold a Lua migration and its spec\n"
     "  import-legacy  bring numbered shell migrations into legacy-sh/\n"
     "  index        the migrations index a chart ships (--check FILE: does it agree?)\n"
+    "  dispatch     one reconcile of the background tier: a Job for the next pending slug\n"
     "\n"
     "Run 'cozy-migrate <command> --help' for a command's options.\n";
 
@@ -80,6 +82,7 @@ enum opt_id {
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
     OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV, OPT_FORCE,
     OPT_REASON, OPT_FAILED, OPT_IMAGE, OPT_REQUIRE_DIGEST, OPT_CHECK,
+    OPT_SERVICE_ACCOUNT,
 };
 
 #define CLUSTER_OPTS                                             \
@@ -112,6 +115,8 @@ struct cli {
     int check_prefix, history;
     /* index */
     const char *image, *check;
+    /* dispatch */
+    const char *service_account;
     int require_digest, configmap;
     int permute;                /* operands may come between options */
     unsigned char seen[64];     /* options given so far (id - 256): each at most once */
@@ -344,6 +349,14 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
     case OPT_IMAGE: c->image = arg; return 0;
     case OPT_REQUIRE_DIGEST: c->require_digest = 1; return 0;
     case OPT_CHECK: c->check = arg; return 0;
+    case OPT_SERVICE_ACCOUNT:
+        if (!k8s_name_valid(arg)) {
+            log_usage(c->cmd, "--service-account: '%s' is not a ServiceAccount name",
+                      shown(arg, (char[160]){0}, 160));
+            return -1;
+        }
+        c->service_account = arg;
+        return 0;
     case OPT_OUTPUT:
         if (strcmp(c->cmd, "index") == 0) {
             if (strcmp(arg, "configmap") != 0 && strcmp(arg, "json") != 0) {
@@ -1413,6 +1426,54 @@ static int cmd_index(struct cli *c, int argc, char **argv)
     return index_cmd(&io);
 }
 
+static const char dispatch_help[] =
+    "Usage: cozy-migrate dispatch [options]\n"
+    "\n"
+    "One reconcile of the background tier, run by the chart's CronJob\n"
+    "(concurrencyPolicy Forbid), by hand, or by another orchestrator. Reads the\n"
+    "index (ConfigMap " INDEX_NAME "), the ledger, the runner lock and\n"
+    "the Jobs it made, and: does nothing while one of its Jobs runs or the upgrade\n"
+    "holds the lock; otherwise creates one Job for the first pending background\n"
+    "slug in manifest order (ONLY=<slug>, the index's image, the chart's Job\n"
+    "template). Pending: no record, or failed with attempts under the bound\n"
+    "(index key " INDEX_KEY_ATTEMPTS ", default " STR(DEFAULT_MAX_ATTEMPTS) ") once the retry backoff passed: "
+    INDEX_KEY_BACKOFF " (default\n"
+    "10m) after the first failed attempt, doubling with each, at most\n"
+    INDEX_KEY_BACKOFF_MAX " (default 2h). Never writes the ledger: the runner in the Job\n"
+    "records. An Event per Job it creates and per slug past its attempts; one\n"
+    "line saying what it did and why.\n"
+    "\n"
+    "Options:\n"
+    "  --dry-run                say what it would create, create nothing\n"
+    "  --service-account NAME   the Jobs' identity when the index has no Job template\n"
+    "                           (default " DEFAULT_JOB_SERVICE_ACCOUNT ")\n"
+    "  --ledger NAME            the ledger ConfigMap (default " DEFAULT_LEDGER_NAME ")\n"
+    "\n"
+    "Exit codes: 0 a Job created or nothing to do, 2 usage, 3 no index or one that\n"
+    "cannot be read, 6 cluster unreachable or forbidden, 7 the ledger cannot be\n"
+    "trusted (nothing dispatched).\n";
+
+static int runner_finish(struct cli *c, int argc, char **argv, int first);
+
+static int cmd_dispatch(struct cli *c, int argc, char **argv)
+{
+    static const struct option lo[] = {
+        CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
+        OPT("service-account", required_argument, OPT_SERVICE_ACCOUNT),
+        OPT("ledger", required_argument, OPT_LEDGER), END,
+    };
+    int first, rc = parse(c, argc, argv, lo, NULL, dispatch_help, &first);
+    if (rc)
+        return rc > 0 ? EXIT_OK : EXIT_USAGE;
+    if (env_dry_run(c) != 0)
+        return EXIT_USAGE;
+    c->r.only = NULL; /* env ONLY is a Job's, not the dispatcher's */
+    if ((rc = runner_finish(c, argc, argv, first)) != 0)
+        return rc;
+    struct dispatch_opts d = {.service_account = c->service_account};
+    return dispatch_run(&c->r, &d);
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 /* stops: the command holds the runner lock or a migration's child, so TERM,
@@ -1427,6 +1488,7 @@ static const struct {
     {"exec", cmd_exec, 1},   {"config", cmd_config, 0}, {"spec", cmd_spec, 0},
     {"order", cmd_order, 0}, {"lint", cmd_lint, 0},     {"new", cmd_new, 0},
     {"import-legacy", cmd_import_legacy, 0}, {"index", cmd_index, 0},
+    {"dispatch", cmd_dispatch, 0},
 };
 
 int main(int argc, char **argv)

@@ -19,6 +19,7 @@
 
 #include "child.h"
 #include "defaults.h"
+#include "dispatch.h"
 #include "exitcodes.h"
 #include "journal.h"
 #include "kubeconfig.h"
@@ -1176,6 +1177,14 @@ int runner_status(const struct runner_opts *o)
         }
         v.problems = version_problem;
     }
+    /* The background tier as the dispatcher sees it (its Jobs, retries,
+     * backoff), when the chart's index is there. */
+    struct bg_view *bg = NULL;
+    size_t nbg = 0;
+    if (c.l.exists && !o->status_slug && dispatch_survey(c.rest, o, &c.l, &bg, &nbg) == 0) {
+        v.bg = bg;
+        v.nbg = nbg;
+    }
     struct report_opts ro = report_opts(o);
     if (o->status_slug) {
         int r = report_record(&v, o->status_slug, &ro);
@@ -1190,6 +1199,7 @@ int runner_status(const struct runner_opts *o)
         goto out;
     }
     int need = report_status(&v, &ro);
+    dispatch_view_free(bg, nbg);
     if (need < 0) {
         log_fatal("out of memory");
         rc = EXIT_FAILED;
