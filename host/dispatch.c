@@ -380,32 +380,33 @@ static int decide(struct ctx *c, const struct ledger *l, const struct plan *p, s
             snprintf(why, sizeof why, "failed %ld of %d attempts (%s), retried after %s", a, M,
                      *rec->reason ? rec->reason : "Failed", b);
         }
-        size_t again = 0, failed_so = 0, yielded_so = 0;
-        const struct job *last_failed = NULL;
+        /* The latest Job of this attempt that ended without advancing the
+         * record says what comes next: it failed (a crash, a lost lock, an
+         * image that cannot be pulled: wait as after a failed attempt,
+         * counted over such Jobs), or it completed (it yielded the lock to
+         * the upgrade: go on). */
+        size_t again = 0, failed_so = 0;
+        const struct job *latest = NULL;
         for (size_t k = 0; k < c->njobs; k++) {
             const struct job *j = &c->jobs[k];
             if (strcmp(j->slug, g->slug) != 0 || j->attempts_before != a)
                 continue;
             again++;
-            if (j->finished && j->failed) {
-                failed_so++;
-                if (!last_failed || j->ended > last_failed->ended)
-                    last_failed = j;
-            } else if (j->finished) {
-                yielded_so++;
-            }
+            failed_so += j->finished && j->failed;
+            if (j->finished && (!latest || j->ended >= latest->ended))
+                latest = j;
         }
-        if (last_failed) {
-            double u = last_failed->ended + backoff(pol, (long)failed_so);
+        if (latest && latest->failed) {
+            double u = latest->ended + backoff(pol, (long)failed_so);
             if (u > until)
                 until = u;
             char b[32];
             span(backoff(pol, (long)failed_so), b);
             snprintf(why, sizeof why, "its Job %s failed without recording it (%zu so), retried "
-                     "after %s", last_failed->name, failed_so, b);
-        } else if (yielded_so) {
-            snprintf(why + strlen(why), sizeof why - strlen(why), "%sits Job ended without a "
-                     "record (it yielded the lock to the upgrade)", *why ? "; " : "");
+                     "after %s", latest->name, failed_so, b);
+        } else if (latest) {
+            snprintf(why + strlen(why), sizeof why - strlen(why), "%sits Job %s ended without a "
+                     "record (it yielded the lock to the upgrade)", *why ? "; " : "", latest->name);
         }
         if (c->now < until) {
             char t[32];
