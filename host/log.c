@@ -125,6 +125,7 @@ void log_usage(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    termlog_fatal(buf);
     if (json_mode) {
         cJSON *o = json_record("error", NULL, "msg", buf, strlen(buf));
         if (o && cmd)
