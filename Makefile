@@ -6,12 +6,14 @@ CC      ?= gcc
 PKGS    := lua5.4 libcurl libcjson yaml-0.1 libcrypto
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wformat=2 \
-           -Wno-unused-parameter -pthread
+           -Wno-unused-parameter -pthread -Ihost
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 
-SRCS    := $(wildcard host/*.c)
-HDRS    := $(wildcard host/*.h)
+# host/ is one folder per layer (README "Layout"); an include names the
+# folder ("base/util.h"), found through -Ihost.
+SRCS    := $(wildcard host/*/*.c)
+HDRS    := $(wildcard host/*/*.h)
 OBJS    := $(patsubst host/%.c,build/obj/%.o,$(SRCS))
 AOBJS   := $(patsubst host/%.c,build/asan/obj/%.o,$(SRCS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -24,13 +26,15 @@ all: deps build/cozy-migrate
 deps:
 	@tools/deps
 
-build/obj/%.o: host/%.c $(HDRS) | build/obj
+build/obj/%.o: host/%.c $(HDRS)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 build/cozy-migrate: $(OBJS)
 	$(CC) $(CFLAGS) $(OBJS) $(PKG_LIBS) -lm -o $@
 
-build/asan/obj/%.o: host/%.c $(HDRS) | build/asan/obj
+build/asan/obj/%.o: host/%.c $(HDRS)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -O1 $(SAN) $(PKG_CFLAGS) -c $< -o $@
 
 build/asan/cozy-migrate: $(AOBJS)

@@ -80,11 +80,16 @@ describe('#reliability the trials\' checks', function()
       'the Lease keeps the finalizer platform.cozystack.io/runner-lock' }, left)
   end)
 
-  it('read spans from a beat log, a killed one ending a beat after its last line', function()
-    local log = h.write(os.tmpname(), 'start 7 a 10.0\nbeat 7 a 10.1\nend 7 a 10.2\nstart 8 b 10.5\nbeat 8 b 10.6\n')
+  it('read spans from a beat log, a killed one ending a beat of its own cadence after its last line', function()
+    local log = h.write(os.tmpname(), 'start 7 a 10.0\nbeat 7 a 10.1\nend 7 a 10.2\nstart 8 b 10.5\nbeat 8 b 10.6\n' ..
+      'start 9 c 11.0\nbeat 9 c 11.3\n')
     local sp = T.beat_spans(log)
+    for _, s in ipairs(sp) do s.to = math.floor(s.to * 1000 + 0.5) / 1000 end
+    -- b beat every 0.1 s: dead by 0.12 s after its last beat; c's cadence
+    -- was slower than a beat, so the widest pad (0.15 s) applies
     assert.are.same({ { runner = '7', slug = 'a', from = 10.0, to = 10.2, ended = true },
-      { runner = '8', slug = 'b', from = 10.5, to = 10.75, ended = false } }, sp)
+      { runner = '8', slug = 'b', from = 10.5, to = 10.72, ended = false },
+      { runner = '9', slug = 'c', from = 11.0, to = 11.45, ended = false } }, sp)
   end)
 
   it('flag overlapping runners, excusing only the lost runner\'s migration in flight within its grace', function()

@@ -504,6 +504,7 @@ function M.beat_spans(log)
     end
     if kind == 'end' then sp.to, sp.ended = t, true end
   end
+  for _, sp in ipairs(out) do sp.gap, sp.last = nil, nil end
   table.sort(out, function(a, b) return a.from < b.from end)
   return out
 end

@@ -1,6 +1,6 @@
 /* curlloop.c: the raw-API floor the kube module's benchmark compares against.
  *
- * A minimal libcurl client with the same transport choices as host/http.c
+ * A minimal libcurl client with the same transport choices as host/kube/http.c
  * (one easy handle kept alive, HTTP/2 over TLS where offered, compressed
  * responses accepted, the kubeconfig's CA and client certificate), doing no
  * JSON work at all. Owns nothing of the project: it must never be linked
@@ -26,7 +26,7 @@
  * order and may complete in any order; the first non-2xx stops new starts.
  *
  * Environment: CURLLOOP_ACCEPT (default application/json), CURLLOOP_ENCODING
- * (Accept-Encoding; default "" = every encoding libcurl has, as host/http.c;
+ * (Accept-Encoding; default "" = every encoding libcurl has, as host/kube/http.c;
  * "identity" = none), CURLLOOP_TIMES=FILE (send: each request's seconds, one a
  * line), CURLLOOP_PATCH_TYPE (send: the PATCH Content-Type, default
  * application/merge-patch+json).
@@ -287,9 +287,11 @@ static int do_file_multi(const char *ca, const char *cert, const char *key, stru
         }
         if (active == 0)
             break;
+        /* Completions are read right after perform, which finds them:
+         * waiting in poll first would sleep out its timeout whenever the
+         * transfers that just ended were the last ones with a socket. */
         int running = 0;
-        if (curl_multi_perform(m, &running) != CURLM_OK ||
-            curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK) {
+        if (curl_multi_perform(m, &running) != CURLM_OK) {
             rc = -1;
             break;
         }
@@ -314,6 +316,10 @@ static int do_file_multi(const char *ca, const char *cert, const char *key, stru
             s->line = NULL;
             active--;
             n++;
+        }
+        if (running && curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK) {
+            rc = -1;
+            break;
         }
     }
     for (long i = 0; i < conc; i++) {

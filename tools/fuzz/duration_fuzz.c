@@ -1,4 +1,4 @@
-// sources: host/util.c
+// sources: host/base/util.c
 /* duration_fuzz.c: libFuzzer target for util.c's parse_duration, the one
  * parser of durations (header timeout=, --timeout and the other flags), and
  * parse_decimal (legacy-map numbers, the ledger's version). Owns checking the
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "base/util.h"
 
 /* The reference: a plain scan, no shared code with util.c. Returns the
  * duration in milliseconds, or -1. */

@@ -1,4 +1,4 @@
-// sources: host/header.c host/manifest.c host/record.c host/journal.c host/apipath.c host/util.c
+// sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/kube/journal.c host/kube/apipath.c host/base/util.c
 /* formats_fuzz.c: libFuzzer target for the runner's line formats: script
  * headers, order.d batches, `revoked`, `legacy-map` and ledger records. Owns
  * checking that any input is either accepted or refused with one non-empty
@@ -14,10 +14,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "header.h"
-#include "journal.h"
-#include "manifest.h"
-#include "record.h"
+#include "formats/header.h"
+#include "kube/journal.h"
+#include "formats/manifest.h"
+#include "formats/record.h"
 
 static void one_line(const char *err, const char *name)
 {

@@ -1,4 +1,4 @@
-// sources: host/gitread.c host/proc.c
+// sources: host/release/gitread.c host/release/proc.c
 /* gitread_fuzz.c: libFuzzer target for the release commands' parsers: the
  * release tag grammar (and that its order is a total order consistent with
  * itself) and `git ls-tree -r -z` output. Owns checking that any input is
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gitread.h"
+#include "release/gitread.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

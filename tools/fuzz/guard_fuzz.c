@@ -1,5 +1,5 @@
-// sources: host/guard.c host/yaml.c host/luajson.c host/mem.c
-/* guard_fuzz.c: libFuzzer target for the ledger guard (host/guard.c), which
+// sources: host/kube/guard.c host/formats/yamldoc.c host/lua/luajson.c host/base/mem.c
+/* guard_fuzz.c: libFuzzer target for the ledger guard (host/kube/guard.c), which
  * decides on every request a migration sends. Owns checking that any
  * method, path, body and content type gets a verdict, with one non-empty
  * line of why unless allowed; that the same request always gets the same
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "guard.h"
+#include "kube/guard.h"
 
 static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "get", "OPTIONS"};
 static const char *ctypes[] = {"application/json", "application/yaml", "application/merge-patch+json",

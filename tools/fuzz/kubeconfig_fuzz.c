@@ -1,9 +1,9 @@
-// sources: host/kubeconfig.c host/yaml.c host/luajson.c host/mem.c
-/* kubeconfig_fuzz.c: libFuzzer target for host/kubeconfig.c through
+// sources: host/kube/kubeconfig.c host/formats/yamldoc.c host/lua/luajson.c host/base/mem.c
+/* kubeconfig_fuzz.c: libFuzzer target for host/kube/kubeconfig.c through
  * kubeconfig_resolve_buffer. Owns checking that any input resolves or fails
  * with one non-empty line, and that a resolved config describes itself and
  * frees cleanly. Must never write files or keep state between inputs. */
-#include "kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
-// sources: host/yaml.c host/luajson.c host/mem.c
-/* yaml_fuzz.c: libFuzzer target for host/yaml.c. Owns checking that any
+// sources: host/formats/yamldoc.c host/lua/luajson.c host/base/mem.c
+/* yaml_fuzz.c: libFuzzer target for host/formats/yamldoc.c. Owns checking that any
  * input either loads or fails with a one-line message, that every produced
  * node has a line, and that what yaml_emit writes reads back as the same
  * value. Must never touch the filesystem or keep state between inputs. */
-#include "mem.h"
-#include "yaml.h"
+#include "base/mem.h"
+#include "formats/yamldoc.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -1,0 +1,277 @@
+/* log.c: every line the host prints (see log.h for which call is which).
+ * Text: "LEVEL prefix: message" for diagnostics; JSON: one object a line
+ * with ts, level, migration and msg, built with cJSON so a message can hold
+ * any character, and always valid UTF-8. Diagnostics go to stderr, results
+ * to stdout. A script's output is data: escaped in text, a value under
+ * `output` (or a log line rebuilt from its level and msg) in JSON, never
+ * keys of its own. Must never let another part of the host pick a format or
+ * a stream of its own. */
+#include "base/log.h"
+
+#include <cjson/cJSON.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "base/termlog.h"
+
+static int json_mode;
+static enum log_level min_level = LOG_INFO;
+static char prefix[128];
+
+void log_set_json(int on) { json_mode = on; }
+int log_json(void) { return json_mode; }
+void log_set_level(enum log_level l) { min_level = l; }
+void log_set_prefix(const char *p) { snprintf(prefix, sizeof prefix, "%s", p ? p : ""); }
+
+static const char *names[] = {"debug", "info", "warn", "error"};
+
+/* The printed text of v, made valid UTF-8 (cJSON copies string bytes as
+ * they are, and a script's output may hold any): malloc'd, or NULL. */
+static char *print_json(const cJSON *v, int pretty)
+{
+    char *s = pretty ? cJSON_Print(v) : cJSON_PrintUnformatted(v);
+    char *r = s ? utf8_repair(s, strlen(s)) : NULL;
+    cJSON_free(s);
+    return r;
+}
+
+/* One JSON object as one line on fd, in one write. */
+static void json_line(int fd, cJSON *o)
+{
+    char *s = o ? print_json(o, 0) : NULL;
+    if (s) {
+        size_t n = strlen(s);
+        char *line = malloc(n + 2);
+        if (line) {
+            memcpy(line, s, n);
+            line[n] = '\n';
+            (void)write_all(fd, line, n + 1); /* a closed stream must not stop a run */
+            free(line);
+        }
+    }
+    free(s);
+}
+
+/* {"ts":..,"level":..,["migration":..,]KEY:TEXT} */
+static cJSON *json_record(const char *level, const char *migration, const char *key,
+                          const char *text, size_t n)
+{
+    char ts[32];
+    now_rfc3339(ts);
+    cJSON *o = cJSON_CreateObject();
+    char *copy = malloc(n + 1);
+    if (copy) {
+        memcpy(copy, text, n);
+        copy[n] = '\0';
+    }
+    if (!o || !copy || !cJSON_AddStringToObject(o, "ts", ts) ||
+        (level && !cJSON_AddStringToObject(o, "level", level)) ||
+        (migration && *migration && !cJSON_AddStringToObject(o, "migration", migration)) ||
+        !cJSON_AddStringToObject(o, key, copy)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    free(copy);
+    return o;
+}
+
+static void emit(enum log_level l, const char *msg)
+{
+    if (l < min_level)
+        return;
+    if (json_mode) {
+        cJSON *o = json_record(names[l], prefix, "msg", msg, strlen(msg));
+        fflush(stderr);
+        json_line(STDERR_FILENO, o);
+        cJSON_Delete(o);
+        return;
+    } else if (*prefix) {
+        fprintf(stderr, "%s %s: %s\n", names[l], prefix, msg);
+    } else {
+        fprintf(stderr, "%s: %s\n", names[l], msg);
+    }
+    fflush(stderr);
+}
+
+void log_fatal(const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    termlog_fatal(buf); /* where `kubectl describe` shows it (termlog.h) */
+    if (json_mode) {
+        cJSON *o = json_record("error", prefix, "msg", buf, strlen(buf));
+        json_line(STDERR_FILENO, o);
+        cJSON_Delete(o);
+        return;
+    }
+    fprintf(stderr, "cozy-migrate: %s\n", buf);
+    fflush(stderr);
+}
+
+void log_usage(const char *cmd, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    termlog_fatal(buf);
+    if (json_mode) {
+        cJSON *o = json_record("error", NULL, "msg", buf, strlen(buf));
+        if (o && cmd)
+            cJSON_AddStringToObject(o, "command", cmd);
+        if (o)
+            cJSON_AddStringToObject(o, "kind", "usage");
+        json_line(STDERR_FILENO, o);
+        cJSON_Delete(o);
+        return;
+    }
+    if (cmd)
+        fprintf(stderr, "cozy-migrate: %s: %s (see 'cozy-migrate %s --help')\n", cmd, buf, cmd);
+    else
+        fprintf(stderr, "cozy-migrate: %s (see 'cozy-migrate --help')\n", buf);
+    fflush(stderr);
+}
+
+/* A Lua child logs in the parent's format already: a line that is a log
+ * object of this very migration is taken as that log line, and rebuilt from
+ * its level and message alone, so a script printing such a line can say
+ * no more than log.info could: never a key of the runner's own lines
+ * (outcome, step, detail, ...). */
+static int own_log_line(const char *slug, const char *s, size_t n)
+{
+    if (n < 2 || s[0] != '{')
+        return 0;
+    cJSON *o = cJSON_ParseWithLength(s, n);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "migration");
+    const cJSON *lv = cJSON_GetObjectItemCaseSensitive(o, "level");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(o, "msg");
+    const char *level = NULL;
+    for (size_t i = 0; cJSON_IsString(lv) && i < sizeof names / sizeof *names; i++)
+        if (strcmp(lv->valuestring, names[i]) == 0)
+            level = names[i];
+    int own = cJSON_IsString(m) && strcmp(m->valuestring, slug) == 0 && level &&
+              cJSON_IsString(msg);
+    if (own) {
+        cJSON *line = json_record(level, slug, "msg", msg->valuestring, strlen(msg->valuestring));
+        json_line(STDERR_FILENO, line);
+        cJSON_Delete(line);
+    }
+    cJSON_Delete(o);
+    return own;
+}
+
+void log_script_line(const char *slug, const char *s, size_t n)
+{
+    if (json_mode) {
+        if (own_log_line(slug, s, n))
+            return;
+        cJSON *o = json_record("info", slug, "output", s, n);
+        json_line(STDERR_FILENO, o);
+        cJSON_Delete(o);
+        return;
+    }
+    /* What a script prints is data: a CR or an escape sequence of its own
+     * could erase the prefix and paint a line of the runner's. */
+    char out[8192];
+    size_t sl = strlen(slug);
+    if (sl > 200)
+        sl = 200;
+    size_t at = 0;
+    out[at++] = '[';
+    memcpy(out + at, slug, sl);
+    at += sl;
+    out[at++] = ']';
+    out[at++] = ' ';
+    at += text_escape(s, n, out + at, sizeof out - at - 1, 0);
+    out[at++] = '\n';
+    (void)write_all(STDERR_FILENO, out, at);
+}
+
+void out_line(const char *fmt, ...)
+{
+    char buf[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (json_mode) {
+        fflush(stdout);
+        cJSON *o = json_record(NULL, NULL, "msg", buf, strlen(buf));
+        json_line(STDOUT_FILENO, o);
+        cJSON_Delete(o);
+        return;
+    }
+    fputs(buf, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+void out_json(const cJSON *v, int pretty)
+{
+    char *s = print_json(v, pretty && !json_mode);
+    if (!s) {
+        log_error("out of memory printing a result");
+        return;
+    }
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    free(s);
+}
+
+void logf_(enum log_level l, const char *fmt, ...)
+{
+    if (l < min_level)
+        return;
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    emit(l, buf);
+}
+
+/* log.info(fmt, ...) formats like string.format, so scripts never build
+ * messages by hand with tostring/concatenation of nil. */
+static int lua_log(lua_State *L, enum log_level l)
+{
+    int n = lua_gettop(L);
+    if (n > 1) {
+        /* The string library as it was opened (the registry's copy), never
+         * a `string.format` a script put in its globals. */
+        luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+        lua_getfield(L, -1, LUA_STRLIBNAME);
+        lua_getfield(L, -1, "format");
+        lua_remove(L, -2);
+        lua_remove(L, -2);
+        lua_insert(L, 1);
+        lua_call(L, n, 1);
+    } else {
+        luaL_tolstring(L, 1, NULL);
+    }
+    emit(l, lua_tostring(L, -1));
+    return 0;
+}
+static int l_debug(lua_State *L) { return lua_log(L, LOG_DEBUG); }
+static int l_info(lua_State *L) { return lua_log(L, LOG_INFO); }
+static int l_warn(lua_State *L) { return lua_log(L, LOG_WARN); }
+static int l_error(lua_State *L) { return lua_log(L, LOG_ERROR); }
+
+int luaopen_log(lua_State *L)
+{
+    static const luaL_Reg f[] = {
+        {"debug", l_debug}, {"info", l_info}, {"warn", l_warn}, {"error", l_error}, {NULL, NULL}};
+    luaL_newlib(L, f);
+    return 1;
+}

@@ -1,0 +1,395 @@
+/* record.c: parses and formats ledger records.
+ *
+ * Owns the record schema: which states exist, which fields are strings or
+ * integers, and the fixed key order written; and a record's side of the
+ * ledger's growth budget: the most bytes one can take, and the shrunk form
+ * of a failed one near the limit. A record is parsed with cJSON,
+ * never pattern-matched; anything it cannot trust becomes REC_UNKNOWN with a
+ * reason, so the caller reports it and leaves the key alone. */
+#include "formats/record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stddef.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube/journal.h"
+#include "base/util.h"
+
+static const char *const state_names[] = {
+    [REC_NONE] = "none",       [REC_OK] = "ok",           [REC_FAILED] = "failed",
+    [REC_LEGACY] = "legacy",   [REC_REVOKED] = "revoked", [REC_SKIPPED_FRESH] = "skipped-fresh-install",
+    [REC_SKIPPED] = "skipped", [REC_UNKNOWN] = "unknown",
+};
+
+const char *rec_state_name(enum rec_state s)
+{
+    return s <= REC_UNKNOWN ? state_names[s] : "unknown";
+}
+
+static void set(char *dst, size_t cap, const char *v)
+{
+    snprintf(dst, cap, "%s", v ? v : "");
+}
+
+/* Empties a record without touching its large trailing buffers (record.h). */
+static void record_clear(struct record *r)
+{
+    memset(r, 0, offsetof(struct record, output));
+    r->output[0] = '\0';
+    r->journal[0] = '\0';
+}
+
+void record_init(struct record *r, enum rec_state st, const char *at, const char *batch,
+                 const char *tier, const char *image, const char *sha256,
+                 const char *lib_sha256)
+{
+    record_clear(r);
+    r->state = st;
+    set(r->at, sizeof r->at, at);
+    set(r->batch, sizeof r->batch, batch);
+    set(r->tier, sizeof r->tier, tier);
+    set(r->image, sizeof r->image, image);
+    set(r->sha256, sizeof r->sha256, sha256);
+    set(r->lib_sha256, sizeof r->lib_sha256, lib_sha256);
+}
+
+static int get_str(const cJSON *o, const char *k, char *dst, size_t cap, struct record *r)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v)
+        return 0;
+    if (!cJSON_IsString(v)) {
+        snprintf(r->problem, sizeof r->problem, "field '%s' is not a string", k);
+        return -1;
+    }
+    snprintf(dst, cap, "%s", v->valuestring);
+    return 0;
+}
+
+static int get_int(const cJSON *o, const char *k, long *dst, struct record *r)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v)
+        return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != (double)(long)v->valuedouble) {
+        snprintf(r->problem, sizeof r->problem, "field '%s' is not a non-negative integer", k);
+        return -1;
+    }
+    *dst = (long)v->valuedouble;
+    return 0;
+}
+
+/* `journal`: the write journal, an object (journal.h), kept as compact text (or a note when long). */
+static int get_journal(const cJSON *o, struct record *r)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "journal");
+    if (!v)
+        return 0;
+    if (!cJSON_IsObject(v)) {
+        snprintf(r->problem, sizeof r->problem, "field 'journal' is not an object");
+        return -1;
+    }
+    char *s = cJSON_PrintUnformatted(v);
+    if (!s || record_set_journal(r, s, sizeof r->journal) != 0)
+        snprintf(r->journal, sizeof r->journal, "{\"note\":\"too long to show\"}");
+    cJSON_free(s);
+    return 0;
+}
+
+static int num(const char *s, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++)
+        v = v * 10 + (s[i] - '0');
+    return v;
+}
+
+/* RFC 3339 in UTC as the engine (and Kubernetes) writes it:
+ * YYYY-MM-DDTHH:MM:SS, an optional fraction of 1 to 9 digits, then Z; every
+ * field in range (the day for its month, leap years counted). */
+int record_time_valid(const char *s)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    for (size_t i = 0; shape[i]; i++)
+        if (shape[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i])
+            return 0;
+    const char *p = s + sizeof shape - 1;
+    if (*p == '.') {
+        size_t n = 0;
+        while (p[1 + n] >= '0' && p[1 + n] <= '9')
+            n++;
+        if (n < 1 || n > 9)
+            return 0;
+        p += 1 + n;
+    }
+    if (strcmp(p, "Z") != 0)
+        return 0;
+    int y = num(s, 4), mo = num(s + 5, 2), d = num(s + 8, 2);
+    int hh = num(s + 11, 2), mi = num(s + 14, 2), ss = num(s + 17, 2);
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (mo < 1 || mo > 12 || d < 1)
+        return 0;
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    int dim = days[mo - 1] + (mo == 2 && leap);
+    /* 60: RFC 3339 allows a leap second. */
+    return d <= dim && hh <= 23 && mi <= 59 && ss <= 60;
+}
+
+double record_time_epoch(const char *s)
+{
+    if (!s || !record_time_valid(s))
+        return -1;
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    tm.tm_year = num(s, 4) - 1900;
+    tm.tm_mon = num(s + 5, 2) - 1;
+    tm.tm_mday = num(s + 8, 2);
+    tm.tm_hour = num(s + 11, 2);
+    tm.tm_min = num(s + 14, 2);
+    tm.tm_sec = num(s + 17, 2);
+    double t = (double)timegm(&tm);
+    if (s[19] == '.')
+        t += strtod(s + 19, NULL);
+    return t;
+}
+
+/* The first key that appears twice in an object (at any depth), or NULL:
+ * cJSON keeps both and answers with the first, other readers (jq) with
+ * the last, so such a text means two things. */
+static const char *duplicate_key(const cJSON *o)
+{
+    for (const cJSON *a = o ? o->child : NULL; a; a = a->next) {
+        if (cJSON_IsObject(o))
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (a->string && b->string && strcmp(a->string, b->string) == 0)
+                    return a->string;
+        const char *inner = cJSON_IsObject(a) || cJSON_IsArray(a) ? duplicate_key(a) : NULL;
+        if (inner)
+            return inner;
+    }
+    return NULL;
+}
+
+
+int record_set_journal(struct record *r, const char *journal, size_t cap)
+{
+    r->journal[0] = '\0';
+    if (!journal)
+        return -1;
+    if (cap > sizeof r->journal)
+        cap = sizeof r->journal;
+    if (strlen(journal) < cap) {
+        memcpy(r->journal, journal, strlen(journal) + 1);
+        return 0;
+    }
+    char *fit = journal_fit(journal, cap);
+    if (!fit)
+        return -1;
+    memcpy(r->journal, fit, strlen(fit) + 1);
+    free(fit);
+    return 0;
+}
+
+int record_parse(const char *text, size_t len, struct record *r)
+{
+    record_clear(r);
+    r->state = REC_UNKNOWN;
+    if (memchr(text, '\0', len)) {
+        snprintf(r->problem, sizeof r->problem, "holds a NUL byte");
+        return -1;
+    }
+    /* Exactly one JSON value and only white space after it. */
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (o && end) {
+        while (end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+            end++;
+        if (end != text + len) {
+            snprintf(r->problem, sizeof r->problem, "not one JSON object: text follows it");
+            cJSON_Delete(o);
+            return -1;
+        }
+    }
+    if (!o || !cJSON_IsObject(o)) {
+        snprintf(r->problem, sizeof r->problem, "%s", o ? "not a JSON object" : "not JSON");
+        cJSON_Delete(o);
+        return -1;
+    }
+    const char *dup = duplicate_key(o);
+    if (dup) {
+        snprintf(r->problem, sizeof r->problem, "key '%.60s' appears twice", dup);
+        cJSON_Delete(o);
+        return -1;
+    }
+    char state[64] = "";
+    int rc = -1;
+    if (get_str(o, "state", state, sizeof state, r) != 0)
+        goto out;
+    if (!*state) {
+        snprintf(r->problem, sizeof r->problem, "no state");
+        goto out;
+    }
+    enum rec_state st = REC_NONE;
+    for (int i = REC_OK; i < REC_UNKNOWN; i++)
+        if (strcmp(state, state_names[i]) == 0)
+            st = (enum rec_state)i;
+    if (st == REC_NONE) {
+        snprintf(r->problem, sizeof r->problem, "unknown state '%.60s'", state);
+        goto out;
+    }
+    if (get_str(o, "at", r->at, sizeof r->at, r) || get_str(o, "sha256", r->sha256, sizeof r->sha256, r) ||
+        get_str(o, "lib_sha256", r->lib_sha256, sizeof r->lib_sha256, r) ||
+        get_str(o, "batch", r->batch, sizeof r->batch, r) ||
+        get_str(o, "tier", r->tier, sizeof r->tier, r) ||
+        get_str(o, "image", r->image, sizeof r->image, r) ||
+        get_str(o, "runner", r->runner, sizeof r->runner, r) ||
+        get_str(o, "reason", r->reason, sizeof r->reason, r) ||
+        get_str(o, "message", r->message, sizeof r->message, r) ||
+        get_str(o, "output", r->output, sizeof r->output, r) ||
+        get_str(o, "by", r->by, sizeof r->by, r) || get_journal(o, r) ||
+        get_int(o, "attempts", &r->attempts, r) || get_int(o, "duration_ms", &r->duration_ms, r) ||
+        get_int(o, "writes", &r->writes, r) || get_int(o, "changed", &r->changed, r))
+        goto out;
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "at");
+    if (at && !record_time_valid(at->valuestring)) {
+        snprintf(r->problem, sizeof r->problem, "field 'at' is \"%.40s\", not a UTC time like "
+                 "2026-08-12T10:04:00Z", at->valuestring);
+        goto out;
+    }
+    r->journaled = cJSON_GetObjectItemCaseSensitive(o, "writes") != NULL;
+    r->state = st;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+char *record_format(const struct record *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    int ok = cJSON_AddStringToObject(o, "state", rec_state_name(r->state)) != NULL;
+    if (*r->at)
+        ok &= cJSON_AddStringToObject(o, "at", r->at) != NULL;
+    if (*r->sha256)
+        ok &= cJSON_AddStringToObject(o, "sha256", r->sha256) != NULL;
+    if (*r->lib_sha256)
+        ok &= cJSON_AddStringToObject(o, "lib_sha256", r->lib_sha256) != NULL;
+    if (*r->batch)
+        ok &= cJSON_AddStringToObject(o, "batch", r->batch) != NULL;
+    if (*r->tier)
+        ok &= cJSON_AddStringToObject(o, "tier", r->tier) != NULL;
+    if (*r->image)
+        ok &= cJSON_AddStringToObject(o, "image", r->image) != NULL;
+    if (*r->runner)
+        ok &= cJSON_AddStringToObject(o, "runner", r->runner) != NULL;
+    ok &= cJSON_AddNumberToObject(o, "attempts", (double)r->attempts) != NULL;
+    ok &= cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms) != NULL;
+    if (r->journaled) {
+        ok &= cJSON_AddNumberToObject(o, "writes", (double)r->writes) != NULL;
+        ok &= cJSON_AddNumberToObject(o, "changed", (double)r->changed) != NULL;
+    }
+    if (*r->reason)
+        ok &= cJSON_AddStringToObject(o, "reason", r->reason) != NULL;
+    if (*r->message)
+        ok &= cJSON_AddStringToObject(o, "message", r->message) != NULL;
+    if (*r->output)
+        ok &= cJSON_AddStringToObject(o, "output", r->output) != NULL;
+    if (*r->by)
+        ok &= cJSON_AddStringToObject(o, "by", r->by) != NULL;
+    if (*r->journal) {
+        cJSON *j = cJSON_Parse(r->journal);
+        ok &= j && cJSON_AddItemToObject(o, "journal", j);
+    }
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+/* ---- the growth budget ------------------------------------------------- */
+
+/* A string field of cap bytes (NUL included) as record_format can write it
+ * at most: key, quotes, colon, comma, and each byte escaped as \u00XX. */
+static size_t widest(const char *key, size_t cap)
+{
+    return strlen(key) + 6 + 6 * (cap - 1);
+}
+
+#define SHRUNK_MARKER "[cozy-migrate: output cut, the ledger is near its size limit: " \
+                      "the last %zu of %zu bytes (%zu lines) are kept]\n"
+
+size_t record_max_bytes(const struct record *base, int may_fail, int shrunk)
+{
+    struct record *r = malloc(sizeof *r);
+    if (!r)
+        return 0;
+    record_init(r, may_fail ? REC_FAILED : REC_OK, base->at, base->batch, base->tier,
+                base->image, base->sha256, base->lib_sha256);
+    snprintf(r->runner, sizeof r->runner, "%s", base->runner);
+    r->attempts = 999999999;
+    r->duration_ms = 999999999999;
+    r->journaled = 1;
+    r->writes = r->changed = 999999999;
+    char *text = record_format(r);
+    free(r);
+    if (!text)
+        return 0;
+    size_t n = strlen(text);
+    free(text);
+    if (!may_fail)
+        return n;
+    n += widest("reason", sizeof base->reason) + widest("message", sizeof base->message);
+    if (shrunk) {
+        /* the marker with the largest counts, then the kept bytes */
+        n += widest("output", RECORD_SHRUNK_OUTPUT + 1) + sizeof SHRUNK_MARKER + 3 * 20;
+        /* {"writes":N,"changed":N,"unknown":N,"entries":[],"more":N,"cut":"..."} */
+        n += strlen(",\"journal\":") + 200;
+    } else {
+        n += widest("output", sizeof base->output);
+        /* journal text as the child gave it, printed again by cJSON */
+        n += strlen(",\"journal\":") + sizeof base->journal + 64;
+    }
+    return n;
+}
+
+void record_shrink(struct record *r)
+{
+    size_t len = strlen(r->output);
+    if (len > RECORD_SHRUNK_OUTPUT) {
+        size_t lines = 0;
+        for (const char *p = r->output; *p; p++)
+            lines += *p == '\n';
+        const char *from = r->output + len - RECORD_SHRUNK_OUTPUT;
+        const char *nl = strchr(from, '\n');
+        if (nl && nl[1])
+            from = nl + 1;
+        from = utf8_start(from);
+        char kept[RECORD_SHRUNK_OUTPUT + 1];
+        snprintf(kept, sizeof kept, "%s", from);
+        snprintf(r->output, sizeof r->output, SHRUNK_MARKER "%s", strlen(kept), len, lines, kept);
+    }
+    if (*r->journal) {
+        cJSON *j = cJSON_Parse(r->journal);
+        cJSON *entries = cJSON_GetObjectItemCaseSensitive(j, "entries");
+        double listed = cJSON_IsArray(entries) ? cJSON_GetArraySize(entries) : 0;
+        double more = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "more"));
+        cJSON *c = cJSON_CreateObject();
+        static const char *const counts[] = {"writes", "changed", "unknown"};
+        int ok = j && c;
+        for (size_t i = 0; ok && i < 3; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, counts[i]);
+            ok = !cJSON_IsNumber(v) || cJSON_AddNumberToObject(c, counts[i], v->valuedouble);
+        }
+        ok = ok && cJSON_AddArrayToObject(c, "entries") &&
+             cJSON_AddNumberToObject(c, "more", listed + (more == more ? more : 0)) &&
+             cJSON_AddStringToObject(c, "cut", "the ledger is near its size limit");
+        char *text = ok ? cJSON_PrintUnformatted(c) : NULL;
+        snprintf(r->journal, sizeof r->journal, "%s", text ? text : "");
+        cJSON_free(text);
+        cJSON_Delete(c);
+        cJSON_Delete(j);
+    }
+}

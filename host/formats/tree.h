@@ -1,0 +1,66 @@
+/* tree.h: everything the engine reads from the image (or a checkout):
+ * scripts with their headers and checksums, the manifest, `revoked`,
+ * `legacy-map`, and the digests of the shared code. tree_load validates it
+ * all (DESIGN.md "What run does", step 2) before anything runs. */
+#ifndef COZY_TREE_H
+#define COZY_TREE_H
+#include <stddef.h>
+
+#include "formats/header.h"
+#include "formats/manifest.h"
+
+struct migration {
+    char *slug;
+    const char *tier;       /* "pre-apply" or "background" */
+    char *path;
+    int is_shell;
+    struct header h;
+    char sha256[65];
+    size_t batch;           /* index into tree.man.b */
+    size_t order;           /* position in the whole manifest */
+};
+
+struct tree {
+    char *root;
+    struct migration *m;
+    size_t n;
+    struct manifest man;
+    struct slug_list revoked;
+    struct legacy_map legacy;
+    char lib_lua[65];       /* digest of the stdlib that runs (sandbox_default_stdlib) */
+    char lib_sh[65];        /* digest of legacy-sh/lib/ */
+    /* Indexes, so finding a slug among thousands is a binary search: */
+    const struct migration **by_slug;   /* m sorted by slug */
+    struct tree_place *places;          /* manifest entries sorted by slug, then order */
+    size_t nplaces;
+};
+
+struct tree_place {
+    const char *slug;
+    size_t batch, entry;
+    long order;
+};
+
+/* Loads ROOT (holding migrations/ and legacy-sh/) and validates it. Returns
+ * 0, or -1 with one line in err naming the file and line or the slug. */
+int tree_load(const char *root, struct tree *t, char *err, size_t errlen);
+/* Loads only the scripts and their headers, without a manifest (the linter
+ * and `new` work on a tree that has none). */
+int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen);
+/* Builds the slug indexes (by_slug, places) of a tree filled by hand (the
+ * index's view of a release, index.h): 0, or -1 when out of memory. */
+int tree_reindex(struct tree *t);
+const struct migration *tree_find(const struct tree *t, const char *slug);
+int tree_revoked(const struct tree *t, const char *slug);
+/* Where slug first sits in the manifest (batch and entry index), and its
+ * position in the whole manifest; -1 when it is in no batch. */
+long tree_locate(const struct tree *t, const char *slug, size_t *bi, size_t *ei);
+void tree_free(struct tree *t);
+
+/* Hex sha256 of a file, and of a directory's regular files (sorted relative
+ * paths and contents). 0 on success. sha256_dir of a missing directory is the
+ * digest of nothing; anything below it that cannot be read fails, with
+ * "PATH: why" in err. */
+int sha256_file(const char *path, char out[65]);
+int sha256_dir(const char *dir, char out[65], char *err, size_t errlen);
+#endif

@@ -1,0 +1,50 @@
+/* http.h: the one HTTPS connection a migration talks to the apiserver over.
+ * Owns the libcurl handle (kept alive and reused for every request, HTTP/2
+ * where offered), TLS (verified unless the kubeconfig says otherwise), client
+ * certificates, and the bearer token (a token file wins over an inline
+ * token, as in client-go, and is re-read as soon as it changes, as
+ * service-account tokens rotate). Sends exactly one request
+ * per call: retrying is the caller's policy (kube.c). */
+#ifndef COZY_HTTP_H
+#define COZY_HTTP_H
+#include <stddef.h>
+
+#include "kube/kubeconfig.h"
+
+struct http_response {
+    long status;            /* 0 when no HTTP response arrived */
+    char *body;             /* NUL-terminated; may be empty; counted (mem.h): mem_free it */
+    size_t len;
+    size_t cap;             /* allocated size of body (grows geometrically) */
+    char content_type[128];
+    double retry_after;     /* seconds from Retry-After, -1 if absent */
+    int transport_error;    /* a CURLcode, 0 when a response arrived */
+    int sent;               /* the request (or part of its body) may have reached the server */
+    int resent;             /* libcurl re-sent the request on a fresh connection
+                             * because the reused one died before any answer */
+    int too_large;          /* the body passed the memory cap (mem.h) */
+    char error[1400];       /* libcurl's message for transport errors (TLS ones naming the kubeconfig fields) */
+};
+
+struct http_client;
+
+struct http_client *http_client_new(const struct kube_config *cfg, char *err, size_t errlen);
+/* method "GET"/"POST"/...; path includes the query string; accept and
+ * content_type may be NULL. timeout_s bounds the whole request. replayable
+ * says whether libcurl may send the body a second time on its own (it
+ * silently resends a request whose reused connection died before any
+ * response byte arrived): for a request that is not, the resend is refused
+ * and the call fails with CURLE_SEND_FAIL_REWIND instead. Returns 0 when an
+ * HTTP response (any status) arrived, -1 on a transport error (the details
+ * in resp). resp must be released with http_response_free. */
+int http_request(struct http_client *c, const char *method, const char *path,
+                 const char *accept, const char *content_type, const char *body,
+                 size_t body_len, int replayable, double timeout_s,
+                 struct http_response *resp);
+void http_response_free(struct http_response *r);
+/* Connections libcurl opened so far (1 when keep-alive works). */
+long http_connects(struct http_client *c);
+/* Requests handed to libcurl so far (every attempt counts). */
+long http_requests(struct http_client *c);
+void http_client_free(struct http_client *c);
+#endif

@@ -1,0 +1,330 @@
+/* journal.c: the write journal (see journal.h).
+ *
+ * Owns how a request path names an object (API prefix, namespace,
+ * resource, name), the bounded cache of resourceVersions seen, and deciding
+ * whether a write changed its object: a create or delete that succeeded
+ * did; a patch or replace did when the resourceVersion moved (the
+ * apiserver leaves it alone for a no-op). Must never make a request or
+ * guess: an outcome it cannot know is recorded as unknown. */
+#include "kube/journal.h"
+
+#include "kube/apipath.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CACHE_CAP 4096
+#define BUCKETS 8192            /* a power of two */
+
+void journal_init(struct journal *j, struct journal_log *log)
+{
+    memset(j, 0, sizeof *j);
+    j->log = log ? log : &j->own;
+    memset(j->log, 0, sizeof *j->log);
+    j->log->active = 1;
+    j->cache = calloc(CACHE_CAP, sizeof *j->cache);
+    j->buckets = malloc(BUCKETS * sizeof *j->buckets);
+    if (!j->cache || !j->buckets) {
+        free(j->cache);
+        free(j->buckets);
+        j->cache = NULL;
+        j->buckets = NULL;
+        return;
+    }
+    for (size_t i = 0; i < BUCKETS; i++)
+        j->buckets[i] = -1;
+    j->cache_cap = CACHE_CAP;
+}
+
+void journal_free(struct journal *j)
+{
+    for (size_t i = 0; j->cache && i < j->cache_cap; i++)
+        free(j->cache[i].key);
+    free(j->cache);
+    free(j->buckets);
+    /* a shared log stays as it is: the parent reads it after the child */
+    memset(j, 0, sizeof *j);
+}
+
+static unsigned hash(const char *s)
+{
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static struct rv_slot *find(const struct journal *j, const char *key)
+{
+    if (!j->buckets)
+        return NULL;
+    unsigned h = hash(key);
+    for (int i = j->buckets[h & (BUCKETS - 1)]; i >= 0; i = j->cache[i].next)
+        if (j->cache[i].hash == h && strcmp(j->cache[i].key, key) == 0)
+            return &j->cache[i];
+    return NULL;
+}
+
+static void unlink_slot(struct journal *j, int idx)
+{
+    int *at = &j->buckets[j->cache[idx].hash & (BUCKETS - 1)];
+    while (*at >= 0 && *at != idx)
+        at = &j->cache[*at].next;
+    if (*at == idx)
+        *at = j->cache[idx].next;
+}
+
+static void remember(struct journal *j, const char *key, const char *rv)
+{
+    if (!j->cache || !rv || !*rv)
+        return;
+    struct rv_slot *s = find(j, key);
+    if (!s) {
+        int idx = (int)j->cache_next;
+        j->cache_next = (j->cache_next + 1) % j->cache_cap;
+        s = &j->cache[idx];
+        if (s->key) {
+            unlink_slot(j, idx);
+            free(s->key);
+        }
+        if (!(s->key = strdup(key)))
+            return;
+        s->hash = hash(key);
+        s->next = j->buckets[s->hash & (BUCKETS - 1)];
+        j->buckets[s->hash & (BUCKETS - 1)] = idx;
+    }
+    snprintf(s->rv, sizeof s->rv, "%s", rv);
+}
+
+static const char *meta_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "metadata"), k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+void journal_seen(struct journal *j, const char *path, const cJSON *body)
+{
+    struct apipath r;
+    if (!j || !body || apipath_parse(path, &r) != 0)
+        return;
+    char key[1400];
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(body, "items");
+    if (!*r.name && cJSON_IsArray(items)) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, items) {
+            const char *ns = meta_str(it, "namespace");
+            apipath_key(&r, ns ? ns : r.ns, meta_str(it, "name"), key, sizeof key);
+            remember(j, key, meta_str(it, "resourceVersion"));
+        }
+        return;
+    }
+    if (*r.name) {
+        apipath_key(&r, r.ns, r.name, key, sizeof key);
+        remember(j, key, meta_str(body, "resourceVersion"));
+    }
+}
+
+const char *journal_rv(const struct journal *j, const char *path)
+{
+    struct apipath r;
+    if (!j || !j->cache || apipath_parse(path, &r) != 0 || !*r.name)
+        return NULL;
+    char key[1400];
+    apipath_key(&r, r.ns, r.name, key, sizeof key);
+    const struct rv_slot *s = find(j, key);
+    return s ? s->rv : NULL;
+}
+
+void journal_add(struct journal *j, const char *method, const char *verb, const char *path,
+                 long status, const cJSON *answer, const char *rv_before, int changed_hint,
+                 int dry_run, const char *fields)
+{
+    if (!j)
+        return;
+    struct apipath r;
+    if (apipath_parse(path, &r) != 0)
+        memset(&r, 0, sizeof r);
+    const char *name = *r.name ? r.name : meta_str(answer, "name");
+    const char *after = meta_str(answer, "resourceVersion");
+    int ok = status >= 200 && status < 300;
+    int changed;
+    if (changed_hint >= 0)
+        changed = changed_hint;
+    else if (!ok)
+        changed = status == 0 ? -1 : 0;
+    else if (strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0)
+        changed = 1;
+    else if (!rv_before || !after)
+        changed = -1;
+    else
+        changed = strcmp(rv_before, after) != 0;
+    struct journal_log *lg = j->log;
+    /* A write's answer is the freshest resourceVersion of its object. */
+    if (ok && after && name) {
+        char key[1400];
+        apipath_key(&r, *r.ns ? r.ns : meta_str(answer, "namespace"), name, key, sizeof key);
+        remember(j, key, after);
+    }
+    if (lg->kept < JOURNAL_KEEP) {
+        struct journal_entry *e = &lg->e[lg->kept];
+        memset(e, 0, sizeof *e);
+        snprintf(e->verb, sizeof e->verb, "%s", verb ? verb : method);
+        if (*r.group)
+            snprintf(e->resource, sizeof e->resource, "%.63s.%.63s", r.resource, r.group);
+        else
+            snprintf(e->resource, sizeof e->resource, "%.127s", r.resource);
+        snprintf(e->ns, sizeof e->ns, "%.63s", r.ns);
+        snprintf(e->name, sizeof e->name, "%s", name ? name : "");
+        e->status = status;
+        e->changed = changed;
+        e->dry_run = dry_run;
+        snprintf(e->fields, sizeof e->fields, "%s", fields ? fields : "");
+    }
+    /* The entry is whole before the counts publish it (a kill between two
+     * stores must leave no half entry counted). */
+    atomic_signal_fence(memory_order_seq_cst);
+    if (lg->kept < JOURNAL_KEEP)
+        lg->kept++;
+    if (changed > 0)
+        lg->changed++;
+    if (changed < 0)
+        lg->unknown++;
+    lg->writes++;
+}
+
+/* "fields": ["path: old -> new", ...] from the newline-separated text. */
+static int add_fields(cJSON *x, const char *text)
+{
+    cJSON *arr = cJSON_AddArrayToObject(x, "fields");
+    if (!arr)
+        return 0;
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n");
+        cJSON *line = cJSON_CreateString("");
+        char *copy = malloc(n + 1);
+        if (!line || !copy || !cJSON_AddItemToArray(arr, line)) {
+            cJSON_Delete(line);
+            free(copy);
+            return 0;
+        }
+        memcpy(copy, p, n);
+        copy[n] = '\0';
+        cJSON_SetValuestring(line, copy);
+        free(copy);
+        p += n + (p[n] == '\n');
+    }
+    return 1;
+}
+
+static cJSON *log_json(const struct journal_log *j);
+
+cJSON *journal_json(const struct journal *j)
+{
+    return log_json(j->log);
+}
+
+cJSON *journal_log_json(const struct journal_log *shared)
+{
+    if (!shared || !shared->active)
+        return NULL;
+    /* Another process wrote it: read a copy, and trust no count or string
+     * beyond its bounds. */
+    struct journal_log *j = malloc(sizeof *j);
+    if (!j)
+        return NULL;
+    memcpy(j, shared, sizeof *j);
+    if (j->kept > JOURNAL_KEEP)
+        j->kept = JOURNAL_KEEP;
+    if (j->writes < j->kept)
+        j->writes = j->kept;
+    if (j->changed > j->writes)
+        j->changed = j->writes;
+    if (j->unknown > j->writes - j->changed)
+        j->unknown = j->writes - j->changed;
+    for (size_t i = 0; i < j->kept; i++) {
+        struct journal_entry *e = &j->e[i];
+        e->verb[sizeof e->verb - 1] = e->resource[sizeof e->resource - 1] = '\0';
+        e->ns[sizeof e->ns - 1] = e->name[sizeof e->name - 1] = '\0';
+        e->fields[sizeof e->fields - 1] = '\0';
+        if (e->changed < -1 || e->changed > 1)
+            e->changed = -1;
+    }
+    cJSON *o = log_json(j);
+    free(j);
+    return o;
+}
+
+static cJSON *log_json(const struct journal_log *j)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "entries");
+    if (!o || !arr || !cJSON_AddNumberToObject(o, "writes", (double)j->writes) ||
+        !cJSON_AddNumberToObject(o, "changed", (double)j->changed) ||
+        (j->unknown && !cJSON_AddNumberToObject(o, "unknown", (double)j->unknown)) ||
+        (j->writes > j->kept && !cJSON_AddNumberToObject(o, "more", (double)(j->writes - j->kept)))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    for (size_t i = 0; i < j->kept; i++) {
+        const struct journal_entry *e = &j->e[i];
+        cJSON *x = cJSON_CreateObject();
+        if (!x || !cJSON_AddItemToArray(arr, x) || !cJSON_AddStringToObject(x, "verb", e->verb) ||
+            !cJSON_AddStringToObject(x, "resource", e->resource) ||
+            (*e->ns && !cJSON_AddStringToObject(x, "namespace", e->ns)) ||
+            !cJSON_AddStringToObject(x, "name", e->name) ||
+            !cJSON_AddNumberToObject(x, "status", (double)e->status) ||
+            !(e->changed < 0 ? cJSON_AddNullToObject(x, "changed")
+                             : cJSON_AddBoolToObject(x, "changed", e->changed)) ||
+            (e->dry_run && !cJSON_AddTrueToObject(x, "dry_run")) ||
+            (*e->fields && !add_fields(x, e->fields))) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+void journal_summary(size_t writes, size_t changed, char *buf, size_t len)
+{
+    snprintf(buf, len, "%zu write%s, %zu changed", writes, writes == 1 ? "" : "s", changed);
+}
+
+char *journal_fit(const char *text, size_t cap)
+{
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    cJSON *entries = cJSON_GetObjectItemCaseSensitive(o, "entries");
+    if (!cJSON_IsObject(o) || !cJSON_IsArray(entries)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    while (s && strlen(s) + 1 > cap && cJSON_GetArraySize(entries) > 0) {
+        cJSON_free(s);
+        /* Halve what is over rather than one entry at a time: a journal of
+         * 50 large entries fits in a few steps. */
+        int n = cJSON_GetArraySize(entries), cut = n > 8 ? n / 4 : 1;
+        for (int i = 0; i < cut; i++)
+            cJSON_DeleteItemFromArray(entries, cJSON_GetArraySize(entries) - 1);
+        const cJSON *more = cJSON_GetObjectItemCaseSensitive(o, "more");
+        double was = cJSON_IsNumber(more) ? more->valuedouble : 0;
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "more");
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "truncated");
+        if (!cJSON_AddNumberToObject(o, "more", was + cut) || !cJSON_AddTrueToObject(o, "truncated")) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        s = cJSON_PrintUnformatted(o);
+    }
+    cJSON_Delete(o);
+    if (s && strlen(s) + 1 > cap) {
+        /* Not even the counts fit: no journal at all beats a broken one. */
+        cJSON_free(s);
+        return NULL;
+    }
+    /* the caller frees with free(): cJSON's hooks may count (mem.h) */
+    char *out = s ? strdup(s) : NULL;
+    cJSON_free(s);
+    return out;
+}

@@ -1,0 +1,887 @@
+/* order.c: the manifest generator, `cozy-migrate order`.
+ *
+ * Owns turning git history into order.d/: which release tags form this
+ * line (those reachable from the revision), their version order, the first
+ * tag that carries each slug, `retired` for a slug a tag carried and the
+ * revision does not, 99999-untagged, 00000-legacy from legacy-map, ordering
+ * within a batch by `requires`, and the prefix rule against the previous
+ * release. Reads only git objects (gitread.c), never the working tree, so
+ * the same revision always gives the same bytes. Must never write anything
+ * but the batch files of the directory it is given, and never emit a
+ * manifest tree_load would refuse: it reads back what it writes. */
+#include "base/log.h"
+#include "release/order.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/exitcodes.h"
+#include "base/fsutil.h"
+#include "formats/header.h"
+
+static const char *const script_dirs[] = {"migrations/pre-apply", "migrations/background",
+                                          "legacy-sh", NULL};
+
+void rev_scripts_free(struct rev_script *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(s[i].slug);
+        free(s[i].path);
+    }
+    free(s);
+}
+
+const struct rev_script *rev_script_find(const struct rev_script *s, size_t n, const char *slug)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s[i].slug, slug) == 0)
+            return &s[i];
+    return NULL;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a > b && strcmp(s + a - b, suf) == 0;
+}
+
+int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_script **out,
+                     size_t *nout, char *err, size_t errlen)
+{
+    *out = NULL;
+    *nout = 0;
+    struct git_entry *e;
+    size_t n;
+    if (git_ls_tree(g, rev, script_dirs, &e, &n, err, errlen) != 0)
+        return EXIT_HISTORY;
+    int rc = 0;
+    struct rev_script *s = NULL;
+    size_t ns = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const char *path = e[i].path, *name = NULL, *tier = NULL, *ext = NULL;
+        for (int d = 0; script_dirs[d]; d++) {
+            size_t l = strlen(script_dirs[d]);
+            if (strncmp(path, script_dirs[d], l) == 0 && path[l] == '/') {
+                name = path + l + 1;
+                tier = d == 0 ? "pre-apply" : d == 1 ? "background" : "legacy";
+                ext = d == 2 ? ".sh" : ".lua";
+            }
+        }
+        /* lib/, nested directories, dotfiles; legacy-sh/ also holds
+         * legacy-map and whatever else its scripts need. */
+        if (!name || strchr(name, '/') || name[0] == '.')
+            continue;
+        if (!ends_with(name, ext)) {
+            if (strcmp(tier, "legacy") == 0)
+                continue;
+            snprintf(err, errlen, "%s:%s: not a migration (expected <slug>%s)", rev, path, ext);
+            rc = EXIT_PACKAGING;
+            break;
+        }
+        char slug[256];
+        snprintf(slug, sizeof slug, "%.*s", (int)(strlen(name) - strlen(ext)), name);
+        if (!slug_valid(slug)) {
+            snprintf(err, errlen,
+                     "%s:%s: '%s' is not a valid slug (lower-case letters, digits and single "
+                     "dashes, at most %d characters)",
+                     rev, path, slug, SLUG_MAX);
+            rc = EXIT_PACKAGING;
+            break;
+        }
+        const struct rev_script *dup = rev_script_find(s, ns, slug);
+        if (dup) {
+            snprintf(err, errlen, "%s: slug '%s' is shipped twice: %s and %s", rev, slug,
+                     dup->path, path);
+            rc = EXIT_PACKAGING;
+            break;
+        }
+        struct rev_script *nsn = realloc(s, (ns + 1) * sizeof *nsn);
+        if (!nsn) {
+            rc = EXIT_FAILED;
+            snprintf(err, errlen, "out of memory");
+            break;
+        }
+        s = nsn;
+        s[ns].slug = strdup(slug);
+        s[ns].path = strdup(path);
+        s[ns].tier = tier;
+        snprintf(s[ns].oid, sizeof s[ns].oid, "%s", e[i].oid);
+        ns++;
+        if (!s[ns - 1].slug || !s[ns - 1].path) {
+            rc = EXIT_FAILED;
+            snprintf(err, errlen, "out of memory");
+        }
+    }
+    git_entries_free(e, n);
+    if (rc != 0) {
+        rev_scripts_free(s, ns);
+        return rc;
+    }
+    *out = s;
+    *nout = ns;
+    return 0;
+}
+
+void walk_free(struct walk *w)
+{
+    rtags_free(w->tags, w->ntags);
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->s[i].slug);
+        free(w->s[i].path);
+    }
+    free(w->s);
+    rev_scripts_free(w->at, w->nat);
+    memset(w, 0, sizeof *w);
+}
+
+const struct walk_slug *walk_find(const struct walk *w, const char *slug)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (strcmp(w->s[i].slug, slug) == 0)
+            return &w->s[i];
+    return NULL;
+}
+
+static const struct rtag *find_version(const struct rtag *t, size_t n,
+                                       const struct release_version *v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (release_version_cmp(&t[i].v, v) == 0)
+            return &t[i];
+    return NULL;
+}
+
+static void version_name(const struct release_version *v, char *buf, size_t n)
+{
+    if (v->rc)
+        snprintf(buf, n, "v%ld.%ld.%ld-rc.%ld", v->major, v->minor, v->patch, v->rc);
+    else
+        snprintf(buf, n, "v%ld.%ld.%ld", v->major, v->minor, v->patch);
+}
+
+/* Every release but the first of a series has its predecessor in the line:
+ * rc.N needs rc.N-1, and X.Y.Z (or its rc.1) needs X.Y.Z-1. A gap means
+ * the clone lacks tags, and a manifest made from it would put slugs in the
+ * wrong batch. */
+static int check_gaps(const struct git_repo *g, const char *rev, const struct rtag *line,
+                      size_t n, char *err, size_t errlen)
+{
+    struct rtag *all = NULL;
+    size_t nall = 0;
+    int loaded = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct release_version want = line[i].v;
+        if (want.rc > 1) {
+            want.rc--;
+        } else if (want.patch > 0) {
+            want.patch--;
+            want.rc = 0;
+        } else {
+            continue;
+        }
+        if (find_version(line, n, &want))
+            continue;
+        if (!loaded && git_release_tags(g, NULL, NULL, &all, &nall, err, errlen) != 0)
+            return EXIT_HISTORY;
+        loaded = 1;
+        char name[64];
+        version_name(&want, name, sizeof name);
+        if (find_version(all, nall, &want))
+            snprintf(err, errlen,
+                     "missing previous tag: %s exists but is not an ancestor of %s, which "
+                     "holds %s: this line's history is inconsistent",
+                     name, rev, line[i].name);
+        else
+            snprintf(err, errlen,
+                     "missing previous tag: %s is in %s's history but %s is not in this clone "
+                     "(fetch every tag: git fetch --tags)",
+                     line[i].name, rev, name);
+        rtags_free(all, nall);
+        return EXIT_HISTORY;
+    }
+    rtags_free(all, nall);
+    return 0;
+}
+
+int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *err,
+               size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    int sh = git_is_shallow(g, err, errlen);
+    if (sh < 0)
+        return EXIT_HISTORY;
+    if (sh) {
+        snprintf(err, errlen,
+                 "%s: shallow clone: the manifest needs every release tag's tree (git fetch "
+                 "--unshallow --tags)",
+                 g->dir);
+        return EXIT_HISTORY;
+    }
+    char oid[65];
+    if (git_commit_of(g, rev, oid, err, errlen) != 0)
+        return EXIT_HISTORY;
+    struct rtag *at_rev = NULL;
+    size_t nat_rev = 0;
+    if (git_release_tags(g, oid, NULL, &w->tags, &w->ntags, err, errlen) != 0 ||
+        git_release_tags(g, NULL, oid, &at_rev, &nat_rev, err, errlen) != 0) {
+        walk_free(w);
+        return EXIT_HISTORY;
+    }
+    w->rev_tagged = nat_rev > 0;
+    rtags_free(at_rev, nat_rev);
+    int rc = check_gaps(g, rev, w->tags, w->ntags, err, errlen);
+    if (rc == 0)
+        rc = order_scripts_at(g, oid, &w->at, &w->nat, err, errlen);
+    if (rc == EXIT_PACKAGING) {
+        /* Name the revision as the user did, not by its id. */
+        char *colon = strchr(err, ':');
+        if (colon) {
+            char tmp[2048];
+            snprintf(tmp, sizeof tmp, "%s%s", rev, colon);
+            snprintf(err, errlen, "%s", tmp);
+        }
+    }
+    for (size_t t = 0; rc == 0 && t < w->ntags; t++) {
+        struct rev_script *s;
+        size_t ns;
+        if ((rc = order_scripts_at(g, w->tags[t].name, &s, &ns, err, errlen)) != 0)
+            break;
+        for (size_t i = 0; rc == 0 && i < ns; i++) {
+            if (strcmp(s[i].tier, "legacy") == 0)
+                continue;
+            struct walk_slug *ws = (struct walk_slug *)walk_find(w, s[i].slug);
+            if (ws) {
+                ws->last = t;
+                ws->count++;
+                continue;
+            }
+            struct walk_slug *nw = realloc(w->s, (w->n + 1) * sizeof *nw);
+            if (!nw) {
+                snprintf(err, errlen, "out of memory");
+                rc = EXIT_FAILED;
+                break;
+            }
+            w->s = nw;
+            ws = &w->s[w->n++];
+            memset(ws, 0, sizeof *ws);
+            ws->slug = strdup(s[i].slug);
+            ws->path = strdup(s[i].path);
+            ws->tier = s[i].tier;
+            ws->first = ws->last = t;
+            ws->count = 1;
+            snprintf(ws->oid, sizeof ws->oid, "%s", s[i].oid);
+            if (!ws->slug || !ws->path) {
+                snprintf(err, errlen, "out of memory");
+                rc = EXIT_FAILED;
+            }
+        }
+        rev_scripts_free(s, ns);
+    }
+    if (rc != 0)
+        walk_free(w);
+    return rc;
+}
+
+/* ---- generation ---------------------------------------------------------- */
+
+struct node {
+    char *slug;
+    size_t batch;               /* index into the output batches */
+    int retired;
+    const char *label;          /* "REV:path" for errors (points into labels) */
+    struct header h;
+    int has_header;
+    int placed;
+};
+
+struct gen {
+    struct node *n;
+    size_t nn;
+    char **labels;
+    size_t nlabels;
+    char (*names)[128];         /* batch names */
+    size_t nbatches;
+};
+
+static void gen_free(struct gen *gn)
+{
+    for (size_t i = 0; i < gn->nn; i++) {
+        free(gn->n[i].slug);
+        header_free(&gn->n[i].h);
+    }
+    free(gn->n);
+    for (size_t i = 0; i < gn->nlabels; i++)
+        free(gn->labels[i]);
+    free(gn->labels);
+    free(gn->names);
+    memset(gn, 0, sizeof *gn);
+}
+
+static struct node *gen_find(struct gen *gn, const char *slug)
+{
+    for (size_t i = 0; i < gn->nn; i++)
+        if (strcmp(gn->n[i].slug, slug) == 0)
+            return &gn->n[i];
+    return NULL;
+}
+
+static int add_batch(struct gen *gn, const char *name)
+{
+    char(*nb)[128] = realloc(gn->names, (gn->nbatches + 1) * sizeof *nb);
+    if (!nb)
+        return -1;
+    gn->names = nb;
+    snprintf(nb[gn->nbatches++], 128, "%s", name);
+    return 0;
+}
+
+static struct node *add_node(struct gen *gn, const char *slug, int retired)
+{
+    struct node *nn = realloc(gn->n, (gn->nn + 1) * sizeof *nn);
+    if (!nn)
+        return NULL;
+    gn->n = nn;
+    struct node *x = &nn[gn->nn];
+    memset(x, 0, sizeof *x);
+    if (!(x->slug = strdup(slug)))
+        return NULL;
+    x->batch = gn->nbatches - 1;
+    x->retired = retired;
+    gn->nn++;
+    return x;
+}
+
+/* Reads and parses the header of blob oid, labelled "rev:path". */
+static int load_header(const struct git_repo *g, struct gen *gn, struct node *x, const char *rev,
+                       const char *path, const char *oid, char *err, size_t errlen)
+{
+    char **nl = realloc(gn->labels, (gn->nlabels + 1) * sizeof *nl);
+    if (!nl)
+        return EXIT_FAILED;
+    gn->labels = nl;
+    size_t l = strlen(rev) + strlen(path) + 2;
+    if (!(nl[gn->nlabels] = malloc(l)))
+        return EXIT_FAILED;
+    snprintf(nl[gn->nlabels], l, "%s:%s", rev, path);
+    x->label = nl[gn->nlabels++];
+    char *text;
+    size_t len;
+    if (git_blob(g, oid, &text, &len, err, errlen) != 0)
+        return EXIT_HISTORY;
+    int rc = header_parse(x->label, text, len, ends_with(path, ".lua"), &x->h, err, errlen);
+    free(text);
+    if (rc != 0)
+        return EXIT_PACKAGING;
+    x->has_header = 1;
+    return 0;
+}
+
+static int cmp_node_slug(const void *a, const void *b)
+{
+    return strcmp(((const struct node *)a)->slug, ((const struct node *)b)->slug);
+}
+
+/* The first unplaced node of batch b that x requires, or NULL: one step
+ * along the cycle describe_cycle walks. */
+static struct node *cycle_next(struct gen *gn, const struct node *x, size_t b)
+{
+    for (size_t r = 0; r < x->h.nrequires; r++) {
+        struct node *y = gen_find(gn, x->h.requires[r]);
+        if (y && y->batch == b && !y->placed)
+            return y;
+    }
+    return NULL;
+}
+
+/* Describes a cycle among the unplaced nodes of batch b. */
+static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, char *err,
+                           size_t errlen)
+{
+    struct node *start = NULL;
+    for (size_t i = from; i < to && !start; i++)
+        if (!gn->n[i].placed)
+            start = &gn->n[i];
+    /* Walk unplaced requires edges; after nn steps we are on the cycle. */
+    struct node *x = start;
+    for (size_t step = 0; x && step < gn->nn; step++)
+        x = cycle_next(gn, x, b);
+    if (!x) {
+        snprintf(err, errlen, "order.d/%s: requires form a cycle", gn->names[b]);
+        return;
+    }
+    /* Name the cycle from its alphabetically first member, so the message
+     * does not depend on where the walk entered it. */
+    struct node *y = x, *first = x;
+    do {
+        y = cycle_next(gn, y, b);
+        if (y && strcmp(y->slug, first->slug) < 0)
+            first = y;
+    } while (y && y != x);
+    x = first;
+    char chain[1024];
+    size_t off = (size_t)snprintf(chain, sizeof chain, "%s", x->slug);
+    y = x;
+    do {
+        y = cycle_next(gn, y, b);
+        if (y && off < sizeof chain)
+            off += (size_t)snprintf(chain + off, sizeof chain - off, " -> %s", y->slug);
+    } while (y && y != x && off < sizeof chain);
+    snprintf(err, errlen, "%s: requires form a cycle: %s", x->label, chain);
+}
+
+int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
+                   size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    struct walk w;
+    int rc = order_walk(g, rev, &w, err, errlen);
+    if (rc != 0)
+        return rc;
+    struct gen gn;
+    memset(&gn, 0, sizeof gn);
+    struct legacy_map lm;
+    memset(&lm, 0, sizeof lm);
+
+    /* 00000-legacy: legacy-map's order, a missing script retired. */
+    char label[512];
+    snprintf(label, sizeof label, "%s:legacy-sh/legacy-map", rev);
+    struct git_entry *le = NULL;
+    size_t nle = 0;
+    static const char *const lm_path[] = {"legacy-sh/legacy-map", NULL};
+    if (git_ls_tree(g, rev, lm_path, &le, &nle, err, errlen) != 0) {
+        rc = EXIT_HISTORY;
+        goto out;
+    }
+    if (nle == 1) {
+        char *text;
+        size_t len;
+        if (git_blob(g, le[0].oid, &text, &len, err, errlen) != 0) {
+            rc = EXIT_HISTORY;
+        } else {
+            if (legacy_map_parse(label, text, len, &lm, err, errlen) != 0)
+                rc = EXIT_PACKAGING;
+            free(text);
+        }
+    }
+    git_entries_free(le, nle);
+    if (rc != 0)
+        goto out;
+    if (lm.n && add_batch(&gn, LEGACY_BATCH) != 0)
+        goto oom;
+    for (size_t i = 0; i < lm.n; i++) {
+        const struct rev_script *s = rev_script_find(w.at, w.nat, lm.e[i].slug);
+        if (s && strcmp(s->tier, "legacy") != 0) {
+            snprintf(err, errlen, "%s:%d: '%s' is a legacy slug, but %s is not a shell script",
+                     label, lm.e[i].line, lm.e[i].slug, s->path);
+            rc = EXIT_PACKAGING;
+            goto out;
+        }
+        struct node *x = add_node(&gn, lm.e[i].slug, !s);
+        if (!x)
+            goto oom;
+        if (s && (rc = load_header(g, &gn, x, rev, s->path, s->oid, err, errlen)) != 0)
+            goto out;
+    }
+    for (size_t i = 0; i < w.nat; i++) {
+        if (strcmp(w.at[i].tier, "legacy") != 0)
+            continue;
+        int mapped = 0;
+        for (size_t k = 0; k < lm.n && !mapped; k++)
+            mapped = strcmp(lm.e[k].slug, w.at[i].slug) == 0;
+        if (!mapped) {
+            snprintf(err, errlen, "%s:%s: not in legacy-sh/legacy-map (every legacy script has "
+                     "its old number there)", rev, w.at[i].path);
+            rc = EXIT_PACKAGING;
+            goto out;
+        }
+    }
+    size_t first_new = gn.nn;
+
+    /* One batch per tag that first carries a slug. Legacy slugs stay out. */
+    for (size_t t = 0; t < w.ntags; t++) {
+        int opened = 0;
+        for (size_t i = 0; i < w.n; i++) {
+            const struct walk_slug *ws = &w.s[i];
+            if (ws->first != t)
+                continue;
+            int legacy = 0;
+            for (size_t k = 0; k < lm.n && !legacy; k++)
+                legacy = strcmp(lm.e[k].slug, ws->slug) == 0;
+            if (legacy)
+                continue;
+            if (!opened) {
+                char name[128];
+                snprintf(name, sizeof name, "%05zu-%s", t + 1, w.tags[t].name);
+                if (add_batch(&gn, name) != 0)
+                    goto oom;
+                opened = 1;
+            }
+            const struct rev_script *now = rev_script_find(w.at, w.nat, ws->slug);
+            if (now && strcmp(now->tier, "legacy") == 0) {
+                snprintf(err, errlen, "%s:%s: slug '%s' was shipped as %s in %s: a slug is "
+                         "never reused", rev, now->path, ws->slug, ws->path, w.tags[t].name);
+                rc = EXIT_PACKAGING;
+                goto out;
+            }
+            struct node *x = add_node(&gn, ws->slug, !now);
+            if (!x)
+                goto oom;
+            if ((rc = load_header(g, &gn, x, w.tags[t].name, ws->path, ws->oid, err, errlen)) != 0)
+                goto out;
+        }
+    }
+    /* Slugs no tag carries yet. */
+    int opened = 0;
+    for (size_t i = 0; i < w.nat; i++) {
+        const struct rev_script *s = &w.at[i];
+        if (strcmp(s->tier, "legacy") == 0 || walk_find(&w, s->slug))
+            continue;
+        int legacy = 0;
+        for (size_t k = 0; k < lm.n && !legacy; k++)
+            legacy = strcmp(lm.e[k].slug, s->slug) == 0;
+        if (legacy)
+            continue;
+        if (w.rev_tagged) {
+            /* The tag at rev carries every script rev holds. */
+            snprintf(err, errlen, "%s:%s: '%s' is in no release tag although %s is tagged", rev,
+                     s->path, s->slug, rev);
+            rc = EXIT_FAILED;
+            goto out;
+        }
+        if (!opened) {
+            if (add_batch(&gn, UNTAGGED_BATCH) != 0)
+                goto oom;
+            opened = 1;
+        }
+        struct node *x = add_node(&gn, s->slug, 0);
+        if (!x)
+            goto oom;
+        if ((rc = load_header(g, &gn, x, rev, s->path, s->oid, err, errlen)) != 0)
+            goto out;
+    }
+
+    /* requires: present, not later, and within a batch an order. */
+    for (size_t i = 0; i < gn.nn; i++) {
+        struct node *x = &gn.n[i];
+        for (size_t r = 0; x->has_header && r < x->h.nrequires; r++) {
+            struct node *y = gen_find(&gn, x->h.requires[r]);
+            if (!y) {
+                snprintf(err, errlen, "%s: requires '%s', which no release carries and %s does "
+                         "not hold (dangling requires)", x->label, x->h.requires[r], rev);
+                rc = EXIT_PACKAGING;
+                goto out;
+            }
+            if (y->batch > x->batch) {
+                snprintf(err, errlen, "%s: requires '%s', which first ships in a later batch "
+                         "(%s, after %s)", x->label, y->slug, gn.names[y->batch],
+                         gn.names[x->batch]);
+                rc = EXIT_PACKAGING;
+                goto out;
+            }
+            if (y == x) {
+                snprintf(err, errlen, "%s: requires form a cycle: %s -> %s", x->label, x->slug,
+                         x->slug);
+                rc = EXIT_PACKAGING;
+                goto out;
+            }
+            if (i < first_new && y > x) {
+                snprintf(err, errlen, "%s: requires '%s', which comes after it in legacy-map",
+                         x->label, y->slug);
+                rc = EXIT_PACKAGING;
+                goto out;
+            }
+        }
+    }
+
+    if (!(m->b = calloc(gn.nbatches ? gn.nbatches : 1, sizeof *m->b)))
+        goto oom;
+    size_t at = 0;
+    for (size_t b = 0; b < gn.nbatches; b++) {
+        size_t from = at, to = at;
+        while (to < gn.nn && gn.n[to].batch == b)
+            to++;
+        at = to;
+        struct batch *ob = &m->b[m->n++];
+        char path[200];
+        snprintf(path, sizeof path, "order.d/%s", gn.names[b]);
+        if (!(ob->name = strdup(gn.names[b])) || !(ob->path = strdup(path)) ||
+            !(ob->e = calloc(to - from ? to - from : 1, sizeof *ob->e)))
+            goto oom;
+        int legacy = b == 0 && first_new > 0;
+        if (!legacy && to - from > 1)
+            qsort(gn.n + from, to - from, sizeof *gn.n, cmp_node_slug);
+        /* Alphabetical, except where requires demand otherwise: always
+         * the first slug (alphabetically) whose same-batch requires are
+         * placed. Legacy keeps the map's order. */
+        for (size_t k = from; k < to; k++) {
+            struct node *pick = NULL;
+            for (size_t i = from; i < to && !pick; i++) {
+                struct node *x = &gn.n[i];
+                if (x->placed)
+                    continue;
+                int ready = 1;
+                for (size_t r = 0; !legacy && r < x->h.nrequires && ready; r++) {
+                    struct node *y = gen_find(&gn, x->h.requires[r]);
+                    if (y && y->batch == b && !y->placed)
+                        ready = 0;
+                }
+                if (ready)
+                    pick = x;
+            }
+            if (!pick) {
+                describe_cycle(&gn, from, to, b, err, errlen);
+                rc = EXIT_PACKAGING;
+                goto out;
+            }
+            pick->placed = 1;
+            struct batch_entry *be = &ob->e[ob->n];
+            if (!(be->slug = strdup(pick->slug)))
+                goto oom;
+            be->retired = pick->retired;
+            be->line = (int)++ob->n;
+        }
+    }
+    goto out;
+oom:
+    snprintf(err, errlen, "out of memory");
+    rc = EXIT_FAILED;
+out:
+    if (rc != 0)
+        manifest_free(m);
+    legacy_map_free(&lm);
+    gen_free(&gn);
+    walk_free(&w);
+    return rc;
+}
+
+char *order_batch_text(const struct batch *b, size_t *len)
+{
+    size_t cap = 1;
+    for (size_t i = 0; i < b->n; i++)
+        cap += strlen(b->e[i].slug) + 10;
+    char *s = malloc(cap);
+    if (!s)
+        return NULL;
+    size_t off = 0;
+    for (size_t i = 0; i < b->n; i++)
+        off += (size_t)snprintf(s + off, cap - off, "%s%s\n", b->e[i].slug,
+                                b->e[i].retired ? " retired" : "");
+    *len = off;
+    return s;
+}
+
+int order_check_prefix(const struct git_repo *g, const char *rev, const struct manifest *m,
+                       char *note, size_t notelen, char *err, size_t errlen)
+{
+    char oid[65];
+    if (git_commit_of(g, rev, oid, err, errlen) != 0)
+        return EXIT_HISTORY;
+    struct rtag *line = NULL, *here = NULL, *all = NULL;
+    size_t nline = 0, nhere = 0, nall = 0;
+    int rc = 0;
+    if (git_release_tags(g, oid, NULL, &line, &nline, err, errlen) != 0 ||
+        git_release_tags(g, NULL, oid, &here, &nhere, err, errlen) != 0 ||
+        git_release_tags(g, NULL, NULL, &all, &nall, err, errlen) != 0) {
+        rc = EXIT_HISTORY;
+        goto out;
+    }
+    const struct rtag *prev = NULL;
+    for (size_t i = 0; i < nline; i++) {
+        int at_rev = 0;
+        for (size_t k = 0; k < nhere && !at_rev; k++)
+            at_rev = strcmp(here[k].name, line[i].name) == 0;
+        if (!at_rev)
+            prev = &line[i];
+    }
+    if (!prev) {
+        if (nall > nhere) {
+            snprintf(err, errlen, "missing previous tag: %zu release tag(s) exist but none is an "
+                     "ancestor of %s, so there is no previous release to compare with",
+                     nall - nhere, rev);
+            rc = EXIT_HISTORY;
+        } else {
+            snprintf(note, notelen, "no earlier release tag: nothing to compare with");
+        }
+        goto out;
+    }
+    struct manifest pm;
+    if ((rc = order_generate(g, prev->name, &pm, err, errlen)) != 0) {
+        char tmp[2048];
+        snprintf(tmp, sizeof tmp, "regenerating %s's manifest: %s", prev->name, err);
+        snprintf(err, errlen, "%s", tmp);
+        goto out;
+    }
+    for (size_t b = 0; b < pm.n && rc == 0; b++) {
+        const struct batch *pb = &pm.b[b];
+        const struct batch *cb = b < m->n ? &m->b[b] : NULL;
+        if (!cb || strcmp(cb->name, pb->name) != 0) {
+            snprintf(err, errlen, "order.d/%s: %s's manifest has it as batch %zu, this one %s%s: "
+                     "the manifest would rewrite a released one", pb->name, prev->name, b + 1,
+                     cb ? "has " : "ends before it", cb ? cb->name : "");
+            rc = EXIT_RELEASED;
+            break;
+        }
+        for (size_t i = 0; i < pb->n || i < cb->n; i++) {
+            const struct batch_entry *pe = i < pb->n ? &pb->e[i] : NULL;
+            const struct batch_entry *ce = i < cb->n ? &cb->e[i] : NULL;
+            /* Retiring a slug (deleting its script) is the one change a
+             * released line may see. */
+            if (pe && ce && strcmp(pe->slug, ce->slug) == 0 && (pe->retired == ce->retired ||
+                                                                  ce->retired))
+                continue;
+            snprintf(err, errlen, "order.d/%s:%zu: %s's manifest has %s%s%s here, this one %s%s%s: "
+                     "the manifest would rewrite a released one", pb->name, i + 1, prev->name,
+                     pe ? "'" : "nothing", pe ? pe->slug : "", pe ? (pe->retired ? " retired'" : "'") : "",
+                     ce ? "'" : "nothing", ce ? ce->slug : "",
+                     ce ? (ce->retired ? " retired'" : "'") : "");
+            rc = EXIT_RELEASED;
+            break;
+        }
+    }
+    if (rc == 0)
+        snprintf(note, notelen, "%s's manifest (%zu batch%s) is a prefix of this one",
+                 prev->name, pm.n, pm.n == 1 ? "" : "es");
+    manifest_free(&pm);
+out:
+    rtags_free(line, nline);
+    rtags_free(here, nhere);
+    rtags_free(all, nall);
+    return rc;
+}
+
+static int batch_like(const char *name)
+{
+    for (int i = 0; i < 5; i++)
+        if (name[i] < '0' || name[i] > '9')
+            return 0;
+    return name[5] == '-';
+}
+
+int order_write(const struct manifest *m, const char *dir, char *err, size_t errlen)
+{
+    /* A destination that is no directory of batches is a wrong --out (or
+     * tree), said as usage; only a failing write is an I/O error. */
+    struct stat dst;
+    if (stat(dir, &dst) == 0 && !S_ISDIR(dst.st_mode)) {
+        snprintf(err, errlen, "%s: not a directory: the manifest is a directory of batch files "
+                 "(give --out a directory)", dir);
+        return EXIT_USAGE;
+    }
+    if (fs_mkdirs(dir, 0755) != 0) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return errno == ENOTDIR || errno == EEXIST ? EXIT_USAGE : EXIT_FAILED;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return EXIT_FAILED;
+    }
+    /* Stale batches from an earlier generation would change the order;
+     * anything that is not a batch is not ours to delete. */
+    struct dirent *de;
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || !batch_like(de->d_name)) {
+            snprintf(err, errlen, "%s: not a batch file; refusing to replace %s", path, dir);
+            rc = EXIT_USAGE;
+        }
+    }
+    closedir(d);
+    if (rc == 0 && (d = opendir(dir))) {
+        while (rc == 0 && (de = readdir(d))) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            if (batch_like(de->d_name) && unlink(path) != 0) {
+                snprintf(err, errlen, "%s: %s", path, strerror(errno));
+                rc = EXIT_FAILED;
+            }
+        }
+        closedir(d);
+    }
+    for (size_t b = 0; rc == 0 && b < m->n; b++) {
+        size_t len;
+        char *text = order_batch_text(&m->b[b], &len);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, m->b[b].name);
+        if (!text || fs_write(path, text, len, 0644) != 0) {
+            snprintf(err, errlen, "%s: %s", path, text ? strerror(errno) : "out of memory");
+            rc = EXIT_FAILED;
+        }
+        free(text);
+    }
+    if (rc != 0)
+        return rc;
+    /* The runner must read exactly what was written. */
+    struct manifest back;
+    if (manifest_load(dir, &back, err, errlen) != 0)
+        return EXIT_FAILED;
+    int same = back.n == m->n;
+    for (size_t b = 0; same && b < m->n; b++) {
+        same = strcmp(back.b[b].name, m->b[b].name) == 0 && back.b[b].n == m->b[b].n;
+        for (size_t i = 0; same && i < m->b[b].n; i++)
+            same = strcmp(back.b[b].e[i].slug, m->b[b].e[i].slug) == 0 &&
+                   back.b[b].e[i].retired == m->b[b].e[i].retired;
+    }
+    manifest_free(&back);
+    if (!same) {
+        snprintf(err, errlen, "%s: reading the written manifest back gave something else", dir);
+        return EXIT_FAILED;
+    }
+    return 0;
+}
+
+int order_cmd(const char *repo, const char *rev, const char *out, int check_prefix)
+{
+    char err[2048];
+    struct git_repo g;
+    int r = git_open(repo, &g, err, sizeof err);
+    if (r != GIT_OK) {
+        log_fatal("order: %s", err);
+        return r == GIT_MISSING ? EXIT_TOOL : EXIT_HISTORY;
+    }
+    struct manifest m;
+    int rc = order_generate(&g, rev, &m, err, sizeof err);
+    if (rc != 0) {
+        log_fatal("order: %s", err);
+        git_close(&g);
+        return rc;
+    }
+    char note[512] = "";
+    if (check_prefix && (rc = order_check_prefix(&g, rev, &m, note, sizeof note, err,
+                                                  sizeof err)) != 0) {
+        log_fatal("order: %s", err);
+        manifest_free(&m);
+        git_close(&g);
+        return rc;
+    }
+    char dir[4096];
+    if (out)
+        snprintf(dir, sizeof dir, "%s", out);
+    else
+        snprintf(dir, sizeof dir, "%s/migrations/order.d", repo);
+    rc = order_write(&m, dir, err, sizeof err);
+    if (rc != 0) {
+        log_fatal("order: %s", err);
+    } else {
+        size_t slugs = 0, retired = 0;
+        for (size_t b = 0; b < m.n; b++)
+            for (size_t i = 0; i < m.b[b].n; i++, slugs++)
+                retired += m.b[b].e[i].retired;
+        out_line("order: %zu batch%s, %zu slug%s (%zu retired) in %s%s%s", m.n,
+               m.n == 1 ? "" : "es", slugs, slugs == 1 ? "" : "s", retired, dir,
+               *note ? "; " : "", note);
+    }
+    manifest_free(&m);
+    git_close(&g);
+    return rc;
+}

@@ -1,0 +1,76 @@
+/* order.h: the manifest generator (DESIGN.md "The manifest generator"):
+ * order.d/ from the release tags of this line's git history. */
+#ifndef COZY_ORDER_H
+#define COZY_ORDER_H
+#include <stddef.h>
+
+#include "release/gitread.h"
+#include "formats/manifest.h"
+
+#define UNTAGGED_BATCH "99999-untagged"
+#define LEGACY_BATCH "00000-legacy"
+
+/* A script as a revision's tree holds it. tier is "pre-apply",
+ * "background" or "legacy" (legacy-sh/<slug>.sh). */
+struct rev_script {
+    char *slug;
+    const char *tier;
+    char *path;                 /* relative to the tree root */
+    char oid[65];
+};
+/* The scripts of rev's tree; an exit code (0, EXIT_PACKAGING for a file
+ * that is no migration, EXIT_HISTORY when git fails) with err. */
+int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_script **s,
+                     size_t *n, char *err, size_t errlen);
+void rev_scripts_free(struct rev_script *s, size_t n);
+const struct rev_script *rev_script_find(const struct rev_script *s, size_t n, const char *slug);
+
+/* The tag walk: this line's release tags (reachable from rev) in version
+ * order, and for each slug any of them carries, the first one. */
+struct walk_slug {
+    char *slug;
+    size_t first;               /* index into tags */
+    char *path;                 /* at that tag */
+    char oid[65];
+    const char *tier;
+    size_t last;                /* the last tag that carries it */
+    size_t count;               /* how many tags carry it */
+};
+struct walk {
+    struct rtag *tags;
+    size_t ntags;
+    struct walk_slug *s;
+    size_t n;
+    struct rev_script *at;      /* rev's own scripts */
+    size_t nat;
+    int rev_tagged;             /* a release tag points at rev */
+};
+/* An exit code with err: EXIT_HISTORY for a shallow clone, a missing
+ * previous tag or a git failure, EXIT_PACKAGING for a bad file at a tag. */
+int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *err,
+               size_t errlen);
+void walk_free(struct walk *w);
+const struct walk_slug *walk_find(const struct walk *w, const char *slug);
+
+/* Generates rev's manifest. An exit code (0, EXIT_PACKAGING for a cycle, a
+ * dangling `requires`, a `requires` on a later batch, a bad header or
+ * legacy-map; EXIT_HISTORY) with one line in err. */
+int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
+                   size_t errlen);
+/* The text of one batch file. NULL when out of memory. */
+char *order_batch_text(const struct batch *b, size_t *len);
+/* Checks that the previous release's manifest (regenerated from its tag)
+ * is a prefix of m: the same batch files, byte for byte, except that a
+ * slug may since have been retired. 0 (note says what was compared),
+ * EXIT_RELEASED, or EXIT_HISTORY. */
+int order_check_prefix(const struct git_repo *g, const char *rev, const struct manifest *m,
+                       char *note, size_t notelen, char *err, size_t errlen);
+/* Replaces the batch files in dir with m's, then reads them back with
+ * manifest_load and fails unless they are what was written. 0,
+ * EXIT_USAGE (dir is not a directory, or holds something other than batch
+ * files) or EXIT_FAILED (a write failed). */
+int order_write(const struct manifest *m, const char *dir, char *err, size_t errlen);
+
+/* `cozy-migrate order`. */
+int order_cmd(const char *repo, const char *rev, const char *out, int check_prefix);
+#endif

@@ -1,0 +1,1105 @@
+/* child.c: run ONE migration in a child process and supervise it, the way
+ * git's run-command.c runs its helpers.
+ *
+ * Owns: the fork; the child's own process group (so one kill(-pgid) reaches
+ * every grandchild a legacy script starts); exactly which fds the child keeps
+ * (stdin /dev/null, stdout+stderr on one pipe, a status pipe on fd 3, nothing
+ * else: the parent's TLS socket and lease connection are never shared); in
+ * the Lua child, running the sandbox and reporting its status, its write
+ * journal kept in memory shared with the parent (so it outlives the child
+ * however it ends); in the parent,
+ * streaming "[slug] line" to stderr, the 20-line tail, the deadline (TERM,
+ * grace, KILL to the group; the same when a stop signal reaches the runner,
+ * stop.h), the tick that renews the lease while waiting, and turning how
+ * the child ended into an outcome; and, when the runner
+ * dies under a shell child, removing the file it asked to be removed.
+ *
+ * Must never: write the ledger or decide whether a migration runs (the
+ * caller does, from the result); leave any process of the group alive when
+ * child_run returns; wait forever on a pipe a stray grandchild holds open;
+ * let the child return into the caller's code (it always ends in _exit, so
+ * no atexit handler or stdio buffer of the parent runs twice). */
+#include "run/child.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/defaults.h"
+#include "kube/journal.h"
+#include "base/log.h"
+#include "kube/overlay.h"
+#include "lua/sandbox.h"
+#include "base/stop.h"
+#include "base/util.h"
+
+#define TAIL_LINES OUTPUT_TAIL_LINES
+#define TAIL_MAX OUTPUT_TAIL_MAX    /* bytes of res->tail, NUL included */
+#define RING_LINE_MAX 1024      /* one tail line; longer ones end in "..." */
+#define STREAM_LINE_MAX 4096    /* a longer line is streamed in pieces */
+#define STATUS_MAX 4096       /* the verdict line (and the preview's note): the write
+                                 * journal does not go through the pipe, see journal_map */
+#define STATUS_FD 3
+/* After the main child is reaped and its group killed, how long we keep
+ * reading for output still in flight. Only a process that left the group
+ * (setsid) can hold the pipe open longer, and we must not wait for it. */
+#define DRAIN_S 0.5
+/* The Lua child enforces the deadline itself (a clean Timeout error, output
+ * flushed); the parent's TERM comes this much later, as the backstop for a
+ * script stuck inside C. The outcome is Timeout either way. */
+#define LUA_BACKSTOP_S 1.0
+/* Without a pidfd, poll cannot wake on the child's exit while a grandchild
+ * holds the pipe, so it wakes this often to check. */
+#define POLL_CAP_MS 50
+
+extern char **environ;
+
+/* ---- helpers both sides use ---------------------------------------------- */
+
+/* Async-signal-safe: the shell child between fork and exec must not call
+ * snprintf or strerror (another thread of the parent may hold their locks). */
+static size_t append(char *buf, size_t at, size_t cap, const char *s)
+{
+    while (*s && at + 1 < cap)
+        buf[at++] = *s++;
+    buf[at] = 0;
+    return at;
+}
+
+static size_t append_uint(char *buf, size_t at, size_t cap, unsigned v)
+{
+    char tmp[16];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && n < sizeof tmp);
+    while (n && at + 1 < cap)
+        buf[at++] = tmp[--n];
+    buf[at] = 0;
+    return at;
+}
+
+/* The status record of a child that could not start: "error\tSpawnError\t
+ * STAGE:ERRNO\n"; the parent turns ERRNO into text. */
+static void report_spawn_error(int fd, const char *stage, int err)
+{
+    char buf[96];
+    size_t n = append(buf, 0, sizeof buf, "error\tSpawnError\t");
+    n = append(buf, n, sizeof buf, stage);
+    n = append(buf, n, sizeof buf, ":");
+    n = append_uint(buf, n, sizeof buf, (unsigned)err);
+    n = append(buf, n, sizeof buf, "\n");
+    (void)write_all(fd, buf, n);
+}
+
+/* "5m", "1h30m", "90ms", "1.5s": how the timeout is said in messages. */
+static void fmt_duration(double s, char *buf, size_t len)
+{
+    if (!(s > 0)) {
+        snprintf(buf, len, "0s");
+        return;
+    }
+    long long ms = llround(s * 1000.0);
+    if (ms < 1000) {
+        snprintf(buf, len, "%lldms", ms);
+    } else if (ms % 1000) {
+        snprintf(buf, len, "%lld.%03llds", ms / 1000, ms % 1000);
+        char *p = buf + strlen(buf) - 2; /* before the 's' */
+        while (*p == '0')
+            *p-- = 0;
+        strcat(buf, "s");
+    } else {
+        long long sec = ms / 1000, h = sec / 3600, m = sec % 3600 / 60, r = sec % 60;
+        size_t n = 0;
+        buf[0] = 0;
+        if (h)
+            n += (size_t)snprintf(buf + n, len - n, "%lldh", h);
+        if (m && n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%lldm", m);
+        if (r && n < len)
+            snprintf(buf + n, len - n, "%llds", r);
+    }
+}
+
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGSYS: return "SIGSYS";
+    }
+    return "signal";
+}
+
+/* ---- the child side ------------------------------------------------------ */
+
+/* Everything the child needs, prepared by the parent before fork so the
+ * shell child allocates nothing before exec. */
+struct launch {
+    const struct child_spec *spec;
+    const char *path;            /* absolute when a workdir would change its meaning */
+    char **envp;                 /* shell only */
+    const char *slug;
+    pid_t parent;
+    int out_w, st_w, devnull;
+    double deadline;             /* the script's deadline (monotonic), 0 = none */
+    size_t mem;
+    struct journal_log *journal; /* Lua: the write journal's log, shared with the parent */
+};
+
+/* What the Lua child's state learns about its run: handed over in the
+ * spec, never through a global or the environment. */
+static void lua_child_ctx(const struct launch *l, struct host_ctx *hc)
+{
+    memset(hc, 0, sizeof *hc);
+    if (l->spec->kube)
+        hc->kube = *l->spec->kube;
+    else
+        kube_default_options(&hc->kube);
+    hc->deadline = l->deadline;
+    hc->overlay_path = l->spec->overlay_path;
+    hc->journal_log = l->journal;
+}
+
+static void close_from(int lowfd)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+        return;
+#endif
+    /* Old kernels: close them one by one. */
+    long max = sysconf(_SC_OPEN_MAX);
+    if (max < 0 || max > (1L << 20))
+        max = 1L << 20;
+    for (long fd = lowfd; fd < max; fd++)
+        close((int)fd);
+}
+
+/* The Lua child: the sandbox, then one status record on fd 3. */
+/* The lease watch: a thread of the migration's group leader that kills the
+ * whole group once the runner's hold on the lock can no longer be vouched
+ * for (the runner renews the shared word; a stopped or wedged runner does
+ * not). Polling is cheap and needs nothing from the parent. */
+#define WATCH_EVERY_NS (50 * 1000 * 1000)
+
+static void *lease_watch(void *arg)
+{
+    const _Atomic(long long) *until = arg;
+    for (;;) {
+        long long u = atomic_load(until);
+        if (u && (long long)(now_mono() * 1e6) >= u)
+            kill(0, SIGKILL);
+        struct timespec ts = {0, WATCH_EVERY_NS};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void start_watch(const struct child_spec *spec)
+{
+    if (!spec->lease_until_us)
+        return;
+    pthread_t t;
+    pthread_attr_t a;
+    if (pthread_attr_init(&a) != 0 || pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) != 0 ||
+        pthread_create(&t, &a, lease_watch, (void *)spec->lease_until_us) != 0) {
+        /* Without a watch the runner's own checks still stop it, later. */
+        log_warn("cannot start the lease watch: the runner's checks alone guard this migration");
+    }
+    pthread_attr_destroy(&a);
+}
+
+/* The status record on fd 3: "ok\t\t" or "error\tREASON\tMESSAGE", then,
+ * when a preview met a write it cannot predict, "unpredictable\tWHY". */
+static void one_line(char *p)
+{
+    /* a CR stays, for the parent to show escaped: it is no separator */
+    for (; *p; p++)
+        if (*p == '\n' || *p == '\t')
+            *p = ' ';
+}
+
+static void write_status(enum sandbox_status st, char *err, const struct host_ctx *hc)
+{
+    char rec[1200];
+    if (st == SANDBOX_OK) {
+        snprintf(rec, sizeof rec, "ok\t\t\n");
+    } else {
+        /* One line, three tab-separated fields: no tab or newline inside. */
+        one_line(err);
+        snprintf(rec, sizeof rec, "error\t%s\t%.1100s\n", sandbox_status_name(st), err);
+    }
+    (void)write_all(STATUS_FD, rec, strlen(rec));
+    if (hc && hc->unpredictable) {
+        char why[sizeof hc->unpredictable_why];
+        snprintf(why, sizeof why, "%s", hc->unpredictable_why);
+        one_line(why);
+        snprintf(rec, sizeof rec, "unpredictable\t%.1000s\n", why);
+        (void)write_all(STATUS_FD, rec, strlen(rec));
+    }
+}
+
+/* A preview's overlay goes back to the file the next migration reads. */
+static void save_overlay(struct sandbox *sb)
+{
+    struct host_ctx *hc = sb ? host_ctx(sandbox_state(sb)) : NULL;
+    char err[512];
+    if (hc && hc->overlay && overlay_changed(hc->overlay) &&
+        overlay_save(hc->overlay, hc->overlay_path, err, sizeof err) != 0)
+        log_error("%s", err);
+}
+
+/* An error no pcall caught (the sandbox exits right after). */
+static void lua_child_panic(const char *msg)
+{
+    char m[600];
+    snprintf(m, sizeof m, "%s", msg);
+    fflush(stdout);
+    fflush(stderr);
+    write_status(SANDBOX_ERROR, m, NULL);
+}
+
+static _Noreturn void run_lua_child(const struct launch *l)
+{
+    /* The parent prefixes each streamed line with the slug already; a JSON
+     * line needs it inside. Passed through (`lua`), the output is the
+     * script's own. */
+    log_set_prefix(!l->spec->passthrough && log_json() ? l->slug : NULL);
+    char err[1024] = "";
+    struct host_ctx hc;
+    lua_child_ctx(l, &hc);
+    struct sandbox_opts so = {.mem_limit = l->mem, .ctx = &hc, .on_panic = lua_child_panic};
+    start_watch(l->spec);
+    struct sandbox *sb = sandbox_new(&so);
+    enum sandbox_status st;
+    if (!sb) {
+        st = SANDBOX_NOMEM;
+        snprintf(err, sizeof err, "cannot create the Lua state within the memory cap");
+    } else {
+        st = sandbox_run_file(sb, l->path, err, sizeof err);
+    }
+    /* Output before the status, so the parent has it all by the time it
+     * reads the verdict (it drains the pipe until EOF anyway). */
+    fflush(stdout);
+    fflush(stderr);
+    save_overlay(sb);
+    write_status(st, err, sb ? host_ctx(sandbox_state(sb)) : NULL);
+    /* Written before lua_close, so a finalizer misbehaving during close
+     * cannot lose the verdict. */
+    sandbox_free(sb);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(st == SANDBOX_OK ? 0 : 1);
+}
+
+/* What the runner would have removed after the child (its private
+ * kubeconfig): set in the shell child before the handler below. */
+static const char *orphan_file;
+
+/* The runner died: remove what it can no longer remove, then kill the
+ * migration's whole group, this process too. */
+static void on_parent_death(int sig)
+{
+    (void)sig;
+    if (orphan_file) {
+        char dir[4200];
+        size_t n = append(dir, 0, sizeof dir, orphan_file), slash = 0;
+        for (size_t i = 0; i < n; i++)
+            if (dir[i] == '/')
+                slash = i;
+        (void)unlink(orphan_file);
+        if (slash) {
+            dir[slash] = 0;
+            (void)rmdir(dir);
+        }
+    }
+    kill(0, SIGKILL);
+    _exit(137);
+}
+
+/* The group leader of a shell migration does not exec: it forks bash and
+ * waits, so that when the runner dies (PDEATHSIG) it can kill bash's own
+ * children too, which PDEATHSIG alone would orphan. It passes bash's end on
+ * unchanged: the same exit code, or the same signal. */
+static _Noreturn void supervise_shell(const struct launch *l)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        report_spawn_error(STATUS_FD, "fork", errno);
+        _exit(127);
+    }
+    if (pid == 0) {
+        char arg0[] = "bash";
+        char *argv[] = {arg0, (char *)l->path, NULL};
+        signal(SIGUSR1, SIG_DFL);
+        execve("/bin/bash", argv, l->envp);
+        report_spawn_error(STATUS_FD, "execve", errno);
+        _exit(127);
+    }
+    /* EOF on the status fd now means bash exec'd: only it may hold it. */
+    close(STATUS_FD);
+    start_watch(l->spec);
+    /* The parent's TERM on timeout is for bash and its children; this
+     * process must outlive bash to report how it ended. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR)
+            _exit(127);
+    }
+    if (WIFEXITED(status))
+        _exit(WEXITSTATUS(status));
+    int sig = WTERMSIG(status);
+    struct rlimit none = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &none);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    (void)sigprocmask(SIG_UNBLOCK, &set, NULL);
+    kill(getpid(), sig);
+    _exit(128 + sig);
+}
+
+static _Noreturn void run_child(const struct launch *l)
+{
+    /* Its own group: the parent's kill(-pid) then reaches every descendant
+     * that does not deliberately leave (setsid). The parent does the same
+     * setpgid, whichever runs first wins the race. */
+    if (setpgid(0, 0) != 0) {
+        report_spawn_error(l->st_w, "setpgid", errno);
+        _exit(127);
+    }
+    /* A runner that dies must not leave its migration running unsupervised
+     * while another runner takes the lease. A Lua child has no descendants,
+     * so SIGKILL to it is enough; a shell child stays as the group's
+     * supervisor, and its handler takes the whole group down. */
+    if (l->spec->is_shell) {
+        orphan_file = l->spec->remove_on_orphan;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_parent_death;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGUSR1, &sa, NULL) != 0)
+            _exit(127);
+    }
+    if (prctl(PR_SET_PDEATHSIG, l->spec->is_shell ? SIGUSR1 : SIGKILL) != 0 ||
+        getppid() != l->parent)
+        _exit(127);
+    /* A crash is reported as Crashed; a core file of a migration's memory
+     * (tokens, objects) is never written. */
+    struct rlimit nocore = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &nocore);
+
+    /* Ignored dispositions survive fork and exec: the parent ignores SIGPIPE,
+     * a script must see the default. Handlers survive fork too, and a Lua
+     * child never execs: the runner's stop handlers (stop.h) would turn the
+     * TERM meant for the migration into a flag. */
+    for (int s = 1; s < NSIG; s++) {
+        struct sigaction old;
+        if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &old) != 0)
+            continue;
+        if (old.sa_handler != SIG_DFL && old.sa_handler != on_parent_death) {
+            struct sigaction dfl;
+            memset(&dfl, 0, sizeof dfl);
+            dfl.sa_handler = SIG_DFL;
+            sigemptyset(&dfl.sa_mask);
+            (void)sigaction(s, &dfl, NULL);
+        }
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+
+    /* Lift the three fds above the targets first, so whatever numbers the
+     * parent's pipes got (even 0-3 when its stdio was closed) cannot be
+     * clobbered by the dup2s below. */
+    int pass = l->out_w < 0; /* passthrough: the caller's own stdout and stderr */
+    int out = pass ? -1 : fcntl(l->out_w, F_DUPFD_CLOEXEC, 10);
+    int st = fcntl(l->st_w, F_DUPFD_CLOEXEC, 10);
+    int nul = fcntl(l->devnull, F_DUPFD_CLOEXEC, 10);
+    if ((!pass && out < 0) || st < 0 || nul < 0) {
+        report_spawn_error(l->st_w, "fcntl", errno);
+        _exit(127);
+    }
+    if (dup2(nul, 0) < 0 || (!pass && (dup2(out, 1) < 0 || dup2(out, 2) < 0)) ||
+        dup2(st, STATUS_FD) < 0 || fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0) {
+        report_spawn_error(st, "dup2", errno);
+        _exit(127);
+    }
+    /* Everything else goes, above all the parent's TLS connections. The
+     * status fd stays close-on-exec: for bash, EOF on it means exec worked. */
+    close_from(STATUS_FD + 1);
+
+    if (l->spec->is_shell) {
+        if (l->spec->workdir && chdir(l->spec->workdir) != 0) {
+            report_spawn_error(STATUS_FD, "chdir", errno);
+            _exit(127);
+        }
+        supervise_shell(l);
+    }
+    run_lua_child(l);
+}
+
+/* ---- the parent side: output ----------------------------------------------- */
+
+struct reader {
+    const char *slug;
+    int quiet;
+    char buf[STREAM_LINE_MAX];      /* the line being assembled */
+    size_t len;
+    char ring[TAIL_LINES][RING_LINE_MAX + 1];
+    size_t ring_len[TAIL_LINES];
+    unsigned next, count;
+};
+
+static void emit_line(struct reader *r, const char *s, size_t n)
+{
+    if (!r->quiet)
+        log_script_line(r->slug, s, n);
+    /* The tail goes into records and JSON: valid UTF-8 only. */
+    char *fixed = utf8_repair(s, n);
+    if (fixed) {
+        s = fixed;
+        n = strlen(fixed);
+    }
+    char *slot = r->ring[r->next];
+    size_t keep = n;
+    if (keep > RING_LINE_MAX) {
+        keep = RING_LINE_MAX - 3;
+        /* Do not cut a UTF-8 sequence in half. */
+        while (keep && ((unsigned char)s[keep] & 0xC0) == 0x80)
+            keep--;
+        memcpy(slot, s, keep);
+        memcpy(slot + keep, "...", 3);
+        keep += 3;
+    } else {
+        memcpy(slot, s, keep);
+    }
+    slot[keep] = 0;
+    r->ring_len[r->next] = keep;
+    free(fixed);
+    r->next = (r->next + 1) % TAIL_LINES;
+    if (r->count < TAIL_LINES)
+        r->count++;
+}
+
+static void feed(struct reader *r, const char *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (data[i] == '\n') {
+            emit_line(r, r->buf, r->len);
+            r->len = 0;
+            continue;
+        }
+        if (r->len == sizeof r->buf) {
+            emit_line(r, r->buf, r->len);
+            r->len = 0;
+        }
+        r->buf[r->len++] = data[i];
+    }
+}
+
+static void reader_finish(struct reader *r)
+{
+    if (r->len) {
+        emit_line(r, r->buf, r->len);
+        r->len = 0;
+    }
+}
+
+/* The newest lines that fit in TAIL_LINES and TAIL_MAX, oldest first. */
+static char *reader_tail(const struct reader *r)
+{
+    size_t total = 0;
+    unsigned k = 0;
+    while (k < r->count) {
+        unsigned idx = (r->next + TAIL_LINES - 1 - k) % TAIL_LINES;
+        if (total + r->ring_len[idx] + 1 + 1 > TAIL_MAX)
+            break;
+        total += r->ring_len[idx] + 1;
+        k++;
+    }
+    char *t = malloc(total + 1);
+    if (!t)
+        return NULL;
+    size_t at = 0;
+    for (unsigned i = k; i > 0; i--) {
+        unsigned idx = (r->next + TAIL_LINES - i) % TAIL_LINES;
+        memcpy(t + at, r->ring[idx], r->ring_len[idx]);
+        at += r->ring_len[idx];
+        t[at++] = '\n';
+    }
+    t[at] = 0;
+    return t;
+}
+
+/* ---- the parent side: supervision ------------------------------------------ */
+
+static void set_msg(struct child_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_msg(struct child_result *res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(res->message, sizeof res->message, fmt, ap);
+    va_end(ap);
+    utf8_clip(res->message);
+}
+
+static void spawn_failed(struct child_result *res, const char *what, int err)
+{
+    res->outcome = CHILD_SPAWN_ERROR;
+    res->reason = "SpawnError";
+    set_msg(res, "%s: %s", what, strerror(err));
+}
+
+/* 1 when the child has exited (left as a zombie, so its pid, which is also
+ * the group id, cannot be reused before we kill the group), 0 when it still
+ * runs, -1 when it cannot be waited for. */
+static int child_exited(pid_t pid)
+{
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0)
+            return si.si_pid != 0;
+        if (errno != EINTR)
+            return -1;
+    }
+}
+
+static int is_crash_signal(int sig)
+{
+    return sig == SIGSEGV || sig == SIGABRT || sig == SIGBUS || sig == SIGILL || sig == SIGFPE;
+}
+
+/* From the exit status, the status record (Lua; shell only on spawn
+ * failure) and whether the parent hit the deadline, the outcome. Returns -1
+ * when the child never started. */
+static int classify(const struct child_spec *spec, const char *path, struct child_result *res,
+                    int waited, int wstatus, int timed_out, char *rec)
+{
+    if (waited && WIFEXITED(wstatus))
+        res->exit_code = WEXITSTATUS(wstatus);
+    else if (waited && WIFSIGNALED(wstatus))
+        res->signal = WTERMSIG(wstatus);
+
+    /* "KIND\tREASON\tMESSAGE\n", then maybe "unpredictable\tWHY\n" */
+    const char *kind = NULL, *reason = "", *msg = "";
+    char *nl = strchr(rec, '\n');
+    if (nl && strncmp(nl + 1, "unpredictable\t", 14) == 0) {
+        char *w = nl + 15;
+        size_t wl = strcspn(w, "\n");
+        text_escape(w, wl, res->unpredictable, sizeof res->unpredictable, 0);
+    }
+    if (nl) {
+        *nl = 0;
+        kind = rec;
+        char *t1 = strchr(rec, '\t');
+        if (t1) {
+            *t1 = 0;
+            reason = t1 + 1;
+            char *t2 = strchr(reason, '\t');
+            if (t2) {
+                *t2 = 0;
+                msg = t2 + 1;
+            }
+        }
+    }
+    int failed_rec = kind && strcmp(kind, "error") == 0;
+
+    if (timed_out || (failed_rec && strcmp(reason, "Timeout") == 0)) {
+        char d[64];
+        fmt_duration(spec->timeout_s, d, sizeof d);
+        res->outcome = CHILD_TIMEOUT;
+        res->reason = "Timeout";
+        set_msg(res, "timed out after %s", d);
+        return 0;
+    }
+    if (failed_rec && strcmp(reason, "SpawnError") == 0) {
+        const char *colon = strrchr(msg, ':');
+        int err = colon ? atoi(colon + 1) : 0;
+        int stage_len = colon ? (int)(colon - msg) : (int)strlen(msg);
+        const char *what = "";
+        if (stage_len == 5 && strncmp(msg, "chdir", 5) == 0 && spec->workdir)
+            what = spec->workdir;
+        else if (stage_len == 6 && strncmp(msg, "execve", 6) == 0)
+            what = "/bin/bash";
+        res->outcome = CHILD_SPAWN_ERROR;
+        res->reason = "SpawnError";
+        set_msg(res, "%.*s%s%s: %s", stage_len, msg, *what ? " " : "", what,
+                err ? strerror(err) : "failed");
+        return -1;
+    }
+    if (failed_rec) {
+        if (strcmp(reason, "MemoryLimit") == 0) {
+            res->outcome = CHILD_NOMEM;
+            res->reason = "MemoryLimit";
+        } else {
+            /* ScriptError and LoadError alike: the script is at fault. */
+            res->outcome = CHILD_FAILED;
+            res->reason = "ScriptError";
+        }
+        /* What the script raised is data: it reaches a terminal (the FAILED
+         * line, status), an Event and JSON lines, so no control byte or
+         * broken UTF-8 of its own goes with it. */
+        text_escape(msg, strlen(msg), res->message, sizeof res->message, 0);
+        return 0;
+    }
+    if (!waited) {
+        res->outcome = CHILD_FAILED;
+        res->reason = "ExitCode";
+        set_msg(res, "could not wait for the child of %s (is SIGCHLD ignored?)", path);
+        return 0;
+    }
+    if (res->signal) {
+        if (is_crash_signal(res->signal)) {
+            res->outcome = CHILD_CRASHED;
+            res->reason = "Crashed";
+            set_msg(res, "crashed with signal %d (%s)", res->signal, signal_name(res->signal));
+        } else {
+            res->outcome = CHILD_KILLED;
+            res->reason = "Killed";
+            set_msg(res, "killed by signal %d (%s)", res->signal, signal_name(res->signal));
+        }
+        return 0;
+    }
+    if (res->exit_code != 0) {
+        res->outcome = CHILD_FAILED;
+        res->reason = "ExitCode";
+        set_msg(res, "exit code %d", res->exit_code);
+        return 0;
+    }
+    if (!spec->is_shell && !kind) {
+        /* The sandbox has no way to exit early; no verdict is a bug. */
+        res->outcome = CHILD_FAILED;
+        res->reason = "ScriptError";
+        set_msg(res, "the Lua child exited without reporting a status");
+        return 0;
+    }
+    res->outcome = CHILD_OK;
+    res->reason = NULL;
+    res->message[0] = 0;
+    return 0;
+}
+
+/* base plus spec entries; a spec entry replaces the inherited one of the
+ * same name. Only the pointer array is allocated. */
+static char **build_env(char **base, char *const *extra)
+{
+    size_t n = 0, m = 0;
+    for (char **e = base; e && *e; e++)
+        n++;
+    for (char *const *e = extra; e && *e; e++)
+        m++;
+    char **env = calloc(n + m + 1, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t at = 0;
+    for (char **e = base; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t klen = eq ? (size_t)(eq - *e) : strlen(*e);
+        int overridden = 0;
+        for (char *const *x = extra; x && *x && !overridden; x++)
+            if (strncmp(*x, *e, klen) == 0 && (*x)[klen] == '=')
+                overridden = 1;
+        if (!overridden)
+            env[at++] = *e;
+    }
+    for (char *const *x = extra; x && *x; x++) {
+        /* Later duplicates in extra win, too. */
+        const char *eq = strchr(*x, '=');
+        size_t klen = eq ? (size_t)(eq - *x) : strlen(*x);
+        int later = 0;
+        for (char *const *y = x + 1; *y && !later; y++)
+            if (strncmp(*y, *x, klen) == 0 && (*y)[klen] == '=')
+                later = 1;
+        if (!later)
+            env[at++] = *x;
+    }
+    env[at] = NULL;
+    return env;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* Reads what is there; on EOF or a hard error, closes the fd. */
+static void read_some(int *fd, struct reader *r, char *st, size_t *stlen)
+{
+    char buf[16384];
+    ssize_t n = read(*fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        close_fd(fd);
+        return;
+    }
+    if (r) {
+        feed(r, buf, (size_t)n);
+    } else {
+        size_t room = STATUS_MAX - 1 - *stlen;
+        size_t take = (size_t)n < room ? (size_t)n : room;
+        memcpy(st + *stlen, buf, take);
+        *stlen += take;
+        st[*stlen] = 0;
+    }
+}
+
+int child_run(const struct child_spec *spec, struct child_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const char *slug = spec->slug ? spec->slug : spec->path;
+    double grace = spec->grace_s > 0 ? spec->grace_s : DEFAULT_GRACE_S;
+
+    /* A child that dies while we stream must give EPIPE, not kill us. */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    (void)sigaction(SIGPIPE, &ign, NULL);
+
+    struct reader *rd = calloc(1, sizeof *rd);
+    char *abs_path = NULL;
+    char **envp = NULL;
+    int out[2] = {-1, -1}, stp[2] = {-1, -1}, devnull = -1, pidfd = -1;
+    struct journal_log *jlog = NULL;
+    if (!rd) {
+        spawn_failed(res, "allocating the reader", ENOMEM);
+        return -1;
+    }
+    rd->slug = slug;
+    rd->quiet = spec->quiet;
+
+    const char *path = spec->path;
+    if (spec->is_shell && spec->workdir && path[0] != '/') {
+        /* The child chdirs before bash opens PATH: resolve it here. */
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            spawn_failed(res, "getcwd", errno);
+            goto fail;
+        }
+        size_t len = strlen(cwd) + strlen(path) + 2;
+        if (!(abs_path = malloc(len))) {
+            spawn_failed(res, "allocating the path", ENOMEM);
+            goto fail;
+        }
+        snprintf(abs_path, len, "%s/%s", cwd, path);
+        path = abs_path;
+    }
+    if (spec->is_shell && !(envp = build_env(spec->env_only ? NULL : environ, spec->env))) {
+        spawn_failed(res, "allocating the environment", ENOMEM);
+        goto fail;
+    }
+    if ((!spec->passthrough && pipe2(out, O_CLOEXEC) != 0) || pipe2(stp, O_CLOEXEC) != 0) {
+        spawn_failed(res, "pipe", errno);
+        goto fail;
+    }
+    if ((devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+        spawn_failed(res, "/dev/null", errno);
+        goto fail;
+    }
+
+    if (!spec->is_shell) {
+        /* The write journal lives here, shared with the child: whatever
+         * ends it (its deadline's kill, memory), the parent still reads
+         * every write it finished. */
+        void *m = mmap(NULL, sizeof *jlog, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            spawn_failed(res, "mapping the write journal", errno);
+            goto fail;
+        }
+        jlog = m;
+    }
+
+    double start = now_mono();
+    struct launch l = {
+        .spec = spec,
+        .path = path,
+        .envp = envp,
+        .slug = slug,
+        .parent = getpid(),
+        .out_w = out[1],
+        .st_w = stp[1],
+        .devnull = devnull,
+        .deadline = spec->timeout_s > 0 ? start + spec->timeout_s : 0,
+        .mem = spec->lua_mem_limit ? spec->lua_mem_limit : (size_t)DEFAULT_MEMORY_MB << 20,
+        .journal = jlog,
+    };
+    /* Unflushed stdio output would otherwise be written twice, once by the
+     * Lua child when it flushes. */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        spawn_failed(res, "fork", errno);
+        goto fail;
+    }
+    if (pid == 0)
+        run_child(&l);
+
+    /* EACCES once the child has exec'd (it did setpgid first) is fine. */
+    (void)setpgid(pid, pid);
+    close_fd(&out[1]);
+    close_fd(&stp[1]);
+    close_fd(&devnull);
+#ifdef SYS_pidfd_open
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0)
+        (void)fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+#endif
+
+    char st[STATUS_MAX];
+    size_t stlen = 0;
+    st[0] = 0;
+    int reaped = 0, waited = 0, wstatus = 0, timed_out = 0, term_sent = 0, kill_sent = 0;
+    int aborted = 0, stopped = 0;
+    double kill_at_deadline = l.deadline ? l.deadline + (spec->is_shell ? 0 : LUA_BACKSTOP_S) : 0;
+    double term_at = 0, reaped_at = 0;
+    double every = spec->tick && spec->tick_every > 0 ? spec->tick_every : 0;
+    double next_tick = every ? start + every : 0;
+
+    for (;;) {
+        double now = now_mono();
+        if (!reaped && !stopped && stop_signal()) {
+            /* The runner was told to stop: the migration goes the way a
+             * timeout takes it (TERM to the group, grace, KILL). */
+            stopped = stop_signal();
+            if (!term_sent) {
+                (void)kill(-pid, SIGTERM);
+                term_sent = 1;
+                term_at = now;
+            }
+        }
+        if (!reaped) {
+            if (kill_at_deadline && !term_sent && now >= kill_at_deadline) {
+                (void)kill(-pid, SIGTERM);
+                term_sent = timed_out = 1;
+                term_at = now;
+            }
+            if (term_sent && !kill_sent && now >= term_at + grace) {
+                (void)kill(-pid, SIGKILL);
+                kill_sent = 1;
+            }
+        }
+        if (next_tick && now >= next_tick) {
+            if (spec->tick(spec->ud) != 0 && !reaped && !aborted) {
+                (void)kill(-pid, SIGKILL);
+                aborted = kill_sent = 1;
+            }
+            now = now_mono();
+            next_tick = now + every;
+        }
+        if (!reaped) {
+            int ex = child_exited(pid);
+            if (ex != 0) {
+                /* Leftovers like `sleep 1000 &` die with the group, also on
+                 * success. The zombie still pins the group id, so this cannot
+                 * hit an unrelated group. */
+                (void)kill(-pid, SIGKILL);
+                if (ex > 0) {
+                    pid_t w;
+                    while ((w = waitpid(pid, &wstatus, 0)) < 0 && errno == EINTR)
+                        ;
+                    waited = w == pid;
+                }
+                reaped = 1;
+                reaped_at = now = now_mono();
+                res->duration_ms = (long)((reaped_at - start) * 1000.0);
+                close_fd(&pidfd);
+            }
+        }
+        if (reaped && out[0] < 0 && stp[0] < 0)
+            break;
+        if (reaped && now >= reaped_at + DRAIN_S) {
+            if (out[0] >= 0)
+                log_warn("%s: a process outside its group still holds the output open; "
+                         "stopped reading", slug);
+            break;
+        }
+
+        double wake = INFINITY;
+        if (!reaped && kill_at_deadline && !term_sent)
+            wake = fmin(wake, kill_at_deadline);
+        if (!reaped && term_sent && !kill_sent)
+            wake = fmin(wake, term_at + grace);
+        if (next_tick)
+            wake = fmin(wake, next_tick);
+        if (reaped)
+            wake = fmin(wake, reaped_at + DRAIN_S);
+        int ms = -1;
+        if (wake != INFINITY) {
+            double d = (wake - now) * 1000.0;
+            ms = d <= 0 ? 0 : d >= INT_MAX - 1 ? INT_MAX - 1 : (int)d + 1;
+        }
+        if (!reaped && pidfd < 0 && (ms < 0 || ms > POLL_CAP_MS))
+            ms = POLL_CAP_MS;
+
+        struct pollfd pf[4];
+        int n = 0, i_out = -1, i_st = -1, i_stop = -1;
+        if (out[0] >= 0) {
+            pf[n] = (struct pollfd){.fd = out[0], .events = POLLIN};
+            i_out = n++;
+        }
+        if (stp[0] >= 0) {
+            pf[n] = (struct pollfd){.fd = stp[0], .events = POLLIN};
+            i_st = n++;
+        }
+        if (!reaped && pidfd >= 0)
+            pf[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+        if (!reaped && !stopped && stop_fd() >= 0) {
+            pf[n] = (struct pollfd){.fd = stop_fd(), .events = POLLIN};
+            i_stop = n++;
+        }
+        int r = poll(pf, (nfds_t)n, ms);
+        if (r < 0) {
+            if (errno != EINTR) {
+                /* ENOMEM and the like: do not spin, try again shortly. */
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            continue;
+        }
+        if (i_out >= 0 && pf[i_out].revents)
+            read_some(&out[0], rd, NULL, NULL);
+        if (i_st >= 0 && pf[i_st].revents)
+            read_some(&stp[0], NULL, st, &stlen);
+        if (i_stop >= 0 && pf[i_stop].revents)
+            stop_drain();
+    }
+
+    reader_finish(rd);
+    close_fd(&out[0]);
+    close_fd(&stp[0]);
+    res->tail = reader_tail(rd);
+    int rc = classify(spec, path, res, waited, wstatus, timed_out, st);
+    if (jlog) {
+        cJSON *j = journal_log_json(jlog);
+        char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+        res->journal = text ? strdup(text) : NULL;
+        if (j && !res->journal)
+            log_error("%s: out of memory reading its write journal", slug);
+        cJSON_free(text);
+        cJSON_Delete(j);
+        munmap(jlog, sizeof *jlog);
+    }
+    if (aborted) {
+        res->outcome = CHILD_ABORTED;
+        res->reason = "Aborted";
+        set_msg(res, "stopped: the runner lost its lock");
+    } else if (stopped) {
+        res->outcome = CHILD_STOPPED;
+        res->reason = "Stopped";
+        res->stopped_by = stopped;
+        set_msg(res, "stopped: the runner got %s", stop_name(stopped));
+    }
+    free(rd);
+    free(abs_path);
+    free(envp);
+    return rc;
+
+fail:
+    if (jlog)
+        munmap(jlog, sizeof *jlog);
+    close_fd(&out[0]);
+    close_fd(&out[1]);
+    close_fd(&stp[0]);
+    close_fd(&stp[1]);
+    close_fd(&devnull);
+    free(rd);
+    free(abs_path);
+    free(envp);
+    return -1;
+}
+
+void child_result_free(struct child_result *res)
+{
+    if (!res)
+        return;
+    free(res->tail);
+    res->tail = NULL;
+    free(res->journal);
+    res->journal = NULL;
+}
+
+const char *child_outcome_name(enum child_outcome o)
+{
+    switch (o) {
+    case CHILD_OK: return "ok";
+    case CHILD_FAILED: return "failed";
+    case CHILD_TIMEOUT: return "timeout";
+    case CHILD_KILLED: return "killed";
+    case CHILD_CRASHED: return "crashed";
+    case CHILD_NOMEM: return "nomem";
+    case CHILD_SPAWN_ERROR: return "spawn_error";
+    case CHILD_ABORTED: return "aborted";
+    case CHILD_STOPPED: return "stopped";
+    }
+    return "unknown";
+}
+
+/* ---- the result as data ---------------------------------------------------- */
+
+cJSON *child_result_json(const struct child_result *res, long ticks)
+{
+    cJSON *j = cJSON_CreateObject();
+    int ok = j && cJSON_AddStringToObject(j, "outcome", child_outcome_name(res->outcome)) &&
+             (res->reason ? cJSON_AddStringToObject(j, "reason", res->reason) != NULL
+                          : cJSON_AddNullToObject(j, "reason") != NULL) &&
+             cJSON_AddStringToObject(j, "message", res->message) &&
+             cJSON_AddNumberToObject(j, "exit_code", res->exit_code) &&
+             cJSON_AddNumberToObject(j, "signal", res->signal) &&
+             cJSON_AddNumberToObject(j, "duration_ms", (double)res->duration_ms) &&
+             cJSON_AddStringToObject(j, "tail", res->tail ? res->tail : "") &&
+             cJSON_AddNumberToObject(j, "ticks", (double)ticks);
+    cJSON *journal = ok && res->journal ? cJSON_Parse(res->journal) : NULL;
+    if (journal && !cJSON_AddItemToObject(j, "journal", journal)) {
+        cJSON_Delete(journal);
+        ok = 0;
+    }
+    if (!ok) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}

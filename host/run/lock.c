@@ -1,0 +1,731 @@
+/* lock.c: the runner's Lease (the protocol is in lock.h).
+ *
+ * Owns the Lease's writes and what their answers mean: a create, a takeover
+ * once expired on our own clock, renewals and the release, each a
+ * compare-and-swap on the resourceVersion we last saw, so two runners can
+ * never both believe they hold it; reading the Lease back before each
+ * migration and record, and whenever a write's outcome is unknown (a
+ * retried request may have been applied by its first attempt); the
+ * finalizer that keeps a deleted Lease in place while we hold it, and its
+ * removal once we stop; the ledger mark; the hand-over (the holder's role,
+ * a pre-apply waiter's request, lock.h); and the shared watch word children
+ * read. Must never write a Lease it does not hold or has not seen expire
+ * (but for a waiter's request annotation, alone and conditional), never
+ * call a lock held that no confirmed write proves, and never judge expiry
+ * by another machine's clock. */
+#include "run/lock.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/defaults.h"
+#include "base/log.h"
+#include "base/stop.h"
+#include "base/util.h"
+
+/* A release sent while stopping must fit in a kubelet's grace period. */
+#define RELEASE_STOPPING_S 10.0
+
+/* MicroTime with real microseconds: a short lease is judged by others to
+ * the microsecond, so whole seconds would make it look up to 1 s older. */
+static void micro_time(char buf[40])
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char secs[32];
+    strftime(secs, sizeof secs, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, 40, "%.20s.%06ldZ", secs, (long)((ts.tv_nsec / 1000) % 1000000));
+}
+
+static void lease_path(const struct lock *lk, char *buf, size_t n, int item)
+{
+    snprintf(buf, n, "/apis/coordination.k8s.io/v1/namespaces/%s/leases%s%s", lk->ns,
+             item ? "/" : "", item ? lk->name : "");
+}
+
+/* What a read of the Lease says. */
+struct view {
+    int exists;
+    char holder[256], renew[40], rv[64];
+    char mark[64];          /* LOCK_LEDGER_ANNOTATION */
+    char role[32];          /* LOCK_ROLE_ANNOTATION */
+    char handover[256];     /* LOCK_HANDOVER_ANNOTATION */
+    double duration;
+    long transitions;
+    int deleting;           /* deletionTimestamp is set */
+};
+
+static const char *jstr(const cJSON *o, const char *a, const char *b)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), b);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void view_of(const struct lock *lk, const cJSON *o, struct view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->exists = 1;
+    const char *s;
+    if ((s = jstr(o, "spec", "holderIdentity")))
+        snprintf(v->holder, sizeof v->holder, "%s", s);
+    if ((s = jstr(o, "spec", "renewTime")))
+        snprintf(v->renew, sizeof v->renew, "%s", s);
+    if ((s = jstr(o, "metadata", "resourceVersion")))
+        snprintf(v->rv, sizeof v->rv, "%s", s);
+    v->deleting = jstr(o, "metadata", "deletionTimestamp") != NULL;
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(o, "metadata"), "annotations");
+    const cJSON *mark = cJSON_GetObjectItemCaseSensitive(ann, LOCK_LEDGER_ANNOTATION);
+    if (cJSON_IsString(mark))
+        snprintf(v->mark, sizeof v->mark, "%s", mark->valuestring);
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(ann, LOCK_ROLE_ANNOTATION);
+    if (cJSON_IsString(role))
+        snprintf(v->role, sizeof v->role, "%s", role->valuestring);
+    const cJSON *ho = cJSON_GetObjectItemCaseSensitive(ann, LOCK_HANDOVER_ANNOTATION);
+    if (cJSON_IsString(ho))
+        snprintf(v->handover, sizeof v->handover, "%s", ho->valuestring);
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(o, "spec");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
+    v->duration = cJSON_IsNumber(d) ? d->valuedouble : lk->duration_s;
+    v->transitions = cJSON_IsNumber(t) ? (long)t->valuedouble : 0;
+}
+
+/* Reads the Lease. 0 (v->exists says whether it is there), or -1 with err. */
+static int read_lease(struct lock *lk, struct view *v, char *err, size_t errlen)
+{
+    char path[512];
+    lease_path(lk, path, sizeof path, 1);
+    struct rest_result r;
+    memset(v, 0, sizeof *v);
+    int rc = rest_do(lk->c, "GET", path, NULL, NULL, NULL, 0, 1, DEFAULT_RETRY_BUDGET_S, &r);
+    if (rc == 0 && r.json)
+        view_of(lk, r.json, v);
+    else if (rc != 0 && r.err.code != 404) {
+        char m[REST_ERRSTR_MAX];
+        rest_error_string(&r.err, m, sizeof m);
+        snprintf(err, errlen, "reading lease %s/%s: %s", lk->ns, lk->name, m);
+        rest_result_free(&r);
+        return -1;
+    }
+    rest_result_free(&r);
+    return 0;
+}
+
+static const char *role_name(enum lock_role r)
+{
+    return r == LOCK_ROLE_PRE_APPLY ? "pre-apply" : r == LOCK_ROLE_BACKGROUND ? "background" : "";
+}
+
+/* A Lease body: holder, our renewTime (remembered in lk->sent), the
+ * resourceVersion the write is conditional on, and the ledger mark: mark
+ * when given (a whole object, which would otherwise drop it), else one we
+ * want recorded. */
+static cJSON *lease_body(struct lock *lk, const char *holder, long transitions, const char *rv,
+                         int full, const char *mark)
+{
+    micro_time(lk->sent);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(o, "metadata");
+    cJSON *spec = cJSON_AddObjectToObject(o, "spec");
+    cJSON *fin = cJSON_AddArrayToObject(meta, "finalizers");
+    const char *m = *lk->want_mark ? lk->want_mark : mark;
+    /* A whole object (a create or a takeover) says the holder's role; it
+     * carries no hand-over request: whoever asked has been answered. */
+    const char *role = full ? role_name(lk->role) : "";
+    cJSON *ann = (m && *m) || *role ? cJSON_AddObjectToObject(meta, "annotations") : NULL;
+    if (((m && *m) || *role) &&
+        (!ann || (m && *m && !cJSON_AddStringToObject(ann, LOCK_LEDGER_ANNOTATION, m)) ||
+         (*role && !cJSON_AddStringToObject(ann, LOCK_ROLE_ANNOTATION, role)))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    if (!o || !meta || !spec || !fin || !cJSON_AddStringToObject(meta, "name", lk->name) ||
+        !cJSON_AddStringToObject(meta, "namespace", lk->ns) ||
+        (rv && !cJSON_AddStringToObject(meta, "resourceVersion", rv)) ||
+        !cJSON_AddItemToArray(fin, cJSON_CreateString(LOCK_FINALIZER)) ||
+        !cJSON_AddStringToObject(spec, "holderIdentity", holder) ||
+        !cJSON_AddNumberToObject(spec, "leaseDurationSeconds", lk->duration_s) ||
+        !cJSON_AddStringToObject(spec, "renewTime", lk->sent) ||
+        (full && (!cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1") ||
+                  !cJSON_AddStringToObject(o, "kind", "Lease") ||
+                  !cJSON_AddStringToObject(spec, "acquireTime", lk->sent) ||
+                  !cJSON_AddNumberToObject(spec, "leaseTransitions", (double)transitions)))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+enum wrote { WROTE_OK, WROTE_REFUSED, WROTE_UNKNOWN };
+
+/* Sends one Lease write. Every one is conditional (a create, or our
+ * resourceVersion), hence safe to repeat. WROTE_OK fills *v from the answer;
+ * WROTE_REFUSED is a definite no (409, 404, 403, ...) whose code is in
+ * *code; WROTE_UNKNOWN means the server may or may not have applied it (a
+ * transport failure, a 5xx, or a refusal after a retry of a request that may
+ * already have landed). */
+static enum wrote write_lease(struct lock *lk, const char *method, cJSON *body, double left,
+                              struct view *v, long *code, char *err, size_t errlen)
+{
+    char path[512];
+    int create = strcmp(method, "POST") == 0;
+    lease_path(lk, path, sizeof path, !create);
+    char *s = body ? cJSON_PrintUnformatted(body) : NULL;
+    *code = 0;
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return WROTE_UNKNOWN;
+    }
+    const char *ctype = strcmp(method, "PATCH") == 0 ? "application/merge-patch+json"
+                                                     : "application/json";
+    struct rest_result r;
+    int rc = rest_do(lk->c, method, path, NULL, ctype, s, strlen(s), 1, left > 1 ? left : 1, &r);
+    cJSON_free(s);
+    enum wrote w = WROTE_OK;
+    if (rc == 0) {
+        if (r.json)
+            view_of(lk, r.json, v);
+    } else {
+        char m[REST_ERRSTR_MAX];
+        rest_error_string(&r.err, m, sizeof m);
+        snprintf(err, errlen, "lease %s/%s: %s", lk->ns, lk->name, m);
+        *code = r.err.code;
+        w = r.err.code == 0 || r.err.code >= 500 || r.err.code == 429 || r.err.after_retry
+                ? WROTE_UNKNOWN
+                : WROTE_REFUSED;
+    }
+    rest_result_free(&r);
+    return w;
+}
+
+/* Our write's outcome, read back: 1 when the Lease holds our holder and the
+ * renewTime we sent (it landed), 0 when it holds our holder but not that
+ * renewTime (it did not land, we still hold it), -1 when another holds it
+ * or it is gone or being deleted, -2 when it cannot be read. */
+static int settle(struct lock *lk, struct view *v, char *err, size_t errlen)
+{
+    if (read_lease(lk, v, err, errlen) != 0)
+        return -2;
+    if (!v->exists || v->deleting || strcmp(v->holder, lk->holder) != 0)
+        return -1;
+    return strcmp(v->renew, lk->sent) == 0 ? 1 : 0;
+}
+
+static void set_watch(struct lock *lk)
+{
+    if (lk->watch)
+        atomic_store(lk->watch,
+                     (long long)((lk->confirmed_at + lk->duration_s - lk->margin) * 1e6));
+}
+
+/* What a read or a write's answer says of the mark. */
+static void saw_mark(struct lock *lk, const struct view *v)
+{
+    snprintf(lk->mark, sizeof lk->mark, "%s", v->mark);
+    snprintf(lk->handover, sizeof lk->handover, "%s", v->handover);
+    if (*lk->want_mark && strcmp(lk->want_mark, v->mark) == 0)
+        lk->want_mark[0] = '\0';
+}
+
+static void confirmed(struct lock *lk, double sent_at, const struct view *v)
+{
+    lk->confirmed_at = sent_at;
+    lk->checked_at = now_mono();
+    if (*v->rv)
+        snprintf(lk->rv, sizeof lk->rv, "%s", v->rv);
+    saw_mark(lk, v);
+    set_watch(lk);
+}
+
+/* How long, on our clock, the Lease has shown what v shows: the clock
+ * starts when a read first finds a holder, renewTime or resourceVersion
+ * different from the last one seen. */
+static double unchanged_for(struct lock *lk, const struct view *v)
+{
+    char key[sizeof lk->obs];
+    snprintf(key, sizeof key, "%s|%s|%s", v->holder, v->renew, v->rv);
+    double now = now_mono();
+    if (strcmp(key, lk->obs) != 0) {
+        snprintf(lk->obs, sizeof lk->obs, "%s", key);
+        lk->obs_at = now;
+    }
+    return now - lk->obs_at;
+}
+
+/* A pre-apply waiter's request on the Lease it saw (v): who asks (holder)
+ * or, withdrawing, nothing (NULL). Conditional on the resourceVersion read,
+ * so it lands on exactly that Lease; a conflict is decided by the next
+ * look. 0 when written. */
+static int write_request(struct lock *lk, const struct view *v, const char *holder)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
+    cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
+    if (!ann || !cJSON_AddStringToObject(meta, "resourceVersion", v->rv) ||
+        !(holder ? cJSON_AddStringToObject(ann, LOCK_HANDOVER_ANNOTATION, holder)
+                 : cJSON_AddNullToObject(ann, LOCK_HANDOVER_ANNOTATION))) {
+        cJSON_Delete(p);
+        return -1;
+    }
+    long code;
+    struct view after;
+    char err[ERRLINE_MAX];
+    enum wrote w = write_lease(lk, "PATCH", p, DEFAULT_RETRY_BUDGET_S, &after, &code, err,
+                               sizeof err);
+    cJSON_Delete(p);
+    return w == WROTE_OK ? 0 : -1;
+}
+
+/* One attempt. 0 = held, 1 = held by someone else (holder in err), 2 = a
+ * background runner yields to the upgrade (why in err), -1 = error. */
+static int try_acquire(struct lock *lk, char *err, size_t errlen)
+{
+    struct view v;
+    if (read_lease(lk, &v, err, errlen) != 0)
+        return -1;
+    double same = v.exists ? unchanged_for(lk, &v) : 0;
+    int expired = v.exists && same >= v.duration;
+    int ours = v.exists && strcmp(v.holder, lk->holder) == 0;
+    if (v.exists)
+        snprintf(lk->mark, sizeof lk->mark, "%s", v.mark);
+    if (v.exists && v.deleting) {
+        /* Someone deleted it; our finalizer keeps it while a holder lives.
+         * Once free, finish the deletion so it can be created anew. */
+        if (*v.holder && !expired && !ours) {
+            snprintf(err, errlen, "held by %s (being deleted; renewed %s)", v.holder, v.renew);
+            return 1;
+        }
+        cJSON *p = cJSON_CreateObject();
+        cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
+        if (!meta || !cJSON_AddStringToObject(meta, "resourceVersion", v.rv) ||
+            !cJSON_AddNullToObject(meta, "finalizers")) {
+            cJSON_Delete(p);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        long code;
+        struct view after;
+        write_lease(lk, "PATCH", p, DEFAULT_RETRY_BUDGET_S, &after, &code, err, errlen);
+        cJSON_Delete(p);
+        snprintf(err, errlen, "being deleted");
+        return 1; /* look again: it is gone, or someone else got there */
+    }
+    int upgrade_holds = strcmp(v.role, "pre-apply") == 0;
+    if (lk->role == LOCK_ROLE_BACKGROUND && v.exists && *v.holder && !expired && !ours &&
+        upgrade_holds) {
+        snprintf(err, errlen, "held by the upgrade (pre-apply runner %s)", v.holder);
+        return 2;
+    }
+    if (lk->role == LOCK_ROLE_BACKGROUND && v.exists && !*v.holder && *v.handover && !expired) {
+        /* Free, but a pre-apply runner asked for it: it takes it within a
+         * second; a request left by a runner that is gone is judged as a
+         * holder is, unchanged for a lease duration of our clock. */
+        snprintf(err, errlen, "free, but the upgrade (pre-apply runner %s) asked for it; taken "
+                 "once the request is unchanged for %.0fs of this runner's clock, %.0fs so far",
+                 v.handover, v.duration, same);
+        return 1;
+    }
+    if (v.exists && *v.holder && !expired && !ours) {
+        if (lk->role == LOCK_ROLE_PRE_APPLY && strcmp(v.role, "background") == 0 &&
+            strcmp(v.handover, lk->holder) != 0 && write_request(lk, &v, lk->holder) == 0 &&
+            !lk->asked) {
+            lk->asked = 1;
+            log_info("lock: the background runner %s holds the lease %s/%s; asked it to hand it "
+                     "over after the migration it is running", v.holder, lk->ns, lk->name);
+        }
+        snprintf(err, errlen, "held by %s (renewed %s by its clock; taken over once unchanged "
+                 "for %.0fs of this runner's clock, %.0fs so far)",
+                 v.holder, *v.renew ? v.renew : "never", v.duration, same);
+        return 1;
+    }
+    if (v.exists && *v.holder && !ours)
+        log_warn("lock: taking over the expired lease of %s (last renewed %s by its clock, "
+                 "unchanged for %.1fs here)", v.holder, *v.renew ? v.renew : "never", same);
+    cJSON *b = lease_body(lk, lk->holder, v.exists ? v.transitions + 1 : 0,
+                         v.exists ? v.rv : NULL, 1, v.mark);
+    if (!b) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    double sent_at = now_mono();
+    long code;
+    struct view got;
+    enum wrote w = write_lease(lk, v.exists ? "PUT" : "POST", b, DEFAULT_RETRY_BUDGET_S, &got,
+                               &code, err, errlen);
+    cJSON_Delete(b);
+    if (w == WROTE_OK) {
+        confirmed(lk, sent_at, &got);
+        return 0;
+    }
+    /* A 409 (another runner was first) or an unknown outcome: the Lease
+     * itself says who won. */
+    if (w == WROTE_REFUSED && code != 409)
+        return -1;
+    int s = settle(lk, &got, err, errlen);
+    if (s == 1) {
+        confirmed(lk, sent_at, &got);
+        return 0;
+    }
+    if (s == -2)
+        return -1;
+    snprintf(err, errlen, "held by %s (renewed %s)", *got.holder ? got.holder : "nobody",
+             *got.renew ? got.renew : "never");
+    return 1;
+}
+
+/* A waiter that gives up withdraws its request, when the Lease still
+ * carries it (best effort: a request left behind is judged stale by the
+ * background runners after a lease duration). */
+static void withdraw(struct lock *lk)
+{
+    struct view v;
+    char err[ERRLINE_MAX];
+    if (lk->asked && read_lease(lk, &v, err, sizeof err) == 0 && v.exists &&
+        strcmp(v.handover, lk->holder) == 0)
+        write_request(lk, &v, NULL);
+}
+
+int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const char *name,
+                 enum lock_role role, int duration_s, double wait_s, int *busy, char *err,
+                 size_t errlen)
+{
+    memset(lk, 0, sizeof *lk);
+    lk->c = c;
+    lk->role = role;
+    lk->duration_s = duration_s > 0 ? duration_s : DEFAULT_LEASE_S;
+    /* Others take over a lease duration after they first saw our last
+     * renewal, which is after we sent it; we give up well before that, for
+     * clock rates that differ and for the time a read takes. */
+    lk->margin = fmax(0.5, lk->duration_s / 6.0);
+    snprintf(lk->ns, sizeof lk->ns, "%s", ns);
+    snprintf(lk->name, sizeof lk->name, "%s", name);
+    char host[128] = "unknown";
+    gethostname(host, sizeof host - 1);
+    /* host/pid/start alone collide: two hook pods on hosts of one name are
+     * both PID 1 and may start in the same second. */
+    unsigned char rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        snprintf(err, errlen, "cannot draw the random part of the lock holder's identity");
+        *busy = 0;
+        return -1;
+    }
+    char hex[17];
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+    snprintf(lk->holder, sizeof lk->holder, "%s/%ld/%ld/%s", host, (long)getpid(),
+             (long)time(NULL), hex);
+    void *page = mmap(NULL, sizeof(*lk->watch), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                      -1, 0);
+    lk->watch = page == MAP_FAILED ? NULL : page;
+    double end = now_mono() + wait_s;
+    int said = 0;
+    for (;;) {
+        int rc = try_acquire(lk, err, errlen);
+        if (rc == 0) {
+            lk->held = 1;
+            *busy = 0;
+            return 0;
+        }
+        if (rc > 0 && stop_signal())
+            snprintf(err, errlen, "stopped by %s while waiting for it", stop_name(stop_signal()));
+        if (rc < 0 || rc == 2 || now_mono() >= end || stop_signal()) {
+            *busy = stop_signal() ? LOCK_ERROR : rc == 2 ? LOCK_YIELD : rc > 0 ? LOCK_BUSY : LOCK_ERROR;
+            stop_defer(1);
+            withdraw(lk);
+            stop_defer(0);
+            if (lk->watch)
+                munmap((void *)lk->watch, sizeof(*lk->watch));
+            lk->watch = NULL;
+            return -1;
+        }
+        if (!said) {
+            log_info("lock: lease %s/%s is %s; waiting up to %.0fs", ns, name, err, wait_s);
+            said = 1;
+        }
+        double left = end - now_mono();
+        rest_sleep(left < 1 ? left : 1);
+    }
+}
+
+const char *lock_handover(const struct lock *lk)
+{
+    return lk->held && lk->role == LOCK_ROLE_BACKGROUND && *lk->handover &&
+                   strcmp(lk->handover, lk->holder) != 0
+               ? lk->handover
+               : NULL;
+}
+
+double lock_left(const struct lock *lk)
+{
+    return lk->held ? lk->confirmed_at + lk->duration_s - lk->margin - now_mono() : 0;
+}
+
+const _Atomic(long long) *lock_watch(const struct lock *lk) { return lk->watch; }
+
+static int lose(struct lock *lk, char *err, size_t errlen, const char *why)
+{
+    lk->held = 0;
+    snprintf(lk->lost, sizeof lk->lost, "%s", why);
+    if (lk->watch)
+        atomic_store(lk->watch, 1); /* in the past: children stop now */
+    snprintf(err, errlen, "lost the runner lock %s/%s: %s", lk->ns, lk->name, why);
+    return -1;
+}
+
+/* A read of the Lease, judged: 0 while it is ours (a resourceVersion moved
+ * by someone who left our holder in place is adopted), -1 when lost. */
+static int judge(struct lock *lk, const struct view *v, char *err, size_t errlen)
+{
+    if (!v->exists)
+        return lose(lk, err, errlen, "the Lease was deleted (its finalizer removed)");
+    if (strcmp(v->holder, lk->holder) != 0) {
+        char m[400];
+        snprintf(m, sizeof m, "it is held by %s now", *v->holder ? v->holder : "nobody");
+        return lose(lk, err, errlen, m);
+    }
+    snprintf(lk->rv, sizeof lk->rv, "%s", v->rv);
+    if (v->deleting) {
+        lk->finish_delete = 1;
+        return lose(lk, err, errlen, "the Lease was deleted while held (by a migration or a person)");
+    }
+    saw_mark(lk, v);
+    return 0;
+}
+
+/* Reads the Lease back now. 0 while ours, -1 when lost; a read that fails
+ * proves nothing either way: held while our time lasts. */
+static int check_now(struct lock *lk, char *err, size_t errlen)
+{
+    struct view v;
+    char why[ERRLINE_MAX];
+    lk->checked_at = now_mono();
+    if (read_lease(lk, &v, why, sizeof why) == 0)
+        return judge(lk, &v, err, errlen);
+    log_warn("lock: could not read the Lease back (%s); going on while the hold lasts", why);
+    if (lock_left(lk) > 0)
+        return 0;
+    char m[300];
+    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
+    return lose(lk, err, errlen, m);
+}
+
+/* A compare-and-swap renewal now. 0 held (confirmed, or not confirmed but
+ * still within its time), -1 lost. */
+static int renew_now(struct lock *lk, char *err, size_t errlen)
+{
+    int tries = 0;
+again:;
+    cJSON *b = lease_body(lk, lk->holder, 0, lk->rv, 0, NULL);
+    if (!b)
+        return lock_left(lk) > 0 ? 0 : lose(lk, err, errlen, "out of memory");
+    double sent_at = now_mono();
+    long code;
+    struct view v;
+    char why[ERRLINE_MAX] = "";
+    enum wrote w = write_lease(lk, "PATCH", b, lock_left(lk), &v, &code, why, sizeof why);
+    cJSON_Delete(b);
+    if (w == WROTE_OK && v.deleting) {
+        snprintf(lk->rv, sizeof lk->rv, "%s", v.rv);
+        lk->finish_delete = 1;
+        return lose(lk, err, errlen, "the Lease was deleted while held (by a migration or a person)");
+    }
+    if (w == WROTE_OK && strcmp(v.holder, lk->holder) == 0) {
+        confirmed(lk, sent_at, &v);
+        return 0;
+    }
+    if (w == WROTE_REFUSED && code != 409 && code != 404) {
+        /* Forbidden, invalid: nothing says another holds it; keep trying
+         * while our time lasts. */
+        log_warn("lock: renewal refused: %s", why);
+    } else {
+        int s = settle(lk, &v, why, sizeof why);
+        if (s == 1) {
+            confirmed(lk, sent_at, &v);
+            return 0;
+        }
+        if (s == -1)
+            return judge(lk, &v, err, errlen);
+        if (s == 0 && code == 409 && tries++ == 0) {
+            /* Still ours, written by someone else since (a pre-apply
+             * waiter's hand-over request): renew on what it is now. */
+            snprintf(lk->rv, sizeof lk->rv, "%s", v.rv);
+            saw_mark(lk, &v);
+            goto again;
+        }
+        log_warn("lock: renewal not confirmed (%s); retrying while the lease lasts", why);
+    }
+    if (lock_left(lk) > 0)
+        return 0;
+    char m[300];
+    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
+    return lose(lk, err, errlen, m);
+}
+
+/* 0 when the hold has not lapsed, else -1 (lost for good, even if nobody
+ * took the Lease: the migration's group killed itself at that moment,
+ * lock_watch). */
+static int not_lapsed(struct lock *lk, char *err, size_t errlen)
+{
+    if (!lk->held) {
+        snprintf(err, errlen, "lost the runner lock %s/%s: %s", lk->ns, lk->name,
+                 *lk->lost ? lk->lost : "not held");
+        return -1;
+    }
+    if (lock_left(lk) > 0)
+        return 0;
+    char m[300];
+    snprintf(m, sizeof m, "no renewal was confirmed for %.1fs (was the runner stopped, or "
+             "the apiserver out of reach?)", now_mono() - lk->confirmed_at);
+    return lose(lk, err, errlen, m);
+}
+
+int lock_renew(struct lock *lk, char *err, size_t errlen)
+{
+    if (not_lapsed(lk, err, errlen) != 0)
+        return -1;
+    double now = now_mono();
+    if (now - lk->confirmed_at >= lk->duration_s / 4.0)
+        return renew_now(lk, err, errlen);
+    double every = lk->duration_s / 8.0 < LOCK_CHECK_S ? lk->duration_s / 8.0 : LOCK_CHECK_S;
+    if (now - lk->checked_at >= every)
+        return check_now(lk, err, errlen);
+    return 0;
+}
+
+int lock_confirm(struct lock *lk, char *err, size_t errlen)
+{
+    if (not_lapsed(lk, err, errlen) != 0)
+        return -1;
+    int rc = now_mono() - lk->confirmed_at >= lk->duration_s / 4.0 ? renew_now(lk, err, errlen)
+                                                                   : check_now(lk, err, errlen);
+    if (rc != 0)
+        return -1;
+    if (lock_left(lk) > 0)
+        return 0;
+    char m[300];
+    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
+    return lose(lk, err, errlen, m);
+}
+
+int lock_note_ledger(struct lock *lk, const char *uid, char *err, size_t errlen)
+{
+    if (!*uid || strcmp(lk->mark, uid) == 0)
+        return 0;
+    snprintf(lk->want_mark, sizeof lk->want_mark, "%s", uid);
+    if (not_lapsed(lk, err, errlen) != 0 || renew_now(lk, err, errlen) != 0)
+        return -1;
+    if (*lk->want_mark)
+        log_warn("lock: the Lease does not record the ledger yet (the renewal was not "
+                 "confirmed); the next renewal carries it");
+    return 0;
+}
+
+int lock_read_ledger_mark(struct rest_client *c, const char *ns, const char *name, char *mark,
+                          size_t marklen, char *err, size_t errlen)
+{
+    struct lock lk;
+    memset(&lk, 0, sizeof lk);
+    lk.c = c;
+    snprintf(lk.ns, sizeof lk.ns, "%s", ns);
+    snprintf(lk.name, sizeof lk.name, "%s", name);
+    struct view v;
+    if (read_lease(&lk, &v, err, errlen) != 0)
+        return -1;
+    snprintf(mark, marklen, "%s", v.mark);
+    return 0;
+}
+
+int lock_peek(struct rest_client *c, const char *ns, const char *name, struct lock_peek *out,
+              char *err, size_t errlen)
+{
+    struct lock lk;
+    memset(&lk, 0, sizeof lk);
+    memset(out, 0, sizeof *out);
+    lk.c = c;
+    snprintf(lk.ns, sizeof lk.ns, "%s", ns);
+    snprintf(lk.name, sizeof lk.name, "%s", name);
+    struct view v;
+    if (read_lease(&lk, &v, err, errlen) != 0)
+        return -1;
+    out->exists = v.exists;
+    snprintf(out->holder, sizeof out->holder, "%s", v.holder);
+    snprintf(out->role, sizeof out->role, "%s", v.role);
+    snprintf(out->handover, sizeof out->handover, "%s", v.handover);
+    snprintf(out->renew, sizeof out->renew, "%s", v.renew);
+    out->duration = v.duration;
+    return 0;
+}
+
+/* The release's one write: clear the holder and the finalizer (held), or
+ * only the finalizer (lost to a plain delete while ours). */
+static cJSON *release_body(struct lock *lk)
+{
+    cJSON *b;
+    if (lk->held) {
+        b = lease_body(lk, "", 0, lk->rv, 0, NULL);
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(b, "metadata");
+        cJSON_DeleteItemFromObject(meta, "finalizers");
+        cJSON_DeleteItemFromObject(meta, "annotations");
+        if (b && !cJSON_AddNullToObject(meta, "finalizers")) {
+            cJSON_Delete(b);
+            b = NULL;
+        }
+        return b;
+    }
+    b = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(b, "metadata");
+    if (!meta || !cJSON_AddStringToObject(meta, "resourceVersion", lk->rv) ||
+        !cJSON_AddNullToObject(meta, "finalizers")) {
+        cJSON_Delete(b);
+        return NULL;
+    }
+    return b;
+}
+
+int lock_release(struct lock *lk)
+{
+    int rc = 0;
+    stop_defer(1);
+    double budget = stop_signal() ? RELEASE_STOPPING_S : DEFAULT_RETRY_BUDGET_S;
+    /* Each try is conditional on the resourceVersion we know; a conflict
+     * (a plain delete moved it, or a person edited the Lease) is read back
+     * and tried again while the Lease is still ours. */
+    for (int tries = 0; (lk->held || lk->finish_delete) && tries < 3; tries++) {
+        cJSON *b = release_body(lk);
+        long code = 0;
+        struct view v;
+        char err[ERRLINE_MAX] = "out of memory";
+        enum wrote w = b ? write_lease(lk, "PATCH", b, budget, &v, &code, err, sizeof err)
+                         : WROTE_UNKNOWN;
+        cJSON_Delete(b);
+        if (w == WROTE_OK || code == 404)
+            break;
+        int again = b && (code == 409 || w == WROTE_UNKNOWN);
+        if (again && read_lease(lk, &v, err, sizeof err) == 0) {
+            if (!v.exists || strcmp(v.holder, lk->holder) != 0)
+                break; /* gone, or not ours: nothing of ours is left to release */
+            snprintf(lk->rv, sizeof lk->rv, "%s", v.rv);
+            if (tries < 2)
+                continue;
+        }
+        log_warn("lock: could not release it: %s (it expires by itself)", err);
+        rc = -1;
+        break;
+    }
+    lk->held = 0;
+    lk->finish_delete = 0;
+    stop_defer(0);
+    if (lk->watch)
+        munmap((void *)lk->watch, sizeof(*lk->watch));
+    lk->watch = NULL;
+    return rc;
+}

@@ -1,0 +1,177 @@
+/* lock.h: the runner lock, a coordination.k8s.io/v1 Lease next to the
+ * ledger, held for the whole run: two runners never execute a migration or
+ * write a record at the same time.
+ *
+ * One clock per observer. Nothing here compares two machines' wall clocks:
+ * the renewTime a holder writes is only a value that changes. A runner that
+ * waits judges the Lease expired when its holder, renewTime and
+ * resourceVersion have not changed for leaseDurationSeconds of the waiting
+ * runner's own CLOCK_MONOTONIC since it first saw them so (client-go's
+ * leader election does the same). The holder judges its hold on its own
+ * CLOCK_MONOTONIC: it holds until the lease duration, less a margin, has
+ * passed since its last confirmed renewal was *sent*. Every waiting runner
+ * first saw that renewal after it was sent, so the holder gives up before
+ * any of them can take over, whatever their wall clocks say.
+ *
+ * The recipe a runner follows:
+ *   acquire   lock_acquire: create the Lease (holder = us, a finalizer so a
+ *             migration that deletes it cannot let another runner in), or
+ *             take it over once expired as above (a compare-and-swap on its
+ *             resourceVersion: of two runners racing, one wins). A Lease with
+ *             no holder is free at once. Waits up to wait_s while another
+ *             holds it; a stop signal (stop.h) ends the wait.
+ *   confirm   lock_confirm before starting each migration and before each
+ *             record write: renews when a quarter of the lease has passed,
+ *             otherwise reads the Lease back. Lost when another holds it, it
+ *             is gone (deleted with its finalizer removed) or being deleted
+ *             (a plain delete: the finalizer keeps it), or no renewal was
+ *             confirmed within the duration less the margin. A failure
+ *             means: stop, kill what runs, record nothing more, exit 5.
+ *   renew     lock_renew from the wait loop (child_spec.tick): the same,
+ *             paced: a renewal every quarter of the lease, a read-back at
+ *             most every LOCK_CHECK_S between them, so a deleted Lease stops
+ *             a running migration within about that. Every renewal is a
+ *             compare-and-swap patch; one whose outcome is unknown (a reset,
+ *             a 5xx, a 409 after a retry) is decided by reading the Lease
+ *             back: ours if it holds our holder and our renewTime.
+ *   watch     lock_watch: the deadline a migration's process group may live
+ *             to without a newer confirmation, in shared memory its children
+ *             read; a runner that stops (SIGSTOP, a hung syscall) cannot
+ *             leave its migration running past the lease (child.c kills the
+ *             group itself).
+ *   ledger    lock_note_ledger once the ledger is read or created: the Lease
+ *             records the ledger's uid (annotation LOCK_LEDGER_ANNOTATION),
+ *             so a later run that finds the ledger absent knows this cluster
+ *             had one (runner.c refuses, exit 12) instead of taking it for a
+ *             fresh install. lock_read_ledger_mark reads it without the lock.
+ *   release   lock_release: clear the holder and the finalizer; after a
+ *             plain delete (the Lease is terminating and still ours) remove
+ *             our finalizer, so nothing is left terminating behind.
+ *   hand-over The upgrade goes first. Every holder writes its role
+ *             (LOCK_ROLE_ANNOTATION: pre-apply, background, or none) when
+ *             it creates or takes the Lease. A pre-apply runner that waits
+ *             on a background holder asks for the Lease: it writes its own
+ *             identity into LOCK_HANDOVER_ANNOTATION, a merge patch of that
+ *             one annotation conditional on the resourceVersion it read (the
+ *             one write a runner makes to a Lease it does not hold), again
+ *             whenever it finds it missing. The background holder reads the
+ *             request back with every confirmation; at its next migration
+ *             boundary (after recording the migration in flight, never in
+ *             the middle of one) lock_handover says so and the runner
+ *             releases and exits 0 (runner.c). The release leaves the
+ *             request in place, and a background runner never takes a free
+ *             Lease that carries one until the request has not changed for
+ *             a lease duration of its own clock (its writer is gone); nor
+ *             does it wait behind a pre-apply holder: lock_acquire returns
+ *             at once with *busy = LOCK_YIELD. The waiter that gets the
+ *             Lease replaces the whole object, which drops the request; one
+ *             that gives up withdraws its own. A background runner never
+ *             preempts a pre-apply one, and the upgrade waits for at most
+ *             the one background migration in flight.
+ *
+ * Holder identities are unique: host/pid/start time/64 random bits (two
+ * runners that are PID 1 of their containers, on hosts of one name, started
+ * in the same second, still differ).
+ *
+ * Guaranteed: while lock_confirm succeeds, no other runner holds the Lease,
+ * unless a person removed its finalizer and deleted it: then a runner that
+ * starts at once may overlap the migration in flight for up to LOCK_CHECK_S
+ * (the next read-back stops it; it is not recorded). Not guaranteed: that a
+ * migration interrupted by a crash or a lost lock did not change anything;
+ * it runs again next time, which is why migrations must be idempotent. */
+#ifndef COZY_LOCK_H
+#define COZY_LOCK_H
+#include <stdatomic.h>
+
+#include "kube/rest.h"
+
+/* The finalizer every Lease this runner writes carries. */
+#define LOCK_FINALIZER "platform.cozystack.io/runner-lock"
+/* The annotation that records the uid of the ledger a run read or created. */
+#define LOCK_LEDGER_ANNOTATION "platform.cozystack.io/ledger-uid"
+/* The holder's role, and a pre-apply waiter's request (the hand-over). */
+#define LOCK_ROLE_ANNOTATION "platform.cozystack.io/holder-tier"
+#define LOCK_HANDOVER_ANNOTATION "platform.cozystack.io/handover-requested-by"
+/* The longest a held lock goes without reading the Lease back while a
+ * migration runs (shorter for a lease under 4 s: an eighth of it). */
+#define LOCK_CHECK_S 0.5
+
+enum lock_role {
+    LOCK_ROLE_NONE = 0,     /* neither asks nor yields (skip) */
+    LOCK_ROLE_PRE_APPLY,    /* the upgrade: asks a background holder to hand over */
+    LOCK_ROLE_BACKGROUND,   /* yields to the upgrade */
+};
+
+/* lock_acquire's *busy: why it did not get the lock. */
+enum { LOCK_ERROR = 0, LOCK_BUSY = 1, LOCK_YIELD = 2 };
+
+struct lock {
+    struct rest_client *c;
+    enum lock_role role;
+    char ns[128], name[128], holder[256];
+    char rv[64];            /* resourceVersion of our last confirmed write or read-back */
+    char sent[40];          /* renewTime of the write in flight */
+    int duration_s;         /* leaseDurationSeconds */
+    double margin;          /* how much earlier than the others we give up */
+    double confirmed_at;    /* monotonic: when our last confirmed write was sent */
+    double checked_at;      /* monotonic: our last read-back or renewal */
+    int held;
+    int finish_delete;      /* lost to a plain delete while still ours: lock_release
+                             * removes our finalizer */
+    char mark[64];          /* the ledger uid the Lease records, "" when none */
+    char want_mark[64];     /* a uid for the next renewal to record */
+    char obs[400];          /* acquire: holder|renewTime|resourceVersion as last seen */
+    double obs_at;          /* monotonic: when it was first seen so */
+    char lost[512];         /* why it was lost, when it was */
+    char handover[256];     /* held: who asked for the Lease ("" = nobody) */
+    int asked;              /* waiting: our hand-over request was written */
+    _Atomic(long long) *watch;  /* shared with children: lock_watch */
+};
+
+/* Tries for up to wait_s seconds. Returns 0 when held; -1 with err naming the
+ * holder when someone else kept it (*busy = LOCK_BUSY), when a background
+ * runner found the upgrade holding or asking for it (*busy = LOCK_YIELD, at
+ * once for a pre-apply holder), or with the API error or the stop signal
+ * that ended the wait (*busy = LOCK_ERROR). */
+int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const char *name,
+                 enum lock_role role, int duration_s, double wait_s, int *busy, char *err,
+                 size_t errlen);
+/* Held by a background runner: who asked for the Lease (the identity of the
+ * pre-apply runner waiting), as the last confirmation read it; NULL when
+ * nobody did or the role is not background. */
+const char *lock_handover(const struct lock *lk);
+/* 0 while held (renewed, or read back and found ours), -1 when lost (err
+ * says why). */
+int lock_confirm(struct lock *lk, char *err, size_t errlen);
+/* Renews when a quarter of the lease has passed, reads it back at most
+ * every LOCK_CHECK_S otherwise; cheap to call often. 0 while held, -1 when
+ * lost. */
+int lock_renew(struct lock *lk, char *err, size_t errlen);
+/* Seconds our hold is certain for (the duration less the margin since the
+ * last confirmation); what a write under the lock may take at most. */
+double lock_left(const struct lock *lk);
+/* The watch word for child_spec.lease_until_us: monotonic microseconds
+ * after which a migration's process group must not live. */
+const _Atomic(long long) *lock_watch(const struct lock *lk);
+/* Records uid as the ledger's in the Lease (a renewal, when it is not
+ * there yet). 0 while held, -1 when lost (err says why). */
+int lock_note_ledger(struct lock *lk, const char *uid, char *err, size_t errlen);
+/* The ledger uid the Lease records, read without holding it (plan, dry
+ * run): 0 with mark "" when there is none or no Lease, -1 with err when it
+ * cannot be read. */
+int lock_read_ledger_mark(struct rest_client *c, const char *ns, const char *name, char *mark,
+                          size_t marklen, char *err, size_t errlen);
+/* The Lease as a reader sees it, without holding it (dispatch: whether
+ * the upgrade holds or asks for the lock). exists 0 when there is none. */
+struct lock_peek {
+    int exists;
+    char holder[256], role[32], handover[256], renew[40];
+    double duration;
+};
+/* 0, or -1 with err when it cannot be read. */
+int lock_peek(struct rest_client *c, const char *ns, const char *name, struct lock_peek *out,
+              char *err, size_t errlen);
+/* Releases what we hold (a no-op when nothing), also while a stop signal
+ * is pending. 0, or -1 after a warning (the lease then expires by itself). */
+int lock_release(struct lock *lk);
+#endif

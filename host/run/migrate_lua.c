@@ -1,0 +1,341 @@
+/* migrate_lua.c: the `migrate` Lua module, the runner's own parsers and
+ * planner exposed to specs and tools (never to migrations: the sandbox does
+ * not offer it). Owns only the conversion between Lua values and the C
+ * structures; every rule stays in header.c, manifest.c, record.c, tree.c and
+ * plan.c, so a spec tests the code the runner runs. */
+#include "run/migrate_lua.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/defaults.h"
+#include "kube/guard.h"
+#include "formats/header.h"
+#include "run/ledger.h"
+#include "lua/luajson.h"
+#include "formats/manifest.h"
+#include "run/plan.h"
+#include "formats/record.h"
+#include "formats/tree.h"
+#include "base/util.h"
+
+static int fail(lua_State *L, const char *err)
+{
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+}
+
+/* header(text, name [, lua=true]) -> {on_error=, requires={}, timeout=} | nil, err */
+static int l_header(lua_State *L)
+{
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
+    const char *name = luaL_optstring(L, 2, "script.lua");
+    int lua = lua_isnoneornil(L, 3) ? 1 : lua_toboolean(L, 3);
+    struct header h;
+    char err[512];
+    if (header_parse(name, text, len, lua, &h, err, sizeof err) != 0)
+        return fail(L, err);
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, on_error_name(h.on_error));
+    lua_setfield(L, -2, "on_error");
+    lua_createtable(L, (int)h.nrequires, 0);
+    for (size_t i = 0; i < h.nrequires; i++) {
+        lua_pushstring(L, h.requires[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "requires");
+    if (h.timeout > 0) {
+        lua_pushnumber(L, h.timeout);
+        lua_setfield(L, -2, "timeout");
+    }
+    header_free(&h);
+    return 1;
+}
+
+/* batch(name, text) -> {{slug=, retired=, line=}, ...} | nil, err */
+static int l_batch(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    size_t len;
+    const char *text = luaL_checklstring(L, 2, &len);
+    struct batch b;
+    char err[512], path[300];
+    snprintf(path, sizeof path, "order.d/%s", name);
+    if (manifest_parse_batch(name, path, text, len, &b, err, sizeof err) != 0)
+        return fail(L, err);
+    lua_createtable(L, (int)b.n, 0);
+    for (size_t i = 0; i < b.n; i++) {
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, b.e[i].slug);
+        lua_setfield(L, -2, "slug");
+        lua_pushboolean(L, b.e[i].retired);
+        lua_setfield(L, -2, "retired");
+        lua_pushinteger(L, b.e[i].line);
+        lua_setfield(L, -2, "line");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    for (size_t i = 0; i < b.n; i++)
+        free(b.e[i].slug);
+    free(b.e);
+    free(b.name);
+    free(b.path);
+    return 1;
+}
+
+/* revoked(text) -> {slug, ...} | nil, err */
+static int l_revoked(lua_State *L)
+{
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
+    struct slug_list sl;
+    char err[512];
+    if (revoked_parse("revoked", text, len, &sl, err, sizeof err) != 0)
+        return fail(L, err);
+    lua_createtable(L, (int)sl.n, 0);
+    for (size_t i = 0; i < sl.n; i++) {
+        lua_pushstring(L, sl.slug[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    slug_list_free(&sl);
+    return 1;
+}
+
+/* legacy_map(text) -> {{number=, slug=}, ...} | nil, err */
+static int l_legacy_map(lua_State *L)
+{
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
+    struct legacy_map m;
+    char err[512];
+    if (legacy_map_parse("legacy-map", text, len, &m, err, sizeof err) != 0)
+        return fail(L, err);
+    lua_createtable(L, (int)m.n, 0);
+    for (size_t i = 0; i < m.n; i++) {
+        lua_createtable(L, 0, 2);
+        lua_pushinteger(L, m.e[i].number);
+        lua_setfield(L, -2, "number");
+        lua_pushstring(L, m.e[i].slug);
+        lua_setfield(L, -2, "slug");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    legacy_map_free(&m);
+    return 1;
+}
+
+/* Pushes a record as the table its wire JSON decodes to. May raise. */
+static void push_record(lua_State *L, const struct record *r)
+{
+    struct ljson_box *box = ljson_box(L);
+    char *s = record_format(r);
+    if (!s || !(box->json = cJSON_Parse(s))) {
+        free(s);
+        luaL_error(L, "out of memory");
+        return;
+    }
+    free(s);
+    ljson_push(L, box->json);
+    ljson_box_free(box);
+    lua_remove(L, -2);
+}
+
+/* record(text) -> {state=, attempts=, ...} | nil, problem */
+static int l_record(lua_State *L)
+{
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
+    struct record *r = lua_newuserdatauv(L, sizeof *r, 0);
+    if (record_parse(text, len, r) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, r->problem);
+        return 2;
+    }
+    push_record(L, r);
+    return 1;
+}
+
+static void push_string_or_nil(lua_State *L, const char *s)
+{
+    if (s)
+        lua_pushstring(L, s);
+    else
+        lua_pushnil(L);
+}
+
+/* plan(dir, data, opts) -> plan table | nil, err
+ * dir: a tree on disk; data: the ledger's data map (nil = absent ledger);
+ * opts: {tier=, only=, force=, skip={slug...}, skip_reason=, skip_only=,
+ * max_attempts=, image=}. */
+static int l_plan(lua_State *L)
+{
+    const char *dir = luaL_checkstring(L, 1);
+    char err[2048];
+    struct tree t;
+    if (tree_load(dir, &t, err, sizeof err) != 0)
+        return fail(L, err);
+    struct ledger l;
+    memset(&l, 0, sizeof l);
+    if (!lua_isnoneornil(L, 2)) {
+        lua_createtable(L, 0, 1);
+        lua_pushvalue(L, 2);
+        lua_setfield(L, -2, "data");
+        cJSON *cm = ljson_to_cjson(L, -1, err, sizeof err);
+        lua_pop(L, 1);
+        if (!cm || ledger_parse(cm, &l, err, sizeof err) != 0) {
+            cJSON_Delete(cm);
+            tree_free(&t);
+            return fail(L, err);
+        }
+        cJSON_Delete(cm);
+    }
+    struct plan_opts po = {.tier = "pre-apply", .now = "2026-01-01T00:00:00Z"};
+    const char *skip[16];
+    if (lua_istable(L, 3)) {
+        lua_getfield(L, 3, "tier");
+        lua_getfield(L, 3, "only");
+        lua_getfield(L, 3, "max_attempts");
+        lua_getfield(L, 3, "image");
+        if (lua_isstring(L, -4))
+            po.tier = lua_tostring(L, -4);
+        po.only = lua_tostring(L, -3);
+        po.max_attempts = (int)lua_tointeger(L, -2);
+        po.image = lua_tostring(L, -1);
+        lua_getfield(L, 3, "force");
+        lua_getfield(L, 3, "skip_only");
+        lua_getfield(L, 3, "skip_reason");
+        po.force = lua_toboolean(L, -3);
+        po.skip_only = lua_toboolean(L, -2);
+        po.skip_reason = lua_tostring(L, -1);
+        /* skip = {slug, ...}: the strings stay on the stack while planning */
+        lua_getfield(L, 3, "skip");
+        if (lua_istable(L, -1)) {
+            lua_Integer n = luaL_len(L, -1);
+            for (lua_Integer i = 1; i <= n && po.nskip < sizeof skip / sizeof skip[0]; i++) {
+                lua_rawgeti(L, -1, i);
+                skip[po.nskip++] = luaL_checkstring(L, -1);
+                lua_insert(L, -2);
+            }
+            po.skip = skip;
+        }
+    }
+    struct plan p;
+    if (plan_build(&t, &l, &po, &p) != 0) {
+        ledger_free(&l);
+        tree_free(&t);
+        return luaL_error(L, "out of memory");
+    }
+    lua_createtable(L, 0, 8);
+    lua_pushboolean(L, p.fresh_install);
+    lua_setfield(L, -2, "fresh_install");
+    lua_createtable(L, 0, (int)p.nseed);
+    for (size_t i = 0; i < p.nseed; i++) {
+        push_record(L, &p.seed[i].rec);
+        lua_setfield(L, -2, p.seed[i].slug);
+    }
+    lua_setfield(L, -2, "seed");
+    lua_pushinteger(L, p.refuse);
+    lua_setfield(L, -2, "refuse");
+    push_string_or_nil(L, p.refuse ? p.refuse_msg : NULL);
+    lua_setfield(L, -2, "refuse_msg");
+    lua_pushboolean(L, p.corrupt);
+    lua_setfield(L, -2, "corrupt");
+    lua_createtable(L, (int)p.nproblems, 0);
+    for (size_t i = 0; i < p.nproblems; i++) {
+        lua_pushstring(L, p.problems[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "problems");
+    lua_createtable(L, (int)p.nwarnings, 0);
+    for (size_t i = 0; i < p.nwarnings; i++) {
+        lua_pushstring(L, p.warnings[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "warnings");
+    lua_createtable(L, (int)p.n, 0);
+    for (size_t i = 0; i < p.n; i++) {
+        const struct step *s = &p.s[i];
+        lua_createtable(L, 0, 6);
+        lua_pushstring(L, step_kind_name(s->kind));
+        lua_setfield(L, -2, "kind");
+        lua_pushstring(L, s->slug);
+        lua_setfield(L, -2, "slug");
+        lua_pushstring(L, s->batch);
+        lua_setfield(L, -2, "batch");
+        lua_pushstring(L, s->tier);
+        lua_setfield(L, -2, "tier");
+        lua_pushstring(L, s->why);
+        lua_setfield(L, -2, "why");
+        lua_pushinteger(L, s->prev_attempts);
+        lua_setfield(L, -2, "prev_attempts");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "steps");
+    plan_free(&p);
+    ledger_free(&l);
+    tree_free(&t);
+    return 1;
+}
+
+/* guard(method, path [, body [, content_type [, {ns=, ledger=, lease=, dry_run=}]]])
+ * -> verdict ("allow", "LedgerProtected", "BadPath", "BadBody"), why */
+static int l_guard(lua_State *L)
+{
+    const char *method = luaL_checkstring(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    size_t blen = 0;
+    const char *body = luaL_optlstring(L, 3, NULL, &blen);
+    const char *ct = luaL_optstring(L, 4, NULL);
+    struct guard_target t = {"cozy-system", "cozystack-version", "cozystack-version-lock",
+                             EVENT_COMPONENT, 0};
+    if (lua_istable(L, 5)) {
+        lua_getfield(L, 5, "ns");
+        lua_getfield(L, 5, "ledger");
+        lua_getfield(L, 5, "lease");
+        lua_getfield(L, 5, "dry_run");
+        if (lua_isstring(L, -4))
+            t.ns = lua_tostring(L, -4);
+        if (lua_isstring(L, -3))
+            t.ledger = lua_tostring(L, -3);
+        if (lua_isstring(L, -2))
+            t.lease = lua_tostring(L, -2);
+        t.dry_run = lua_toboolean(L, -1);
+    }
+    char why[512];
+    enum guard_verdict v = guard_check(&t, method, path, body, blen, ct, why, sizeof why);
+    lua_pushstring(L, guard_verdict_name(v));
+    lua_pushstring(L, why);
+    return 2;
+}
+
+/* duration(text) -> seconds | nil (util.c's parse_duration, the one parser) */
+static int l_duration(lua_State *L)
+{
+    double d;
+    if (parse_duration(luaL_checkstring(L, 1), &d) != 0)
+        lua_pushnil(L);
+    else
+        lua_pushnumber(L, d);
+    return 1;
+}
+
+/* slug_valid(s) -> boolean */
+static int l_slug_valid(lua_State *L)
+{
+    lua_pushboolean(L, slug_valid(luaL_checkstring(L, 1)));
+    return 1;
+}
+
+int luaopen_migrate(lua_State *L)
+{
+    static const luaL_Reg f[] = {
+        {"header", l_header},     {"batch", l_batch},   {"revoked", l_revoked},
+        {"legacy_map", l_legacy_map}, {"record", l_record}, {"plan", l_plan},
+        {"slug_valid", l_slug_valid}, {"guard", l_guard}, {"duration", l_duration},
+        {NULL, NULL},
+    };
+    ljson_init(L);
+    luaL_newlib(L, f);
+    return 1;
+}

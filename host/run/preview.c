@@ -1,0 +1,371 @@
+/* preview.c: `cozy-migrate preview`: what an upgrade would do to this
+ * cluster. Every pending Lua migration of the tier runs, in manifest order,
+ * in its supervised child as `run` would, with every write sent dryRun=All
+ * and the apiserver's answers kept in a copy-on-write overlay (overlay.h)
+ * that the next reads, and the next migrations, see. Owns the order of the
+ * preview, collecting each migration's outcome and changes (its write
+ * journal), the records the run would write, and the report (text, or one
+ * JSON document). Must never write anything that persists: it takes no
+ * lock, writes no record and no Event, and every write it lets a migration
+ * send is a dry run. Shell migrations cannot be previewed: they are listed,
+ * and what follows them is predicted without their effects; so is what
+ * follows a migration that met a write the preview cannot predict, which is
+ * reported unpredictable (never as a failure of the run). */
+#include "run/preview.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "run/child.h"
+#include "base/defaults.h"
+#include "base/exitcodes.h"
+#include "run/ledger.h"
+#include "run/lock.h"
+#include "base/log.h"
+#include "kube/overlay.h"
+#include "run/plan.h"
+#include "kube/rest.h"
+#include "base/stop.h"
+#include "formats/tree.h"
+#include "base/util.h"
+
+struct preview {
+    const struct runner_opts *o;
+    struct kube_options k;          /* o->k with dry_run set */
+    struct tree t;
+    struct ledger l;
+    struct plan p;
+    struct rest_client *rest;
+    char dir[64], overlay[128];     /* the overlay lives in a private temp dir */
+    cJSON *doc;                     /* the JSON report being built */
+    cJSON *migrations, *records;
+    cJSON *ran;                     /* slug -> "ok" | "failed in this run" | "blocked" */
+    const char *unpredictable;      /* the first migration the preview could not predict */
+};
+
+/* plan_ran_fn: what this preview predicts of a slug it already went past. */
+static const char *preview_ran(void *ud, const char *slug)
+{
+    struct preview *v = ud;
+    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v->ran, slug));
+}
+
+static void preview_free(struct preview *v)
+{
+    if (*v->overlay)
+        unlink(v->overlay);
+    if (*v->dir)
+        rmdir(v->dir);
+    plan_free(&v->p);
+    ledger_free(&v->l);
+    tree_free(&v->t);
+    rest_free(v->rest);
+    cJSON_Delete(v->doc);
+    cJSON_Delete(v->ran);
+}
+
+/* A record the run would write. */
+static void would_record(struct preview *v, const char *slug, const char *state, const char *reason)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r || !cJSON_AddItemToArray(v->records, r) || !cJSON_AddStringToObject(r, "migration", slug) ||
+        !cJSON_AddStringToObject(r, "state", state) ||
+        (reason && !cJSON_AddStringToObject(r, "reason", reason)))
+        log_warn("preview: out of memory");
+}
+
+/* Loads, reads and plans as `run` would, without the lock. 0 or an exit code. */
+static int prepare(struct preview *v)
+{
+    const struct runner_opts *o = v->o;
+    char err[ERRLINE_MAX];
+    if (tree_load(o->dir, &v->t, err, sizeof err) != 0) {
+        log_fatal("%s", err);
+        return EXIT_PACKAGING;
+    }
+    struct rest_policy pol = {o->k.request_timeout, o->k.max_attempts, o->k.retry_budget};
+    if (!(v->rest = rest_new(&o->k.cfg, &pol, err, sizeof err))) {
+        log_fatal("%s", err);
+        return EXIT_CLUSTER;
+    }
+    struct ledger_loc at = {.rest = v->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
+    enum ledger_rc lrc = ledger_read(&at, &v->l, err, sizeof err);
+    if (lrc != LEDGER_OK) {
+        log_fatal("%s", err);
+        return lrc == LEDGER_UNTRUSTED ? EXIT_LEDGER : EXIT_CLUSTER;
+    }
+    /* A run refuses an absent ledger the Lease says existed (exit 12):
+     * the preview must not show a fresh install instead. */
+    char mark[64] = "";
+    if (!v->l.exists && lock_read_ledger_mark(v->rest, o->k.ledger_namespace, o->k.lease_name, mark,
+                                              sizeof mark, err, sizeof err) != 0)
+        log_warn("cannot tell whether this cluster had a ledger before (%s)", err);
+    if (*mark) {
+        log_fatal("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
+                  "one (uid %s): a run refuses (exit 12) until it is restored; 'cozy-migrate plan' "
+                  "says how", o->k.ledger_namespace, o->k.ledger_name, o->k.ledger_namespace,
+                  o->k.lease_name, mark);
+        return EXIT_LEDGER_GONE;
+    }
+    char now[32];
+    now_rfc3339(now);
+    struct plan_opts po = {.tier = o->tier, .tier_given = o->tier_given, .only = o->only,
+                           .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
+                           .max_attempts = o->max_attempts,
+                           .image = o->image, .now = now};
+    if (plan_build(&v->t, &v->l, &po, &v->p) != 0) {
+        log_fatal("out of memory while planning");
+        return EXIT_FAILED;
+    }
+    if (v->p.refuse) {
+        log_fatal("%s", v->p.refuse_msg);
+        return v->p.refuse;
+    }
+    snprintf(v->dir, sizeof v->dir, "/tmp/cozy-preview-XXXXXX");
+    if (!mkdtemp(v->dir)) {
+        *v->dir = '\0';
+        log_fatal("preview: cannot make a private directory: %s", strerror(errno));
+        return EXIT_FAILED;
+    }
+    snprintf(v->overlay, sizeof v->overlay, "%s/overlay.json", v->dir);
+    v->k = o->k;
+    v->k.dry_run = 1;
+    v->ran = cJSON_CreateObject();
+    v->doc = cJSON_CreateObject();
+    v->migrations = cJSON_AddArrayToObject(v->doc, "migrations");
+    v->records = cJSON_AddArrayToObject(v->doc, "records");
+    if (!v->ran || !v->doc || !v->migrations || !v->records ||
+        !cJSON_AddStringToObject(v->doc, "tier", o->tier)) {
+        log_fatal("out of memory");
+        return EXIT_FAILED;
+    }
+    return 0;
+}
+
+/* The text of one migration's changes, from its journal entries. */
+static void print_changes(const cJSON *journal)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(journal, "entries")) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "changed")))
+            continue;
+        const char *ns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "namespace"));
+        out_line("    %s %s %s%s%s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "verb")),
+                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "resource")), ns ? ns : "",
+                 ns ? "/" : "", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name")));
+        const cJSON *f;
+        cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(e, "fields"))
+            out_line("      %s", f->valuestring);
+    }
+    const cJSON *more = cJSON_GetObjectItemCaseSensitive(journal, "more");
+    if (cJSON_IsNumber(more))
+        out_line("    ... and %d more writes", (int)more->valuedouble);
+}
+
+/* Previews one step. Returns 1 when the run would stop there, else 0. */
+static int preview_step(struct preview *v, const struct step *s, size_t k, size_t n, int *blind)
+{
+    const struct runner_opts *o = v->o;
+    const struct migration *m = s->m;
+    cJSON *mj = cJSON_CreateObject();
+    if (!mj || !cJSON_AddItemToArray(v->migrations, mj) ||
+        !cJSON_AddStringToObject(mj, "migration", s->slug) ||
+        !cJSON_AddStringToObject(mj, "tier", s->tier) || !cJSON_AddStringToObject(mj, "batch", s->batch)) {
+        log_warn("preview: out of memory");
+        return 0;
+    }
+    if (s->kind == STEP_RECORD_REVOKED) {
+        cJSON_AddStringToObject(mj, "outcome", "revoked");
+        if (!o->output_json)
+            out_line("[%zu/%zu] %s ... revoked: the run would record it revoked", k, n, s->slug);
+        would_record(v, s->slug, "revoked", NULL);
+        return 0;
+    }
+    if (s->kind == STEP_RECORD_SKIPPED) {
+        cJSON_AddStringToObject(mj, "outcome", "skipped");
+        if (!o->output_json)
+            out_line("[%zu/%zu] %s ... skipped by the operator: the run would record it skipped", k,
+                     n, s->slug);
+        would_record(v, s->slug, "skipped", "Operator");
+        return 0;
+    }
+    char why[160] = "";
+    if (s->kind == STEP_BLOCKED || plan_blocked(&v->p, &v->l, m, preview_ran, v, why, sizeof why)) {
+        int stop = m && m->h.on_error == ON_ERROR_ABORT;
+        const char *because = s->kind == STEP_BLOCKED ? s->why : why;
+        cJSON_AddStringToObject(mj, "outcome", "blocked");
+        cJSON_AddStringToObject(mj, "message", because);
+        cJSON_AddBoolToObject(mj, "stops_upgrade", stop);
+        cJSON_AddStringToObject(v->ran, s->slug, "blocked");
+        if (!o->output_json)
+            out_line("[%zu/%zu] %s ... would not run (%s)%s", k, n, s->slug, because,
+                     stop ? "; on-error=abort: the upgrade would stop here" : "");
+        return stop;
+    }
+    if (m->is_shell) {
+        cJSON_AddStringToObject(mj, "outcome", "not-previewable");
+        if (!o->output_json)
+            out_line("[%zu/%zu] %s ... shell: not previewable%s", k, n, s->slug,
+                     *blind ? "" : "; what follows is predicted without its effects");
+        *blind = 1;
+        would_record(v, s->slug, "ok", "predicted: the shell migration was not previewed");
+        cJSON_AddStringToObject(v->ran, s->slug, "ok");
+        return 0;
+    }
+    struct child_spec spec = {
+        .slug = s->slug,
+        .path = m->path,
+        .timeout_s = o->timeout > 0 ? o->timeout : m->h.timeout > 0 ? m->h.timeout : DEFAULT_TIMEOUT_S,
+        .grace_s = o->grace,
+        .lua_mem_limit = o->memory,
+        .kube = &v->k,
+        .overlay_path = v->overlay,
+    };
+    struct child_result res;
+    child_run(&spec, &res);
+    cJSON *journal = res.journal ? cJSON_Parse(res.journal) : NULL;
+    if (*res.unpredictable && res.outcome != CHILD_TIMEOUT && res.outcome != CHILD_NOMEM) {
+        /* The preview met a write it cannot predict (a strategic merge on an
+         * object it changed, a verb a dry run may not send): whatever the
+         * script did next tells nothing about the real run. */
+        cJSON_AddStringToObject(mj, "outcome", "unpredictable");
+        cJSON_AddStringToObject(mj, "message", res.unpredictable);
+        if (!o->output_json) {
+            out_line("[%zu/%zu] %s ... unpredictable: %s%s", k, n, s->slug, res.unpredictable,
+                     *blind ? "" : "; what follows is predicted without its effects");
+            if (journal)
+                print_changes(journal);
+        }
+        if (journal && !cJSON_AddItemToObject(mj, "journal", journal))
+            cJSON_Delete(journal);
+        *blind = 1;
+        v->unpredictable = v->unpredictable ? v->unpredictable : s->slug;
+        would_record(v, s->slug, "unpredictable", "the preview cannot predict its outcome");
+        cJSON_AddStringToObject(v->ran, s->slug, "ok");
+        child_result_free(&res);
+        return 0;
+    }
+    int ok = res.outcome == CHILD_OK, stop = !ok && m->h.on_error == ON_ERROR_ABORT;
+    cJSON_AddStringToObject(mj, "outcome", ok ? "ok" : "failed");
+    if (!ok) {
+        cJSON_AddStringToObject(mj, "reason", res.reason ? res.reason : "Failed");
+        cJSON_AddStringToObject(mj, "message", res.message);
+        cJSON_AddBoolToObject(mj, "stops_upgrade", stop);
+    }
+    if (!o->output_json) {
+        char summary[64] = "";
+        if (journal)
+            snprintf(summary, sizeof summary, ": %d writes, %d would change",
+                     (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(journal, "writes")),
+                     (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(journal, "changed")));
+        if (ok)
+            out_line("[%zu/%zu] %s ... ok%s", k, n, s->slug, summary);
+        else
+            out_line("[%zu/%zu] %s ... would FAIL (%s: %s)%s%s", k, n, s->slug, res.reason,
+                     res.message, summary, stop ? "; on-error=abort: the upgrade would stop here" : "");
+        if (journal)
+            print_changes(journal);
+    }
+    if (journal && !cJSON_AddItemToObject(mj, "journal", journal))
+        cJSON_Delete(journal);
+    cJSON_AddStringToObject(v->ran, s->slug, ok ? "ok" : "failed in this run");
+    if (ok)
+        would_record(v, s->slug, "ok", NULL);
+    else if (!stop)
+        would_record(v, s->slug, "failed", res.reason);
+    child_result_free(&res);
+    return stop;
+}
+
+int preview_run(const struct runner_opts *o)
+{
+    struct preview v;
+    memset(&v, 0, sizeof v);
+    v.o = o;
+    int rc = prepare(&v);
+    if (rc != 0) {
+        preview_free(&v);
+        return rc;
+    }
+    struct plan *p = &v.p;
+    for (size_t i = 0; i < p->nseed; i++)
+        would_record(&v, p->seed[i].slug, rec_state_name(p->seed[i].rec.state), NULL);
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->s[i].kind != STEP_SKIP && !(p->fresh_install && !o->only))
+            n++;
+    if (!o->output_json) {
+        if (p->fresh_install)
+            out_line("fresh install: the run would create the ledger recording %zu migrations as "
+                     "skipped-fresh-install and run %s", p->nseed, o->only ? "only --only" : "nothing");
+        else if (p->nseed)
+            out_line("legacy: the run would record %zu migrations below version %ld as legacy",
+                     p->nseed, v.l.version);
+        out_line("preview of the %s tier: %zu pending, each dry-run in order against a "
+                 "copy-on-write view of the cluster; nothing is written", o->only ? "requested" : o->tier,
+                 n);
+    }
+    const char *stopped = NULL, *shell = NULL;
+    int blind = 0;
+    for (size_t i = 0; i < p->n && !stopped; i++) {
+        const struct step *s = &p->s[i];
+        if (s->kind == STEP_SKIP || (p->fresh_install && !o->only))
+            continue;
+        k++;
+        if (stop_signal())
+            break;
+        if (preview_step(&v, s, k, n, &blind))
+            stopped = s->slug;
+        if (stop_signal()) {
+            log_fatal("stopped by %s while previewing %s (exit %d)", stop_name(stop_signal()),
+                      s->slug, stop_exit_code());
+            preview_free(&v);
+            return stop_exit_code();
+        }
+        if (blind && !shell && s->m && (s->m->is_shell || v.unpredictable == s->slug))
+            shell = s->slug;
+    }
+    if (stop_signal()) {
+        log_fatal("stopped by %s (exit %d)", stop_name(stop_signal()), stop_exit_code());
+        preview_free(&v);
+        return stop_exit_code();
+    }
+    char err[512];
+    struct overlay *ov = overlay_load(v.overlay, err, sizeof err);
+    cJSON *objects = ov ? overlay_objects(ov) : NULL;
+    overlay_free(ov);
+    if (!objects || !cJSON_AddItemToObject(v.doc, "objects", objects) ||
+        !(stopped ? cJSON_AddStringToObject(v.doc, "stops_at", stopped)
+                  : cJSON_AddNullToObject(v.doc, "stops_at")) ||
+        !(shell ? cJSON_AddStringToObject(v.doc, "predicted_without_effects_from", shell)
+                : cJSON_AddNullToObject(v.doc, "predicted_without_effects_from"))) {
+        cJSON_Delete(objects);
+        log_fatal("preview: out of memory");
+        preview_free(&v);
+        return EXIT_FAILED;
+    }
+    if (o->output_json) {
+        out_json(v.doc, 0);
+    } else {
+        if (n == 0)
+            out_line("nothing to run for the %s tier", o->only ? "requested" : o->tier);
+        out_line("ledger records the run would write:");
+        const cJSON *r;
+        cJSON_ArrayForEach(r, v.records)
+            out_line("    %s: %s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "migration")),
+                     cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "state")));
+        if (stopped)
+            out_line("the run would stop at %s (on-error=abort): exit 1", stopped);
+        else if (v.unpredictable)
+            out_line("the run would succeed as far as the preview can tell: %s could not be "
+                     "predicted, and what follows it is predicted without its effects",
+                     v.unpredictable);
+        else
+            out_line("the run would succeed");
+    }
+    preview_free(&v);
+    return stopped ? EXIT_FAILED : EXIT_OK;
+}

@@ -1,0 +1,44 @@
+/* runner.h: the `run`, `plan`, `status` and `skip` commands' work. Owns
+ * executing a plan: lock, ledger read, seeding, operator skips, each
+ * migration in a supervised child, recording outcomes, Events, progress
+ * lines, and the exit code.
+ *
+ * Recipe: main.c fills runner_opts from the command line (every field has
+ * its default from defaults.h there) and calls one of the four; each
+ * returns a process exit code (exitcodes.h). */
+#ifndef COZY_RUNNER_H
+#define COZY_RUNNER_H
+#include <stddef.h>
+
+#include "lua/hostctx.h"
+
+struct runner_opts {
+    struct kube_options k;      /* cluster, namespace, ledger and lease names, dry run */
+    const char *dir;            /* root holding migrations/ and legacy-sh/ */
+    const char *tier;
+    int tier_given;             /* --tier was given (an --only of the other tier is refused) */
+    const char *only;
+    double timeout;             /* overrides every header when > 0 */
+    double lock_timeout;        /* seconds to wait for the lease */
+    int lease_duration;         /* seconds */
+    double grace;               /* TERM -> KILL */
+    int max_attempts;           /* background retry bound */
+    const char *image;          /* recorded; MIGRATIONS_IMAGE */
+    int output_json;            /* status -o json */
+    size_t memory;              /* Lua memory cap, bytes */
+    const char *pass_env;       /* shell: comma-separated variables passed through
+                                 * (--pass-env, PASS_ENV) */
+    int force;                  /* --only past a legacy `version` or unmet requires */
+    const char *const *skip;    /* slugs to record `skipped` (env SKIP, or the skip command) */
+    size_t nskip;
+    const char *skip_reason;    /* their message (--reason, env SKIP_REASON) */
+    const char *status_slug;    /* status SLUG: the whole record */
+    int failed_only;            /* status --failed */
+};
+
+int runner_run(const struct runner_opts *o);
+int runner_plan(const struct runner_opts *o);
+int runner_status(const struct runner_opts *o);
+/* The skip command: records o->skip[0] `skipped` under the runner lock. */
+int runner_skip(const struct runner_opts *o);
+#endif
