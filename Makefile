@@ -58,8 +58,10 @@ asan: deps build/asan/cozy-migrate build/skewclock.so testenv-build
 	@ASAN=1 tools/run-tests build/asan/cozy-migrate
 
 # The authoring contract on this repository's own tree (spec/release/
-# self_lint_spec.lua runs the same inside `make test`).
+# self_lint_spec.lua runs the same inside `make test`), and the one include
+# direction of host/'s layers (tools/layers; spec/release/layers_spec.lua).
 lint: all
+	tools/layers
 	build/cozy-migrate lint --dir . --history
 
 # The image's filesystem (Dockerfile), laid out under DESTDIR: the binary in

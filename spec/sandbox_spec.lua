@@ -23,6 +23,47 @@ describe('the sandbox', function()
     assert.are.equal('["A","bc",2,"H",5,"number","number","1970"]\n', res.out)
   end)
 
+  it("lints against exactly the globals it gives: lint's luacheck std is made from its allow-list", function()
+    -- what a migration really sees: each global, and each field of a table
+    local res = h.lua([[
+      local out = {}
+      for k, v in pairs(_G) do
+        out[#out + 1] = k
+        if type(v) == 'table' and k ~= '_G' then
+          for f in pairs(v) do out[#out + 1] = k .. '.' .. f end
+        end
+      end
+      table.sort(out)
+      print(table.concat(out, '\n'))
+    ]])
+    assert.are.equal(0, res.code, res.err)
+    local seen = {}
+    for line in res.out:gmatch('[^\n]+') do seen[line] = true end
+    -- what lint tells luacheck (the `migrate` module hands over the same text)
+    local env = { stds = {} }
+    assert(load(require('migrate').luacheck_std(), 'luacheckrc', 't', env))()
+    assert.are.equal('cozy_sandbox', env.std)
+    local std, want = env.stds.cozy_sandbox.read_globals, {}
+    for k, v in pairs(std) do
+      if type(k) == 'number' then
+        want[v] = true
+      else
+        want[k] = true
+        if v.other_fields then
+          for name in pairs(seen) do
+            if name:sub(1, #k + 1) == k .. '.' then want[name] = true end
+          end
+        else
+          for _, f in ipairs(v.fields) do want[k .. '.' .. f] = true end
+        end
+      end
+    end
+    assert.are.same(want, seen)
+    assert.is_nil(seen.io)
+    assert.is_nil(seen['string.dump'])
+    assert.is_true(seen['os.time'])
+  end)
+
   it('has no io library', function()
     refused([[io.open('/etc/passwd')]], "global 'io'")
   end)

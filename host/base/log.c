@@ -5,12 +5,10 @@
  * to stdout. A script's output is data: escaped in text, a value under
  * `output` (or a log line rebuilt from its level and msg) in JSON, never
  * keys of its own. Must never let another part of the host pick a format or
- * a stream of its own. */
+ * a stream of its own. The `log` Lua module over it is lua/log_lua.c. */
 #include "base/log.h"
 
 #include <cjson/cJSON.h>
-#include <lauxlib.h>
-#include <lualib.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -230,6 +228,16 @@ void out_json(const cJSON *v, int pretty)
     free(s);
 }
 
+void log_msg(enum log_level l, const char *msg)
+{
+    emit(l, msg);
+}
+
+void log_say(const char *line)
+{
+    emit(LOG_WARN, line);
+}
+
 void logf_(enum log_level l, const char *fmt, ...)
 {
     if (l < min_level)
@@ -240,38 +248,4 @@ void logf_(enum log_level l, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     emit(l, buf);
-}
-
-/* log.info(fmt, ...) formats like string.format, so scripts never build
- * messages by hand with tostring/concatenation of nil. */
-static int lua_log(lua_State *L, enum log_level l)
-{
-    int n = lua_gettop(L);
-    if (n > 1) {
-        /* The string library as it was opened (the registry's copy), never
-         * a `string.format` a script put in its globals. */
-        luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-        lua_getfield(L, -1, LUA_STRLIBNAME);
-        lua_getfield(L, -1, "format");
-        lua_remove(L, -2);
-        lua_remove(L, -2);
-        lua_insert(L, 1);
-        lua_call(L, n, 1);
-    } else {
-        luaL_tolstring(L, 1, NULL);
-    }
-    emit(l, lua_tostring(L, -1));
-    return 0;
-}
-static int l_debug(lua_State *L) { return lua_log(L, LOG_DEBUG); }
-static int l_info(lua_State *L) { return lua_log(L, LOG_INFO); }
-static int l_warn(lua_State *L) { return lua_log(L, LOG_WARN); }
-static int l_error(lua_State *L) { return lua_log(L, LOG_ERROR); }
-
-int luaopen_log(lua_State *L)
-{
-    static const luaL_Reg f[] = {
-        {"debug", l_debug}, {"info", l_info}, {"warn", l_warn}, {"error", l_error}, {NULL, NULL}};
-    luaL_newlib(L, f);
-    return 1;
 }

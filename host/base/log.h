@@ -1,7 +1,7 @@
 /* log.h: every line the program prints, in one of two formats (text for
  * people, JSON lines for machines: --log-format json makes every line on
- * both streams a JSON object). Owns the formats, the streams and the `log`
- * Lua module. Never decides anything.
+ * both streams a JSON object). Owns the formats and the streams (the `log`
+ * Lua module writes through log_msg). Never decides anything.
  *
  * Recipe: diagnostics (what happens, what went wrong) go through log_*()
  * to stderr; a fatal error that ends a command through log_fatal(); a
@@ -19,6 +19,11 @@ int log_json(void);
 void log_set_level(enum log_level l);
 void log_set_prefix(const char *p);     /* e.g. the migration's slug */
 void logf_(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One diagnostic line as it is (no format): the `log` Lua module's. */
+void log_msg(enum log_level l, const char *msg);
+/* log_msg(LOG_WARN, line): where a lower layer's diagnostics go (the REST
+ * client's retries, an apiserver's warnings: kube_rest_policy's say). */
+void log_say(const char *line);
 #define log_debug(...) logf_(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) logf_(LOG_INFO, __VA_ARGS__)
 #define log_warn(...) logf_(LOG_WARN, __VA_ARGS__)
@@ -37,7 +42,4 @@ void out_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A JSON result on stdout, one line (pretty when pretty is set and the
  * format is text). */
 void out_json(const cJSON *v, int pretty);
-
-struct lua_State;
-int luaopen_log(struct lua_State *L);
 #endif

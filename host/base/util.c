@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,4 +345,38 @@ char *utf8_repair(const char *s, size_t n)
     }
     out[o] = '\0';
     return out;
+}
+
+int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && memcmp(s + a - b, suffix, b) == 0;
+}
+
+void format_duration(double s, char *buf, size_t len)
+{
+    if (!(s > 0)) {
+        snprintf(buf, len, "0s");
+        return;
+    }
+    long long ms = llround(s * 1000.0);
+    if (ms < 1000) {
+        snprintf(buf, len, "%lldms", ms);
+    } else if (ms % 1000) {
+        snprintf(buf, len, "%lld.%03llds", ms / 1000, ms % 1000);
+        char *p = buf + strlen(buf) - 2; /* before the 's' */
+        while (*p == '0')
+            *p-- = 0;
+        strcat(buf, "s");
+    } else {
+        long long sec = ms / 1000, h = sec / 3600, m = sec % 3600 / 60, r = sec % 60;
+        size_t n = 0;
+        buf[0] = 0;
+        if (h)
+            n += (size_t)snprintf(buf + n, len - n, "%lldh", h);
+        if (m && n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%lldm", m);
+        if (r && n < len)
+            snprintf(buf + n, len - n, "%llds", r);
+    }
 }

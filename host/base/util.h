@@ -18,6 +18,8 @@ int list_dir(const char *dir, char ***names, size_t *n);
  * directories where a dotfile must be refused or counted, never passed over. */
 int list_dir_all(const char *dir, char ***names, size_t *n);
 void free_names(char **names, size_t n);
+/* 1 when s ends with suffix (s may be suffix itself), else 0. */
+int ends_with(const char *s, const char *suffix);
 /* "2026-08-12T10:04:00Z" for the current time. */
 void now_rfc3339(char buf[32]);
 
@@ -29,6 +31,9 @@ int parse_decimal(const char *s, long max, long *out);
  * first; nothing else (no bare number, sign, space, fraction or exponent).
  * Positive and at most a week. Seconds in *out; 0 on success, else -1. */
 int parse_duration(const char *s, double *out);
+/* A duration as people write it: "5m", "1h30m", "90ms", "1.5s" (how a
+ * timeout is said in messages and a default in --help). */
+void format_duration(double s, char *buf, size_t len);
 /* Cuts an incomplete UTF-8 sequence off the end of s (after a byte-count
  * truncation), so what is stored is never a stray byte. */
 void utf8_clip(char *s);

@@ -7,6 +7,11 @@
 
 #define SLUG_MAX 60
 
+/* The batches the generator names itself: the legacy scripts, first, in
+ * legacy-map's order; and the slugs no release tag carries, last. */
+#define LEGACY_BATCH "00000-legacy"
+#define UNTAGGED_BATCH "99999-untagged"
+
 /* ^[a-z0-9]+(-[a-z0-9]+)*$, at most 60 characters. */
 int slug_valid(const char *s);
 

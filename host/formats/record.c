@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kube/journal.h"
+#include "formats/journaldoc.h"
 #include "base/util.h"
 
 static const char *const state_names[] = {
@@ -32,6 +32,43 @@ static void set(char *dst, size_t cap, const char *v)
 {
     snprintf(dst, cap, "%s", v ? v : "");
 }
+
+/* record_clear zeroes everything before `output` and gives the two large
+ * buffers only their first byte: they must stay the last members, output
+ * then journal, or a field placed after them would never be cleared. */
+_Static_assert(offsetof(struct record, output) + sizeof ((struct record *)0)->output ==
+                   offsetof(struct record, journal),
+               "struct record: journal follows output directly");
+_Static_assert(offsetof(struct record, journal) + sizeof ((struct record *)0)->journal ==
+                   sizeof(struct record),
+               "struct record: output and journal are its last members (record_clear)");
+
+/* Every field of a record's JSON beside `state`, in the order record_format
+ * writes them: the one list record_parse and record_format both walk, so a
+ * new field is this line and its member in struct record. */
+enum field_kind {
+    FIELD_STRING,           /* written when not empty */
+    FIELD_COUNT,            /* a non-negative integer, always written */
+    FIELD_JOURNAL_COUNT,    /* the same, written when the record is journaled */
+    FIELD_JOURNAL,          /* the write journal, an object */
+};
+static const struct record_field {
+    const char *key;
+    enum field_kind kind;
+    size_t off, cap;        /* the member; cap: its size (strings) */
+} fields[] = {
+#define FIELD(name, kind) {#name, kind, offsetof(struct record, name), sizeof ((struct record *)0)->name}
+    FIELD(at, FIELD_STRING),          FIELD(sha256, FIELD_STRING),
+    FIELD(lib_sha256, FIELD_STRING),  FIELD(batch, FIELD_STRING),
+    FIELD(tier, FIELD_STRING),        FIELD(image, FIELD_STRING),
+    FIELD(runner, FIELD_STRING),      FIELD(attempts, FIELD_COUNT),
+    FIELD(duration_ms, FIELD_COUNT),  FIELD(writes, FIELD_JOURNAL_COUNT),
+    FIELD(changed, FIELD_JOURNAL_COUNT), FIELD(reason, FIELD_STRING),
+    FIELD(message, FIELD_STRING),     FIELD(output, FIELD_STRING),
+    FIELD(by, FIELD_STRING),          FIELD(journal, FIELD_JOURNAL),
+#undef FIELD
+};
+#define NFIELDS (sizeof fields / sizeof fields[0])
 
 /* Empties a record without touching its large trailing buffers (record.h). */
 static void record_clear(struct record *r)
@@ -239,19 +276,14 @@ int record_parse(const char *text, size_t len, struct record *r)
         snprintf(r->problem, sizeof r->problem, "unknown state '%.60s'", state);
         goto out;
     }
-    if (get_str(o, "at", r->at, sizeof r->at, r) || get_str(o, "sha256", r->sha256, sizeof r->sha256, r) ||
-        get_str(o, "lib_sha256", r->lib_sha256, sizeof r->lib_sha256, r) ||
-        get_str(o, "batch", r->batch, sizeof r->batch, r) ||
-        get_str(o, "tier", r->tier, sizeof r->tier, r) ||
-        get_str(o, "image", r->image, sizeof r->image, r) ||
-        get_str(o, "runner", r->runner, sizeof r->runner, r) ||
-        get_str(o, "reason", r->reason, sizeof r->reason, r) ||
-        get_str(o, "message", r->message, sizeof r->message, r) ||
-        get_str(o, "output", r->output, sizeof r->output, r) ||
-        get_str(o, "by", r->by, sizeof r->by, r) || get_journal(o, r) ||
-        get_int(o, "attempts", &r->attempts, r) || get_int(o, "duration_ms", &r->duration_ms, r) ||
-        get_int(o, "writes", &r->writes, r) || get_int(o, "changed", &r->changed, r))
-        goto out;
+    for (size_t i = 0; i < NFIELDS; i++) {
+        const struct record_field *f = &fields[i];
+        char *at = (char *)r + f->off;
+        if (f->kind == FIELD_STRING ? get_str(o, f->key, at, f->cap, r)
+            : f->kind == FIELD_JOURNAL ? get_journal(o, r)
+                                       : get_int(o, f->key, (long *)(void *)at, r))
+            goto out;
+    }
     const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "at");
     if (at && !record_time_valid(at->valuestring)) {
         snprintf(r->problem, sizeof r->problem, "field 'at' is \"%.40s\", not a UTC time like "
@@ -272,37 +304,30 @@ char *record_format(const struct record *r)
     if (!o)
         return NULL;
     int ok = cJSON_AddStringToObject(o, "state", rec_state_name(r->state)) != NULL;
-    if (*r->at)
-        ok &= cJSON_AddStringToObject(o, "at", r->at) != NULL;
-    if (*r->sha256)
-        ok &= cJSON_AddStringToObject(o, "sha256", r->sha256) != NULL;
-    if (*r->lib_sha256)
-        ok &= cJSON_AddStringToObject(o, "lib_sha256", r->lib_sha256) != NULL;
-    if (*r->batch)
-        ok &= cJSON_AddStringToObject(o, "batch", r->batch) != NULL;
-    if (*r->tier)
-        ok &= cJSON_AddStringToObject(o, "tier", r->tier) != NULL;
-    if (*r->image)
-        ok &= cJSON_AddStringToObject(o, "image", r->image) != NULL;
-    if (*r->runner)
-        ok &= cJSON_AddStringToObject(o, "runner", r->runner) != NULL;
-    ok &= cJSON_AddNumberToObject(o, "attempts", (double)r->attempts) != NULL;
-    ok &= cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms) != NULL;
-    if (r->journaled) {
-        ok &= cJSON_AddNumberToObject(o, "writes", (double)r->writes) != NULL;
-        ok &= cJSON_AddNumberToObject(o, "changed", (double)r->changed) != NULL;
-    }
-    if (*r->reason)
-        ok &= cJSON_AddStringToObject(o, "reason", r->reason) != NULL;
-    if (*r->message)
-        ok &= cJSON_AddStringToObject(o, "message", r->message) != NULL;
-    if (*r->output)
-        ok &= cJSON_AddStringToObject(o, "output", r->output) != NULL;
-    if (*r->by)
-        ok &= cJSON_AddStringToObject(o, "by", r->by) != NULL;
-    if (*r->journal) {
-        cJSON *j = cJSON_Parse(r->journal);
-        ok &= j && cJSON_AddItemToObject(o, "journal", j);
+    for (size_t i = 0; ok && i < NFIELDS; i++) {
+        const struct record_field *f = &fields[i];
+        const char *at = (const char *)r + f->off;
+        switch (f->kind) {
+        case FIELD_STRING:
+            if (*at)
+                ok = cJSON_AddStringToObject(o, f->key, at) != NULL;
+            break;
+        case FIELD_JOURNAL_COUNT:
+            if (!r->journaled)
+                break;
+            /* fall through */
+        case FIELD_COUNT:
+            ok = cJSON_AddNumberToObject(o, f->key, (double)*(const long *)(const void *)at) != NULL;
+            break;
+        case FIELD_JOURNAL:
+            if (*at) {
+                cJSON *j = cJSON_Parse(at);
+                ok = j && cJSON_AddItemToObject(o, f->key, j);
+                if (!ok)
+                    cJSON_Delete(j);
+            }
+            break;
+        }
     }
     char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);

@@ -19,7 +19,7 @@ enum rec_state {
 
 #define OUTPUT_CAP OUTPUT_TAIL_MAX
 /* The most of a record's `journal` (JSON, NUL included): a longer one is cut
- * by journal_fit (journal.h), its list shortened with "truncated": true and
+ * by journal_fit (journaldoc.h), its list shortened with "truncated": true and
  * `more`, its counts kept true. */
 #define RECORD_JOURNAL_CAP 16384
 
@@ -42,10 +42,12 @@ struct record {
     char problem[256];      /* why it is REC_UNKNOWN */
     /* The two large buffers stay last: a record is cleared up to them and
      * they get only their first byte, so a ledger of thousands of records
-     * never touches (faults in) their pages. */
+     * never touches (faults in) their pages. record.c asserts at compile
+     * time that nothing follows them, and lists every field once (its
+     * `fields` table: a new field is a member here and a line there). */
     char output[OUTPUT_CAP];    /* last lines of the script's output */
     char journal[RECORD_JOURNAL_CAP]; /* failed records: the bounded write journal
-                                       * as compact JSON (journal.h: an object with
+                                       * as compact JSON (journaldoc.h: an object with
                                        * writes, changed, entries, more), "" when
                                        * absent; shown by status, written back */
 };
@@ -66,7 +68,7 @@ int record_time_valid(const char *s);
 /* Such a time (a record's `at`, an apiserver's timestamp) in seconds since
  * the epoch; -1 when it is not one. */
 double record_time_epoch(const char *s);
-/* Stores a write journal (journal.h's JSON) in r->journal, cut to fit in
+/* Stores a write journal (journaldoc.h's JSON) in r->journal, cut to fit in
  * cap bytes (at most RECORD_JOURNAL_CAP) by journal_fit: the one way a
  * record gets a journal, so one too long is shortened with a marker and its
  * true counts, never dropped. 0, or -1 (r->journal left empty) when the

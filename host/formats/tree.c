@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "lua/sandbox.h"
+#include "base/paths.h"
 #include "base/util.h"
 
 static void hex(const unsigned char *d, unsigned n, char out[65])
@@ -236,114 +236,143 @@ int tree_revoked(const struct tree *t, const char *slug)
     return 0;
 }
 
-/* Adds every script of one directory. ext is ".lua" or ".sh". */
-static int scan(struct tree *t, const char *rel, const char *tier, const char *ext, int shell,
-                char *err, size_t errlen)
+int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn, void *ud,
+                  char *err, size_t errlen)
 {
+    const char *ext = shell ? ".sh" : ".lua";
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", t->root, rel);
-    char **all = NULL, **names = NULL;
-    size_t na = 0, nn = 0;
+    snprintf(dir, sizeof dir, "%s/%s", root, rel);
+    char **all = NULL;
+    size_t na = 0;
     if (list_dir_all(dir, &all, &na) != 0) {
         if (errno == ENOENT)
             return 0;
         snprintf(err, errlen, "%s: %s", dir, strerror(errno));
         return -1;
     }
-    int rc = 0;
-    if (na && !(names = calloc(na, sizeof *names))) {
+    char *keep = na ? calloc(na, 1) : NULL;
+    if (na && !keep) {
+        free_names(all, na);
         snprintf(err, errlen, "out of memory");
-        rc = -1;
+        return -1;
     }
-    /* Every entry is a script (or, in legacy-sh/, lib/ and legacy-map):
-     * nothing is passed over in silence. */
+    int rc = 0;
+    char why[600], full[8200], relpath[4400];
+    /* First every entry that is no file a script could be (or, in
+     * legacy-sh/, lib/): nothing is passed over in silence. */
     for (size_t i = 0; rc == 0 && i < na; i++) {
-        char full[8200];
         snprintf(full, sizeof full, "%s/%s", dir, all[i]);
+        snprintf(relpath, sizeof relpath, "%s/%s", rel, all[i]);
         struct stat st;
+        *why = '\0';
         if (all[i][0] == '.') {
-            snprintf(err, errlen, "%s: not a migration (a dotfile); %s/ holds only <slug>%s%s",
-                     full, rel, ext, shell ? ", legacy-map and lib/" : "");
-            rc = -1;
+            snprintf(why, sizeof why, "not a migration (a dotfile); %s/ holds only <slug>%s%s", rel,
+                     ext, shell ? ", legacy-map and lib/" : "");
         } else if (stat(full, &st) != 0) {
             struct stat lst;
             int link = lstat(full, &lst) == 0 && S_ISLNK(lst.st_mode);
-            snprintf(err, errlen, "%s: %s", full,
+            snprintf(why, sizeof why, "%s",
                      link && errno == ENOENT ? "dangling symlink"
                      : errno == ELOOP        ? "symlink loop"
                                              : strerror(errno));
-            rc = -1;
         } else if (S_ISDIR(st.st_mode)) {
-            if (shell && strcmp(all[i], "lib") == 0)
-                continue;
-            snprintf(err, errlen, "%s: a directory; migrations sit directly in %s/ as <slug>%s",
-                     full, rel, ext);
-            rc = -1;
+            if (!(shell && strcmp(all[i], "lib") == 0))
+                snprintf(why, sizeof why, "a directory; migrations sit directly in %s/ as <slug>%s",
+                         rel, ext);
         } else if (!S_ISREG(st.st_mode)) {
-            snprintf(err, errlen, "%s: not a regular file", full);
-            rc = -1;
+            snprintf(why, sizeof why, "not a regular file");
         } else {
-            names[nn++] = all[i];
-            all[i] = NULL;
+            keep[i] = 1;
+        }
+        if (*why) {
+            struct tree_entry e = {TREE_STRAY, full, relpath, all[i], "", why, 0};
+            rc = fn(ud, &e);
         }
     }
-    free_names(all, na);
-    size_t el = strlen(ext);
-    for (size_t i = 0; rc == 0 && i < nn; i++) {
-        const char *name = names[i];
-        size_t l = strlen(name);
-        if (shell && strcmp(name, "legacy-map") == 0)
+    /* Then the regular files: each a <slug><ext> (legacy-sh/ also holds
+     * legacy-map). */
+    for (size_t i = 0; rc == 0 && i < na; i++) {
+        if (!keep[i] || (shell && strcmp(all[i], "legacy-map") == 0))
             continue;
-        if (l <= el || strcmp(name + l - el, ext) != 0) {
-            snprintf(err, errlen, "%s/%s: not a migration (expected <slug>%s)", rel, name, ext);
-            rc = -1;
-            break;
+        snprintf(full, sizeof full, "%s/%s", dir, all[i]);
+        snprintf(relpath, sizeof relpath, "%s/%s", rel, all[i]);
+        struct tree_entry e = {TREE_SCRIPT, full, relpath, all[i], "", "", 0};
+        if (!ends_with(all[i], ext)) {
+            snprintf(why, sizeof why, "not a migration (expected <slug>%s)", ext);
+            e.kind = TREE_STRAY;
+            e.why = why;
+            e.misnamed = 1;
+        } else {
+            snprintf(e.slug, sizeof e.slug, "%.*s", (int)(strlen(all[i]) - strlen(ext)), all[i]);
         }
-        char slug[256];
-        snprintf(slug, sizeof slug, "%.*s", (int)(l - el), name);
-        if (!slug_valid(slug)) {
-            snprintf(err, errlen,
-                     "%s/%s: '%s' is not a valid slug (lower-case letters, digits and single "
-                     "dashes, at most %d characters)",
-                     rel, name, slug, SLUG_MAX);
-            rc = -1;
-            break;
-        }
-        const struct migration *dup = tree_find(t, slug);
-        if (dup) {
-            snprintf(err, errlen, "slug '%s' is shipped twice: %s and %s/%s", slug, dup->path,
-                     rel, name);
-            rc = -1;
-            break;
-        }
-        struct migration *nm = realloc(t->m, (t->n + 1) * sizeof *nm);
-        if (!nm) {
-            snprintf(err, errlen, "out of memory");
-            rc = -1;
-            break;
-        }
-        t->m = nm;
-        struct migration *m = &t->m[t->n];
-        memset(m, 0, sizeof *m);
-        m->slug = strdup(slug);
-        char full[8200];
-        snprintf(full, sizeof full, "%s/%s", dir, name);
-        m->path = strdup(full);
-        m->tier = tier;
-        m->is_shell = shell;
-        if (!m->slug || !m->path) {
-            free(m->slug);
-            free(m->path);
-            snprintf(err, errlen, "out of memory");
-            rc = -1;
-            break;
-        }
-        t->n++;
-        if (read_script(full, !shell, m, err, errlen) != 0)
-            rc = -1;
+        rc = fn(ud, &e);
     }
-    free_names(names, nn);
+    free(keep);
+    free_names(all, na);
     return rc;
+}
+
+struct loading {
+    struct tree *t;
+    const char *tier;
+    int shell;
+    char *err;
+    size_t errlen;
+};
+
+/* The loader's visitor: a stray fails the load; a script is read, its slug
+ * checked and its header parsed. */
+static int load_entry(void *ud, const struct tree_entry *e)
+{
+    struct loading *ld = ud;
+    struct tree *t = ld->t;
+    if (e->kind == TREE_STRAY) {
+        /* a file that is no script names its whole path; a misnamed one,
+         * its path in the tree */
+        snprintf(ld->err, ld->errlen, "%s: %s", e->misnamed ? e->rel : e->path, e->why);
+        return -1;
+    }
+    if (!slug_valid(e->slug)) {
+        snprintf(ld->err, ld->errlen,
+                 "%s: '%s' is not a valid slug (lower-case letters, digits and single "
+                 "dashes, at most %d characters)",
+                 e->rel, e->slug, SLUG_MAX);
+        return -1;
+    }
+    const struct migration *dup = tree_find(t, e->slug);
+    if (dup) {
+        snprintf(ld->err, ld->errlen, "slug '%s' is shipped twice: %s and %s", e->slug, dup->path,
+                 e->rel);
+        return -1;
+    }
+    struct migration *nm = realloc(t->m, (t->n + 1) * sizeof *nm);
+    if (!nm) {
+        snprintf(ld->err, ld->errlen, "out of memory");
+        return -1;
+    }
+    t->m = nm;
+    struct migration *m = &t->m[t->n];
+    memset(m, 0, sizeof *m);
+    m->slug = strdup(e->slug);
+    m->path = strdup(e->path);
+    m->tier = ld->tier;
+    m->is_shell = ld->shell;
+    if (!m->slug || !m->path) {
+        free(m->slug);
+        free(m->path);
+        snprintf(ld->err, ld->errlen, "out of memory");
+        return -1;
+    }
+    t->n++;
+    return read_script(e->path, !ld->shell, m, ld->err, ld->errlen);
+}
+
+/* Adds every script of one directory. */
+static int scan(struct tree *t, const char *rel, const char *tier, int shell, char *err,
+                size_t errlen)
+{
+    struct loading ld = {t, tier, shell, err, errlen};
+    return tree_scan_dir(t->root, rel, shell, load_entry, &ld, err, errlen);
 }
 
 int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen)
@@ -354,9 +383,9 @@ int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (scan(t, "migrations/pre-apply", "pre-apply", ".lua", 0, err, errlen) != 0 ||
-        scan(t, "migrations/background", "background", ".lua", 0, err, errlen) != 0 ||
-        scan(t, "legacy-sh", "pre-apply", ".sh", 1, err, errlen) != 0) {
+    if (scan(t, "migrations/pre-apply", "pre-apply", 0, err, errlen) != 0 ||
+        scan(t, "migrations/background", "background", 0, err, errlen) != 0 ||
+        scan(t, "legacy-sh", "pre-apply", 1, err, errlen) != 0) {
         tree_free(t);
         return -1;
     }
@@ -371,10 +400,10 @@ int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen
         qsort(t->by_slug, t->n, sizeof *t->by_slug, cmp_by_slug);
     /* The shared code every record names by digest: what cannot be read
      * cannot be recorded, so it is a packaging error like a bad script.
-     * For Lua that is the stdlib the sandbox loads (sandbox.c), wherever
+     * For Lua that is the stdlib the sandbox loads (paths_stdlib), wherever
      * the tree is: a stdlib/ inside ROOT does not run and is not named. */
     char path[4096];
-    int rc = sha256_dir(sandbox_default_stdlib(), t->lib_lua, err, errlen);
+    int rc = sha256_dir(paths_stdlib(), t->lib_lua, err, errlen);
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/legacy-sh/lib", root);
         rc = sha256_dir(path, t->lib_sh, err, errlen);
@@ -458,7 +487,7 @@ static int validate_legacy(const struct tree *t, char *err, size_t errlen)
     }
     const struct batch *lb = NULL;
     for (size_t i = 0; i < t->man.n && !lb; i++)
-        if (strcmp(t->man.b[i].name, "00000-legacy") == 0)
+        if (strcmp(t->man.b[i].name, LEGACY_BATCH) == 0)
             lb = &t->man.b[i];
     if (!lb && !t->legacy.n)
         return 0;
@@ -585,13 +614,18 @@ static int validate(struct tree *t, char *err, size_t errlen)
     return validate_legacy(t, err, errlen);
 }
 
+const char *tree_order_d(const char *root, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/migrations/order.d", root);
+    return buf;
+}
+
 int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
 {
     if (tree_load_scripts(root, t, err, errlen) != 0)
         return -1;
     char path[4096];
-    snprintf(path, sizeof path, "%s/migrations/order.d", root);
-    int rc = manifest_load(path, &t->man, err, errlen);
+    int rc = manifest_load(tree_order_d(root, path, sizeof path), &t->man, err, errlen);
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/migrations/revoked", root);
         rc = revoked_load(path, &t->revoked, err, errlen);

@@ -27,7 +27,7 @@ struct tree {
     struct manifest man;
     struct slug_list revoked;
     struct legacy_map legacy;
-    char lib_lua[65];       /* digest of the stdlib that runs (sandbox_default_stdlib) */
+    char lib_lua[65];       /* digest of the stdlib that runs (paths_stdlib) */
     char lib_sh[65];        /* digest of legacy-sh/lib/ */
     /* Indexes, so finding a slug among thousands is a binary search: */
     const struct migration **by_slug;   /* m sorted by slug */
@@ -40,6 +40,37 @@ struct tree_place {
     size_t batch, entry;
     long order;
 };
+
+/* One entry of a script directory as the loader judges it. */
+enum tree_entry_kind {
+    TREE_SCRIPT,            /* a regular file named <slug><ext> (the slug not yet checked) */
+    TREE_STRAY,             /* anything the loader refuses there: why says what it is */
+};
+struct tree_entry {
+    enum tree_entry_kind kind;
+    const char *path;       /* ROOT/REL/NAME */
+    const char *rel;        /* REL/NAME */
+    const char *name;
+    char slug[256];         /* TREE_SCRIPT: NAME without its extension */
+    const char *why;        /* TREE_STRAY: "dangling symlink", "a directory; ...", ... */
+    int misnamed;           /* TREE_STRAY: a regular file not named <slug><ext> */
+};
+/* Called for each entry; non-zero stops the walk and is returned. */
+typedef int (*tree_visit_fn)(void *ud, const struct tree_entry *e);
+/* Walks ROOT/REL (migrations/<tier>, or legacy-sh when shell), calling fn
+ * for every entry but legacy-sh's lib/ and legacy-map: first every one that
+ * is not a regular file (a dotfile, a subdirectory, a dangling or looping
+ * symlink, a device), then the regular files, those not named <slug>.lua
+ * (or .sh) as strays. The one reading of a script directory, so what the
+ * linter passes (it reports every stray) the runner loads (it stops at the
+ * first). A missing directory has no entries. 0, fn's non-zero, or -1 with
+ * err when the directory cannot be listed. */
+int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn, void *ud,
+                  char *err, size_t errlen);
+
+/* ROOT/migrations/order.d, the manifest's directory, in buf; returns buf.
+ * The one place the path is built. */
+const char *tree_order_d(const char *root, char *buf, size_t len);
 
 /* Loads ROOT (holding migrations/ and legacy-sh/) and validates it. Returns
  * 0, or -1 with one line in err naming the file and line or the slug. */

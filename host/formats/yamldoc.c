@@ -1,12 +1,14 @@
-/* yaml.c: the project's one YAML reader and writer.
+/* yamldoc.c: the project's one YAML reader and writer.
  * Owns turning YAML text into cJSON (core-schema scalars, anchors expanded
  * under a budget, duplicate and non-scalar keys refused, a line per node) and
- * cJSON back into block-style YAML, plus the `yaml` Lua module.
+ * the core schema both directions share (the writer is yamlemit.c, the
+ * `yaml` Lua module over both lua/yaml_lua.c). Knows no Lua.
  * Must never interpret what the document means (that is the caller's job),
  * never touch the filesystem except in yaml_load_file, and never let input
  * size, nesting or alias expansion exhaust memory or the C stack. */
 #include "formats/yamldoc.h"
-#include "lua/luajson.h"
+#include "formats/yaml_int.h"
+
 #include "base/mem.h"
 
 #include <errno.h>
@@ -17,21 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <lauxlib.h>
-#include <lua.h>
 #include <yaml.h>
 
 /* An alias re-emits its whole anchored subtree, so a few lines of "billion
  * laughs" can ask for an exponential tree; cap what any document may produce. */
 #define YAML_MAX_NODES  1000000u
 #define YAML_MAX_BYTES  (64u * 1024u * 1024u)
-/* cJSON_Delete, cJSON_Duplicate, the emitter and ljson_push all recurse. */
-#define YAML_MAX_DEPTH  512
 
 #define TAG_PREFIX "tag:yaml.org,2002:"
 
-static void __attribute__((format(printf, 3, 4)))
-seterr(char *err, size_t errlen, const char *fmt, ...)
+void __attribute__((format(printf, 3, 4)))
+yaml_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     if (!err || errlen == 0)
@@ -47,7 +45,6 @@ seterr(char *err, size_t errlen, const char *fmt, ...)
 
 /* ---------- core schema ---------- */
 
-enum scalar_kind { SK_STR, SK_NULL, SK_BOOL, SK_INT, SK_FLOAT };
 
 static int all_in(const char *s, size_t n, const char *set)
 {
@@ -123,7 +120,7 @@ static int is_float_text(const char *s, size_t n)
 
 /* Resolves a plain scalar the way YAML 1.2's core schema does. `num` gets the
  * value of SK_INT/SK_FLOAT, `b` of SK_BOOL. `s` is NUL-terminated at n. */
-static enum scalar_kind resolve_plain(const char *s, size_t n, double *num, int *b)
+enum scalar_kind yaml_resolve_plain(const char *s, size_t n, double *num, int *b)
 {
     if (is_null_text(s, n))
         return SK_NULL;
@@ -217,14 +214,14 @@ lfail(struct loader *ld, const yaml_mark_t *m, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    seterr(ld->err, ld->errlen, "%s:%d:%d: %s", ld->name, (int)m->line + 1,
+    yaml_seterr(ld->err, ld->errlen, "%s:%d:%d: %s", ld->name, (int)m->line + 1,
            (int)m->column + 1, msg);
     return -1;
 }
 
 static int oom(struct loader *ld)
 {
-    seterr(ld->err, ld->errlen, "%s: out of memory", ld->name);
+    yaml_seterr(ld->err, ld->errlen, "%s: out of memory", ld->name);
     return -1;
 }
 
@@ -535,7 +532,7 @@ static cJSON *make_scalar(struct loader *ld, const yaml_event_t *ev)
     enum scalar_kind k;
 
     if (!tag) {
-        k = plain ? resolve_plain(s, n, &num, &b) : SK_STR;
+        k = plain ? yaml_resolve_plain(s, n, &num, &b) : SK_STR;
     } else if (!strcmp(tag, "!") || !strcmp(tag, TAG_PREFIX "str") ||
                !strcmp(tag, TAG_PREFIX "binary") || !strcmp(tag, TAG_PREFIX "timestamp")) {
         k = SK_STR;
@@ -543,7 +540,7 @@ static cJSON *make_scalar(struct loader *ld, const yaml_event_t *ev)
                !strcmp(tag, TAG_PREFIX "int") || !strcmp(tag, TAG_PREFIX "float")) {
         /* An explicit type tag asks for that type: refuse text that is not one. */
         const char *want = tag + strlen(TAG_PREFIX);
-        k = resolve_plain(s, n, &num, &b);
+        k = yaml_resolve_plain(s, n, &num, &b);
         int ok = (!strcmp(want, "null") && k == SK_NULL) ||
                  (!strcmp(want, "bool") && k == SK_BOOL) ||
                  (!strcmp(want, "int") && k == SK_INT) ||
@@ -556,7 +553,7 @@ static cJSON *make_scalar(struct loader *ld, const yaml_event_t *ev)
             k = SK_NULL;
     } else {
         /* Application tags (!Ref, !!set ...) carry no meaning for us. */
-        k = plain ? resolve_plain(s, n, &num, &b) : SK_STR;
+        k = plain ? yaml_resolve_plain(s, n, &num, &b) : SK_STR;
     }
 
     cJSON *v;
@@ -684,15 +681,15 @@ static int parser_fail(struct loader *ld, const yaml_parser_t *p)
         return oom(ld);
     if (p->error == YAML_READER_ERROR) {
         size_t col, line = offset_line(ld->text, ld->len, p->problem_offset, &col);
-        seterr(ld->err, ld->errlen, "%s:%zu:%zu: %s", ld->name, line, col, p->problem);
+        yaml_seterr(ld->err, ld->errlen, "%s:%zu:%zu: %s", ld->name, line, col, p->problem);
         return -1;
     }
     if (p->context)
-        seterr(ld->err, ld->errlen, "%s:%d:%d: %s (%s at line %d)", ld->name,
+        yaml_seterr(ld->err, ld->errlen, "%s:%d:%d: %s (%s at line %d)", ld->name,
                (int)p->problem_mark.line + 1, (int)p->problem_mark.column + 1, p->problem,
                p->context, (int)p->context_mark.line + 1);
     else
-        seterr(ld->err, ld->errlen, "%s:%d:%d: %s", ld->name, (int)p->problem_mark.line + 1,
+        yaml_seterr(ld->err, ld->errlen, "%s:%d:%d: %s", ld->name, (int)p->problem_mark.line + 1,
                (int)p->problem_mark.column + 1, p->problem);
     return -1;
 }
@@ -805,19 +802,19 @@ int yaml_load_file(const char *path, struct yaml_doc *doc, char *err, size_t err
 
     memset(doc, 0, sizeof *doc);
     if (!(fp = fopen(path, "rb"))) {
-        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        yaml_seterr(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     for (;;) {
         if (len == cap) {
             if (cap >= (size_t)1 << 30) {
-                seterr(err, errlen, "%s: file too large", path);
+                yaml_seterr(err, errlen, "%s: file too large", path);
                 goto fail;
             }
             size_t ncap = cap ? cap * 2 : 4096;
             char *nb = realloc(buf, ncap);
             if (!nb) {
-                seterr(err, errlen, "%s: out of memory", path);
+                yaml_seterr(err, errlen, "%s: out of memory", path);
                 goto fail;
             }
             buf = nb;
@@ -827,7 +824,7 @@ int yaml_load_file(const char *path, struct yaml_doc *doc, char *err, size_t err
         len += got;
         if (got == 0) {
             if (ferror(fp)) {
-                seterr(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
+                yaml_seterr(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
                 goto fail;
             }
             break;
@@ -860,280 +857,4 @@ int yaml_line(const struct yaml_doc *doc, const cJSON *node)
             hi = mid;
     }
     return 0;
-}
-
-/* ---------- emitter ---------- */
-
-struct outbuf { char *p; size_t len, cap; int failed; };
-
-static int write_out(void *data, unsigned char *buffer, size_t size)
-{
-    struct outbuf *o = data;
-    if (o->len + size + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 256;
-        while (cap < o->len + size + 1)
-            cap *= 2;
-        char *np = mem_realloc(o->p, cap);
-        if (!np) {
-            o->failed = 1;
-            return 0;
-        }
-        o->p = np;
-        o->cap = cap;
-    }
-    memcpy(o->p + o->len, buffer, size);
-    o->len += size;
-    o->p[o->len] = '\0';
-    return 1;
-}
-
-static void format_number(double d, char *buf, size_t n)
-{
-    if (isnan(d)) {
-        snprintf(buf, n, ".nan");
-    } else if (isinf(d)) {
-        snprintf(buf, n, d < 0 ? "-.inf" : ".inf");
-    } else if (d == 0 && signbit(d)) {
-        snprintf(buf, n, "-0.0");
-    } else if (d == floor(d) && fabs(d) < 9007199254740992.0) {
-        snprintf(buf, n, "%.0f", d);
-    } else {
-        /* Shortest text that reads back as the same double. */
-        snprintf(buf, n, "%.15g", d);
-        if (strtod(buf, NULL) != d)
-            snprintf(buf, n, "%.17g", d);
-        /* "1e+300" is a float, but %g may print an integral "12345": mark it. */
-        if (!strpbrk(buf, ".eEn"))
-            strncat(buf, ".0", n - strlen(buf) - 1);
-    }
-}
-
-static int emit_scalar(yaml_emitter_t *e, const char *s, int is_string, char *err, size_t errlen)
-{
-    yaml_event_t ev;
-    int plain_ok = 1;
-    if (is_string) {
-        double num;
-        int b;
-        plain_ok = resolve_plain(s, strlen(s), &num, &b) == SK_STR;
-    }
-    yaml_scalar_style_t style = YAML_ANY_SCALAR_STYLE;
-    /* Multi-line strings (certificates, scripts) read best as literal blocks;
-     * the emitter falls back to quoting when a block cannot hold the text. */
-    if (is_string && strchr(s, '\n'))
-        style = YAML_LITERAL_SCALAR_STYLE;
-    if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s),
-                                      plain_ok, is_string, style)) {
-        /* It fails only on malformed UTF-8 (or memory). */
-        seterr(err, errlen, "a string is not valid UTF-8");
-        return 0;
-    }
-    return yaml_emitter_emit(e, &ev);
-}
-
-static int emit_value(yaml_emitter_t *e, const cJSON *v, int depth, char *err, size_t errlen)
-{
-    yaml_event_t ev;
-    char num[64];
-
-    if (depth > YAML_MAX_DEPTH) {
-        seterr(err, errlen, "value nested deeper than %d levels", YAML_MAX_DEPTH);
-        return 0;
-    }
-    switch (v->type & 0xff) {
-    case cJSON_NULL:
-        return emit_scalar(e, "null", 0, err, errlen);
-    case cJSON_True:
-        return emit_scalar(e, "true", 0, err, errlen);
-    case cJSON_False:
-        return emit_scalar(e, "false", 0, err, errlen);
-    case cJSON_Number:
-        format_number(v->valuedouble, num, sizeof num);
-        return emit_scalar(e, num, 0, err, errlen);
-    case cJSON_String:
-        if (!v->valuestring) {
-            seterr(err, errlen, "string without a value");
-            return 0;
-        }
-        return emit_scalar(e, v->valuestring, 1, err, errlen);
-    case cJSON_Array:
-        if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_SEQUENCE_STYLE) ||
-            !yaml_emitter_emit(e, &ev))
-            return 0;
-        for (const cJSON *c = v->child; c; c = c->next)
-            if (!emit_value(e, c, depth + 1, err, errlen))
-                return 0;
-        if (!yaml_sequence_end_event_initialize(&ev))
-            return 0;
-        return yaml_emitter_emit(e, &ev);
-    case cJSON_Object:
-        if (!yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE) ||
-            !yaml_emitter_emit(e, &ev))
-            return 0;
-        for (const cJSON *c = v->child; c; c = c->next) {
-            if (!c->string) {
-                seterr(err, errlen, "object member without a key");
-                return 0;
-            }
-            if (!emit_scalar(e, c->string, 1, err, errlen) || !emit_value(e, c, depth + 1, err, errlen))
-                return 0;
-        }
-        if (!yaml_mapping_end_event_initialize(&ev))
-            return 0;
-        return yaml_emitter_emit(e, &ev);
-    case cJSON_Raw: {
-        /* luajson hands Lua integers over as raw JSON text to keep all 64
-         * bits; a number stays plain, any other raw JSON is re-read. */
-        double d;
-        int b;
-        if (!v->valuestring) {
-            seterr(err, errlen, "raw value without text");
-            return 0;
-        }
-        enum scalar_kind k = resolve_plain(v->valuestring, strlen(v->valuestring), &d, &b);
-        if (k == SK_INT || k == SK_FLOAT)
-            return emit_scalar(e, v->valuestring, 0, err, errlen);
-        cJSON *parsed = cJSON_Parse(v->valuestring);
-        if (!parsed) {
-            seterr(err, errlen, "raw value is not JSON: %.40s", v->valuestring);
-            return 0;
-        }
-        int ok = emit_value(e, parsed, depth + 1, err, errlen);
-        cJSON_Delete(parsed);
-        return ok;
-    }
-    default:
-        seterr(err, errlen, "cannot encode a cJSON value of type %d", v->type & 0xff);
-        return 0;
-    }
-}
-
-char *yaml_emit_err(const cJSON *v, char *err, size_t errlen)
-{
-    yaml_emitter_t e;
-    yaml_event_t ev;
-    struct outbuf o = { 0 };
-    int ok;
-
-    if (err && errlen)
-        err[0] = '\0';
-    if (!v) {
-        seterr(err, errlen, "nothing to encode");
-        return NULL;
-    }
-    if (!yaml_emitter_initialize(&e)) {
-        seterr(err, errlen, "out of memory");
-        return NULL;
-    }
-    yaml_emitter_set_output(&e, write_out, &o);
-    yaml_emitter_set_unicode(&e, 1);
-    yaml_emitter_set_indent(&e, 2);
-    yaml_emitter_set_width(&e, -1);
-    yaml_emitter_set_break(&e, YAML_LN_BREAK);
-    ok = yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING) && yaml_emitter_emit(&e, &ev) &&
-         yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1) && yaml_emitter_emit(&e, &ev) &&
-         emit_value(&e, v, 0, err, errlen) &&
-         yaml_document_end_event_initialize(&ev, 1) && yaml_emitter_emit(&e, &ev) &&
-         yaml_stream_end_event_initialize(&ev) && yaml_emitter_emit(&e, &ev) &&
-         yaml_emitter_flush(&e);
-    if (!ok || o.failed) {
-        if (err && errlen && !err[0])
-            seterr(err, errlen, "%s", o.failed ? "out of memory"
-                                 : e.problem ? e.problem : "cannot encode (invalid UTF-8?)");
-        mem_free(o.p);
-        o.p = NULL;
-    }
-    yaml_emitter_delete(&e);
-    return o.p;
-}
-
-char *yaml_emit(const cJSON *v)
-{
-    return yaml_emit_err(v, NULL, 0);
-}
-
-/* ---------- Lua module ---------- */
-
-#define YAML_BOX "cozy.yaml.box"
-
-/* C allocations live in a userdata while Lua code (which may raise) runs, so a
- * memory error in ljson_push or lua_pushstring cannot leak them. */
-struct box { struct yaml_doc doc; cJSON *value; char *text; };
-
-static int box_gc(lua_State *L)
-{
-    struct box *b = luaL_checkudata(L, 1, YAML_BOX);
-    yaml_doc_free(&b->doc);
-    cJSON_Delete(b->value);
-    mem_free(b->text);
-    b->value = NULL;
-    b->text = NULL;
-    return 0;
-}
-
-static struct box *new_box(lua_State *L)
-{
-    struct box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    memset(b, 0, sizeof *b);
-    luaL_setmetatable(L, YAML_BOX);
-    return b;
-}
-
-static int l_decode(lua_State *L)
-{
-    size_t len;
-    const char *text = luaL_checklstring(L, 1, &len);
-    const char *name = luaL_optstring(L, 2, "<yaml>");
-    char err[512];
-    struct box *b = new_box(L);
-    if (yaml_load(name, text, len, &b->doc, err, sizeof err) < 0) {
-        luaL_pushfail(L);
-        lua_pushstring(L, err);
-        return 2;
-    }
-    ljson_push(L, b->doc.root);
-    yaml_doc_free(&b->doc);
-    return 1;
-}
-
-static int l_encode(lua_State *L)
-{
-    char err[512];
-    luaL_checkany(L, 1);
-    struct box *b = new_box(L);
-    b->value = ljson_to_cjson(L, 1, err, sizeof err);
-    if (!b->value) {
-        luaL_pushfail(L);
-        lua_pushstring(L, err);
-        return 2;
-    }
-    b->text = yaml_emit_err(b->value, err, sizeof err);
-    if (!b->text) {
-        luaL_pushfail(L);
-        lua_pushstring(L, err);
-        return 2;
-    }
-    lua_pushstring(L, b->text);
-    cJSON_Delete(b->value);
-    mem_free(b->text);
-    b->value = NULL;
-    b->text = NULL;
-    return 1;
-}
-
-int luaopen_yaml(lua_State *L)
-{
-    static const luaL_Reg fns[] = {
-        { "decode", l_decode },
-        { "encode", l_encode },
-        { NULL, NULL },
-    };
-    ljson_init(L);
-    if (luaL_newmetatable(L, YAML_BOX)) {
-        lua_pushcfunction(L, box_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
-    luaL_newlib(L, fns);
-    return 1;
 }

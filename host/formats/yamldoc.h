@@ -1,9 +1,10 @@
-/* yaml.h: the project's one YAML reader and writer (libyaml underneath).
+/* yamldoc.h: the project's one YAML reader and writer (libyaml underneath;
+ * named so it never shadows libyaml's own <yaml.h>).
  * Turns the first document of a YAML text into a cJSON tree, remembering the
  * source line of every node so callers (kubeconfig, the `yaml` Lua module)
  * can report "file:line: what is wrong". Never interprets the content. */
-#ifndef COZY_YAML_H
-#define COZY_YAML_H
+#ifndef COZY_YAMLDOC_H
+#define COZY_YAMLDOC_H
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
@@ -31,9 +32,4 @@ void yaml_doc_free(struct yaml_doc *doc);
 char *yaml_emit(const cJSON *v);
 /* yaml_emit that says why it failed (e.g. a string that is not UTF-8). */
 char *yaml_emit_err(const cJSON *v, char *err, size_t errlen);
-
-/* The `yaml` Lua module: yaml.decode(text [, name]) -> value | nil, err;
- * yaml.encode(value) -> text | nil, err. Uses luajson for the Lua side. */
-struct lua_State;
-int luaopen_yaml(struct lua_State *L);
 #endif

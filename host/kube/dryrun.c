@@ -3,11 +3,11 @@
  * Owns the comparison of an object before a write with the apiserver's
  * dryRun=All answer (so server-side defaulting and merge semantics are the
  * apiserver's, not a guess), ignoring the bookkeeping fields every write
- * moves. Must never send anything: kube.c has already made both requests. */
+ * moves, as text for the caller to show (this file prints nothing). Must
+ * never send anything: the kube module has already made both requests. */
 #include "kube/dryrun.h"
 
-#include "base/log.h"
-
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -110,9 +110,32 @@ static void describe(const char *path, const char *new_name, char *buf, size_t c
              ns ? "/" : "", name ? name : "(unnamed)");
 }
 
-int dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after,
-                  char *fields_out, size_t cap)
+/* Appends one line to the report (cut when it is full). */
+static void line(char *out, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void line(char *out, size_t cap, size_t *len, const char *fmt, ...)
 {
+    if (*len + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(out + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (w < 0)
+        return;
+    *len += (size_t)w < cap - *len ? (size_t)w : cap - *len - 1;
+    if (*len + 1 < cap) {
+        out[(*len)++] = '\n';
+        out[*len] = '\0';
+    }
+}
+
+int dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after,
+                  char *report, size_t report_cap, char *fields_out, size_t cap)
+{
+    size_t rl = 0;
+    if (report_cap)
+        *report = '\0';
     if (cap)
         *fields_out = '\0';
     char what[600];
@@ -124,24 +147,25 @@ int dryrun_report(const char *method, const char *path, const cJSON *before, con
                        : strcmp(method, "PUT") == 0    ? "replace"
                                                        : "patch";
     if (strcmp(method, "DELETE") == 0) {
-        out_line("dry-run: would delete %s", what);
+        line(report, report_cap, &rl, "dry-run: would delete %s", what);
         return 1;
     }
     if (strcmp(method, "POST") == 0 || !before) {
-        out_line("dry-run: would create %s", what);
+        line(report, report_cap, &rl, "dry-run: would create %s", what);
         return 1;
     }
     char fields[4096];
     int n = dryrun_diff(before, after, fields, sizeof fields, MAX_FIELDS);
     if (n == 0) {
-        out_line("dry-run: %s %s: no change", verb, what);
+        line(report, report_cap, &rl, "dry-run: %s %s: no change", verb, what);
         return 0;
     }
     snprintf(fields_out, cap, "%s", fields);
-    out_line("dry-run: would %s %s, %d field%s:", verb, what, n, n == 1 ? "" : "s");
+    line(report, report_cap, &rl, "dry-run: would %s %s, %d field%s:", verb, what, n,
+         n == 1 ? "" : "s");
     for (char *save = NULL, *l = strtok_r(fields, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-        out_line("  %s", l);
+        line(report, report_cap, &rl, "  %s", l);
     if (n > MAX_FIELDS)
-        out_line("  ... and %d more", n - MAX_FIELDS);
+        line(report, report_cap, &rl, "  ... and %d more", n - MAX_FIELDS);
     return n;
 }

@@ -3,7 +3,8 @@
  * Owns the Event's wire shape (involvedObject, source and reporting
  * component, first and last timestamps, count 1), the text it carries (one
  * line, valid UTF-8, cut to 1 KiB), fixed names for an Event said once,
- * and the rule that posting one is best effort. Must never fail a command. */
+ * and the rule that posting one is best effort. Must never fail a command;
+ * prints nothing (a failed post is the caller's to say). */
 #include "kube/event.h"
 
 #include <stdio.h>
@@ -12,11 +13,11 @@
 #include <unistd.h>
 
 #include "base/defaults.h"
-#include "base/log.h"
 #include "base/util.h"
 
 int event_post(struct rest_client *c, const struct event_about *about, const char *name,
-               const char *type, const char *reason, const char *message)
+               const char *type, const char *reason, const char *message, char *err,
+               size_t errlen)
 {
     char msg[1024], ts[32], gen[200], path[512], host[128] = "cozy-migrate";
     snprintf(msg, sizeof msg, "%s", message);
@@ -28,6 +29,8 @@ int event_post(struct rest_client *c, const struct event_about *about, const cha
     cJSON *meta = cJSON_AddObjectToObject(e, "metadata");
     cJSON *inv = cJSON_AddObjectToObject(e, "involvedObject");
     cJSON *src = cJSON_AddObjectToObject(e, "source");
+    snprintf(err, errlen, "could not record an Event on %s %s/%s: out of memory", about->kind,
+             about->ns, about->name);
     if (!meta || !inv || !src || !cJSON_AddStringToObject(e, "apiVersion", "v1") ||
         !cJSON_AddStringToObject(e, "kind", "Event") ||
         !cJSON_AddStringToObject(meta, name ? "name" : "generateName", name ? name : gen) ||
@@ -60,8 +63,8 @@ int event_post(struct rest_client *c, const struct event_about *about, const cha
         } else {
             char m[REST_ERRSTR_MAX];
             rest_error_string(&r.err, m, sizeof m);
-            log_warn("could not record an Event on %s %s/%s: %s", about->kind, about->ns,
-                     about->name, m);
+            snprintf(err, errlen, "could not record an Event on %s %s/%s: %s", about->kind,
+                     about->ns, about->name, m);
             rc = -1;
         }
     }

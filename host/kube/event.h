@@ -5,6 +5,8 @@
  * source is EVENT_COMPONENT, which no script may claim (guard.h). */
 #ifndef COZY_EVENT_H
 #define COZY_EVENT_H
+#include <stddef.h>
+
 #include "kube/rest.h"
 
 struct event_about {
@@ -15,8 +17,10 @@ struct event_about {
 /* Posts the Event. name: a fixed name (an Event said once: a second post
  * of the same name is a 409, taken as already said), or NULL for a name
  * generated from the object's. Returns 0 when posted, 1 when an Event of
- * that name exists already, -1 after a warning (best effort: an Event
- * never changes what a command does). */
+ * that name exists already, -1 with "could not record an Event on ...: why"
+ * in err, for the caller to warn (best effort: an Event never changes what
+ * a command does). */
 int event_post(struct rest_client *c, const struct event_about *about, const char *name,
-               const char *type, const char *reason, const char *message);
+               const char *type, const char *reason, const char *message, char *err,
+               size_t errlen);
 #endif

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
 
@@ -32,6 +31,7 @@ struct http_client {
     struct curl_slist *connect_to;
     char *proxy;            /* proxy-url as libcurl takes it */
     char tls_hint[900];     /* which kubeconfig fields a TLS failure points to */
+    void (*say)(const char *line);
 };
 
 /* The request body, handed to libcurl through a read callback so that a
@@ -152,9 +152,11 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
         /* An HTTP-date form is rare from the apiserver; treat it as 1s. */
         r->retry_after = (end != buf && s >= 0) ? s : 1;
     } else if (klen == 7 && strncasecmp(p, "Warning", 7) == 0) {
-        char buf[1024];
+        char buf[1024], line[1100];
         trim_copy(buf, sizeof buf, v, vlen);
-        log_warn("apiserver warning: %s", buf);
+        snprintf(line, sizeof line, "apiserver warning: %s", buf);
+        if (r->say)
+            r->say(line);
     }
     return len;
 }
@@ -236,7 +238,8 @@ static int use_server_name(struct http_client *c, const char *name, char *err, s
     return 0;
 }
 
-struct http_client *http_client_new(const struct kube_config *cfg, char *err, size_t errlen)
+struct http_client *http_client_new(const struct kube_config *cfg, void (*say)(const char *line),
+                                    char *err, size_t errlen)
 {
     if (!curl_ready) {
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -246,6 +249,8 @@ struct http_client *http_client_new(const struct kube_config *cfg, char *err, si
         curl_ready = 1;
     }
     struct http_client *c = calloc(1, sizeof *c);
+    if (c)
+        c->say = say;
     if (!c || !(c->curl = curl_easy_init()) || !(c->server = strdup(cfg->server))) {
         snprintf(err, errlen, "out of memory");
         http_client_free(c);
@@ -338,6 +343,7 @@ int http_request(struct http_client *c, const char *method, const char *path,
                  struct http_response *r)
 {
     memset(r, 0, sizeof *r);
+    r->say = c->say;
     r->retry_after = -1;
     r->body = mem_malloc(1);
     if (r->body)

@@ -24,11 +24,15 @@ struct http_response {
                              * because the reused one died before any answer */
     int too_large;          /* the body passed the memory cap (mem.h) */
     char error[1400];       /* libcurl's message for transport errors (TLS ones naming the kubeconfig fields) */
+    void (*say)(const char *line); /* the client's: where a Warning header goes */
 };
 
 struct http_client;
 
-struct http_client *http_client_new(const struct kube_config *cfg, char *err, size_t errlen);
+/* say (may be NULL) is told each Warning header an answer carries, one
+ * line "apiserver warning: TEXT". */
+struct http_client *http_client_new(const struct kube_config *cfg, void (*say)(const char *line),
+                                    char *err, size_t errlen);
 /* method "GET"/"POST"/...; path includes the query string; accept and
  * content_type may be NULL. timeout_s bounds the whole request. replayable
  * says whether libcurl may send the body a second time on its own (it

@@ -6,11 +6,10 @@
  * credential plugin, never guess when the config is ambiguous or unsupported
  * (an unsupported auth method is an error, not a silent anonymous request),
  * and never put secrets or key material into a message or a description.
- * Also owns the one kubeconfig it writes: a child's private file holding
- * only the resolved context (mode 0600 in a 0700 directory, removed after
- * the child; a stop signal (stop.h) ends the child first, so the script
- * never runs on without it). */
+ * The one kubeconfig the engine writes, a shell child's private file, is
+ * kubeconfig_private.c's. */
 #include "kube/kubeconfig.h"
+#include "kube/kubeconfig_int.h"
 #include "formats/yamldoc.h"
 
 #include <errno.h>
@@ -31,19 +30,14 @@
 
 #define SA_DIR_DEFAULT "/var/run/secrets/kubernetes.io/serviceaccount"
 
-struct kc_file {
-    char *path;             /* as the user named it, for messages */
-    char *dir;              /* absolute directory, for relative paths in it */
-    struct yaml_doc doc;
-};
 
 struct kc_set {
     struct kc_file *f;
     size_t n;
 };
 
-static int __attribute__((format(printf, 3, 4)))
-fail(char *err, size_t errlen, const char *fmt, ...)
+int __attribute__((format(printf, 3, 4)))
+kc_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     if (!err || errlen == 0)
@@ -58,9 +52,9 @@ fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-static int nomem(char *err, size_t errlen)
+int kc_nomem(char *err, size_t errlen)
 {
-    return fail(err, errlen, "out of memory");
+    return kc_fail(err, errlen, "out of memory");
 }
 
 /* ---------- paths ---------- */
@@ -109,7 +103,7 @@ static char *join_path(const char *dir, const char *rel)
 }
 
 /* Absolute, cleaned form of `p` relative to `dir` (NULL dir: the cwd). */
-static char *abs_path(const char *dir, const char *p)
+char *kc_abs_path(const char *dir, const char *p)
 {
     if (p[0] == '/') {
         char *r = strdup(p);
@@ -129,7 +123,7 @@ static char *abs_path(const char *dir, const char *p)
 
 static char *abs_dir_of(const char *file)
 {
-    char *p = abs_path(NULL, file);
+    char *p = kc_abs_path(NULL, file);
     if (!p)
         return NULL;
     char *slash = strrchr(p, '/');
@@ -142,7 +136,7 @@ static char *abs_dir_of(const char *file)
 
 /* 0 when `path` is a readable file, else an errno. Never opens it: a path
  * from a kubeconfig may name a FIFO or a device, where open() blocks or acts. */
-static int readable(const char *path)
+int kc_readable(const char *path)
 {
     struct stat st;
     if (stat(path, &st) < 0)
@@ -187,13 +181,13 @@ static struct kc_file *set_add(struct kc_set *s, const char *path)
     return f;
 }
 
-static int line_of(const struct kc_file *f, const cJSON *node)
+int kc_line_of(const struct kc_file *f, const cJSON *node)
 {
     int l = yaml_line(&f->doc, node);
     return l > 0 ? l : 1;
 }
 
-static const cJSON *get(const cJSON *obj, const char *key)
+const cJSON *kc_get(const cJSON *obj, const char *key)
 {
     return cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
 }
@@ -214,41 +208,41 @@ static int check_file(const struct kc_file *f, char *err, size_t errlen)
     if (cJSON_IsNull(root))
         return 0;
     if (!cJSON_IsObject(root))
-        return fail(err, errlen, "%s:%d: a kubeconfig must be a mapping", f->path, line_of(f, root));
+        return kc_fail(err, errlen, "%s:%d: a kubeconfig must be a mapping", f->path, kc_line_of(f, root));
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        const cJSON *list = get(root, kinds[k].list);
+        const cJSON *list = kc_get(root, kinds[k].list);
         if (!list || cJSON_IsNull(list))
             continue;
         if (!cJSON_IsArray(list))
-            return fail(err, errlen, "%s:%d: %s is not a list", f->path, line_of(f, list),
+            return kc_fail(err, errlen, "%s:%d: %s is not a list", f->path, kc_line_of(f, list),
                         kinds[k].list);
         int i = 0;
         for (const cJSON *e = list->child; e; e = e->next, i++) {
             if (!cJSON_IsObject(e))
-                return fail(err, errlen, "%s:%d: %s[%d] is not a mapping", f->path, line_of(f, e),
+                return kc_fail(err, errlen, "%s:%d: %s[%d] is not a mapping", f->path, kc_line_of(f, e),
                             kinds[k].list, i);
-            const cJSON *name = get(e, "name");
+            const cJSON *name = kc_get(e, "name");
             if (!cJSON_IsString(name) || !name->valuestring[0])
-                return fail(err, errlen, "%s:%d: %s[%d] has no name", f->path,
-                            line_of(f, name ? name : e), kinds[k].list, i);
-            const cJSON *body = get(e, kinds[k].body);
+                return kc_fail(err, errlen, "%s:%d: %s[%d] has no name", f->path,
+                            kc_line_of(f, name ? name : e), kinds[k].list, i);
+            const cJSON *body = kc_get(e, kinds[k].body);
             if (body && !cJSON_IsNull(body) && !cJSON_IsObject(body))
-                return fail(err, errlen, "%s:%d: %s \"%.100s\": %s is not a mapping", f->path,
-                            line_of(f, body), kinds[k].what, name->valuestring, kinds[k].body);
+                return kc_fail(err, errlen, "%s:%d: %s \"%.100s\": %s is not a mapping", f->path,
+                            kc_line_of(f, body), kinds[k].what, name->valuestring, kinds[k].body);
             /* client-go refuses a name given twice in one list: which one
              * would be used is no choice to make silently. */
             for (const cJSON *p = list->child; p != e; p = p->next) {
-                const cJSON *pn = get(p, "name");
+                const cJSON *pn = kc_get(p, "name");
                 if (cJSON_IsString(pn) && strcmp(pn->valuestring, name->valuestring) == 0)
-                    return fail(err, errlen, "%s:%d: %s \"%.100s\" is defined twice (also at "
-                                "line %d): give each %s its own name", f->path, line_of(f, e),
-                                kinds[k].what, name->valuestring, line_of(f, p), kinds[k].what);
+                    return kc_fail(err, errlen, "%s:%d: %s \"%.100s\" is defined twice (also at "
+                                "line %d): give each %s its own name", f->path, kc_line_of(f, e),
+                                kinds[k].what, name->valuestring, kc_line_of(f, p), kinds[k].what);
             }
         }
     }
-    const cJSON *cc = get(root, "current-context");
+    const cJSON *cc = kc_get(root, "current-context");
     if (cc && !cJSON_IsNull(cc) && !cJSON_IsString(cc))
-        return fail(err, errlen, "%s:%d: current-context is not a string", f->path, line_of(f, cc));
+        return kc_fail(err, errlen, "%s:%d: current-context is not a string", f->path, kc_line_of(f, cc));
     return 0;
 }
 
@@ -263,7 +257,7 @@ static int load_file(struct kc_set *s, const char *path, int must_exist, char *e
             return 0;   /* client-go de-duplicates the KUBECONFIG list */
     struct kc_file *f = set_add(s, path);
     if (!f)
-        return nomem(err, errlen);
+        return kc_nomem(err, errlen);
     if (yaml_load_file(path, &f->doc, err, errlen) < 0)
         return -1;
     if (check_file(f, err, errlen) < 0)
@@ -276,7 +270,7 @@ static int load_buffer(struct kc_set *s, const char *name, const char *text, siz
 {
     struct kc_file *f = set_add(s, name);
     if (!f)
-        return nomem(err, errlen);
+        return kc_nomem(err, errlen);
     if (yaml_load(name, text, len, &f->doc, err, errlen) < 0)
         return -1;
     return check_file(f, err, errlen);
@@ -308,361 +302,21 @@ static const cJSON *find_named(const struct kc_set *s, const char *list, const c
 {
     for (size_t i = 0; i < s->n; i++) {
         const cJSON *found = NULL;
-        const cJSON *l = get(s->f[i].doc.root, list);
+        const cJSON *l = kc_get(s->f[i].doc.root, list);
         for (const cJSON *e = l ? l->child : NULL; e; e = e->next) {
-            const cJSON *n = get(e, "name");
+            const cJSON *n = kc_get(e, "name");
             if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
                 found = e;
         }
         if (found) {
             *from = &s->f[i];
             *entry = found;
-            return get(found, body);   /* may be NULL: an entry with no body */
+            return kc_get(found, body);   /* may be NULL: an entry with no body */
         }
     }
     *from = NULL;
     *entry = NULL;
     return NULL;
-}
-
-/* ---------- fields ---------- */
-
-struct field_ctx {
-    const struct kc_file *f;
-    const cJSON *entry;     /* the list entry, where messages point without a body */
-    const cJSON *body;      /* the cluster/user/context mapping, or NULL */
-    const char *what;       /* "cluster \"kind\"", for messages */
-    char *err;
-    size_t errlen;
-};
-
-static int field_str(const struct field_ctx *c, const char *key, const char **out)
-{
-    const cJSON *v = get(c->body, key);
-    *out = NULL;
-    if (!v || cJSON_IsNull(v))
-        return 0;
-    if (!cJSON_IsString(v))
-        return fail(c->err, c->errlen, "%s:%d: %s: %s must be a string", c->f->path,
-                    line_of(c->f, v), c->what, key);
-    if (v->valuestring[0])
-        *out = v->valuestring;
-    return 0;
-}
-
-static int field_bool(const struct field_ctx *c, const char *key, int *out)
-{
-    const cJSON *v = get(c->body, key);
-    *out = 0;
-    if (!v || cJSON_IsNull(v))
-        return 0;
-    if (!cJSON_IsBool(v))
-        return fail(c->err, c->errlen, "%s:%d: %s: %s must be true or false", c->f->path,
-                    line_of(c->f, v), c->what, key);
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
-static int line_of_key(const struct field_ctx *c, const char *key)
-{
-    const cJSON *v = get(c->body, key);
-    return line_of(c->f, v ? v : c->body ? c->body : c->entry);
-}
-
-/* Standard base64 with padding, whitespace ignored (YAML folds long plain
- * scalars with spaces). EVP_DecodeBlock alone accepts '=' mid-text and
- * counts padding as data, so the shape is checked and the length fixed here. */
-static int b64_decode(const char *in, char **out, size_t *outlen)
-{
-    size_t n = 0, len = strlen(in), pad = 0;
-    unsigned char *clean = malloc(len + 1);
-    if (!clean)
-        return -2;
-    for (size_t i = 0; i < len; i++)
-        if (!strchr(" \t\r\n", in[i]))
-            clean[n++] = (unsigned char)in[i];
-    clean[n] = '\0';
-    int ok = n > 0 && n % 4 == 0 && n <= 0x7fffffff;
-    for (size_t i = 0; ok && i < n; i++) {
-        unsigned char ch = clean[i];
-        if (ch == '=') {
-            if (i < n - 2 || (i == n - 2 && clean[n - 1] != '='))
-                ok = 0;
-            else
-                pad++;
-        } else if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-                     (ch >= '0' && ch <= '9') || ch == '+' || ch == '/')) {
-            ok = 0;
-        }
-    }
-    if (!ok) {
-        free(clean);
-        return -1;
-    }
-    unsigned char *buf = malloc(n / 4 * 3 + 1);
-    if (!buf) {
-        free(clean);
-        return -2;
-    }
-    int got = EVP_DecodeBlock(buf, clean, (int)n);
-    free(clean);
-    if (got < 0 || (size_t)got < pad) {
-        free(buf);
-        return -1;
-    }
-    *outlen = (size_t)got - pad;
-    buf[*outlen] = '\0';
-    *out = (char *)buf;
-    return 0;
-}
-
-static int field_data(const struct field_ctx *c, const char *key, char **out, size_t *outlen)
-{
-    const char *s;
-    *out = NULL;
-    *outlen = 0;
-    if (field_str(c, key, &s) < 0)
-        return -1;
-    if (!s)
-        return 0;
-    int rc = b64_decode(s, out, outlen);
-    if (rc == -2)
-        return nomem(c->err, c->errlen);
-    if (rc < 0)
-        return fail(c->err, c->errlen, "%s:%d: %s: %s is not valid base64", c->f->path,
-                    line_of_key(c, key), c->what, key);
-    return 0;
-}
-
-/* A path field, made absolute against the defining file's directory and
- * checked now, so a typo fails here rather than at the first request. */
-static int field_file(const struct field_ctx *c, const char *key, char **out)
-{
-    const char *s;
-    *out = NULL;
-    if (field_str(c, key, &s) < 0)
-        return -1;
-    if (!s)
-        return 0;
-    char *p = abs_path(c->f->dir, s);
-    if (!p)
-        return nomem(c->err, c->errlen);
-    int e = readable(p);
-    if (e) {
-        fail(c->err, c->errlen, "%s:%d: %s: %s %s: %s", c->f->path, line_of_key(c, key), c->what,
-             key, p, strerror(e));
-        free(p);
-        return -1;
-    }
-    *out = p;
-    return 0;
-}
-
-static int dup_into(char **dst, const char *src, char *err, size_t errlen)
-{
-    *dst = NULL;
-    if (!src)
-        return 0;
-    if (!(*dst = strdup(src)))
-        return nomem(err, errlen);
-    return 0;
-}
-
-/* A URL with one of the schemes (space-separated) and a host, parsed by
- * libcurl's own URL parser. NULL when it is one, else why not. */
-static const char *url_problem(const char *url, const char *schemes, char *why, size_t len)
-{
-    CURLU *u = curl_url();
-    char *scheme = NULL, *host = NULL;
-    const char *res = NULL;
-    if (!u) {
-        snprintf(why, len, "out of memory");
-        return why;
-    }
-    CURLUcode uc = curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME);
-    if (uc != CURLUE_OK) {
-        snprintf(why, len, "%s", curl_url_strerror(uc));
-        res = why;
-    } else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-               curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
-        snprintf(why, len, "it names no host");
-        res = why;
-    } else {
-        char list[64];
-        snprintf(list, sizeof list, " %s ", schemes);
-        char want[40];
-        snprintf(want, sizeof want, " %s ", scheme);
-        if (!strstr(list, want)) {
-            snprintf(why, len, "the scheme is %s, not %s", scheme, schemes);
-            res = why;
-        }
-    }
-    curl_free(scheme);
-    curl_free(host);
-    curl_url_cleanup(u);
-    return res;
-}
-
-/* PEM text (len bytes) or, with file set, the file it names: how many
- * certificates (want_key 0) or whether a private key (want_key 1) it holds.
- * -1 when it cannot be read or parsed as PEM at all. */
-static int pem_count(const char *data, size_t len, const char *file, int want_key, X509 **first,
-                     EVP_PKEY **key)
-{
-    size_t flen = 0;
-    char *text = NULL;
-    if (file) {
-        int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 22) ||
-            !(text = malloc((size_t)st.st_size + 1)) ||
-            read(fd, text, (size_t)st.st_size) != (ssize_t)st.st_size) {
-            if (fd >= 0)
-                close(fd);
-            free(text);
-            return -1;
-        }
-        close(fd);
-        flen = (size_t)st.st_size;
-        data = text;
-        len = flen;
-    }
-    BIO *bio = BIO_new_mem_buf(data, (int)len);
-    int n = -1;
-    if (bio && want_key) {
-        EVP_PKEY *k = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
-        n = k ? 1 : 0;
-        if (k && key)
-            *key = k;
-        else
-            EVP_PKEY_free(k);
-    } else if (bio) {
-        n = 0;
-        for (X509 *x; (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)); n++) {
-            if (n == 0 && first)
-                *first = x;
-            else
-                X509_free(x);
-        }
-    }
-    BIO_free(bio);
-    if (text) {
-        OPENSSL_cleanse(text, flen);
-        free(text);
-    }
-    return n;
-}
-
-static int read_cluster(const struct field_ctx *c, struct kube_config *out)
-{
-    const char *server, *tls_name;
-    if (field_str(c, "server", &server) < 0 || field_str(c, "tls-server-name", &tls_name) < 0 ||
-        field_bool(c, "insecure-skip-tls-verify", &out->insecure) < 0)
-        return -1;
-    if (!server)
-        return fail(c->err, c->errlen, "%s:%d: %s has no server", c->f->path,
-                    line_of_key(c, "server"), c->what);
-    if (dup_into(&out->server, server, c->err, c->errlen) < 0 ||
-        dup_into(&out->tls_server_name, tls_name, c->err, c->errlen) < 0)
-        return -1;
-    size_t n = strlen(out->server);
-    while (n > 0 && out->server[n - 1] == '/')
-        out->server[--n] = '\0';
-    if (!n)
-        return fail(c->err, c->errlen, "%s:%d: %s has no server", c->f->path,
-                    line_of_key(c, "server"), c->what);
-    char why[200];
-    if (url_problem(out->server, "https http", why, sizeof why))
-        return fail(c->err, c->errlen, "%s:%d: %s: server \"%.200s\" is not a URL like "
-                    "https://host:6443 (%s)", c->f->path, line_of_key(c, "server"), c->what,
-                    out->server, why);
-    const char *proxy;
-    if (field_str(c, "proxy-url", &proxy) < 0)
-        return -1;
-    if (proxy && url_problem(proxy, "http https socks5", why, sizeof why))
-        return fail(c->err, c->errlen, "%s:%d: %s: proxy-url \"%.200s\" is not a proxy URL "
-                    "like http://proxy:3128 (%s)", c->f->path, line_of_key(c, "proxy-url"),
-                    c->what, proxy, why);
-    if (dup_into(&out->proxy_url, proxy, c->err, c->errlen) < 0)
-        return -1;
-    if (field_data(c, "certificate-authority-data", &out->ca_pem, &out->ca_len) < 0)
-        return -1;
-    /* client-go: the inline data overrides the file; keep only what is used. */
-    if (!out->ca_pem && field_file(c, "certificate-authority", &out->ca_file) < 0)
-        return -1;
-    const char *ca_key = out->ca_pem ? "certificate-authority-data" : "certificate-authority";
-    if ((out->ca_pem || out->ca_file) && out->insecure)
-        return fail(c->err, c->errlen, "%s:%d: %s: insecure-skip-tls-verify beside %s: a CA "
-                    "that is never checked; kubectl refuses the pair too, so keep one",
-                    c->f->path, line_of_key(c, "insecure-skip-tls-verify"), c->what, ca_key);
-    if ((out->ca_pem || out->ca_file) &&
-        pem_count(out->ca_pem, out->ca_len, out->ca_pem ? NULL : out->ca_file, 0, NULL, NULL) < 1)
-        return fail(c->err, c->errlen, "%s:%d: %s: %s%s%s holds no PEM certificate", c->f->path,
-                    line_of_key(c, ca_key), c->what, ca_key, out->ca_pem ? "" : " ",
-                    out->ca_pem ? "" : out->ca_file);
-    return 0;
-}
-
-static int read_user(const struct field_ctx *c, const char *name, struct kube_config *out)
-{
-    static const struct { const char *key, *what; } unsupported[] = {
-        { "exec", "exec credential plugins are" },
-        { "auth-provider", "auth-provider plugins are" },
-        { "username", "basic auth (username/password) is" },
-        { "password", "basic auth (username/password) is" },
-        /* Dropping impersonation would act with the caller's own rights. */
-        { "as", "impersonation (as) is" },
-        { "as-uid", "impersonation (as-uid) is" },
-        { "as-groups", "impersonation (as-groups) is" },
-        { "as-user-extra", "impersonation (as-user-extra) is" },
-    };
-    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
-        const cJSON *v = get(c->body, unsupported[i].key);
-        if (v && !cJSON_IsNull(v))
-            return fail(c->err, c->errlen, "user \"%.100s\" in %s: %s not supported", name,
-                        c->f->path, unsupported[i].what);
-    }
-    const char *token;
-    if (field_str(c, "token", &token) < 0 || dup_into(&out->token, token, c->err, c->errlen) < 0)
-        return -1;
-    if (field_file(c, "tokenFile", &out->token_file) < 0)
-        return -1;
-    if (field_data(c, "client-certificate-data", &out->cert_pem, &out->cert_len) < 0)
-        return -1;
-    if (!out->cert_pem && field_file(c, "client-certificate", &out->cert_file) < 0)
-        return -1;
-    if (field_data(c, "client-key-data", &out->key_pem, &out->key_len) < 0)
-        return -1;
-    if (!out->key_pem && field_file(c, "client-key", &out->key_file) < 0)
-        return -1;
-    int has_cert = out->cert_pem || out->cert_file, has_key = out->key_pem || out->key_file;
-    if (has_cert != has_key)
-        return fail(c->err, c->errlen, "%s:%d: %s has a client %s but no client %s", c->f->path,
-                    line_of(c->f, c->body ? c->body : c->entry), c->what, has_cert ? "certificate" : "key",
-                    has_cert ? "key" : "certificate");
-    if (!has_cert)
-        return 0;
-    /* Read now, so a certificate or key that TLS would refuse is named
-     * here, with its field, not in OpenSSL's words at the first request. */
-    const char *ck = out->cert_pem ? "client-certificate-data" : "client-certificate";
-    const char *kk = out->key_pem ? "client-key-data" : "client-key";
-    X509 *cert = NULL;
-    EVP_PKEY *key = NULL;
-    int rc = 0;
-    if (pem_count(out->cert_pem, out->cert_len, out->cert_pem ? NULL : out->cert_file, 0, &cert,
-                  NULL) < 1)
-        rc = fail(c->err, c->errlen, "%s:%d: %s: %s holds no PEM certificate", c->f->path,
-                  line_of_key(c, ck), c->what, ck);
-    else if (pem_count(out->key_pem, out->key_len, out->key_pem ? NULL : out->key_file, 1, NULL,
-                       &key) < 1)
-        rc = fail(c->err, c->errlen, "%s:%d: %s: %s holds no PEM private key (unencrypted)",
-                  c->f->path, line_of_key(c, kk), c->what, kk);
-    else if (X509_check_private_key(cert, key) != 1)
-        rc = fail(c->err, c->errlen, "%s:%d: %s: %s is not the key of %s", c->f->path,
-                  line_of_key(c, kk), c->what, kk, ck);
-    X509_free(cert);
-    EVP_PKEY_free(key);
-    return rc;
 }
 
 static int resolve_set(const struct kc_set *s, const char *want_ctx, struct kube_config *out,
@@ -673,14 +327,14 @@ static int resolve_set(const struct kc_set *s, const char *want_ctx, struct kube
     char what[160];
 
     if (!files)
-        return nomem(err, errlen);
+        return kc_nomem(err, errlen);
     for (size_t i = 0; !ctxname && i < s->n; i++) {
-        const cJSON *cc = get(s->f[i].doc.root, "current-context");
+        const cJSON *cc = kc_get(s->f[i].doc.root, "current-context");
         if (cJSON_IsString(cc) && cc->valuestring[0])
             ctxname = cc->valuestring;
     }
     if (!ctxname) {
-        fail(err, errlen, "no context: current-context is not set in %s and --context was not given",
+        kc_fail(err, errlen, "no context: current-context is not set in %s and --context was not given",
              files);
         goto out;
     }
@@ -689,53 +343,53 @@ static int resolve_set(const struct kc_set *s, const char *want_ctx, struct kube
     const cJSON *ctxentry;
     const cJSON *ctx = find_named(s, "contexts", "context", ctxname, &cf, &ctxentry);
     if (!cf) {
-        fail(err, errlen, "context \"%.100s\" not found in %s", ctxname, files);
+        kc_fail(err, errlen, "context \"%.100s\" not found in %s", ctxname, files);
         goto out;
     }
     snprintf(what, sizeof what, "context \"%.100s\"", ctxname);
     struct field_ctx c = { cf, ctxentry, ctx, what, err, errlen };
     const char *cluster, *user, *ns;
-    if (field_str(&c, "cluster", &cluster) < 0 || field_str(&c, "user", &user) < 0 ||
-        field_str(&c, "namespace", &ns) < 0)
+    if (kc_field_str(&c, "cluster", &cluster) < 0 || kc_field_str(&c, "user", &user) < 0 ||
+        kc_field_str(&c, "namespace", &ns) < 0)
         goto out;
     if (!cluster || !user) {
-        fail(err, errlen, "context \"%.100s\" in %s has no %s", ctxname, cf->path,
+        kc_fail(err, errlen, "context \"%.100s\" in %s has no %s", ctxname, cf->path,
              !cluster ? "cluster" : "user");
         goto out;
     }
-    if (dup_into(&out->context, ctxname, err, errlen) < 0 ||
-        dup_into(&out->cluster, cluster, err, errlen) < 0 ||
-        dup_into(&out->user, user, err, errlen) < 0 ||
-        dup_into(&out->namespace, ns, err, errlen) < 0)
+    if (kc_dup_into(&out->context, ctxname, err, errlen) < 0 ||
+        kc_dup_into(&out->cluster, cluster, err, errlen) < 0 ||
+        kc_dup_into(&out->user, user, err, errlen) < 0 ||
+        kc_dup_into(&out->namespace, ns, err, errlen) < 0)
         goto out;
 
     const struct kc_file *clf, *uf;
     const cJSON *clentry, *uentry;
     const cJSON *clbody = find_named(s, "clusters", "cluster", cluster, &clf, &clentry);
     if (!clf) {
-        fail(err, errlen, "cluster \"%.100s\" of context \"%.100s\" not found in %s", cluster,
+        kc_fail(err, errlen, "cluster \"%.100s\" of context \"%.100s\" not found in %s", cluster,
              ctxname, files);
         goto out;
     }
     const cJSON *ubody = find_named(s, "users", "user", user, &uf, &uentry);
     if (!uf) {
-        fail(err, errlen, "user \"%.100s\" of context \"%.100s\" not found in %s", user, ctxname,
+        kc_fail(err, errlen, "user \"%.100s\" of context \"%.100s\" not found in %s", user, ctxname,
              files);
         goto out;
     }
 
     snprintf(what, sizeof what, "cluster \"%.100s\"", cluster);
     struct field_ctx cc = { clf, clentry, clbody, what, err, errlen };
-    if (read_cluster(&cc, out) < 0)
+    if (kc_read_cluster(&cc, out) < 0)
         goto out;
     snprintf(what, sizeof what, "user \"%.100s\"", user);
     struct field_ctx uc = { uf, uentry, ubody, what, err, errlen };
-    if (read_user(&uc, user, out) < 0)
+    if (kc_read_user(&uc, user, out) < 0)
         goto out;
 
     free(files);
     if (!(out->source = file_list(s, ":")))
-        return nomem(err, errlen);
+        return kc_nomem(err, errlen);
     return 0;
 out:
     free(files);
@@ -752,13 +406,13 @@ static int in_cluster(const struct kube_config_opts *o, const char *host, const 
     int rc = -1, e;
 
     if (o->context && *o->context)
-        return fail(err, errlen, "--context \"%.100s\" needs a kubeconfig, but none was found "
+        return kc_fail(err, errlen, "--context \"%.100s\" needs a kubeconfig, but none was found "
                     "and in-cluster credentials have no contexts", o->context);
     if (strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
-        return fail(err, errlen, "in-cluster: KUBERNETES_SERVICE_PORT \"%.20s\" is not a port",
+        return kc_fail(err, errlen, "in-cluster: KUBERNETES_SERVICE_PORT \"%.20s\" is not a port",
                     port);
-    if (!(dir = abs_path(NULL, envdir && *envdir ? envdir : SA_DIR_DEFAULT)))
-        return nomem(err, errlen);
+    if (!(dir = kc_abs_path(NULL, envdir && *envdir ? envdir : SA_DIR_DEFAULT)))
+        return kc_nomem(err, errlen);
 
     size_t slen = strlen(host) + strlen(port) + 16;
     if (!(out->server = malloc(slen)))
@@ -768,14 +422,14 @@ static int in_cluster(const struct kube_config_opts *o, const char *host, const 
 
     if (!(out->token_file = join_path(dir, "token")))
         goto oom;
-    if ((e = readable(out->token_file))) {
-        fail(err, errlen, "in-cluster: service account token %s: %s", out->token_file, strerror(e));
+    if ((e = kc_readable(out->token_file))) {
+        kc_fail(err, errlen, "in-cluster: service account token %s: %s", out->token_file, strerror(e));
         goto out;
     }
     /* client-go carries on with the system roots when ca.crt is missing. */
     if (!(out->ca_file = join_path(dir, "ca.crt")))
         goto oom;
-    if (readable(out->ca_file)) {
+    if (kc_readable(out->ca_file)) {
         free(out->ca_file);
         out->ca_file = NULL;
     }
@@ -785,7 +439,7 @@ static int in_cluster(const struct kube_config_opts *o, const char *host, const 
         goto oom;
     FILE *fp = fopen(nsfile, "r");
     if (!fp && errno != ENOENT) {
-        fail(err, errlen, "in-cluster: %s: %s", nsfile, strerror(errno));
+        kc_fail(err, errlen, "in-cluster: %s: %s", nsfile, strerror(errno));
         free(nsfile);
         goto out;
     }
@@ -809,7 +463,7 @@ static int in_cluster(const struct kube_config_opts *o, const char *host, const 
     rc = 0;
     goto out;
 oom:
-    nomem(err, errlen);
+    kc_nomem(err, errlen);
 out:
     free(dir);
     return rc;
@@ -836,7 +490,7 @@ static int resolve(const struct kube_config_opts *o, struct kube_config *out, ch
     if (env && *env) {
         char *list = strdup(env), *save = NULL;
         if (!list) {
-            nomem(err, errlen);
+            kc_nomem(err, errlen);
             goto out;
         }
         /* strtok_r skips empty entries, as client-go does. */
@@ -870,7 +524,7 @@ static int resolve(const struct kube_config_opts *o, struct kube_config *out, ch
         if (home && *home) {
             char *path = join_path(home, ".kube/config");
             if (!path) {
-                nomem(err, errlen);
+                kc_nomem(err, errlen);
                 goto out;
             }
             int r = load_file(&s, path, 0, err, errlen);
@@ -883,7 +537,7 @@ static int resolve(const struct kube_config_opts *o, struct kube_config *out, ch
             }
         }
     }
-    fail(err, errlen, "%s%s", no_config, why);
+    kc_fail(err, errlen, "%s%s", no_config, why);
 out:
     set_free(&s);
     return rc;
@@ -1003,7 +657,7 @@ fail:
     return NULL;
 }
 
-/* ---------- the private kubeconfig of a child ---------- */
+/* ---------- who it acts as ---------- */
 
 /* A token file's text (at most 64 KiB), NUL-terminated; NULL when unreadable. */
 static char *read_small(const char *path)
@@ -1024,122 +678,6 @@ static char *read_small(const char *path)
     return buf;
 }
 
-static int b64_field(cJSON *o, const char *key, const char *data, size_t len)
-{
-    size_t cap = 4 * ((len + 2) / 3) + 1;
-    unsigned char *out = malloc(cap);
-    if (!out)
-        return -1;
-    EVP_EncodeBlock(out, (const unsigned char *)data, (int)len);
-    int ok = cJSON_AddStringToObject(o, key, (const char *)out) != NULL;
-    OPENSSL_cleanse(out, cap);
-    free(out);
-    return ok ? 0 : -1;
-}
-
-static int opt_str(cJSON *o, const char *key, const char *v)
-{
-    return !v || cJSON_AddStringToObject(o, key, v) ? 0 : -1;
-}
-
-/* {"name": name, body_key: body} appended to the list `key` of root. */
-static cJSON *named_entry(cJSON *root, const char *key, const char *name, const char *body_key)
-{
-    cJSON *list = cJSON_AddArrayToObject(root, key);
-    cJSON *e = cJSON_CreateObject();
-    if (!list || !e || !cJSON_AddItemToArray(list, e)) {
-        cJSON_Delete(e);
-        return NULL;
-    }
-    if (!cJSON_AddStringToObject(e, "name", name))
-        return NULL;
-    return cJSON_AddObjectToObject(e, body_key);
-}
-
-/* The resolved config as a kubeconfig document holding one context. */
-static cJSON *private_doc(const struct kube_config *c)
-{
-    const char *ctx = c->context ? c->context : "in-cluster";
-    const char *cl = c->cluster ? c->cluster : "in-cluster";
-    const char *us = c->user ? c->user : "in-cluster";
-    cJSON *root = cJSON_CreateObject();
-    if (!root || !cJSON_AddStringToObject(root, "apiVersion", "v1") ||
-        !cJSON_AddStringToObject(root, "kind", "Config") ||
-        !cJSON_AddStringToObject(root, "current-context", ctx))
-        goto fail;
-    cJSON *cluster = named_entry(root, "clusters", cl, "cluster");
-    if (!cluster || opt_str(cluster, "server", c->server) < 0 ||
-        opt_str(cluster, "tls-server-name", c->tls_server_name) < 0 ||
-        opt_str(cluster, "proxy-url", c->proxy_url) < 0 ||
-        (c->insecure && !cJSON_AddBoolToObject(cluster, "insecure-skip-tls-verify", 1)) ||
-        (c->ca_pem && b64_field(cluster, "certificate-authority-data", c->ca_pem, c->ca_len) < 0) ||
-        opt_str(cluster, "certificate-authority", c->ca_file) < 0)
-        goto fail;
-    cJSON *user = named_entry(root, "users", us, "user");
-    if (!user || opt_str(user, "token", c->token) < 0 ||
-        opt_str(user, "tokenFile", c->token_file) < 0 ||
-        (c->cert_pem && b64_field(user, "client-certificate-data", c->cert_pem, c->cert_len) < 0) ||
-        opt_str(user, "client-certificate", c->cert_file) < 0 ||
-        (c->key_pem && b64_field(user, "client-key-data", c->key_pem, c->key_len) < 0) ||
-        opt_str(user, "client-key", c->key_file) < 0)
-        goto fail;
-    cJSON *context = named_entry(root, "contexts", ctx, "context");
-    if (!context || !cJSON_AddStringToObject(context, "cluster", cl) ||
-        !cJSON_AddStringToObject(context, "user", us) ||
-        opt_str(context, "namespace", c->namespace) < 0)
-        goto fail;
-    return root;
-fail:
-    cJSON_Delete(root);
-    return NULL;
-}
-
-int kubeconfig_private_write(const struct kube_config *c, struct kube_private *kp, char *err,
-                             size_t errlen)
-{
-    memset(kp, 0, sizeof *kp);
-    cJSON *doc = private_doc(c);
-    char yerr[256] = "";
-    char *text = doc ? yaml_emit_err(doc, yerr, sizeof yerr) : NULL;
-    cJSON_Delete(doc);
-    if (!text)
-        return fail(err, errlen, "writing the child's kubeconfig: %s", *yerr ? yerr : "out of memory");
-    const char *tmp = getenv("TMPDIR");
-    snprintf(kp->dir, sizeof kp->dir, "%s/cozy-migrate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    int rc = -1, fd = -1;
-    if (!mkdtemp(kp->dir)) { /* mode 0700 */
-        fail(err, errlen, "creating a private directory for the child's kubeconfig in %s: %s",
-             tmp && *tmp ? tmp : "/tmp", strerror(errno));
-        kp->dir[0] = '\0';
-        goto out;
-    }
-    snprintf(kp->path, sizeof kp->path, "%s/kubeconfig", kp->dir);
-    size_t len = strlen(text);
-    fd = open(kp->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
-        fail(err, errlen, "writing %s: %s", kp->path, strerror(errno));
-        goto out;
-    }
-    rc = 0;
-out:
-    if (fd >= 0)
-        close(fd);
-    OPENSSL_cleanse(text, strlen(text));
-    mem_free(text);
-    if (rc != 0)
-        kubeconfig_private_remove(kp);
-    return rc;
-}
-
-void kubeconfig_private_remove(struct kube_private *kp)
-{
-    if (kp->path[0])
-        unlink(kp->path);
-    if (kp->dir[0])
-        rmdir(kp->dir);
-    memset(kp, 0, sizeof *kp);
-}
-
 /* The `sub` claim of a JWT (a service account token), or "" when it is none. */
 static void jwt_subject(const char *tok, char *out, size_t len)
 {
@@ -1158,7 +696,7 @@ static void jwt_subject(const char *tok, char *out, size_t len)
     s[n] = '\0';
     char *dec = NULL;
     size_t dlen = 0;
-    if (b64_decode(s, &dec, &dlen) == 0) {
+    if (kc_b64_decode(s, &dec, &dlen) == 0) {
         cJSON *j = cJSON_ParseWithLength(dec, dlen);
         const cJSON *sub = cJSON_GetObjectItemCaseSensitive(j, "sub");
         if (cJSON_IsString(sub))

@@ -67,24 +67,6 @@ int kubeconfig_resolve_buffer(const char *name, const char *text, size_t len,
                               const char *context, struct kube_config *out,
                               char *err, size_t errlen);
 
-/* A kubeconfig for a child process (a shell migration) holding only c's
- * context: its cluster (server, CA, TLS settings), its user (token, token
- * file, client certificate and key: the credentials as resolved) and its
- * namespace; in-cluster, the service account's token file and CA. So the
- * child's kubectl talks to exactly the runner's cluster as the runner's
- * identity. Written with the YAML writer into a fresh directory (0700) as
- * PATH/kubeconfig (0600), under $TMPDIR or /tmp. The caller removes it once
- * the child has ended (a stop signal ends the child first, stop.h; a runner
- * killed outright leaves it to the shell child's supervisor, child.c). */
-struct kube_private {
-    char dir[4096];
-    char path[4200];            /* set KUBECONFIG=path for the child */
-};
-int kubeconfig_private_write(const struct kube_config *c, struct kube_private *kp, char *err,
-                             size_t errlen);
-/* Removes the file and its directory (a zeroed kp is a no-op). */
-void kubeconfig_private_remove(struct kube_private *kp);
-
 /* Who the config acts as, for records: "USER (context CONTEXT)", or
  * in-cluster the service account ("system:serviceaccount:NS:NAME" from its
  * token, or "the in-cluster service account of namespace NS"). */

@@ -4,14 +4,16 @@
  * connection refused/reset, timeouts), for which requests (idempotent ones;
  * any other only when it cannot have been applied: see http.c for libcurl's
  * own resend, which is refused for those), the bounded exponential
- * backoff with jitter, logging every retry with its cause, and the error
- * value of a failed request. Must never decide what a status means to a
- * caller beyond that, and never log a request body or a credential. */
+ * backoff with jitter, telling every retry with its cause (to the policy's
+ * say: this file prints nothing), and the error value of a failed request.
+ * Must never decide what a status means to a caller beyond that, and never
+ * tell a request body or a credential. */
 #include "kube/rest.h"
 
 #include <curl/curl.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +21,32 @@
 #include <unistd.h>
 
 #include "kube/http.h"
-#include "base/log.h"
 #include "base/mem.h"
 #include "base/stop.h"
 #include "base/util.h"
 
 #define MAX_RETRY_SLEEP 10.0
 
+/* One line to the policy's say, when it has one. */
+static void say(const struct rest_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 struct rest_client {
     struct kube_config cfg;
     struct http_client *http;
     struct rest_policy pol;
 };
+
+static void say(const struct rest_client *c, const char *fmt, ...)
+{
+    if (!c->pol.say)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    c->pol.say(line);
+}
 
 struct rest_client *rest_new(const struct kube_config_opts *o, const struct rest_policy *p,
                              char *err, size_t errlen)
@@ -49,7 +65,7 @@ struct rest_client *rest_new(const struct kube_config_opts *o, const struct rest
         free(c);
         return NULL;
     }
-    if (!(c->http = http_client_new(&c->cfg, err, errlen))) {
+    if (!(c->http = http_client_new(&c->cfg, c->pol.say, err, errlen))) {
         kubeconfig_free(&c->cfg);
         free(c);
         return NULL;
@@ -215,7 +231,7 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
         int rc = http_request(c->http, method, path, accept, content_type, body, body_len,
                               idempotent, tmo, &r);
         if (r.resent) {
-            log_warn("kube: retrying %s %s after the reused connection died before an answer "
+            say(c, "kube: retrying %s %s after the reused connection died before an answer "
                      "(libcurl re-sent it on a fresh connection)", method, path);
             /* The first copy may have been applied: what the second one
              * hears (a 409, a 404) proves nothing about it. */
@@ -235,7 +251,7 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
         }
         if (!retry || attempt >= max) {
             if (*cause && attempt > 1)
-                log_warn("kube: %s %s: giving up after %d attempts (%s)", method, path, attempt,
+                say(c, "kube: %s %s: giving up after %d attempts (%s)", method, path, attempt,
                          cause);
             break;
         }
@@ -247,14 +263,14 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
             delay = r.retry_after < MAX_RETRY_SLEEP ? r.retry_after : MAX_RETRY_SLEEP;
         double now = now_mono();
         if (stop_cuts_waits()) {
-            log_warn("kube: %s %s: not retrying, the runner is stopping (%s)", method, path, cause);
+            say(c, "kube: %s %s: not retrying, the runner is stopping (%s)", method, path, cause);
             break;
         }
         if (now + delay - start > c->pol.retry_budget || now + delay >= end) {
-            log_warn("kube: %s %s: no time left to retry (%s)", method, path, cause);
+            say(c, "kube: %s %s: no time left to retry (%s)", method, path, cause);
             break;
         }
-        log_warn("kube: retrying %s %s after %s (attempt %d/%d in %.2fs)", method, path, cause,
+        say(c, "kube: retrying %s %s after %s (attempt %d/%d in %.2fs)", method, path, cause,
                  attempt + 1, max, delay);
         /* A write whose connection broke after sending, or that a 5xx
          * answered (an apiserver may time out after storing), may have been

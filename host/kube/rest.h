@@ -14,6 +14,8 @@ struct rest_policy {
     double request_timeout;     /* seconds per attempt */
     int max_attempts;           /* including the first */
     double retry_budget;        /* seconds across all attempts */
+    void (*say)(const char *line); /* where a retry, a give-up and an apiserver
+                                 * Warning are told, one line each (NULL: nowhere) */
 };
 
 struct rest_error {

@@ -1,6 +1,6 @@
 /* hostctx.c: the per-state run context (see hostctx.h). Owns where it lives
  * (a registry userdata, its address in the state's extra space so fetching
- * it is one load) and the defaults of the kube options. Must never hold a
+ * it is one load). Must never hold a
  * process-wide copy: two states in one process have two contexts. */
 #include "lua/hostctx.h"
 
@@ -8,20 +8,13 @@
 #include <math.h>
 #include <string.h>
 
-#include "base/defaults.h"
 #include "base/util.h"
 
 static const char CTX_KEY = 'c';
 
-void kube_default_options(struct kube_options *o)
+void host_ctx_init(lua_State *L)
 {
-    memset(o, 0, sizeof *o);
-    o->ledger_namespace = DEFAULT_NAMESPACE;
-    o->ledger_name = DEFAULT_LEDGER_NAME;
-    o->lease_name = DEFAULT_LEDGER_NAME LEASE_SUFFIX;
-    o->request_timeout = DEFAULT_REQUEST_TIMEOUT_S;
-    o->max_attempts = DEFAULT_REQUEST_ATTEMPTS;
-    o->retry_budget = DEFAULT_RETRY_BUDGET_S;
+    memset(lua_getextraspace(L), 0, LUA_EXTRASPACE);
 }
 
 void host_ctx_attach(lua_State *L, const struct host_ctx *src)
@@ -42,15 +35,6 @@ double host_ctx_remaining(const struct host_ctx *hc)
     if (!hc || !hc->deadline)
         return HUGE_VAL;
     return hc->deadline - now_mono();
-}
-
-void host_ctx_unpredictable(struct host_ctx *hc, const char *why)
-{
-    if (!hc || hc->unpredictable)
-        return;
-    hc->unpredictable = 1;
-    snprintf(hc->unpredictable_why, sizeof hc->unpredictable_why, "%s", why ? why : "");
-    utf8_clip(hc->unpredictable_why);
 }
 
 void host_call_pinned(lua_State *L, lua_CFunction f, void *ud, int nres)

@@ -6,6 +6,8 @@
  * host context (hostctx.h), attached before the module is opened. */
 #ifndef COZY_KUBE_H
 #define COZY_KUBE_H
+#include <stddef.h>
+
 #include "lua/hostctx.h"
 
 struct lua_State;
@@ -15,4 +17,16 @@ int luaopen_kube_core(struct lua_State *L);
  * the raw request function}); only the host's loader of that file
  * (sandbox.c) calls it. May raise (memory). */
 void kube_push_private(struct lua_State *L);
+
+/* What the host asks the module once the script has run (the host context
+ * carries inputs only). */
+/* The script is over (its state is closing): a finalizer may not talk to
+ * the cluster any more. A no-op when the module was never opened. */
+void kube_end(struct lua_State *L);
+/* Preview: the first request the preview could not predict, one line, or
+ * NULL when there was none (or the module was never opened). */
+const char *kube_unpredictable(struct lua_State *L);
+/* Preview: writes the overlay back to the context's overlay_path when the
+ * script changed it, for the next migration's child. 0, or -1 with err. */
+int kube_preview_save(struct lua_State *L, char *err, size_t errlen);
 #endif

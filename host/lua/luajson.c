@@ -294,8 +294,6 @@ void ljson_box_metatable(lua_State *L, const char *tname, lua_CFunction release)
     if (luaL_newmetatable(L, tname)) {
         lua_pushcfunction(L, release);
         lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, release);
-        lua_setfield(L, -2, "__close");
     }
     lua_setmetatable(L, -2);
 }

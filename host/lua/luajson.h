@@ -23,7 +23,7 @@ void ljson_push(lua_State *L, const cJSON *v);
 cJSON *ljson_to_cjson(lua_State *L, int idx, char *err, size_t errlen);
 
 /* A box for C memory held across Lua calls that may raise (lauxlib boxes
- * its buffers the same way): a userdata whose __gc/__close delete `json`
+ * its buffers the same way): a userdata whose __gc deletes `json`
  * and cJSON_free `text`. Push it, store, make the calls, then
  * ljson_box_free (the box can stay on the stack). May raise (memory). */
 struct ljson_box {
@@ -32,7 +32,10 @@ struct ljson_box {
 };
 struct ljson_box *ljson_box(lua_State *L);
 /* Gives the userdata on top of the stack the metatable tname, whose __gc
- * and __close both call release: how every C-memory box is made. */
+ * calls release: how every C-memory box is made. A raise leaves the box to
+ * the collector (no box is a to-be-closed variable: the normal path frees
+ * at once with its own release call, and a box may be moved on the stack,
+ * which a to-be-closed slot may not). */
 void ljson_box_metatable(lua_State *L, const char *tname, lua_CFunction release);
 void ljson_box_free(struct ljson_box *b);
 

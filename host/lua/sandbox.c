@@ -1,7 +1,9 @@
 /* sandbox.c: the Lua state a migration runs in.
  *
  * Owns: which libraries and globals a migration sees (an allow-list, as
- * Redis's script_lua.c does, never a deny-list), loading text chunks only,
+ * Redis's script_lua.c does: sandbox_globals names every global and
+ * library field that stays, whatever the Lua build opens; the linter's
+ * luacheck globals are made from the same table), loading text chunks only,
  * `require` limited to the native modules and the stdlib directory, the
  * pristine environment every host-provided Lua module (stdlib/NAME.lua) runs
  * in, the memory cap enforced by the allocator, and the deadline enforced by
@@ -33,8 +35,10 @@
 #include "base/log.h"
 #include "lua/luajson.h"
 #include "base/mem.h"
+#include "base/paths.h"
 #include "base/util.h"
-#include "formats/yamldoc.h"
+#include "lua/log_lua.h"
+#include "lua/yaml_lua.h"
 
 #define HOOK_EVERY 10000
 
@@ -476,19 +480,116 @@ static int l_print(lua_State *L)
     return 0;
 }
 
-static void keep_only(lua_State *L, const char *lib, const char *const *keep)
+/* ---- the allow-list --------------------------------------------------- */
+
+/* Every global a migration sees and, for a library, the fields it keeps
+ * (ALL_FIELDS: every field the library has). Anything else the opened
+ * libraries define is removed, so a global a newer Lua adds stays out
+ * until it is named here. load, print and require are the sandbox's own;
+ * coroutine's create, resume and wrap too (every thread is armed). */
+static const char *const ALL_FIELDS[] = {NULL};
+static const char *const STRING_FIELDS[] = {
+    "byte", "char", "find", "format", "gmatch", "gsub", "len", "lower", "match",
+    "rep", "reverse", "sub", "upper", "pack", "packsize", "unpack", NULL};
+static const char *const OS_FIELDS[] = {"time", "clock", "date", "difftime", NULL};
+
+const struct sandbox_global sandbox_globals[] = {
+    {"assert", NULL},   {"error", NULL},    {"getmetatable", NULL}, {"ipairs", NULL},
+    {"load", NULL},     {"next", NULL},     {"pairs", NULL},        {"pcall", NULL},
+    {"print", NULL},    {"rawequal", NULL}, {"rawget", NULL},       {"rawlen", NULL},
+    {"rawset", NULL},   {"require", NULL},  {"select", NULL},       {"setmetatable", NULL},
+    {"tonumber", NULL}, {"tostring", NULL}, {"type", NULL},         {"xpcall", NULL},
+    {"warn", NULL},     {"_G", NULL},       {"_VERSION", NULL},
+    {LUA_STRLIBNAME, STRING_FIELDS}, {LUA_OSLIBNAME, OS_FIELDS},
+    {LUA_TABLIBNAME, ALL_FIELDS},    {LUA_MATHLIBNAME, ALL_FIELDS},
+    {LUA_UTF8LIBNAME, ALL_FIELDS},   {LUA_COLIBNAME, ALL_FIELDS},
+    {NULL, NULL},
+};
+
+static const struct sandbox_global *allowed_global(const char *name)
 {
-    if (lua_getglobal(L, lib) != LUA_TTABLE) {
-        lua_pop(L, 1);
-        return;
-    }
+    for (const struct sandbox_global *g = sandbox_globals; g->name; g++)
+        if (strcmp(g->name, name) == 0)
+            return g;
+    return NULL;
+}
+
+/* Keeps in _G exactly what sandbox_globals names: other globals go, and a
+ * library with a field list is replaced by a table holding those fields
+ * alone. May raise (memory). */
+static void apply_allow_list(lua_State *L)
+{
+    lua_pushglobaltable(L);
+    int g = lua_gettop(L);
+    /* Collect first: a table may not gain or lose keys during lua_next. */
     lua_newtable(L);
-    for (const char *const *k = keep; *k; k++) {
-        lua_getfield(L, -2, *k);
-        lua_setfield(L, -2, *k);
+    int drop = lua_gettop(L);
+    lua_Integer ndrop = 0;
+    lua_pushnil(L);
+    while (lua_next(L, g)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING || !allowed_global(lua_tostring(L, -1))) {
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, drop, ++ndrop);
+        }
     }
-    lua_setglobal(L, lib);
+    for (lua_Integer i = 1; i <= ndrop; i++) {
+        lua_rawgeti(L, drop, i);
+        lua_pushnil(L);
+        lua_rawset(L, g);
+    }
     lua_pop(L, 1);
+    for (const struct sandbox_global *e = sandbox_globals; e->name; e++) {
+        if (!e->fields || e->fields == ALL_FIELDS)
+            continue;
+        if (lua_getfield(L, g, e->name) != LUA_TTABLE) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_newtable(L);
+        for (const char *const *k = e->fields; *k; k++) {
+            lua_getfield(L, -2, *k);
+            lua_setfield(L, -2, *k);
+        }
+        lua_setfield(L, g, e->name);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+char *sandbox_luacheck_std(void)
+{
+    size_t cap = 4096, len = 0;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+#define PUT(...)                                                                   \
+    do {                                                                           \
+        int w_ = snprintf(out + len, cap - len, __VA_ARGS__);                      \
+        if (w_ < 0 || (size_t)w_ >= cap - len) {                                   \
+            free(out);                                                             \
+            return NULL;                                                           \
+        }                                                                          \
+        len += (size_t)w_;                                                         \
+    } while (0)
+    PUT("-- The migration sandbox's globals, made from its allow-list\n"
+        "-- (host/lua/sandbox.c, sandbox_globals): nothing else is there.\n"
+        "std = 'cozy_sandbox'\nstds.cozy_sandbox = {\n  read_globals = {\n");
+    for (const struct sandbox_global *e = sandbox_globals; e->name; e++) {
+        if (!e->fields) {
+            PUT("    '%s',\n", e->name);
+        } else if (e->fields == ALL_FIELDS) {
+            PUT("    %s = { other_fields = true },\n", e->name);
+        } else {
+            PUT("    %s = { fields = {", e->name);
+            for (const char *const *k = e->fields; *k; k++)
+                PUT(" '%s',", *k);
+            PUT(" } },\n");
+        }
+    }
+    PUT("  },\n}\nmax_line_length = false\n");
+#undef PUT
+    return out;
 }
 
 /* Runs protected (it allocates): the host context first, since the native
@@ -515,25 +616,14 @@ static int open_sandbox_libs(lua_State *L)
     lua_setfield(L, -2, LUA_GNAME);
     lua_pop(L, 1);
 
-    static const char *const os_keep[] = {"time", "clock", "date", "difftime", NULL};
-    keep_only(L, LUA_OSLIBNAME, os_keep);
-    static const char *const string_keep[] = {
-        "byte", "char", "find", "format", "gmatch", "gsub", "len", "lower", "match",
-        "rep", "reverse", "sub", "upper", "pack", "packsize", "unpack", NULL};
     /* string.dump is the door to binary chunks. The string metatable keeps
-     * pointing at the original table, so strip dump there too. */
+     * pointing at the original table (apply_allow_list gives the script a
+     * copy), so strip dump there too. */
     lua_getglobal(L, LUA_STRLIBNAME);
     lua_pushnil(L);
     lua_setfield(L, -2, "dump");
     lua_pop(L, 1);
-    keep_only(L, LUA_STRLIBNAME, string_keep);
-
-    static const char *const drop[] = {"dofile", "loadfile", "collectgarbage", "require",
-                                       "package", "io", "debug", NULL};
-    for (const char *const *d = drop; *d; d++) {
-        lua_pushnil(L);
-        lua_setglobal(L, *d);
-    }
+    apply_allow_list(L);
     lua_pushcfunction(L, l_load_text);
     lua_setglobal(L, "load");
     lua_pushcfunction(L, l_print);
@@ -573,12 +663,13 @@ struct sandbox *sandbox_new(const struct sandbox_opts *o)
     mem_set_limit(o->mem_limit);
     sb->on_panic = o->on_panic;
     snprintf(sb->stdlib_dir, sizeof sb->stdlib_dir, "%s",
-             o->stdlib_dir ? o->stdlib_dir : sandbox_default_stdlib());
+             o->stdlib_dir ? o->stdlib_dir : paths_stdlib());
     sb->L = lua_newstate(cap_alloc, sb);
     if (!sb->L) {
         free(sb);
         return NULL;
     }
+    host_ctx_init(sb->L);
     lua_atpanic(sb->L, on_panic);
     struct host_ctx hc;
     if (o->ctx)
@@ -722,9 +813,7 @@ void sandbox_free(struct sandbox *sb)
         return;
     /* Finalizers run while the state closes, after the outcome is known:
      * they may not talk to the cluster any more. */
-    struct host_ctx *hc = host_ctx(sb->L);
-    if (hc)
-        hc->ended = 1;
+    kube_end(sb->L);
     lua_close(sb->L);
     free(sb);
 }
@@ -755,6 +844,7 @@ lua_State *sandbox_new_unrestricted(const char *stdlib_dir, const struct host_ct
     lua_State *L = luaL_newstate();
     if (!L)
         return NULL;
+    host_ctx_init(L);
     struct host_ctx hc = *ctx;
     hc.stdlib_dir = stdlib_dir;
     lua_pushcfunction(L, open_unrestricted);
@@ -777,37 +867,4 @@ lua_State *sandbox_new_unrestricted(const char *stdlib_dir, const struct host_ct
     lua_setfield(L, -3, "path");
     lua_pop(L, 2);
     return L;
-}
-
-const char *sandbox_default_stdlib(void)
-{
-    static char dir[PATH_MAX];
-    const char *env = getenv("COZY_STDLIB");
-    if (env && *env) {
-        snprintf(dir, sizeof dir, "%s", env);
-        return dir;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            /* build/cozy-migrate and build/asan/cozy-migrate in a checkout */
-            const char *ups[] = {"/../stdlib", "/../../stdlib", NULL};
-            for (int i = 0; ups[i]; i++) {
-                char cand[PATH_MAX + 32];
-                snprintf(cand, sizeof cand, "%s%s", exe, ups[i]);
-                char *real = realpath(cand, NULL);
-                if (real) {
-                    snprintf(dir, sizeof dir, "%s", real);
-                    free(real);
-                    return dir;
-                }
-            }
-        }
-    }
-    snprintf(dir, sizeof dir, "/usr/share/cozy-migrate/stdlib");
-    return dir;
 }

@@ -1,5 +1,6 @@
 /* sandbox.h: the Lua state a migration runs in. Owns the allow-list of
- * libraries and globals, the text-only loader, `require` restricted to the
+ * libraries and globals (sandbox_globals, which the linter's luacheck
+ * globals are made from), the text-only loader, `require` restricted to the
  * project's stdlib (each stdlib module in a pristine environment of its own,
  * requiring its own module instances), the memory cap (in the allocator) and
  * the deadline (an instruction hook on every thread that keeps firing once
@@ -25,12 +26,25 @@ struct sandbox_opts {
     size_t mem_limit;           /* bytes; 0 = no cap */
     const struct host_ctx *ctx; /* copied onto the state; its deadline arms the
                                  * hook. NULL: default kube options, no deadline */
-    const char *stdlib_dir;     /* where `require` finds Lua modules; NULL = default */
+    const char *stdlib_dir;     /* where `require` finds Lua modules; NULL = paths_stdlib() */
     void (*on_panic)(const char *msg); /* an unprotected error: report msg; the
                                         * process then exits 1 (NULL: log it) */
 };
 
 struct sandbox;
+
+/* One global a migration sees; for a library, the fields it keeps (NULL
+ * for a function or a value; an empty list: every field the library has). */
+struct sandbox_global {
+    const char *name;
+    const char *const *fields;
+};
+/* Every global a migration sees, ended by {NULL, NULL}. */
+extern const struct sandbox_global sandbox_globals[];
+/* A luacheck configuration whose read_globals are exactly sandbox_globals
+ * (std 'cozy_sandbox'): what `lint` runs luacheck with. malloc'd; NULL when
+ * out of memory. */
+char *sandbox_luacheck_std(void);
 
 struct sandbox *sandbox_new(const struct sandbox_opts *o);
 lua_State *sandbox_state(struct sandbox *sb);
@@ -48,8 +62,4 @@ const char *sandbox_status_name(enum sandbox_status s);
  * preloaded and the stdlib on package.path; used by the spec runner, which
  * adds its own spec-only modules. NULL on allocation failure. */
 lua_State *sandbox_new_unrestricted(const char *stdlib_dir, const struct host_ctx *ctx);
-
-/* The directory holding the stdlib: $COZY_STDLIB, else <exe>/../stdlib,
- * else /usr/share/cozy-migrate/stdlib. Returns a static buffer. */
-const char *sandbox_default_stdlib(void);
 #endif

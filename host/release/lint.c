@@ -1,16 +1,16 @@
-/* lint.c: `cozy-migrate lint`, every rule of the authoring contract.
+/* lint.c: `cozy-migrate lint`, the authoring contract as a table of rules.
  *
- * Owns the rules and their names (slug, header, duplicate, requires, cycle,
- * batch, tier, spec, legacy, revoked, order-d, history, changed, shebang,
- * shellcheck, luacheck) and the one output format "file:line: rule: what".
- * Reads the working tree through the runner's parsers (slug_valid,
- * header_parse, revoked/legacy-map/batch loaders) and git through
- * gitread.c/order.c, so a script the linter passes is one the runner
- * loads. Must never modify the tree and never pass a check it could not
- * run: a missing tool or an unanswerable git question is an error, not a
- * silent skip. */
-#include "base/log.h"
-#include "release/lint.h"
+ * Owns the rules (lint_rules: each one's name, when it runs, the function
+ * that checks it and its one-line doc, from which --help and the README's
+ * table come), reading what they judge, and the one output format
+ * "file:line: rule: what". Reads the working tree through the runner's own
+ * loader (tree_scan_dir, so every entry the runner refuses is a finding)
+ * and parsers (slug_valid, header_parse, revoked/legacy-map/batch loaders),
+ * and git through gitread.c/order.c; the rules over the release tags are
+ * lint_history.c's. Must never modify the tree and never pass a check it
+ * could not run: a missing tool or an unanswerable git question is an
+ * error, not a silent skip. */
+#include "release/lint_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,62 +22,13 @@
 #include <unistd.h>
 
 #include "base/exitcodes.h"
-#include "release/gitread.h"
-#include "formats/header.h"
-#include "formats/manifest.h"
-#include "release/order.h"
-#include "release/proc.h"
+#include "base/log.h"
+#include "base/paths.h"
 #include "base/util.h"
+#include "formats/tree.h"
+#include "release/proc.h"
 
-const char lint_luacheckrc[] =
-    "-- The migration sandbox's globals (host/sandbox.c): no io, no debug, no\n"
-    "-- package, no dofile/loadfile/collectgarbage; os keeps time, clock, date,\n"
-    "-- difftime; string loses dump.\n"
-    "std = 'cozy_sandbox'\n"
-    "stds.cozy_sandbox = {\n"
-    "  read_globals = {\n"
-    "    'assert', 'error', 'getmetatable', 'ipairs', 'load', 'next', 'pairs', 'pcall',\n"
-    "    'print', 'rawequal', 'rawget', 'rawlen', 'rawset', 'require', 'select',\n"
-    "    'setmetatable', 'tonumber', 'tostring', 'type', 'xpcall', 'warn', '_G', '_VERSION',\n"
-    "    string = { fields = { 'byte', 'char', 'find', 'format', 'gmatch', 'gsub', 'len',\n"
-    "      'lower', 'match', 'rep', 'reverse', 'sub', 'upper', 'pack', 'packsize', 'unpack' } },\n"
-    "    os = { fields = { 'time', 'clock', 'date', 'difftime' } },\n"
-    "    table = { other_fields = true }, math = { other_fields = true },\n"
-    "    utf8 = { other_fields = true }, coroutine = { other_fields = true },\n"
-    "  },\n"
-    "}\n"
-    "max_line_length = false\n";
-
-struct finding {
-    char *file;
-    int line;
-    const char *rule;
-    char *msg;
-    size_t seq;
-};
-
-struct script {
-    char slug[256];
-    char rel[600];              /* path relative to the tree root */
-    const char *tier;           /* "pre-apply", "background", "legacy" */
-    int shell;
-    int slug_ok;
-    struct header h;
-    int has_header;
-    int requires_line;
-    long batch;                 /* 0 legacy, 1+ tag index, LONG_MAX-ish untagged */
-    int dup;
-    char oid[65];
-};
-
-struct lint {
-    const struct lint_opts *o;
-    struct finding *f;
-    size_t nf;
-    struct script *s;
-    size_t ns;
-    int oom;
-};
+/* ---- findings -------------------------------------------------------------- */
 
 static void display(const struct lint *l, const char *rel, char *buf, size_t n)
 {
@@ -87,9 +38,7 @@ static void display(const struct lint *l, const char *rel, char *buf, size_t n)
         snprintf(buf, n, "%s/%s", l->o->dir, rel);
 }
 
-static void add(struct lint *l, const char *rel, int line, const char *rule, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void add(struct lint *l, const char *rel, int line, const char *rule, const char *fmt, ...)
+void lint_add(struct lint *l, const char *rel, int line, const char *rule, const char *fmt, ...)
 {
     char msg[2048], file[1024];
     va_list ap;
@@ -135,9 +84,17 @@ static int cmp_finding(const void *a, const void *b)
 static struct script *find_script(struct lint *l, const char *slug)
 {
     for (size_t i = 0; i < l->ns; i++)
-        if (!l->s[i].dup && strcmp(l->s[i].slug, slug) == 0)
+        if (!l->s[i].dup_of && strcmp(l->s[i].slug, slug) == 0)
             return &l->s[i];
     return NULL;
+}
+
+static int is_legacy_slug(const struct legacy_map *lm, const char *slug)
+{
+    for (size_t i = 0; i < lm->n; i++)
+        if (strcmp(lm->e[i].slug, slug) == 0)
+            return 1;
+    return 0;
 }
 
 /* "PATH:LINE: what" or "PATH: what" (from a runner parser) -> line, what. */
@@ -161,20 +118,16 @@ static const char *split_err(const char *err, const char *path, int *line)
     return p;
 }
 
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a > b && strcmp(s + a - b, suf) == 0;
-}
+/* ---- reading the tree: the loader's scan, the line formats ---------------- */
 
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Sorted names of the regular files directly in dir (none when absent);
- * with dots, dotfiles too. */
-static char **list_files(const char *dir, size_t *n, int dots)
+/* Sorted names of the regular files directly in dir (none when absent):
+ * legacy-sh/lib/, which shellcheck reads. */
+static char **list_files(const char *dir, size_t *n)
 {
     *n = 0;
     DIR *d = opendir(dir);
@@ -183,9 +136,9 @@ static char **list_files(const char *dir, size_t *n, int dots)
     char **names = NULL;
     struct dirent *de;
     while ((de = readdir(d))) {
-        if (de->d_name[0] == '.' && (!dots || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")))
+        if (de->d_name[0] == '.')
             continue;
-        char full[4400];
+        char full[4600];
         snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
         struct stat st;
         if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
@@ -248,210 +201,266 @@ static int shebang_ok(const char *text)
     return strcmp(base, "bash") == 0 || strcmp(base, "sh") == 0;
 }
 
-static void scan_dir(struct lint *l, const char *reldir, const char *tier, int shell)
+struct scanning {
+    struct lint *l;
+    const char *tier;
+    int shell;
+};
+
+/* tree_scan_dir's visitor: a stray is kept for the slug rule; a script is
+ * read once for every rule that judges its text. */
+static int scan_entry(void *ud, const struct tree_entry *e)
 {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/%s", l->o->dir, reldir);
-    size_t n;
-    char **names = list_files(dir, &n, 1);
-    const char *ext = shell ? ".sh" : ".lua";
-    for (size_t i = 0; i < n; i++) {
-        char rel[600];
-        snprintf(rel, sizeof rel, "%s/%s", reldir, names[i]);
-        /* The runner refuses them (tree.c): so does the linter. */
-        if (names[i][0] == '.') {
-            add(l, rel, 1, "slug", "not a migration (a dotfile): %s/ holds only <slug>%s%s",
-                reldir, ext, shell ? ", legacy-map and lib/" : "");
-            continue;
-        }
-        if (!ends_with(names[i], ext)) {
-            if (!shell)
-                add(l, rel, 1, "slug", "not a migration: a script is <slug>.lua");
-            continue;
-        }
-        struct script *ns = realloc(l->s, (l->ns + 1) * sizeof *ns);
+    struct scanning *sc = ud;
+    struct lint *l = sc->l;
+    if (e->kind == TREE_STRAY) {
+        struct stray *ns = realloc(l->st, (l->nst + 1) * sizeof *ns);
         if (!ns) {
             l->oom = 1;
-            break;
+            return -1;
         }
-        l->s = ns;
-        struct script *s = &l->s[l->ns++];
-        memset(s, 0, sizeof *s);
-        snprintf(s->slug, sizeof s->slug, "%.*s", (int)(strlen(names[i]) - strlen(ext)), names[i]);
-        snprintf(s->rel, sizeof s->rel, "%s", rel);
-        s->tier = tier;
-        s->shell = shell;
-        s->slug_ok = slug_valid(s->slug);
-        if (!s->slug_ok) {
-            if (strlen(s->slug) > SLUG_MAX)
-                add(l, rel, 1, "slug", "'%s' is %zu characters long; a slug has at most %d",
-                    s->slug, strlen(s->slug), SLUG_MAX);
-            else
-                add(l, rel, 1, "slug",
-                    "'%s' is not a valid slug (lower-case letters and digits in words joined by "
-                    "single dashes)", s->slug);
-        }
-        struct script *dup = NULL;
-        for (size_t k = 0; k + 1 < l->ns && !dup; k++)
-            if (strcmp(l->s[k].slug, s->slug) == 0)
-                dup = &l->s[k];
-        if (dup) {
-            add(l, rel, 1, "duplicate", "slug '%s' is also %s: a slug names one script", s->slug,
-                dup->rel);
-            s->dup = 1;
-        }
-        char full[4400];
-        snprintf(full, sizeof full, "%s/%s", l->o->dir, rel);
-        size_t len;
-        char *text = read_file(full, &len);
-        if (!text) {
-            add(l, rel, 1, "header", "cannot read: %s", strerror(errno));
-            continue;
-        }
-        char path[1024], err[1024];
-        display(l, rel, path, sizeof path);
-        if (header_parse(path, text, len, !shell, &s->h, err, sizeof err) != 0) {
-            int line;
-            const char *what = split_err(err, path, &line);
-            add(l, rel, line, "header", "%s", what);
-        } else {
-            s->has_header = 1;
-            s->requires_line = requires_line(text);
-        }
-        if (shell && !shebang_ok(text))
-            add(l, rel, 1, "shebang",
-                "a shell migration starts with a bash or sh shebang (#!/bin/bash)");
-        free(text);
-    }
-    free_list(names, n);
-}
-
-/* Runs a tool over files (relative to the tree root) and turns each
- * "file:line:col: message" line of its output into a finding. */
-static int run_tool(struct lint *l, const char *rule, const char *const *pre, char **files,
-                    size_t nfiles, const char *install)
-{
-    if (!nfiles)
+        l->st = ns;
+        snprintf(l->st[l->nst].rel, sizeof l->st[l->nst].rel, "%s", e->rel);
+        snprintf(l->st[l->nst].why, sizeof l->st[l->nst].why, "%s", e->why);
+        l->nst++;
         return 0;
-    const char **argv = calloc(nfiles + 16, sizeof *argv);
-    if (!argv) {
+    }
+    struct script *ns = realloc(l->s, (l->ns + 1) * sizeof *ns);
+    if (!ns) {
         l->oom = 1;
+        return -1;
+    }
+    l->s = ns;
+    struct script *s = &l->s[l->ns++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->slug, sizeof s->slug, "%s", e->slug);
+    snprintf(s->rel, sizeof s->rel, "%s", e->rel);
+    s->tier = sc->tier;
+    s->shell = sc->shell;
+    s->slug_ok = slug_valid(s->slug);
+    for (size_t k = 0; k + 1 < l->ns && !s->dup_of; k++)
+        if (strcmp(l->s[k].slug, s->slug) == 0)
+            s->dup_of = l->s[k].rel;
+    size_t len;
+    char *text = read_file(e->path, &len);
+    if (!text) {
+        snprintf(s->header_err, sizeof s->header_err, "cannot read: %s", strerror(errno));
+        s->header_line = 1;
         return 0;
     }
-    size_t a = 0;
-    for (; pre[a]; a++)
-        argv[a] = pre[a];
-    for (size_t i = 0; i < nfiles; i++)
-        argv[a++] = files[i];
-    argv[a] = NULL;
-    struct proc_result res;
-    int rc = proc_run(argv, l->o->dir, &res);
-    free(argv);
-    if (rc != 0) {
-        log_fatal("lint: %s %s (%s)", pre[0],
-                res.not_found ? "is not installed" : "could not run", install);
-        proc_result_free(&res);
-        return EXIT_TOOL;
+    char path[1024], err[1024];
+    display(l, s->rel, path, sizeof path);
+    if (header_parse(path, text, len, !s->shell, &s->h, err, sizeof err) != 0) {
+        snprintf(s->header_err, sizeof s->header_err, "%s", split_err(err, path, &s->header_line));
+    } else {
+        s->has_header = 1;
+        s->requires_line = requires_line(text);
     }
-    size_t found = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(res.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *c1 = strchr(line, ':');
-        char *end = NULL;
-        long ln = c1 ? strtol(c1 + 1, &end, 10) : 0;
-        if (!c1 || !end || *end != ':' || ln < 1)
-            continue;
-        char *msg = end + 1;
-        char *c3;
-        long col = strtol(msg, &c3, 10);
-        if (c3 != msg && *c3 == ':' && col >= 0)
-            msg = c3 + 1;
-        while (*msg == ' ')
-            msg++;
-        *c1 = '\0';
-        add(l, line, (int)ln, rule, "%s", msg);
-        found++;
-    }
-    if (res.status != 0 && !found) {
-        char first[400];
-        proc_first_line(*res.err ? res.err : res.out, first, sizeof first);
-        add(l, files[0], 1, rule, "%s exited %d: %s", pre[0], res.status, first);
-    }
-    proc_result_free(&res);
+    s->shebang_ok = !s->shell || shebang_ok(text);
+    free(text);
     return 0;
 }
 
-static int run_linters(struct lint *l)
+/* The three script directories, the way the runner reads them. */
+static int scan_scripts(struct lint *l)
 {
-    char **sh = NULL, **lua = NULL, **lib = NULL;
-    size_t nsh = 0, nlua = 0, nlib = 0;
-    for (size_t i = 0; i < l->ns; i++) {
-        char ***arr = l->s[i].shell ? &sh : &lua;
-        size_t *cnt = l->s[i].shell ? &nsh : &nlua;
-        char **na = realloc(*arr, (*cnt + 1) * sizeof *na);
-        if (!na || !(na[*cnt] = strdup(l->s[i].rel))) {
-            if (na)
-                *arr = na;
-            l->oom = 1;
-            break;
-        }
-        *arr = na;
-        (*cnt)++;
+    static const struct { const char *rel, *tier; int shell; } dirs[] = {
+        {"migrations/pre-apply", "pre-apply", 0},
+        {"migrations/background", "background", 0},
+        {"legacy-sh", "legacy", 1},
+    };
+    char err[2048];
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        struct scanning sc = {l, dirs[i].tier, dirs[i].shell};
+        int rc = tree_scan_dir(l->o->dir, dirs[i].rel, dirs[i].shell, scan_entry, &sc, err,
+                               sizeof err);
+        if (rc != 0 && !l->oom) /* the directory itself cannot be listed */
+            lint_add(l, dirs[i].rel, 1, "slug", "%s", err);
     }
-    char libdir[4200];
-    snprintf(libdir, sizeof libdir, "%s/legacy-sh/lib", l->o->dir);
-    size_t nnames;
-    char **names = list_files(libdir, &nnames, 0);
-    for (size_t i = 0; i < nnames; i++) {
-        char **na = realloc(lib, (nlib + 1) * sizeof *na);
-        if (!na) {
-            l->oom = 1;
-            break;
-        }
-        lib = na;
-        char rel[600];
-        snprintf(rel, sizeof rel, "legacy-sh/lib/%s", names[i]);
-        if (!(lib[nlib] = strdup(rel))) {
-            l->oom = 1;
-            break;
-        }
-        nlib++;
+    return l->oom ? EXIT_FAILED : 0;
+}
+
+/* migrations/revoked and legacy-sh/legacy-map, with their own parsers. */
+static void read_lists(struct lint *l)
+{
+    char path[4200], shown[1024], err[2048];
+    size_t len;
+    display(l, "migrations/revoked", shown, sizeof shown);
+    snprintf(path, sizeof path, "%s/migrations/revoked", l->o->dir);
+    char *text = read_file(path, &len);
+    l->revoked_missing = !text && errno == ENOENT;
+    if (text && revoked_parse(shown, text, len, &l->revoked, err, sizeof err) != 0)
+        snprintf(l->revoked_err, sizeof l->revoked_err, "%s", err);
+    free(text);
+    display(l, "legacy-sh/legacy-map", shown, sizeof shown);
+    snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", l->o->dir);
+    text = read_file(path, &len);
+    if (text && legacy_map_parse(shown, text, len, &l->lm, err, sizeof err) != 0)
+        snprintf(l->legacy_err, sizeof l->legacy_err, "%s", err);
+    free(text);
+}
+
+/* git (when the tree is in a repository: --history and --against need
+ * one), the manifest when there is one, and each script's batch. An exit
+ * code. */
+static int read_order(struct lint *l)
+{
+    const struct lint_opts *o = l->o;
+    char path[4200], err[2048];
+    struct stat st;
+    int gr = git_open(o->dir, &l->g, err, sizeof err);
+    if (gr == GIT_OK) {
+        l->have_git = 1;
+    } else if (gr == GIT_MISSING && (o->history || o->against)) {
+        log_fatal("lint: git is not installed");
+        return EXIT_TOOL;
+    } else if (o->history || o->against) {
+        log_fatal("lint: %s (--history and --against read git)", err);
+        return EXIT_HISTORY;
+    } else {
+        log_info("lint: %s is not in a git repository: order-d, batch by tag, history "
+                 "and changed are not checked", o->dir);
     }
-    free_list(names, nnames);
-    int rc = 0;
-    /* -x -P SCRIPTDIR: scripts source lib/ relative to legacy-sh/, which
-     * is the directory the runner starts them in. */
-    static const char *const shc[] = {"shellcheck", "-f", "gcc", "-x", "-P", "SCRIPTDIR", NULL};
-    static const char *const shc_lib[] = {"shellcheck", "-f", "gcc", "-s", "bash", "-x", "-P",
-                                          "SCRIPTDIR", NULL};
-    rc = run_tool(l, "shellcheck", shc, sh, nsh, "apt-get install shellcheck");
-    if (rc == 0)
-        rc = run_tool(l, "shellcheck", shc_lib, lib, nlib, "apt-get install shellcheck");
-    if (rc == 0 && nlua) {
-        char cfg[] = "/tmp/cozy-luacheckrc-XXXXXX";
-        int fd = mkstemp(cfg);
-        size_t len = strlen(lint_luacheckrc);
-        if (fd < 0 || write(fd, lint_luacheckrc, len) != (ssize_t)len) {
-            log_fatal("lint: %s: %s", cfg, strerror(errno));
-            rc = EXIT_FAILED;
+    tree_order_d(o->dir, path, sizeof path);
+    if (stat(path, &st) == 0) {
+        if (manifest_load(path, &l->man, err, sizeof err) == 0) {
+            l->have_man = 1;
         } else {
-            const char *const luac[] = {"luacheck", "--no-color", "--formatter", "plain",
-                                        "--codes", "--config", cfg, NULL};
-            rc = run_tool(l, "luacheck", luac, lua, nlua, "apt-get install lua-check");
-        }
-        if (fd >= 0) {
-            close(fd);
-            unlink(cfg);
+            char *colon = strstr(err, ": ");
+            snprintf(l->man_err, sizeof l->man_err, "%s", colon ? colon + 2 : err);
         }
     }
-    free_list(sh, nsh);
-    free_list(lua, nlua);
-    free_list(lib, nlib);
-    return rc;
+    if (l->have_git) {
+        if (git_tracked(&l->g, "migrations/order.d", &l->tracked_order_d, err, sizeof err) != 0) {
+            log_fatal("lint: %s", err);
+            return EXIT_HISTORY;
+        }
+        int wr = order_walk(&l->g, "HEAD", &l->w, err, sizeof err);
+        if (wr == 0) {
+            l->have_walk = 1;
+        } else if (o->history || o->against || wr != EXIT_HISTORY) {
+            log_fatal("lint: %s", err);
+            return wr;
+        } else {
+            log_info("lint: %s: batches by tag are not checked", err);
+        }
+    }
+    /* Batch of each script: 0 legacy, then the manifest's order (or the
+     * first tag that carries it), untagged last. */
+    for (size_t i = 0; i < l->ns; i++) {
+        struct script *s = &l->s[i];
+        s->batch = s->shell ? 0 : 1000000;
+        if (l->have_man) {
+            for (size_t b = 0; b < l->man.n; b++)
+                for (size_t k = 0; k < l->man.b[b].n; k++)
+                    if (strcmp(l->man.b[b].e[k].slug, s->slug) == 0)
+                        s->batch = (long)b;
+        } else if (l->have_walk && !s->shell) {
+            const struct walk_slug *ws = walk_find(&l->w, s->slug);
+            if (ws)
+                s->batch = 1 + (long)ws->first;
+        }
+    }
+    return 0;
+}
+
+/* ---- the rules ------------------------------------------------------------- */
+
+static int rule_slug(struct lint *l)
+{
+    /* The runner refuses them (tree.c): so does the linter. */
+    for (size_t i = 0; i < l->nst; i++)
+        lint_add(l, l->st[i].rel, 1, "slug", "%s", l->st[i].why);
+    for (size_t i = 0; i < l->ns; i++) {
+        const struct script *s = &l->s[i];
+        if (s->slug_ok)
+            continue;
+        if (strlen(s->slug) > SLUG_MAX)
+            lint_add(l, s->rel, 1, "slug", "'%s' is %zu characters long; a slug has at most %d",
+                     s->slug, strlen(s->slug), SLUG_MAX);
+        else
+            lint_add(l, s->rel, 1, "slug", "'%s' is not a valid slug (lower-case letters and "
+                     "digits in words joined by single dashes)", s->slug);
+    }
+    return 0;
+}
+
+static int rule_header(struct lint *l)
+{
+    for (size_t i = 0; i < l->ns; i++)
+        if (*l->s[i].header_err)
+            lint_add(l, l->s[i].rel, l->s[i].header_line, "header", "%s", l->s[i].header_err);
+    return 0;
+}
+
+static int rule_duplicate(struct lint *l)
+{
+    for (size_t i = 0; i < l->ns; i++)
+        if (l->s[i].dup_of)
+            lint_add(l, l->s[i].rel, 1, "duplicate", "slug '%s' is also %s: a slug names one "
+                     "script", l->s[i].slug, l->s[i].dup_of);
+    return 0;
+}
+
+/* Each requires of each script, with the script it names (NULL: none). */
+static void each_require(struct lint *l, void (*fn)(struct lint *, const struct script *,
+                                                     const char *, const struct script *))
+{
+    for (size_t i = 0; i < l->ns; i++) {
+        const struct script *s = &l->s[i];
+        for (size_t r = 0; s->has_header && r < s->h.nrequires; r++)
+            fn(l, s, s->h.requires[r], find_script(l, s->h.requires[r]));
+    }
+}
+
+static void require_known(struct lint *l, const struct script *s, const char *req,
+                          const struct script *t)
+{
+    if (!t && !is_legacy_slug(&l->lm, req) && !(l->have_walk && walk_find(&l->w, req)))
+        lint_add(l, s->rel, s->requires_line, "requires", "requires '%s', which no script, "
+                 "legacy-map entry or release carries", req);
+}
+
+static int rule_requires(struct lint *l)
+{
+    each_require(l, require_known);
+    return 0;
+}
+
+static void require_earlier(struct lint *l, const struct script *s, const char *req,
+                            const struct script *t)
+{
+    if (t && t->batch > s->batch)
+        lint_add(l, s->rel, s->requires_line, "batch", "requires '%s', which ships in a later "
+                 "batch than this script", req);
+}
+
+static int rule_batch(struct lint *l)
+{
+    if (*l->man_err)
+        lint_add(l, "migrations/order.d", 1, "batch", "%s", l->man_err);
+    each_require(l, require_earlier);
+    return 0;
+}
+
+static void require_same_tier(struct lint *l, const struct script *s, const char *req,
+                              const struct script *t)
+{
+    const char *a = s->shell ? "pre-apply" : s->tier;
+    const char *b = t && t->shell ? "pre-apply" : t ? t->tier : a;
+    if (strcmp(a, b) != 0)
+        lint_add(l, s->rel, s->requires_line, "tier", "requires '%s' of the %s tier from the "
+                 "%s tier: requires never cross tiers", req, b, a);
+}
+
+static int rule_tier(struct lint *l)
+{
+    each_require(l, require_same_tier);
+    return 0;
 }
 
 /* Reports each requires cycle once, named from its first member. */
-static void check_cycles(struct lint *l)
+static int rule_cycle(struct lint *l)
 {
     size_t n = l->ns;
     int *state = calloc(n ? n : 1, sizeof *state);   /* 0 new, 1 on stack, 2 done */
@@ -463,7 +472,7 @@ static void check_cycles(struct lint *l)
         goto out;
     }
     for (size_t root = 0; root < n; root++) {
-        if (state[root] || l->s[root].dup)
+        if (state[root] || l->s[root].dup_of)
             continue;
         size_t sp = 0;
         stack[sp++] = root;
@@ -510,7 +519,7 @@ static void check_cycles(struct lint *l)
                 for (size_t k = from; k < sp; k++)
                     reported[stack[k]] = 1;
                 const struct script *fs = &l->s[stack[first]];
-                add(l, fs->rel, fs->requires_line, "cycle", "requires form a cycle: %s", chain);
+                lint_add(l, fs->rel, fs->requires_line, "cycle", "requires form a cycle: %s", chain);
             }
         }
     }
@@ -519,110 +528,272 @@ out:
     free(stack);
     free(edge);
     free(reported);
+    return 0;
 }
 
-/* Working-tree files below rel (relative to the tree root), dotfiles too,
- * appended to *list. */
-static void files_below(struct lint *l, const char *rel, char ***list, size_t *n)
+static int rule_spec(struct lint *l)
 {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/%s", l->o->dir, rel);
-    char **names;
-    size_t nn;
-    if (list_dir_all(dir, &names, &nn) != 0)
-        return;
-    for (size_t i = 0; i < nn && !l->oom; i++) {
-        char sub[1200], full[5500];
-        snprintf(sub, sizeof sub, "%s/%s", rel, names[i]);
-        snprintf(full, sizeof full, "%s/%s", l->o->dir, sub);
-        struct stat st;
-        if (stat(full, &st) != 0)
+    char path[4200];
+    struct stat st;
+    for (size_t i = 0; i < l->ns; i++) {
+        const struct script *s = &l->s[i];
+        if (s->shell || !s->slug_ok)
             continue;
-        if (S_ISDIR(st.st_mode)) {
-            files_below(l, sub, list, n);
-            continue;
-        }
-        char **nl = realloc(*list, (*n + 1) * sizeof *nl);
-        if (!nl || !(nl[*n] = strdup(sub))) {
-            if (nl)
-                *list = nl;
-            l->oom = 1;
-            break;
-        }
-        *list = nl;
-        (*n)++;
+        snprintf(path, sizeof path, "%s/spec/migrations/%s_spec.lua", l->o->dir, s->slug);
+        if (stat(path, &st) != 0)
+            lint_add(l, s->rel, 1, "spec", "no spec: a Lua migration has "
+                     "spec/migrations/%s_spec.lua (cozy-migrate new scaffolds it)", s->slug);
     }
-    free_names(names, nn);
+    return 0;
 }
 
-/* legacy-sh/lib/ is frozen like the scripts (its digest is every shell
- * record's lib_sha256): byte for byte the lib/ of every release tag that
- * shipped one, and of REV with --against: no file changed, added or
- * removed. Findings under the rule `changed`. An exit code. */
-static int check_lib(struct lint *l, const struct git_repo *g, const struct rtag *tags,
-                     size_t ntags, const char *against, char *err, size_t errlen)
+static int rule_legacy(struct lint *l)
 {
-    static const char *const libdir[] = {"legacy-sh/lib", NULL};
-    char **now = NULL;
-    size_t nnow = 0;
-    files_below(l, "legacy-sh/lib", &now, &nnow);
-    char(*oids)[65] = calloc(nnow ? nnow : 1, sizeof *oids);
-    char *reported = calloc(nnow + 1, 1);
-    int rc = 0;
-    if (!oids || !reported) {
+    if (*l->legacy_err) {
+        char shown[1024];
+        int line;
+        display(l, "legacy-sh/legacy-map", shown, sizeof shown);
+        const char *what = split_err(l->legacy_err, shown, &line);
+        lint_add(l, "legacy-sh/legacy-map", line, "legacy", "%s", what);
+    }
+    for (size_t i = 0; i < l->ns; i++) {
+        const struct script *s = &l->s[i];
+        if (s->shell && !is_legacy_slug(&l->lm, s->slug))
+            lint_add(l, s->rel, 1, "legacy", "'%s' is not in legacy-sh/legacy-map (every legacy "
+                     "script has its old number there)", s->slug);
+        if (!s->shell && is_legacy_slug(&l->lm, s->slug))
+            lint_add(l, s->rel, 1, "legacy", "'%s' is a legacy slug (legacy-sh/legacy-map) but "
+                     "not a shell script", s->slug);
+    }
+    return 0;
+}
+
+static int rule_revoked(struct lint *l)
+{
+    if (l->revoked_missing)
+        lint_add(l, "migrations/revoked", 1, "revoked", "missing: a packaged tree has this file "
+                 "(empty when nothing is revoked; 'cozy-migrate new' creates it)");
+    if (*l->revoked_err) {
+        char shown[1024];
+        int line;
+        display(l, "migrations/revoked", shown, sizeof shown);
+        const char *what = split_err(l->revoked_err, shown, &line);
+        lint_add(l, "migrations/revoked", line, "revoked", "%s", what);
+    }
+    for (size_t i = 0; i < l->revoked.n; i++) {
+        const char *slug = l->revoked.slug[i];
+        if (!find_script(l, slug) && !is_legacy_slug(&l->lm, slug) &&
+            !(l->have_walk && walk_find(&l->w, slug)))
+            lint_add(l, "migrations/revoked", l->revoked.line[i], "revoked", "revoked slug '%s' "
+                     "is shipped by no script and carried by no release", slug);
+    }
+    return 0;
+}
+
+static int rule_order_d(struct lint *l)
+{
+    size_t n = l->tracked_order_d;
+    if (n)
+        lint_add(l, "migrations/order.d", 1, "order-d", "%zu file%s tracked in git: the manifest "
+                 "is generated at build time (cozy-migrate order), never committed", n,
+                 n == 1 ? "" : "s");
+    return 0;
+}
+
+static int rule_shebang(struct lint *l)
+{
+    for (size_t i = 0; i < l->ns; i++)
+        if (!l->s[i].shebang_ok)
+            lint_add(l, l->s[i].rel, 1, "shebang",
+                     "a shell migration starts with a bash or sh shebang (#!/bin/bash)");
+    return 0;
+}
+
+/* Runs a tool over files (relative to the tree root) and turns each
+ * "file:line:col: message" line of its output into a finding. */
+static int run_tool(struct lint *l, const char *rule, const char *const *pre, char **files,
+                    size_t nfiles, const char *install)
+{
+    if (!nfiles)
+        return 0;
+    const char **argv = calloc(nfiles + 16, sizeof *argv);
+    if (!argv) {
         l->oom = 1;
-    } else if (nnow && git_hash_files(g, (const char *const *)now, nnow, oids, err, errlen) != 0) {
-        log_fatal("lint: %s", err);
-        rc = EXIT_HISTORY;
+        return 0;
     }
-    int gone_reported = 0;
-    for (long t = against ? -1 : 0; rc == 0 && !l->oom && t < (long)ntags; t++) {
-        const char *rev = t < 0 ? against : tags[t].name;
-        struct git_entry *e;
-        size_t ne;
-        if (git_ls_tree(g, rev, libdir, &e, &ne, err, errlen) != 0) {
-            log_fatal("lint: %s", err);
-            rc = EXIT_HISTORY;
-            break;
-        }
-        /* A release that shipped no lib/ froze nothing. */
-        for (size_t i = 0; i < nnow && ne; i++) {
-            const struct git_entry *x = NULL;
-            for (size_t k = 0; k < ne && !x; k++)
-                if (strcmp(e[k].path, now[i]) == 0)
-                    x = &e[k];
-            if (reported[i] || (x && strcmp(x->oid, oids[i]) == 0))
-                continue;
-            add(l, now[i], 1, "changed", "%s %s: shipped shared code never changes (its "
-                "digest is every shell record's lib_sha256)",
-                x ? t < 0 ? "differs from the file at" : "differs from the file shipped in"
-                  : "is not in legacy-sh/lib/ as shipped in", rev);
-            reported[i] = 1;
-        }
-        for (size_t k = 0; k < ne && !gone_reported; k++) {
-            int present = 0;
-            for (size_t i = 0; i < nnow && !present; i++)
-                present = strcmp(e[k].path, now[i]) == 0;
-            if (!present) {
-                add(l, e[k].path, 1, "changed", "shipped in %s and removed since: shipped shared "
-                    "code never changes (every shell record's lib_sha256 names it)", rev);
-                gone_reported = 1;
-            }
-        }
-        git_entries_free(e, ne);
+    size_t a = 0;
+    for (; pre[a]; a++)
+        argv[a] = pre[a];
+    for (size_t i = 0; i < nfiles; i++)
+        argv[a++] = files[i];
+    argv[a] = NULL;
+    struct proc_result res;
+    int rc = proc_run(argv, l->o->dir, &res);
+    free(argv);
+    if (rc != 0) {
+        log_fatal("lint: %s %s (%s)", pre[0],
+                res.not_found ? "is not installed" : "could not run", install);
+        proc_result_free(&res);
+        return EXIT_TOOL;
     }
-    free(reported);
-    free(oids);
-    free_names(now, nnow);
+    size_t found = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(res.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *c1 = strchr(line, ':');
+        char *end = NULL;
+        long ln = c1 ? strtol(c1 + 1, &end, 10) : 0;
+        if (!c1 || !end || *end != ':' || ln < 1)
+            continue;
+        char *msg = end + 1;
+        char *c3;
+        long col = strtol(msg, &c3, 10);
+        if (c3 != msg && *c3 == ':' && col >= 0)
+            msg = c3 + 1;
+        while (*msg == ' ')
+            msg++;
+        *c1 = '\0';
+        lint_add(l, line, (int)ln, rule, "%s", msg);
+        found++;
+    }
+    if (res.status != 0 && !found) {
+        char first[400];
+        proc_first_line(*res.err ? res.err : res.out, first, sizeof first);
+        lint_add(l, files[0], 1, rule, "%s exited %d: %s", pre[0], res.status, first);
+    }
+    proc_result_free(&res);
+    return 0;
+}
+
+/* The scripts of one kind, relative to the tree root; NULL (and *n 0) when
+ * there is none or out of memory (l->oom). */
+static char **rels_of(struct lint *l, int shell, size_t *n)
+{
+    *n = 0;
+    char **out = calloc(l->ns + 1, sizeof *out);
+    if (!out) {
+        l->oom = 1;
+        return NULL;
+    }
+    for (size_t i = 0; i < l->ns; i++)
+        if (l->s[i].shell == shell && !(out[(*n)++] = strdup(l->s[i].rel)))
+            l->oom = 1;
+    return out;
+}
+
+static int rule_shellcheck(struct lint *l)
+{
+    /* -x -P SCRIPTDIR: scripts source lib/ relative to legacy-sh/, which
+     * is the directory the runner starts them in. */
+    static const char *const shc[] = {"shellcheck", "-f", "gcc", "-x", "-P", "SCRIPTDIR", NULL};
+    static const char *const shc_lib[] = {"shellcheck", "-f", "gcc", "-s", "bash", "-x", "-P",
+                                          "SCRIPTDIR", NULL};
+    size_t nsh, nnames;
+    char **sh = rels_of(l, 1, &nsh);
+    char libdir[4200];
+    snprintf(libdir, sizeof libdir, "%s/legacy-sh/lib", l->o->dir);
+    char **names = list_files(libdir, &nnames);
+    char **lib = calloc(nnames + 1, sizeof *lib);
+    for (size_t i = 0; lib && i < nnames; i++) {
+        char rel[600];
+        snprintf(rel, sizeof rel, "legacy-sh/lib/%s", names[i]);
+        if (!(lib[i] = strdup(rel)))
+            l->oom = 1;
+    }
+    if (!lib)
+        l->oom = 1;
+    int rc = l->oom ? EXIT_FAILED : run_tool(l, "shellcheck", shc, sh, nsh, "apt-get install shellcheck");
+    if (rc == 0 && !l->oom)
+        rc = run_tool(l, "shellcheck", shc_lib, lib, nnames, "apt-get install shellcheck");
+    free_list(sh, nsh);
+    free_list(lib, lib ? nnames : 0);
+    free_list(names, nnames);
     return rc;
 }
 
-static int is_legacy_slug(const struct legacy_map *lm, const char *slug)
+static int rule_luacheck(struct lint *l)
 {
-    for (size_t i = 0; i < lm->n; i++)
-        if (strcmp(lm->e[i].slug, slug) == 0)
-            return 1;
-    return 0;
+    size_t nlua;
+    char **lua = rels_of(l, 0, &nlua);
+    int rc = l->oom ? EXIT_FAILED : 0;
+    if (rc == 0 && nlua) {
+        char cfg[4200];
+        snprintf(cfg, sizeof cfg, "%s/cozy-luacheckrc-XXXXXX", paths_tmpdir());
+        int fd = mkstemp(cfg);
+        size_t len = strlen(l->o->luacheckrc);
+        if (fd < 0 || write(fd, l->o->luacheckrc, len) != (ssize_t)len) {
+            log_fatal("lint: %s: %s", cfg, strerror(errno));
+            rc = EXIT_FAILED;
+        } else {
+            const char *const luac[] = {"luacheck", "--no-color", "--formatter", "plain",
+                                        "--codes", "--config", cfg, NULL};
+            rc = run_tool(l, "luacheck", luac, lua, nlua, "apt-get install lua-check");
+        }
+        if (fd >= 0) {
+            close(fd);
+            unlink(cfg);
+        }
+    }
+    free_list(lua, nlua);
+    return rc;
+}
+
+/* The rules, in the order --help and the README list them. */
+const struct lint_rule lint_rules[] = {
+    {"slug", NULL, rule_slug,
+     "file name is `<slug>.lua` / `<slug>.sh`, grammar `^[a-z0-9]+(-[a-z0-9]+)*$`, at most 60 "
+     "characters; every other entry of a script directory the runner refuses (a dotfile, a "
+     "subdirectory, a dangling symlink, a stray file) is one too"},
+    {"header", NULL, rule_header,
+     "header present, parseable (the runner's parser), `on-error` set, no unknown key"},
+    {"duplicate", NULL, rule_duplicate, "one slug, one script (across tiers and legacy-sh/)"},
+    {"requires", NULL, rule_requires,
+     "names a script, a legacy-map entry or a slug a release carried"},
+    {"cycle", NULL, rule_cycle,
+     "requires are acyclic (reported once, from the cycle's first member)"},
+    {"batch", NULL, rule_batch,
+     "a requires never points to a later batch (from `order.d/` when present, else from the "
+     "tag history; legacy comes first)"},
+    {"tier", NULL, rule_tier, "requires never cross tiers (legacy scripts are pre-apply)"},
+    {"spec", NULL, rule_spec, "every Lua migration has `spec/migrations/<slug>_spec.lua`"},
+    {"legacy", NULL, rule_legacy, "legacy-map parses, and every `legacy-sh/*.sh` is in it"},
+    {"revoked", NULL, rule_revoked,
+     "`migrations/revoked` exists (empty when nothing is revoked), parses and names known slugs"},
+    {"order-d", NULL, rule_order_d, "no `migrations/order.d/` tracked in git"},
+    {"history", "`--history`", lint_rule_history,
+     "a slug is never reused: not shipped as another kind of script (Lua, shell) by any release "
+     "tag, not back after a release of this line dropped it; a move between the two Lua tiers "
+     "keeps the slug"},
+    {"changed", "`--against REV`; `--history` for `legacy-sh/lib/`", lint_rule_changed,
+     "a shipped script is byte-identical to REV's and to every release tag's that carries it "
+     "(in whichever tier); `legacy-sh/lib/` is byte for byte the `lib/` of every release tag "
+     "that shipped one (and REV's): no file changed, added or removed, since its digest is "
+     "every shell record's `lib_sha256`"},
+    {"shebang", NULL, rule_shebang, "shell migrations start with a `bash` or `sh` shebang"},
+    {"shellcheck", NULL, rule_shellcheck,
+     "`shellcheck -x` on shell migrations and `legacy-sh/lib/`"},
+    {"luacheck", NULL, rule_luacheck,
+     "`luacheck` with the sandbox's globals, made from its allow-list (no `io`, `debug`, "
+     "`package`; `os` only `time`, `clock`, `date`, `difftime`)"},
+    {NULL, NULL, NULL, NULL},
+};
+
+/* Prints the findings sorted, and the summary; the exit code. */
+static int report(struct lint *l)
+{
+    if (l->nf > 1)
+        qsort(l->f, l->nf, sizeof *l->f, cmp_finding);
+    for (size_t i = 0; i < l->nf; i++)
+        out_line("%s:%d: %s: %s", l->f[i].file, l->f[i].line, l->f[i].rule, l->f[i].msg);
+    fflush(stdout);
+    size_t files = 0;
+    for (size_t i = 0; i < l->nf; i++)
+        files += i == 0 || strcmp(l->f[i].file, l->f[i - 1].file) != 0;
+    if (l->nf)
+        log_info("lint: %zu problem%s in %zu file%s", l->nf, l->nf == 1 ? "" : "s", files,
+                 files == 1 ? "" : "s");
+    else
+        log_info("lint: %zu script%s, no problems", l->ns, l->ns == 1 ? "" : "s");
+    return l->nf ? EXIT_PACKAGING : 0;
 }
 
 int lint_run(const struct lint_opts *o)
@@ -635,259 +806,19 @@ int lint_run(const struct lint_opts *o)
         log_fatal("lint: %s: not a directory", o->dir);
         return EXIT_USAGE;
     }
-    scan_dir(&l, "migrations/pre-apply", "pre-apply", 0);
-    scan_dir(&l, "migrations/background", "background", 0);
-    scan_dir(&l, "legacy-sh", "legacy", 1);
-
-    char path[4200], shown[1024], err[2048];
-    struct slug_list revoked;
-    struct legacy_map lm;
-    memset(&lm, 0, sizeof lm);
-    memset(&revoked, 0, sizeof revoked);
-    display(&l, "migrations/revoked", shown, sizeof shown);
-    snprintf(path, sizeof path, "%s/migrations/revoked", o->dir);
-    size_t len;
-    char *text = read_file(path, &len);
-    if (!text && errno == ENOENT)
-        add(&l, "migrations/revoked", 1, "revoked", "missing: a packaged tree has this file (empty "
-            "when nothing is revoked; 'cozy-migrate new' creates it)");
-    if (text && revoked_parse(shown, text, len, &revoked, err, sizeof err) != 0) {
-        int line;
-        add(&l, "migrations/revoked", 0, "revoked", "%s", split_err(err, shown, &line));
-        l.f[l.nf - 1].line = line;
+    int rc = scan_scripts(&l);
+    if (rc == 0) {
+        read_lists(&l);
+        rc = read_order(&l);
     }
-    free(text);
-    display(&l, "legacy-sh/legacy-map", shown, sizeof shown);
-    snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", o->dir);
-    text = read_file(path, &len);
-    if (text && legacy_map_parse(shown, text, len, &lm, err, sizeof err) != 0) {
-        int line;
-        const char *what = split_err(err, shown, &line);
-        add(&l, "legacy-sh/legacy-map", line, "legacy", "%s", what);
-    }
-    free(text);
-    for (size_t i = 0; i < l.ns; i++) {
-        struct script *s = &l.s[i];
-        if (s->shell && !is_legacy_slug(&lm, s->slug))
-            add(&l, s->rel, 1, "legacy", "'%s' is not in legacy-sh/legacy-map (every legacy "
-                "script has its old number there)", s->slug);
-        if (!s->shell && is_legacy_slug(&lm, s->slug))
-            add(&l, s->rel, 1, "legacy", "'%s' is a legacy slug (legacy-sh/legacy-map) but not a "
-                "shell script", s->slug);
-    }
-
-    /* git: the history rules and each slug's batch. */
-    int rc = 0;
-    struct git_repo g;
-    struct walk w;
-    memset(&w, 0, sizeof w);
-    int have_git = 0, have_walk = 0;
-    struct manifest man;
-    memset(&man, 0, sizeof man);
-    int gr = git_open(o->dir, &g, err, sizeof err);
-    if (gr == GIT_OK) {
-        have_git = 1;
-    } else if (gr == GIT_MISSING && (o->history || o->against)) {
-        log_fatal("lint: git is not installed");
-        rc = EXIT_TOOL;
-        goto done;
-    } else if (o->history || o->against) {
-        log_fatal("lint: %s (--history and --against read git)", err);
-        rc = EXIT_HISTORY;
-        goto done;
-    } else {
-        log_info("lint: %s is not in a git repository: order-d, batch by tag, history "
-                "and changed are not checked", o->dir);
-    }
-    snprintf(path, sizeof path, "%s/migrations/order.d", o->dir);
-    int have_man = 0;
-    if (stat(path, &st) == 0) {
-        if (manifest_load(path, &man, err, sizeof err) == 0) {
-            have_man = 1;
-        } else {
-            char *colon = strstr(err, ": ");
-            add(&l, "migrations/order.d", 1, "batch", "%s", colon ? colon + 2 : err);
-        }
-    }
-    if (have_git) {
-        size_t tracked;
-        if (git_tracked(&g, "migrations/order.d", &tracked, err, sizeof err) != 0) {
-            log_fatal("lint: %s", err);
-            rc = EXIT_HISTORY;
-            goto done;
-        }
-        if (tracked)
-            add(&l, "migrations/order.d", 1, "order-d", "%zu file%s tracked in git: the manifest "
-                "is generated at build time (cozy-migrate order), never committed",
-                tracked, tracked == 1 ? "" : "s");
-        int wr = order_walk(&g, "HEAD", &w, err, sizeof err);
-        if (wr == 0) {
-            have_walk = 1;
-        } else if (o->history || o->against || wr != EXIT_HISTORY) {
-            log_fatal("lint: %s", err);
-            rc = wr;
-            goto done;
-        } else {
-            log_info("lint: %s: batches by tag are not checked", err);
-        }
-    }
-    /* Batch of each script: 0 legacy, then the manifest's order (or the
-     * first tag that carries it), untagged last. */
-    for (size_t i = 0; i < l.ns; i++) {
-        struct script *s = &l.s[i];
-        s->batch = s->shell ? 0 : 1000000;
-        if (have_man) {
-            for (size_t b = 0; b < man.n; b++)
-                for (size_t k = 0; k < man.b[b].n; k++)
-                    if (strcmp(man.b[b].e[k].slug, s->slug) == 0)
-                        s->batch = (long)b;
-        } else if (have_walk && !s->shell) {
-            const struct walk_slug *ws = walk_find(&w, s->slug);
-            if (ws)
-                s->batch = 1 + (long)ws->first;
-        }
-    }
-    for (size_t i = 0; i < l.ns; i++) {
-        struct script *s = &l.s[i];
-        for (size_t r = 0; s->has_header && r < s->h.nrequires; r++) {
-            const char *req = s->h.requires[r];
-            struct script *t = find_script(&l, req);
-            if (!t) {
-                int known = is_legacy_slug(&lm, req) || (have_walk && walk_find(&w, req));
-                if (!known)
-                    add(&l, s->rel, s->requires_line, "requires", "requires '%s', which no "
-                        "script, legacy-map entry or release carries", req);
-                continue;
-            }
-            const char *a = s->shell ? "pre-apply" : s->tier, *b = t->shell ? "pre-apply" : t->tier;
-            if (strcmp(a, b) != 0)
-                add(&l, s->rel, s->requires_line, "tier", "requires '%s' of the %s tier from the "
-                    "%s tier: requires never cross tiers", req, b, a);
-            if (t->batch > s->batch)
-                add(&l, s->rel, s->requires_line, "batch", "requires '%s', which ships in a later "
-                    "batch than this script", req);
-        }
-    }
-    check_cycles(&l);
-    for (size_t i = 0; i < l.ns; i++) {
-        struct script *s = &l.s[i];
-        if (s->shell || !s->slug_ok)
-            continue;
-        snprintf(path, sizeof path, "%s/spec/migrations/%s_spec.lua", o->dir, s->slug);
-        if (stat(path, &st) != 0)
-            add(&l, s->rel, 1, "spec", "no spec: a Lua migration has spec/migrations/%s_spec.lua "
-                "(cozy-migrate new scaffolds it)", s->slug);
-    }
-    for (size_t i = 0; i < revoked.n; i++) {
-        const char *slug = revoked.slug[i];
-        if (!find_script(&l, slug) && !is_legacy_slug(&lm, slug) &&
-            !(have_walk && walk_find(&w, slug)))
-            add(&l, "migrations/revoked", revoked.line[i], "revoked", "revoked slug '%s' is "
-                "shipped by no script and carried by no release", slug);
-    }
-
-    if (have_git && (o->history || o->against)) {
-        const char **rels = calloc(l.ns ? l.ns : 1, sizeof *rels);
-        char(*oids)[65] = calloc(l.ns ? l.ns : 1, sizeof *oids);
-        struct rtag *all = NULL;
-        size_t nall = 0;
-        if (!rels || !oids) {
-            l.oom = 1;
-        } else {
-            for (size_t i = 0; i < l.ns; i++)
-                rels[i] = l.s[i].rel;
-            if (git_hash_files(&g, rels, l.ns, oids, err, sizeof err) != 0 ||
-                git_release_tags(&g, NULL, NULL, &all, &nall, err, sizeof err) != 0) {
-                log_fatal("lint: %s", err);
-                rc = EXIT_HISTORY;
-            }
-        }
-        char *changed = calloc(l.ns ? l.ns : 1, 1), *reused = calloc(l.ns ? l.ns : 1, 1);
-        if (!changed || !reused)
-            l.oom = 1;
-        /* REV first, then every release tag, oldest first. */
-        for (long t = o->against ? -1 : 0; rc == 0 && changed && reused && t < (long)nall; t++) {
-            const char *rev = t < 0 ? o->against : all[t].name;
-            struct rev_script *rs;
-            size_t nrs;
-            int r2 = order_scripts_at(&g, rev, &rs, &nrs, err, sizeof err);
-            if (r2 == EXIT_HISTORY) {
-                log_fatal("lint: %s", err);
-                rc = EXIT_HISTORY;
-                break;
-            }
-            if (r2 != 0)
-                continue; /* a broken tag is order's to report */
-            for (size_t i = 0; i < l.ns; i++) {
-                const struct rev_script *x = rev_script_find(rs, nrs, l.s[i].slug);
-                if (!x)
-                    continue;
-                /* A move between the Lua tiers keeps the slug and its
-                 * record (DESIGN.md, "tier"): the same script elsewhere is
-                 * the same migration. Another kind (Lua <-> shell) is a
-                 * reuse. */
-                int same_kind = (strcmp(x->tier, "legacy") == 0) == l.s[i].shell;
-                if (o->history && !reused[i] && !same_kind) {
-                    add(&l, l.s[i].rel, 1, "history", "slug '%s' was shipped as %s in %s: a slug "
-                        "is never reused", l.s[i].slug, x->path, rev);
-                    reused[i] = 1;
-                }
-                if (o->against && !changed[i] && same_kind && strcmp(x->oid, oids[i]) != 0) {
-                    add(&l, l.s[i].rel, 1, "changed", "differs from the script %s %s%s%s: a "
-                        "shipped script never changes (repair is a new slug; revoke this one)",
-                        t < 0 ? "at" : "shipped in", rev,
-                        strcmp(x->path, l.s[i].rel) != 0 ? " as " : "",
-                        strcmp(x->path, l.s[i].rel) != 0 ? x->path : "");
-                    changed[i] = 1;
-                }
-            }
-            rev_scripts_free(rs, nrs);
-        }
-        /* Retired in this line and back again. */
-        for (size_t i = 0; o->history && rc == 0 && reused && i < l.ns; i++) {
-            const struct walk_slug *ws = have_walk ? walk_find(&w, l.s[i].slug) : NULL;
-            if (!ws || reused[i])
-                continue;
-            if (ws->last + 1 < w.ntags || ws->count != ws->last - ws->first + 1)
-                add(&l, l.s[i].rel, 1, "history", "slug '%s' was retired: shipped in %s, absent "
-                    "from %s: a retired slug is never reused", l.s[i].slug,
-                    w.tags[ws->first].name,
-                    ws->last + 1 < w.ntags ? w.tags[ws->last + 1].name : "a later release");
-        }
-        if (rc == 0 && !l.oom)
-            rc = check_lib(&l, &g, all, nall, o->against, err, sizeof err);
-        free(changed);
-        free(reused);
-        free(rels);
-        free(oids);
-        rtags_free(all, nall);
-        if (rc != 0)
-            goto done;
-    }
-
-    rc = run_linters(&l);
-
-done:
+    for (const struct lint_rule *r = lint_rules; rc == 0 && r->name; r++)
+        rc = r->check(&l);
     if (l.oom) {
         log_fatal("lint: out of memory");
         rc = EXIT_FAILED;
     }
-    if (rc == 0) {
-        if (l.nf > 1)
-            qsort(l.f, l.nf, sizeof *l.f, cmp_finding);
-        for (size_t i = 0; i < l.nf; i++)
-            out_line("%s:%d: %s: %s", l.f[i].file, l.f[i].line, l.f[i].rule, l.f[i].msg);
-        fflush(stdout);
-        size_t files = 0;
-        for (size_t i = 0; i < l.nf; i++)
-            files += i == 0 || strcmp(l.f[i].file, l.f[i - 1].file) != 0;
-        if (l.nf)
-            log_info("lint: %zu problem%s in %zu file%s", l.nf, l.nf == 1 ? "" : "s",
-                    files, files == 1 ? "" : "s");
-        else
-            log_info("lint: %zu script%s, no problems", l.ns, l.ns == 1 ? "" : "s");
-        rc = l.nf ? EXIT_PACKAGING : 0;
-    }
+    if (rc == 0)
+        rc = report(&l);
     for (size_t i = 0; i < l.nf; i++) {
         free(l.f[i].file);
         free(l.f[i].msg);
@@ -896,11 +827,13 @@ done:
     for (size_t i = 0; i < l.ns; i++)
         header_free(&l.s[i].h);
     free(l.s);
-    slug_list_free(&revoked);
-    legacy_map_free(&lm);
-    manifest_free(&man);
-    walk_free(&w);
-    if (have_git)
-        git_close(&g);
+    free(l.st);
+    slug_list_free(&l.revoked);
+    legacy_map_free(&l.lm);
+    manifest_free(&l.man);
+    walk_free(&l.w);
+    lint_history_free(&l);
+    if (l.have_git)
+        git_close(&l.g);
     return rc;
 }

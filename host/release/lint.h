@@ -7,14 +7,24 @@ struct lint_opts {
     const char *dir;            /* the tree root: migrations/, legacy-sh/, spec/ */
     const char *against;        /* compare shipped scripts with this revision, or NULL */
     int history;                /* check slugs against every release tag */
+    const char *luacheckrc;     /* the luacheck configuration: the sandbox's globals
+                                 * (sandbox_luacheck_std, handed down by the CLI) */
 };
+
+struct lint;
+/* One rule of the contract: what --help and the README list. */
+struct lint_rule {
+    const char *name;
+    const char *when;               /* the flag it needs ("`--history`"), NULL: always */
+    int (*check)(struct lint *l);   /* adds its findings; 0, or an exit code */
+    const char *doc;                /* one line */
+};
+/* Every rule, in order, ended by {NULL}. */
+extern const struct lint_rule lint_rules[];
 
 /* Prints each problem as "file:line: rule: what is wrong" on stdout and a
  * summary on stderr. Returns 0, EXIT_PACKAGING when anything failed,
  * EXIT_HISTORY when git cannot answer what was asked, EXIT_TOOL when
  * shellcheck, luacheck or git is missing. */
 int lint_run(const struct lint_opts *o);
-
-/* The luacheck configuration matching the sandbox's globals. */
-extern const char lint_luacheckrc[];
 #endif

@@ -23,6 +23,8 @@
 #include "base/exitcodes.h"
 #include "base/fsutil.h"
 #include "formats/header.h"
+#include "formats/tree.h"
+#include "base/util.h"
 
 static const char *const script_dirs[] = {"migrations/pre-apply", "migrations/background",
                                           "legacy-sh", NULL};
@@ -42,12 +44,6 @@ const struct rev_script *rev_script_find(const struct rev_script *s, size_t n, c
         if (strcmp(s[i].slug, slug) == 0)
             return &s[i];
     return NULL;
-}
-
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a > b && strcmp(s + a - b, suf) == 0;
 }
 
 int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_script **out,
@@ -868,7 +864,7 @@ int order_cmd(const char *repo, const char *rev, const char *out, int check_pref
     if (out)
         snprintf(dir, sizeof dir, "%s", out);
     else
-        snprintf(dir, sizeof dir, "%s/migrations/order.d", repo);
+        tree_order_d(repo, dir, sizeof dir);
     rc = order_write(&m, dir, err, sizeof err);
     if (rc != 0) {
         log_fatal("order: %s", err);

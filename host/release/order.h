@@ -7,9 +7,6 @@
 #include "release/gitread.h"
 #include "formats/manifest.h"
 
-#define UNTAGGED_BATCH "99999-untagged"
-#define LEGACY_BATCH "00000-legacy"
-
 /* A script as a revision's tree holds it. tier is "pre-apply",
  * "background" or "legacy" (legacy-sh/<slug>.sh). */
 struct rev_script {

@@ -4,15 +4,15 @@
  * Owns: the fork; the child's own process group (so one kill(-pgid) reaches
  * every grandchild a legacy script starts); exactly which fds the child keeps
  * (stdin /dev/null, stdout+stderr on one pipe, a status pipe on fd 3, nothing
- * else: the parent's TLS socket and lease connection are never shared); in
- * the Lua child, running the sandbox and reporting its status, its write
- * journal kept in memory shared with the parent (so it outlives the child
- * however it ends); in the parent,
- * streaming "[slug] line" to stderr, the 20-line tail, the deadline (TERM,
- * grace, KILL to the group; the same when a stop signal reaches the runner,
- * stop.h), the tick that renews the lease while waiting, and turning how
- * the child ended into an outcome; and, when the runner
- * dies under a shell child, removing the file it asked to be removed.
+ * else: the parent's TLS socket and lease connection are never shared); the
+ * write journal's log in memory shared with the child (so it outlives the
+ * child however it ends); in the parent, the deadline (TERM, grace, KILL to
+ * the group; the same when a stop signal reaches the runner, stop.h), the
+ * tick that renews the lease while waiting, and turning how the child ended
+ * and its status record (lua/luachild.h) into an outcome; and, when the
+ * runner dies under a shell child, removing the file it asked to be removed.
+ * What runs in a Lua child is lua/luachild.c's; streaming its output and
+ * keeping the tail is childout.c's.
  *
  * Must never: write the ledger or decide whether a migration runs (the
  * caller does, from the result); leave any process of the group alive when
@@ -27,7 +27,6 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,20 +42,17 @@
 #include <unistd.h>
 
 #include "base/defaults.h"
-#include "kube/journal.h"
+#include "base/leasewatch.h"
 #include "base/log.h"
-#include "kube/overlay.h"
-#include "lua/sandbox.h"
 #include "base/stop.h"
 #include "base/util.h"
+#include "formats/journaldoc.h"
+#include "lua/luachild.h"
+#include "run/childout.h"
 
-#define TAIL_LINES OUTPUT_TAIL_LINES
-#define TAIL_MAX OUTPUT_TAIL_MAX    /* bytes of res->tail, NUL included */
-#define RING_LINE_MAX 1024      /* one tail line; longer ones end in "..." */
-#define STREAM_LINE_MAX 4096    /* a longer line is streamed in pieces */
 #define STATUS_MAX 4096       /* the verdict line (and the preview's note): the write
                                  * journal does not go through the pipe, see journal_map */
-#define STATUS_FD 3
+#define STATUS_FD LUA_CHILD_STATUS_FD
 /* After the main child is reaped and its group killed, how long we keep
  * reading for output still in flight. Only a process that left the group
  * (setsid) can hold the pipe open longer, and we must not wait for it. */
@@ -110,35 +106,6 @@ static void report_spawn_error(int fd, const char *stage, int err)
     (void)write_all(fd, buf, n);
 }
 
-/* "5m", "1h30m", "90ms", "1.5s": how the timeout is said in messages. */
-static void fmt_duration(double s, char *buf, size_t len)
-{
-    if (!(s > 0)) {
-        snprintf(buf, len, "0s");
-        return;
-    }
-    long long ms = llround(s * 1000.0);
-    if (ms < 1000) {
-        snprintf(buf, len, "%lldms", ms);
-    } else if (ms % 1000) {
-        snprintf(buf, len, "%lld.%03llds", ms / 1000, ms % 1000);
-        char *p = buf + strlen(buf) - 2; /* before the 's' */
-        while (*p == '0')
-            *p-- = 0;
-        strcat(buf, "s");
-    } else {
-        long long sec = ms / 1000, h = sec / 3600, m = sec % 3600 / 60, r = sec % 60;
-        size_t n = 0;
-        buf[0] = 0;
-        if (h)
-            n += (size_t)snprintf(buf + n, len - n, "%lldh", h);
-        if (m && n < len)
-            n += (size_t)snprintf(buf + n, len - n, "%lldm", m);
-        if (r && n < len)
-            snprintf(buf + n, len - n, "%llds", r);
-    }
-}
-
 static const char *signal_name(int sig)
 {
     switch (sig) {
@@ -180,20 +147,6 @@ struct launch {
     struct journal_log *journal; /* Lua: the write journal's log, shared with the parent */
 };
 
-/* What the Lua child's state learns about its run: handed over in the
- * spec, never through a global or the environment. */
-static void lua_child_ctx(const struct launch *l, struct host_ctx *hc)
-{
-    memset(hc, 0, sizeof *hc);
-    if (l->spec->kube)
-        hc->kube = *l->spec->kube;
-    else
-        kube_default_options(&hc->kube);
-    hc->deadline = l->deadline;
-    hc->overlay_path = l->spec->overlay_path;
-    hc->journal_log = l->journal;
-}
-
 static void close_from(int lowfd)
 {
 #ifdef SYS_close_range
@@ -206,123 +159,6 @@ static void close_from(int lowfd)
         max = 1L << 20;
     for (long fd = lowfd; fd < max; fd++)
         close((int)fd);
-}
-
-/* The Lua child: the sandbox, then one status record on fd 3. */
-/* The lease watch: a thread of the migration's group leader that kills the
- * whole group once the runner's hold on the lock can no longer be vouched
- * for (the runner renews the shared word; a stopped or wedged runner does
- * not). Polling is cheap and needs nothing from the parent. */
-#define WATCH_EVERY_NS (50 * 1000 * 1000)
-
-static void *lease_watch(void *arg)
-{
-    const _Atomic(long long) *until = arg;
-    for (;;) {
-        long long u = atomic_load(until);
-        if (u && (long long)(now_mono() * 1e6) >= u)
-            kill(0, SIGKILL);
-        struct timespec ts = {0, WATCH_EVERY_NS};
-        nanosleep(&ts, NULL);
-    }
-    return NULL;
-}
-
-static void start_watch(const struct child_spec *spec)
-{
-    if (!spec->lease_until_us)
-        return;
-    pthread_t t;
-    pthread_attr_t a;
-    if (pthread_attr_init(&a) != 0 || pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) != 0 ||
-        pthread_create(&t, &a, lease_watch, (void *)spec->lease_until_us) != 0) {
-        /* Without a watch the runner's own checks still stop it, later. */
-        log_warn("cannot start the lease watch: the runner's checks alone guard this migration");
-    }
-    pthread_attr_destroy(&a);
-}
-
-/* The status record on fd 3: "ok\t\t" or "error\tREASON\tMESSAGE", then,
- * when a preview met a write it cannot predict, "unpredictable\tWHY". */
-static void one_line(char *p)
-{
-    /* a CR stays, for the parent to show escaped: it is no separator */
-    for (; *p; p++)
-        if (*p == '\n' || *p == '\t')
-            *p = ' ';
-}
-
-static void write_status(enum sandbox_status st, char *err, const struct host_ctx *hc)
-{
-    char rec[1200];
-    if (st == SANDBOX_OK) {
-        snprintf(rec, sizeof rec, "ok\t\t\n");
-    } else {
-        /* One line, three tab-separated fields: no tab or newline inside. */
-        one_line(err);
-        snprintf(rec, sizeof rec, "error\t%s\t%.1100s\n", sandbox_status_name(st), err);
-    }
-    (void)write_all(STATUS_FD, rec, strlen(rec));
-    if (hc && hc->unpredictable) {
-        char why[sizeof hc->unpredictable_why];
-        snprintf(why, sizeof why, "%s", hc->unpredictable_why);
-        one_line(why);
-        snprintf(rec, sizeof rec, "unpredictable\t%.1000s\n", why);
-        (void)write_all(STATUS_FD, rec, strlen(rec));
-    }
-}
-
-/* A preview's overlay goes back to the file the next migration reads. */
-static void save_overlay(struct sandbox *sb)
-{
-    struct host_ctx *hc = sb ? host_ctx(sandbox_state(sb)) : NULL;
-    char err[512];
-    if (hc && hc->overlay && overlay_changed(hc->overlay) &&
-        overlay_save(hc->overlay, hc->overlay_path, err, sizeof err) != 0)
-        log_error("%s", err);
-}
-
-/* An error no pcall caught (the sandbox exits right after). */
-static void lua_child_panic(const char *msg)
-{
-    char m[600];
-    snprintf(m, sizeof m, "%s", msg);
-    fflush(stdout);
-    fflush(stderr);
-    write_status(SANDBOX_ERROR, m, NULL);
-}
-
-static _Noreturn void run_lua_child(const struct launch *l)
-{
-    /* The parent prefixes each streamed line with the slug already; a JSON
-     * line needs it inside. Passed through (`lua`), the output is the
-     * script's own. */
-    log_set_prefix(!l->spec->passthrough && log_json() ? l->slug : NULL);
-    char err[1024] = "";
-    struct host_ctx hc;
-    lua_child_ctx(l, &hc);
-    struct sandbox_opts so = {.mem_limit = l->mem, .ctx = &hc, .on_panic = lua_child_panic};
-    start_watch(l->spec);
-    struct sandbox *sb = sandbox_new(&so);
-    enum sandbox_status st;
-    if (!sb) {
-        st = SANDBOX_NOMEM;
-        snprintf(err, sizeof err, "cannot create the Lua state within the memory cap");
-    } else {
-        st = sandbox_run_file(sb, l->path, err, sizeof err);
-    }
-    /* Output before the status, so the parent has it all by the time it
-     * reads the verdict (it drains the pipe until EOF anyway). */
-    fflush(stdout);
-    fflush(stderr);
-    save_overlay(sb);
-    write_status(st, err, sb ? host_ctx(sandbox_state(sb)) : NULL);
-    /* Written before lua_close, so a finalizer misbehaving during close
-     * cannot lose the verdict. */
-    sandbox_free(sb);
-    fflush(stdout);
-    fflush(stderr);
-    _exit(st == SANDBOX_OK ? 0 : 1);
 }
 
 /* What the runner would have removed after the child (its private
@@ -371,7 +207,8 @@ static _Noreturn void supervise_shell(const struct launch *l)
     }
     /* EOF on the status fd now means bash exec'd: only it may hold it. */
     close(STATUS_FD);
-    start_watch(l->spec);
+    if (lease_watch_start(l->spec->lease_until_us) != 0)
+        log_warn("cannot start the lease watch: the runner's checks alone guard this migration");
     /* The parent's TERM on timeout is for bash and its children; this
      * process must outlive bash to report how it ended. */
     signal(SIGTERM, SIG_IGN);
@@ -473,101 +310,21 @@ static _Noreturn void run_child(const struct launch *l)
         }
         supervise_shell(l);
     }
-    run_lua_child(l);
+    struct lua_child lc = {
+        .path = l->path,
+        .slug = l->slug,
+        .passthrough = l->spec->passthrough,
+        .mem = l->mem,
+        .deadline = l->deadline,
+        .kube = l->spec->kube,
+        .overlay_path = l->spec->overlay_path,
+        .journal = l->journal,
+        .lease_until_us = l->spec->lease_until_us,
+    };
+    lua_child_main(&lc);
 }
 
 /* ---- the parent side: output ----------------------------------------------- */
-
-struct reader {
-    const char *slug;
-    int quiet;
-    char buf[STREAM_LINE_MAX];      /* the line being assembled */
-    size_t len;
-    char ring[TAIL_LINES][RING_LINE_MAX + 1];
-    size_t ring_len[TAIL_LINES];
-    unsigned next, count;
-};
-
-static void emit_line(struct reader *r, const char *s, size_t n)
-{
-    if (!r->quiet)
-        log_script_line(r->slug, s, n);
-    /* The tail goes into records and JSON: valid UTF-8 only. */
-    char *fixed = utf8_repair(s, n);
-    if (fixed) {
-        s = fixed;
-        n = strlen(fixed);
-    }
-    char *slot = r->ring[r->next];
-    size_t keep = n;
-    if (keep > RING_LINE_MAX) {
-        keep = RING_LINE_MAX - 3;
-        /* Do not cut a UTF-8 sequence in half. */
-        while (keep && ((unsigned char)s[keep] & 0xC0) == 0x80)
-            keep--;
-        memcpy(slot, s, keep);
-        memcpy(slot + keep, "...", 3);
-        keep += 3;
-    } else {
-        memcpy(slot, s, keep);
-    }
-    slot[keep] = 0;
-    r->ring_len[r->next] = keep;
-    free(fixed);
-    r->next = (r->next + 1) % TAIL_LINES;
-    if (r->count < TAIL_LINES)
-        r->count++;
-}
-
-static void feed(struct reader *r, const char *data, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (data[i] == '\n') {
-            emit_line(r, r->buf, r->len);
-            r->len = 0;
-            continue;
-        }
-        if (r->len == sizeof r->buf) {
-            emit_line(r, r->buf, r->len);
-            r->len = 0;
-        }
-        r->buf[r->len++] = data[i];
-    }
-}
-
-static void reader_finish(struct reader *r)
-{
-    if (r->len) {
-        emit_line(r, r->buf, r->len);
-        r->len = 0;
-    }
-}
-
-/* The newest lines that fit in TAIL_LINES and TAIL_MAX, oldest first. */
-static char *reader_tail(const struct reader *r)
-{
-    size_t total = 0;
-    unsigned k = 0;
-    while (k < r->count) {
-        unsigned idx = (r->next + TAIL_LINES - 1 - k) % TAIL_LINES;
-        if (total + r->ring_len[idx] + 1 + 1 > TAIL_MAX)
-            break;
-        total += r->ring_len[idx] + 1;
-        k++;
-    }
-    char *t = malloc(total + 1);
-    if (!t)
-        return NULL;
-    size_t at = 0;
-    for (unsigned i = k; i > 0; i--) {
-        unsigned idx = (r->next + TAIL_LINES - i) % TAIL_LINES;
-        memcpy(t + at, r->ring[idx], r->ring_len[idx]);
-        at += r->ring_len[idx];
-        t[at++] = '\n';
-    }
-    t[at] = 0;
-    return t;
-}
 
 /* ---- the parent side: supervision ------------------------------------------ */
 
@@ -646,7 +403,7 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
 
     if (timed_out || (failed_rec && strcmp(reason, "Timeout") == 0)) {
         char d[64];
-        fmt_duration(spec->timeout_s, d, sizeof d);
+        format_duration(spec->timeout_s, d, sizeof d);
         res->outcome = CHILD_TIMEOUT;
         res->reason = "Timeout";
         set_msg(res, "timed out after %s", d);
@@ -766,7 +523,7 @@ static void close_fd(int *fd)
 }
 
 /* Reads what is there; on EOF or a hard error, closes the fd. */
-static void read_some(int *fd, struct reader *r, char *st, size_t *stlen)
+static void read_some(int *fd, struct child_output *r, char *st, size_t *stlen)
 {
     char buf[16384];
     ssize_t n = read(*fd, buf, sizeof buf);
@@ -777,7 +534,7 @@ static void read_some(int *fd, struct reader *r, char *st, size_t *stlen)
         return;
     }
     if (r) {
-        feed(r, buf, (size_t)n);
+        child_output_feed(r, buf, (size_t)n);
     } else {
         size_t room = STATUS_MAX - 1 - *stlen;
         size_t take = (size_t)n < room ? (size_t)n : room;
@@ -800,7 +557,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     sigemptyset(&ign.sa_mask);
     (void)sigaction(SIGPIPE, &ign, NULL);
 
-    struct reader *rd = calloc(1, sizeof *rd);
+    struct child_output *rd = child_output_new(slug, spec->quiet);
     char *abs_path = NULL;
     char **envp = NULL;
     int out[2] = {-1, -1}, stp[2] = {-1, -1}, devnull = -1, pidfd = -1;
@@ -809,8 +566,6 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         spawn_failed(res, "allocating the reader", ENOMEM);
         return -1;
     }
-    rd->slug = slug;
-    rd->quiet = spec->quiet;
 
     const char *path = spec->path;
     if (spec->is_shell && spec->workdir && path[0] != '/') {
@@ -1008,10 +763,10 @@ int child_run(const struct child_spec *spec, struct child_result *res)
             stop_drain();
     }
 
-    reader_finish(rd);
+    child_output_finish(rd);
     close_fd(&out[0]);
     close_fd(&stp[0]);
-    res->tail = reader_tail(rd);
+    res->tail = child_output_tail(rd);
     int rc = classify(spec, path, res, waited, wstatus, timed_out, st);
     if (jlog) {
         cJSON *j = journal_log_json(jlog);

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
-#include "lua/hostctx.h"
+#include "kube/options.h"
 
 struct child_spec {
     const char *slug;            /* prefix of every streamed output line */

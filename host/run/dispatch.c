@@ -19,7 +19,7 @@
 #include "base/defaults.h"
 #include "kube/event.h"
 #include "base/exitcodes.h"
-#include "release/index.h"
+#include "formats/indexdoc.h"
 #include "run/lock.h"
 #include "base/log.h"
 #include "run/plan.h"
@@ -633,8 +633,13 @@ static void exhausted_events(struct ctx *c, const struct ledger *l)
                  "--only %s, or the chart's --only Job), or skip it", c->ix.bg[i].slug,
                  r->attempts, c->pol.max_attempts, *r->reason ? r->reason : "Failed", r->message,
                  c->ix.bg[i].slug);
-        if (event_post(c->rest, &about, name, "Warning", "MigrationAttemptsExhausted", msg) == 0)
+        char err[ERRLINE_MAX];
+        int posted = event_post(c->rest, &about, name, "Warning", "MigrationAttemptsExhausted",
+                                msg, err, sizeof err);
+        if (posted == 0)
             log_warn("%s", msg);
+        else if (posted < 0)
+            log_warn("%s", err);
     }
 }
 
@@ -681,7 +686,7 @@ static int upgrade_holds(struct ctx *c, char *who, size_t len)
 static struct rest_client *connect_cluster(const struct runner_opts *o)
 {
     char err[ERRLINE_MAX];
-    struct rest_policy p = {o->k.request_timeout, o->k.max_attempts, o->k.retry_budget};
+    struct rest_policy p = kube_rest_policy(&o->k, log_say);
     struct rest_client *c = rest_new(&o->k.cfg, &p, err, sizeof err);
     if (!c)
         log_fatal("%s", err);
@@ -806,7 +811,10 @@ int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
         char msg[800];
         snprintf(msg, sizeof msg, "dispatched background migration %s (attempt %ld of %d): %s",
                  v.pick->slug, v.attempt, c.pol.max_attempts, v.reason);
-        event_post(rest, &about, NULL, "Normal", "MigrationDispatched", msg);
+        char eerr[ERRLINE_MAX];
+        if (event_post(rest, &about, NULL, "Normal", "MigrationDispatched", msg, eerr,
+                       sizeof eerr) < 0)
+            log_warn("%s", eerr);
     }
     rest_result_free(&r);
 out:

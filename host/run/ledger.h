@@ -1,8 +1,8 @@
-/* ledger.h: the ConfigMap that records what ran. Owns its wire shape (key
- * `version`, read only; keys `m.<slug>` holding records), reading it (absent
- * vs every other error), the only writes the engine ever makes to it (a
- * create at fresh install, JSON merge patches of `m.*` keys), and the Events
- * about it. No other file knows the key prefix.
+/* ledger.h: the ConfigMap that records what ran, on the cluster (its
+ * document, records and key prefix are formats/ledgerdoc.h's). Owns reading
+ * it (absent vs every other error), the only writes the engine ever makes to
+ * it (a create at fresh install, JSON merge patches of `m.*` keys), and the
+ * Events about it.
  *
  * Recipe: fill a ledger_loc (the connection, namespace, name); ledger_read;
  * plan on the result; ledger_protect when it lacks its label; write outcomes
@@ -14,35 +14,8 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
-#include "formats/record.h"
+#include "formats/ledgerdoc.h"
 #include "kube/rest.h"
-
-#define LEDGER_LIMIT (1024 * 1024)   /* the apiserver's object size limit */
-
-struct ledger_entry {
-    char *slug;
-    size_t bytes;           /* read: its key and value as the object limit counts them */
-    struct record rec;
-};
-
-struct ledger {
-    int exists;
-    int has_version;
-    long version;           /* key `version`, the legacy integer */
-    int version_bad;        /* `version` is present but not a plain decimal from 0
-                             * to LEGACY_NUMBER_MAX + 1 (has_version is 0) */
-    char version_raw[48];   /* its text, cut, for messages */
-    struct ledger_entry *e;
-    size_t n;
-    int sorted;             /* e is in strictly increasing slug order (the
-                             * apiserver's): ledger_find bisects */
-    size_t bytes;           /* keys + values of data: what the object limit counts */
-    size_t binary_keys;     /* keys under binaryData (the engine reads data alone: any
-                             * makes the ledger untrustworthy), and the first one */
-    char binary_key[128];
-    char uid[64];           /* for Events about it, and the Lease's mark (lock.h) */
-    int protected_;         /* it carries the no-delete label and the keep annotation */
-};
 
 struct ledger_loc {
     struct rest_client *rest;
@@ -72,21 +45,6 @@ enum ledger_rc {
                              * at->rv (409): ask the lock, ledger_refresh, write again */
 };
 
-/* The growth budget (README "The ledger"). Past LEDGER_SHRINK_AT a failed
- * record is written shrunk (record_shrink); LEDGER_RESERVE is left free for
- * what legacy scripts write (`version`) beside the records. */
-#define LEDGER_SHRINK_AT (LEDGER_LIMIT / 10 * 8)
-#define LEDGER_RESERVE 1024
-
-/* Parses a ConfigMap object. Returns 0, or -1 when out of memory. A bad
- * `version` (version_bad), record (REC_UNKNOWN; a key m.X whose X is not a
- * slug too) or binaryData (binary_keys) is not an error here: the planner
- * reports every bad key together and refuses. */
-int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen);
-const struct record *ledger_find(const struct ledger *l, const char *slug);
-const struct ledger_entry *ledger_find_entry(const struct ledger *l, const char *slug);
-void ledger_free(struct ledger *l);
-
 /* Reads the ledger. LEDGER_OK with l->exists 0 when it is absent (a 404
  * whose Status says NotFound of this ConfigMap; any other 404 is
  * LEDGER_ERROR); LEDGER_UNTRUSTED or LEDGER_ERROR with err filled otherwise.
@@ -108,10 +66,6 @@ enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e,
 /* Reads the ledger's resourceVersion alone (its metadata) into at->rv.
  * LEDGER_OK, LEDGER_GONE, LEDGER_UNAVAILABLE or LEDGER_ERROR. */
 enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen);
-/* The size the n records take in the object (key and value bytes). */
-size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n);
-/* The bytes key m.<slug> takes beside its value. */
-size_t ledger_key_bytes(const char *slug);
 /* Gives a ledger the engine did not create (an older chart rendered it) the
  * no-delete label and the keep annotation: one merge patch of its metadata.
  * LEDGER_OK, LEDGER_GONE, LEDGER_ERROR or LEDGER_UNAVAILABLE. */

@@ -12,8 +12,9 @@
 #include "base/defaults.h"
 #include "kube/guard.h"
 #include "formats/header.h"
-#include "run/ledger.h"
+#include "formats/ledgerdoc.h"
 #include "lua/luajson.h"
+#include "lua/sandbox.h"
 #include "formats/manifest.h"
 #include "run/plan.h"
 #include "formats/record.h"
@@ -287,8 +288,8 @@ static int l_guard(lua_State *L)
     size_t blen = 0;
     const char *body = luaL_optlstring(L, 3, NULL, &blen);
     const char *ct = luaL_optstring(L, 4, NULL);
-    struct guard_target t = {"cozy-system", "cozystack-version", "cozystack-version-lock",
-                             EVENT_COMPONENT, 0};
+    struct guard_target t = {DEFAULT_NAMESPACE, DEFAULT_LEDGER_NAME,
+                             DEFAULT_LEDGER_NAME LEASE_SUFFIX, EVENT_COMPONENT, 0};
     if (lua_istable(L, 5)) {
         lua_getfield(L, 5, "ns");
         lua_getfield(L, 5, "ledger");
@@ -327,9 +328,22 @@ static int l_slug_valid(lua_State *L)
     return 1;
 }
 
+/* luacheck_std() -> text: the luacheck configuration lint runs with, made
+ * from the sandbox's allow-list (sandbox_luacheck_std). */
+static int l_luacheck_std(lua_State *L)
+{
+    char *text = sandbox_luacheck_std();
+    if (!text)
+        return luaL_error(L, "out of memory");
+    lua_pushstring(L, text);
+    free(text);
+    return 1;
+}
+
 int luaopen_migrate(lua_State *L)
 {
     static const luaL_Reg f[] = {
+        {"luacheck_std", l_luacheck_std},
         {"header", l_header},     {"batch", l_batch},   {"revoked", l_revoked},
         {"legacy_map", l_legacy_map}, {"record", l_record}, {"plan", l_plan},
         {"slug_valid", l_slug_valid}, {"guard", l_guard}, {"duration", l_duration},

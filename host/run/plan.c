@@ -425,86 +425,63 @@ static int plan_skips(const struct tree *t, const struct ledger *l, const struct
     return 0;
 }
 
-int plan_build(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
-               struct plan *p)
+/* 3. Fresh install: record everything, run nothing (but an explicit
+ * --only still runs its one slug). A skip has nothing to skip. -1 when out
+ * of memory. */
+static int plan_fresh(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
+                      struct plan *p, const struct migration *only)
 {
-    memset(p, 0, sizeof *p);
-    const char *tier = o->tier ? o->tier : "pre-apply";
-    int max_attempts = o->max_attempts > 0 ? o->max_attempts : DEFAULT_MAX_ATTEMPTS;
     const struct manifest *man = &t->man;
-
-    /* --only and the skips are checked first: a request for something the
-     * image cannot do is refused whatever the ledger says. */
-    const struct migration *only = NULL;
-    if (o->only) {
-        if ((p->refuse = plan_check_only(t, o->only, o->tier_given ? tier : NULL, p->refuse_msg,
-                                         sizeof p->refuse_msg)))
-            return 0;
-        only = tree_find(t, o->only);
+    if (o->skip_only) {
+        refuse(p, EXIT_REFUSED,
+               "skip %s: there is no ledger yet; the first run of a fresh install records "
+               "every migration skipped-fresh-install",
+               o->skip[0]);
+        return 0;
     }
-    for (size_t i = 0; i < o->nskip; i++) {
-        if ((p->refuse = plan_check_skip(t, o->skip[i], p->refuse_msg, sizeof p->refuse_msg)))
-            return 0;
-        if (only && strcmp(o->skip[i], only->slug) == 0) {
-            refuse(p, EXIT_USAGE, "%s is both skipped and requested with --only", only->slug);
-            return 0;
-        }
-    }
-
-    /* 3. Fresh install: record everything, run nothing (but an explicit
-     * --only still runs its one slug). A skip has nothing to skip. */
-    if (!l->exists) {
-        if (o->skip_only) {
-            refuse(p, EXIT_REFUSED,
-                   "skip %s: there is no ledger yet; the first run of a fresh install records "
-                   "every migration skipped-fresh-install",
-                   o->skip[0]);
-            return 0;
-        }
-        p->fresh_install = 1;
-        for (size_t i = 0; i < man->n; i++)
-            for (size_t j = 0; j < man->b[i].n; j++) {
-                const struct batch_entry *e = &man->b[i].e[j];
-                if (seed_record(p, e->slug, REC_SKIPPED_FRESH, man->b[i].name,
-                                tier_of(tree_find(t, e->slug)), o) != 0)
-                    return -1;
-            }
-        if (o->nskip && warn(p, "fresh install: every migration is recorded "
-                                "skipped-fresh-install; SKIP has nothing to skip") != 0)
-            return -1;
-        if (only) {
-            struct step *s = add_step(p, STEP_RUN, only->slug, only, man->b[only->batch].name,
-                                      only->tier);
-            if (!s)
+    p->fresh_install = 1;
+    for (size_t i = 0; i < man->n; i++)
+        for (size_t j = 0; j < man->b[i].n; j++) {
+            const struct batch_entry *e = &man->b[i].e[j];
+            if (seed_record(p, e->slug, REC_SKIPPED_FRESH, man->b[i].name,
+                            tier_of(tree_find(t, e->slug)), o) != 0)
                 return -1;
-            snprintf(s->why, sizeof s->why, "re-run requested (--only)");
         }
-        return 0;
+    if (o->nskip && warn(p, "fresh install: every migration is recorded "
+                            "skipped-fresh-install; SKIP has nothing to skip") != 0)
+        return -1;
+    if (only) {
+        struct step *s = add_step(p, STEP_RUN, only->slug, only, man->b[only->batch].name,
+                                  only->tier);
+        if (!s)
+            return -1;
+        snprintf(s->why, sizeof s->why, "re-run requested (--only)");
     }
+    return 0;
+}
 
-    /* Every bad key is named; a ledger that cannot be trusted runs nothing. */
-    if (check_trust(t, l, o, p) != 0)
-        return -1;
-    if (p->refuse)
-        return 0;
-
-    /* Operator skips, before the walk, which then sees them as recorded. */
-    if (plan_skips(t, l, o, p) != 0)
-        return -1;
-    if (p->refuse || o->skip_only)
-        return 0;
-
-    /* 4. Legacy seeding, before the floor check. */
+/* 4. Legacy seeding, before the floor check. -1 when out of memory. */
+static int plan_legacy(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
+                       struct plan *p)
+{
     if (l->has_version) {
         for (size_t i = 0; i < t->legacy.n; i++) {
             const struct legacy_entry *e = &t->legacy.e[i];
             if (e->number < l->version && !ledger_find(l, e->slug) && !repairs(o, e->slug) &&
-                seed_record(p, e->slug, REC_LEGACY, "00000-legacy", "pre-apply", o) != 0)
+                seed_record(p, e->slug, REC_LEGACY, LEGACY_BATCH, "pre-apply", o) != 0)
                 return -1;
         }
     }
 
-    /* 5. Retention floor. */
+    return 0;
+}
+
+/* 5. Retention floor: a refusal when the cluster is older than this release
+ * accepts. */
+static int plan_floor(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
+                      struct plan *p)
+{
+    const struct manifest *man = &t->man;
     for (size_t i = 0; i < man->n; i++)
         for (size_t j = 0; j < man->b[i].n; j++) {
             const struct batch_entry *e = &man->b[i].e[j];
@@ -512,7 +489,7 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
             if (!e->retired || tree_revoked(t, e->slug) || state_of(p, l, e->slug, &rec) != REC_NONE ||
                 o->survey)
                 continue;
-            const char *release = strcmp(man->b[i].name, "00000-legacy") == 0
+            const char *release = strcmp(man->b[i].name, LEGACY_BATCH) == 0
                                       ? "the last release that ships the legacy migrations"
                                       : strchr(man->b[i].name, '-') + 1;
             refuse(p, EXIT_FLOOR,
@@ -522,7 +499,14 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
             return 0;
         }
 
-    /* 6. Checksums of what ran. */
+    return 0;
+}
+
+/* 6. Checksums of what ran, and of the shared code it ran with: warnings.
+ * -1 when out of memory. */
+static int plan_checksums(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
+                          struct plan *p)
+{
     for (size_t k = 0; k < t->n; k++) {
         const struct record *rec = ledger_find(l, t->m[k].slug);
         if (rec && rec->state == REC_OK && *rec->sha256 &&
@@ -557,37 +541,48 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
             return -1;
     }
 
-    /* 8. Re-run one. */
-    if (only) {
-        const struct record *rec = ledger_find(l, only->slug);
-        const struct legacy_entry *le = legacy_of(t, only->slug);
-        /* A legacy script stamps `version` with its number plus one. */
-        if (le && l->has_version && le->number + 1 < l->version && !o->force) {
-            refuse(p, EXIT_REFUSED,
-                   "--only %s: legacy migration %ld stamps version %ld when it runs, older than "
-                   "the ledger's %ld (older tooling reads it); add --force to run it anyway",
-                   only->slug, le->number, le->number + 1, l->version);
-            return 0;
-        }
-        char why[160];
-        int blocked = plan_blocked(p, l, only, NULL, NULL, why, sizeof why);
-        struct step *s = add_step(p, blocked && !o->force ? STEP_BLOCKED : STEP_RUN, only->slug,
-                                  only, man->b[only->batch].name, only->tier);
-        if (!s)
-            return -1;
-        s->prev_attempts = rec ? rec->attempts : 0;
-        if (s->kind == STEP_BLOCKED)
-            snprintf(s->why, sizeof s->why, "%s", why);
-        else
-            snprintf(s->why, sizeof s->why, "re-run requested (--only)%s%s%s",
-                     rec ? ", was " : "", rec ? rec_state_name(rec->state) : "",
-                     blocked ? ", --force past its requires" : "");
+    return 0;
+}
+
+/* 8. Re-run one (--only). -1 when out of memory. */
+static int plan_only(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
+                     struct plan *p, const struct migration *only)
+{
+    const struct manifest *man = &t->man;
+    const struct record *rec = ledger_find(l, only->slug);
+    const struct legacy_entry *le = legacy_of(t, only->slug);
+    /* A legacy script stamps `version` with its number plus one. */
+    if (le && l->has_version && le->number + 1 < l->version && !o->force) {
+        refuse(p, EXIT_REFUSED,
+               "--only %s: legacy migration %ld stamps version %ld when it runs, older than "
+               "the ledger's %ld (older tooling reads it); add --force to run it anyway",
+               only->slug, le->number, le->number + 1, l->version);
         return 0;
     }
+    char why[160];
+    int blocked = plan_blocked(p, l, only, NULL, NULL, why, sizeof why);
+    struct step *s = add_step(p, blocked && !o->force ? STEP_BLOCKED : STEP_RUN, only->slug,
+                              only, man->b[only->batch].name, only->tier);
+    if (!s)
+        return -1;
+    s->prev_attempts = rec ? rec->attempts : 0;
+    if (s->kind == STEP_BLOCKED)
+        snprintf(s->why, sizeof s->why, "%s", why);
+    else
+        snprintf(s->why, sizeof s->why, "re-run requested (--only)%s%s%s",
+                 rec ? ", was " : "", rec ? rec_state_name(rec->state) : "",
+                 blocked ? ", --force past its requires" : "");
+    return 0;
+}
 
-    /* 7. The walk. In the background tier a failed on-error=abort slug
-     * past its attempts holds every background slug after it (DESIGN.md
-     * step 7) until it is recorded ok or skipped. */
+/* 7. The walk: every manifest entry of the tier, in order. In the
+ * background tier a failed on-error=abort slug past its attempts holds
+ * every background slug after it (DESIGN.md step 7) until it is recorded ok
+ * or skipped. -1 when out of memory. */
+static int plan_walk(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
+                     struct plan *p, const char *tier, int max_attempts)
+{
+    const struct manifest *man = &t->man;
     const char *held_by = NULL;
     long held_attempts = 0;
     for (size_t i = 0; i < man->n; i++)
@@ -671,4 +666,55 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
                 snprintf(s->why, sizeof s->why, "%s", why);
         }
     return 0;
+}
+
+int plan_build(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
+               struct plan *p)
+{
+    memset(p, 0, sizeof *p);
+    const char *tier = o->tier ? o->tier : "pre-apply";
+    int max_attempts = o->max_attempts > 0 ? o->max_attempts : DEFAULT_MAX_ATTEMPTS;
+
+    /* --only and the skips are checked first: a request for something the
+     * image cannot do is refused whatever the ledger says. */
+    const struct migration *only = NULL;
+    if (o->only) {
+        if ((p->refuse = plan_check_only(t, o->only, o->tier_given ? tier : NULL, p->refuse_msg,
+                                         sizeof p->refuse_msg)))
+            return 0;
+        only = tree_find(t, o->only);
+    }
+    for (size_t i = 0; i < o->nskip; i++) {
+        if ((p->refuse = plan_check_skip(t, o->skip[i], p->refuse_msg, sizeof p->refuse_msg)))
+            return 0;
+        if (only && strcmp(o->skip[i], only->slug) == 0) {
+            refuse(p, EXIT_USAGE, "%s is both skipped and requested with --only", only->slug);
+            return 0;
+        }
+    }
+
+    /* 3. */
+    if (!l->exists)
+        return plan_fresh(t, l, o, p, only);
+    /* Every bad key is named; a ledger that cannot be trusted runs nothing. */
+    if (check_trust(t, l, o, p) != 0)
+        return -1;
+    if (p->refuse)
+        return 0;
+
+    /* Operator skips, before the walk, which then sees them as recorded. */
+    if (plan_skips(t, l, o, p) != 0)
+        return -1;
+    if (p->refuse || o->skip_only)
+        return 0;
+
+    /* 4, 5, 6: legacy seeding, the retention floor, the checksums. */
+    if (plan_legacy(t, l, o, p) != 0 || plan_floor(t, l, o, p) != 0)
+        return -1;
+    if (p->refuse)
+        return 0;
+    if (plan_checksums(t, l, o, p) != 0)
+        return -1;
+    /* 8 (a re-run of one slug replaces the walk), else 7. */
+    return only ? plan_only(t, l, o, p, only) : plan_walk(t, l, o, p, tier, max_attempts);
 }

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
-#include "run/ledger.h"
+#include "formats/ledgerdoc.h"
 #include "formats/tree.h"
 
 enum step_kind {

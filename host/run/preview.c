@@ -19,27 +19,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "run/child.h"
-#include "base/defaults.h"
 #include "base/exitcodes.h"
-#include "run/ledger.h"
-#include "run/lock.h"
 #include "base/log.h"
-#include "kube/overlay.h"
-#include "run/plan.h"
-#include "kube/rest.h"
+#include "base/paths.h"
 #include "base/stop.h"
-#include "formats/tree.h"
-#include "base/util.h"
+#include "kube/overlay.h"
+#include "run/child.h"
+#include "run/runner_int.h"
 
 struct preview {
     const struct runner_opts *o;
     struct kube_options k;          /* o->k with dry_run set */
-    struct tree t;
-    struct ledger l;
+    struct ctx c;                   /* the tree, the connection and the ledger, as run has them */
     struct plan p;
-    struct rest_client *rest;
-    char dir[64], overlay[128];     /* the overlay lives in a private temp dir */
+    char dir[4096], overlay[4200]; /* the overlay lives in a private directory under TMPDIR */
     cJSON *doc;                     /* the JSON report being built */
     cJSON *migrations, *records;
     cJSON *ran;                     /* slug -> "ok" | "failed in this run" | "blocked" */
@@ -60,9 +53,7 @@ static void preview_free(struct preview *v)
     if (*v->dir)
         rmdir(v->dir);
     plan_free(&v->p);
-    ledger_free(&v->l);
-    tree_free(&v->t);
-    rest_free(v->rest);
+    ctx_free(&v->c);
     cJSON_Delete(v->doc);
     cJSON_Delete(v->ran);
 }
@@ -77,57 +68,22 @@ static void would_record(struct preview *v, const char *slug, const char *state,
         log_warn("preview: out of memory");
 }
 
-/* Loads, reads and plans as `run` would, without the lock. 0 or an exit code. */
+/* Loads, reads and plans through the very function `plan` uses, so the
+ * steps are run's (SKIP and SKIP_REASON, --only, --tier included), without
+ * the lock. 0 or an exit code. */
 static int prepare(struct preview *v)
 {
     const struct runner_opts *o = v->o;
-    char err[ERRLINE_MAX];
-    if (tree_load(o->dir, &v->t, err, sizeof err) != 0) {
-        log_fatal("%s", err);
-        return EXIT_PACKAGING;
-    }
-    struct rest_policy pol = {o->k.request_timeout, o->k.max_attempts, o->k.retry_budget};
-    if (!(v->rest = rest_new(&o->k.cfg, &pol, err, sizeof err))) {
-        log_fatal("%s", err);
-        return EXIT_CLUSTER;
-    }
-    struct ledger_loc at = {.rest = v->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
-    enum ledger_rc lrc = ledger_read(&at, &v->l, err, sizeof err);
-    if (lrc != LEDGER_OK) {
-        log_fatal("%s", err);
-        return lrc == LEDGER_UNTRUSTED ? EXIT_LEDGER : EXIT_CLUSTER;
-    }
-    /* A run refuses an absent ledger the Lease says existed (exit 12):
-     * the preview must not show a fresh install instead. */
-    char mark[64] = "";
-    if (!v->l.exists && lock_read_ledger_mark(v->rest, o->k.ledger_namespace, o->k.lease_name, mark,
-                                              sizeof mark, err, sizeof err) != 0)
-        log_warn("cannot tell whether this cluster had a ledger before (%s)", err);
-    if (*mark) {
-        log_fatal("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
-                  "one (uid %s): a run refuses (exit 12) until it is restored; 'cozy-migrate plan' "
-                  "says how", o->k.ledger_namespace, o->k.ledger_name, o->k.ledger_namespace,
-                  o->k.lease_name, mark);
-        return EXIT_LEDGER_GONE;
-    }
-    char now[32];
-    now_rfc3339(now);
-    struct plan_opts po = {.tier = o->tier, .tier_given = o->tier_given, .only = o->only,
-                           .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
-                           .max_attempts = o->max_attempts,
-                           .image = o->image, .now = now};
-    if (plan_build(&v->t, &v->l, &po, &v->p) != 0) {
-        log_fatal("out of memory while planning");
-        return EXIT_FAILED;
-    }
-    if (v->p.refuse) {
-        log_fatal("%s", v->p.refuse_msg);
-        return v->p.refuse;
-    }
-    snprintf(v->dir, sizeof v->dir, "/tmp/cozy-preview-XXXXXX");
+    int rc = runner_load_plan(&v->c, o, &v->p);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < v->p.nwarnings; i++)
+        log_warn("%s", v->p.warnings[i]);
+    snprintf(v->dir, sizeof v->dir, "%s/cozy-preview-XXXXXX", paths_tmpdir());
     if (!mkdtemp(v->dir)) {
         *v->dir = '\0';
-        log_fatal("preview: cannot make a private directory: %s", strerror(errno));
+        log_fatal("preview: cannot make a private directory in %s: %s", paths_tmpdir(),
+                  strerror(errno));
         return EXIT_FAILED;
     }
     snprintf(v->overlay, sizeof v->overlay, "%s/overlay.json", v->dir);
@@ -193,7 +149,7 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
         return 0;
     }
     char why[160] = "";
-    if (s->kind == STEP_BLOCKED || plan_blocked(&v->p, &v->l, m, preview_ran, v, why, sizeof why)) {
+    if (s->kind == STEP_BLOCKED || plan_blocked(&v->p, &v->c.l, m, preview_ran, v, why, sizeof why)) {
         int stop = m && m->h.on_error == ON_ERROR_ABORT;
         const char *because = s->kind == STEP_BLOCKED ? s->why : why;
         cJSON_AddStringToObject(mj, "outcome", "blocked");
@@ -218,7 +174,7 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
     struct child_spec spec = {
         .slug = s->slug,
         .path = m->path,
-        .timeout_s = o->timeout > 0 ? o->timeout : m->h.timeout > 0 ? m->h.timeout : DEFAULT_TIMEOUT_S,
+        .timeout_s = runner_timeout(o, m),
         .grace_s = o->grace,
         .lua_mem_limit = o->memory,
         .kube = &v->k,
@@ -303,7 +259,7 @@ int preview_run(const struct runner_opts *o)
                      "skipped-fresh-install and run %s", p->nseed, o->only ? "only --only" : "nothing");
         else if (p->nseed)
             out_line("legacy: the run would record %zu migrations below version %ld as legacy",
-                     p->nseed, v.l.version);
+                     p->nseed, v.c.l.version);
         out_line("preview of the %s tier: %zu pending, each dry-run in order against a "
                  "copy-on-write view of the cluster; nothing is written", o->only ? "requested" : o->tier,
                  n);

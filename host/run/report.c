@@ -199,13 +199,13 @@ static cJSON *status_json(const struct status_view *v, const struct row *w)
     return j;
 }
 
-static const struct ledger *sort_ledger;
-
-/* Records by time, then slug (RFC 3339 UTC sorts as text). */
-static int by_time(const void *a, const void *b)
+/* Records by time, then slug (RFC 3339 UTC sorts as text); ud is the
+ * ledger (qsort_r: no file-scope state). */
+static int by_time(const void *a, const void *b, void *ud)
 {
+    const struct ledger *l = ud;
     const char *sa = *(const char *const *)a, *sb = *(const char *const *)b;
-    const struct record *ra = ledger_find(sort_ledger, sa), *rb = ledger_find(sort_ledger, sb);
+    const struct record *ra = ledger_find(l, sa), *rb = ledger_find(l, sb);
     int c = strcmp(ra ? ra->at : "", rb ? rb->at : "");
     return c ? c : strcmp(sa, sb);
 }
@@ -233,9 +233,8 @@ static const char **status_slugs(const struct status_view *v, size_t *ns)
         if (!seen)
             slugs[n++] = l->e[i].slug;
     }
-    sort_ledger = l;
     if (n > known)
-        qsort(slugs + known, n - known, sizeof *slugs, by_time);
+        qsort_r(slugs + known, n - known, sizeof *slugs, by_time, (void *)l);
     *ns = n;
     return slugs;
 }

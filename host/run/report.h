@@ -3,7 +3,7 @@
  * nothing: the plan and the ledger are given. */
 #ifndef COZY_REPORT_H
 #define COZY_REPORT_H
-#include "run/ledger.h"
+#include "formats/ledgerdoc.h"
 #include "run/plan.h"
 #include "formats/tree.h"
 

@@ -9,7 +9,7 @@
  * own context. Must never record a migration that did not succeed as ok,
  * record anything after an abort, run a slug whose requires did not succeed
  * in the ledger or in this run, or write in dry run. */
-#include "run/runner.h"
+#include "run/runner_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,52 +20,28 @@
 #include "run/child.h"
 #include "base/defaults.h"
 #include "base/exitcodes.h"
-#include "kube/journal.h"
+#include "formats/journaldoc.h"
 #include "kube/kubeconfig.h"
-#include "run/ledger.h"
-#include "run/lock.h"
+#include "kube/kubeconfig_private.h"
+#include "run/shellenv.h"
 #include "base/log.h"
-#include "run/plan.h"
-#include "run/report.h"
 #include "kube/rest.h"
 #include "base/stop.h"
 #include "formats/tree.h"
 #include "base/util.h"
-#include "run/dispatch.h"
 #include "base/termlog.h"
-
-struct ctx {
-    const struct runner_opts *o;
-    struct rest_client *rest;
-    struct ledger_loc loc;
-    struct tree t;
-    struct ledger l;
-    struct lock lk;
-    struct plan_opts po;
-    char now[32];           /* po.now: refreshed before each record */
-    size_t ledger_bytes;
-    int size_warned;        /* the 80% warning is given once a run */
-    int lock_lost;
-    int stop_said;          /* the stop line was printed */
-    const char *last_slug;  /* the last step begun, for the stop line */
-    const char *last_done;  /* the last migration executed and recorded */
-    struct ran { const char *slug; const char *how; } *ran; /* what this run executed */
-    size_t nran;
-    char identity[256];     /* who the runner acts as, for skipped records (record.by) */
-    int yielded;            /* the background run handed the lock to the upgrade */
-};
 
 static struct rest_client *connect_cluster(const struct runner_opts *o)
 {
     char err[ERRLINE_MAX];
-    struct rest_policy p = {o->k.request_timeout, o->k.max_attempts, o->k.retry_budget};
+    struct rest_policy p = kube_rest_policy(&o->k, log_say);
     struct rest_client *c = rest_new(&o->k.cfg, &p, err, sizeof err);
     if (!c)
         log_fatal("%s", err);
     return c;
 }
 
-static struct report_opts report_opts(const struct runner_opts *o)
+struct report_opts report_opts(const struct runner_opts *o)
 {
     struct report_opts r = {.ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
                             .tier = o->tier, .only = o->only, .dry_run = o->k.dry_run,
@@ -112,138 +88,6 @@ static void event(struct ctx *c, const char *type, const char *reason, const cha
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     ledger_event(&c->loc, c->l.uid, type, reason, msg);
-}
-
-/* ---- ledger access ------------------------------------------------------ */
-
-static int read_ledger(struct ctx *c)
-{
-    char err[ERRLINE_MAX];
-    ledger_free(&c->l);
-    enum ledger_rc rc = ledger_read(&c->loc, &c->l, err, sizeof err);
-    if (rc != LEDGER_OK) {
-        log_fatal("%s", err);
-        return rc == LEDGER_UNTRUSTED ? EXIT_LEDGER : EXIT_CLUSTER;
-    }
-    c->ledger_bytes = c->l.bytes;
-    return 0;
-}
-
-/* How to get a deleted ledger back, for the messages of exit 12. */
-static void restore_advice(const struct ctx *c, char *buf, size_t len)
-{
-    snprintf(buf, len, "restore it from a backup, or create it empty (kubectl create configmap %s "
-             "-n %s, with --from-literal=version=N if the cluster was at legacy version N) so that "
-             "the next run runs every migration again (they are idempotent)", c->loc.name, c->loc.ns);
-}
-
-/* A record write found the ledger gone: exit 12, saying so. */
-static int ledger_gone(struct ctx *c, const char *what)
-{
-    char how[600];
-    restore_advice(c, how, sizeof how);
-    log_fatal("%s: the ledger %s/%s was deleted during the run (NotFound): nothing more runs or "
-              "is recorded. To go on, %s; until then every run refuses (exit 12), since the "
-              "Lease %s/%s records that this cluster had a ledger", what, c->loc.ns, c->loc.name,
-              how, c->loc.ns, c->o->k.lease_name);
-    return EXIT_LEDGER_GONE;
-}
-
-/* After a read: an absent ledger where the Lease records that this cluster
- * had one is refused (a fresh install would record every migration
- * skipped-fresh-install, the ones that never ran among them); a present one
- * read under the lock gets its uid recorded in the Lease (lock.h "ledger").
- * 0 or an exit code. */
-static int check_ledger(struct ctx *c)
-{
-    char err[ERRLINE_MAX], mark[64] = "";
-    int locked = c->lk.held && !c->o->k.dry_run;
-    if (!c->l.exists) {
-        if (locked)
-            snprintf(mark, sizeof mark, "%s", c->lk.mark);
-        else if (lock_read_ledger_mark(c->rest, c->loc.ns, c->o->k.lease_name, mark, sizeof mark,
-                                       err, sizeof err) != 0)
-            log_warn("cannot tell whether this cluster had a ledger before (%s)", err);
-        if (!*mark)
-            return 0;
-        char how[600];
-        restore_advice(c, how, sizeof how);
-        log_fatal("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
-                  "one (uid %s): it was deleted, and nothing runs, since a fresh install would "
-                  "record every migration skipped-fresh-install, those that never ran among them "
-                  "(exit 12). To go on, %s; for a cluster really installed anew, remove the mark "
-                  "(kubectl annotate lease %s -n %s %s-)", c->loc.ns, c->loc.name, c->loc.ns,
-                  c->o->k.lease_name, mark, how, c->o->k.lease_name, c->loc.ns,
-                  LOCK_LEDGER_ANNOTATION);
-        return EXIT_LEDGER_GONE;
-    }
-    if (!locked)
-        return 0;
-    if (lock_note_ledger(&c->lk, c->l.uid, err, sizeof err) != 0) {
-        c->lock_lost = 1;
-        log_error("%s", err);
-        log_fatal("stopping before any migration: this runner no longer holds the lock (exit 5)");
-        return EXIT_LOCK;
-    }
-    return 0;
-}
-
-static int hold(struct ctx *c, const char *what);
-
-/* After a ledger write answered LEDGER_CONFLICT: someone wrote the ledger
- * since this runner last saw it. Either a shell migration of this run (its
- * `kubectl apply` of `version`), or another runner that took the lock over
- * while this one was stopped, in which case the write must not land. The
- * Lease tells which: 1 when it is still ours and at->rv was read afresh
- * (write again), 0 with *rc the exit code otherwise. */
-static int after_conflict(struct ctx *c, const char *what, int *tries, int *rc)
-{
-    char err[ERRLINE_MAX];
-    if (++*tries > 3) {
-        log_fatal("%s: the ledger %s/%s changed under this runner at every try (409 Conflict): "
-                  "something besides the runner and its migrations writes it", what, c->loc.ns,
-                  c->loc.name);
-        *rc = EXIT_CLUSTER;
-        return 0;
-    }
-    if ((*rc = hold(c, what)) != 0)
-        return 0;
-    enum ledger_rc lrc = ledger_refresh(&c->loc, err, sizeof err);
-    if (lrc == LEDGER_GONE) {
-        *rc = ledger_gone(c, what);
-        return 0;
-    }
-    if (lrc != LEDGER_OK) {
-        log_fatal("%s: %s", what, err);
-        *rc = EXIT_CLUSTER;
-        return 0;
-    }
-    log_info("%s: the ledger changed since this runner last read it (resourceVersion now %s); "
-             "the lock is still held, so it writes again", what, c->loc.rv);
-    return 1;
-}
-
-/* Before the run's first write to a ledger the engine did not create (an
- * older chart rendered it): its no-delete label and keep annotation, one
- * metadata merge patch. A refusal is said and the write goes on. 0, or
- * EXIT_LEDGER_GONE. */
-static int protect_once(struct ctx *c)
-{
-    if (c->l.protected_ || !c->l.exists)
-        return 0;
-    char err[ERRLINE_MAX];
-    enum ledger_rc rc;
-    int tries = 0, xrc = 0;
-    while ((rc = ledger_protect(&c->loc, err, sizeof err)) == LEDGER_CONFLICT)
-        if (!after_conflict(c, "labelling the ledger", &tries, &xrc))
-            return xrc;
-    if (rc == LEDGER_GONE)
-        return ledger_gone(c, "labelling the ledger");
-    if (rc != LEDGER_OK)
-        log_warn("could not give the ledger %s/%s its no-delete label and keep annotation: %s",
-                 c->loc.ns, c->loc.name, err);
-    c->l.protected_ = 1; /* tried once a run */
-    return 0;
 }
 
 /* The one line a stop signal ends the run with (the lock released first,
@@ -293,155 +137,40 @@ static int renew_tick(void *ud)
     return 1;
 }
 
-/* Before a migration starts and before a record is written: do we still
- * hold the lock? 0, or EXIT_LOCK after saying so. A write that follows may
- * take only as long as the hold is certain. */
-static int hold(struct ctx *c, const char *what)
-{
-    if (c->o->k.dry_run)
-        return 0;
-    char err[ERRLINE_MAX];
-    if (!c->lock_lost && lock_confirm(&c->lk, err, sizeof err) == 0) {
-        c->loc.deadline = now_mono() + lock_left(&c->lk);
-        return 0;
-    }
-    if (!c->lock_lost) {
-        c->lock_lost = 1;
-        log_error("%s", err);
-    }
-    log_fatal("stopping before %s: this runner no longer holds the lock; nothing more is "
-              "recorded (exit 5)", what);
-    return EXIT_LOCK;
-}
-
-static void new_record(struct ctx *c, const struct step *s, enum rec_state st, struct record *r);
-
-/* The bytes slug's record takes in the ledger as read (0 when none): a
- * new record of it replaces them. */
-static size_t old_bytes(const struct ctx *c, const char *slug)
-{
-    const struct ledger_entry *e = ledger_find_entry(&c->l, slug);
-    return e ? e->bytes : 0;
-}
-
-/* Past LEDGER_SHRINK_AT failed records are written shrunk (record.h). */
-static int shrinking(const struct ctx *c) { return c->ledger_bytes > LEDGER_SHRINK_AT; }
-
-/* The ledger has no room for a record: exit 13, naming the size, the limit
- * and the way out. */
-static int ledger_full(struct ctx *c, const char *slug, size_t need, size_t have, int ran)
-{
-    log_fatal("%s %s: its record may take up to %zu bytes, and the ledger %s/%s holds %zu of "
-              "its %d-byte limit (%d kept free): %s. Make room: failed records are the large "
-              "ones (cozy-migrate status --failed); running each again once fixed (run --only "
-              "SLUG) or skipping it (cozy-migrate skip SLUG --reason TEXT) rewrites it in a few "
-              "hundred bytes (README: The ledger, growth budget)", ran ? "recording" : "not running",
-              slug, need, c->loc.ns, c->loc.name, have, LEDGER_LIMIT, LEDGER_RESERVE,
-              ran ? "the apiserver refused it as too large; it is not recorded and runs again next time"
-                  : "it would run with no room to record its outcome, so nothing ran (exit 13)");
-    return EXIT_LEDGER_FULL;
-}
-
-/* Before a migration runs: room for the largest record its outcome can
- * write (an ok one; a failed one too unless on-error=abort, which records
- * nothing on failure), shrunk when the ledger is past LEDGER_SHRINK_AT. */
-static int room_for(struct ctx *c, const struct step *s)
-{
-    if (c->o->k.dry_run)
-        return 0;
-    struct record *base = malloc(sizeof *base);
-    if (!base) {
-        log_fatal("out of memory");
-        return EXIT_FAILED;
-    }
-    new_record(c, s, REC_OK, base);
-    snprintf(base->runner, sizeof base->runner, "%s", c->lk.holder);
-    int may_fail = s->m && (s->m->h.on_error != ON_ERROR_ABORT || strcmp(s->tier, "background") == 0);
-    size_t max = record_max_bytes(base, may_fail, shrinking(c));
-    free(base);
-    size_t need = ledger_key_bytes(s->slug) + max;
-    size_t have = c->ledger_bytes - old_bytes(c, s->slug);
-    if (max && have + need + LEDGER_RESERVE <= LEDGER_LIMIT)
-        return 0;
-    return ledger_full(c, s->slug, need, c->ledger_bytes, 0);
-}
-
-/* 0, EXIT_LOCK (the lock is gone: not written), EXIT_LEDGER_GONE,
- * EXIT_LEDGER_FULL, EXIT_DENIED (admission refused it) or EXIT_CLUSTER. held: the lock was confirmed for this
- * write just before (finish_step). */
-static int write_record(struct ctx *c, const char *slug, struct record *r, int held)
-{
-    if (c->o->k.dry_run)
-        return 0;
-    char what[200];
-    snprintf(what, sizeof what, "recording %s", slug);
-    int rc = held ? 0 : hold(c, what);
-    if (rc != 0)
-        return rc;
-    if ((rc = protect_once(c)) != 0)
-        return rc;
-    char err[ERRLINE_MAX];
-    snprintf(r->runner, sizeof r->runner, "%s", c->lk.holder);
-    if (r->state == REC_FAILED && shrinking(c))
-        record_shrink(r);
-    struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
-    enum ledger_rc lrc;
-    int tries = 0;
-    while ((lrc = ledger_write(&c->loc, &e, 1, err, sizeof err)) == LEDGER_CONFLICT)
-        if (!after_conflict(c, what, &tries, &rc))
-            return rc;
-    if (lrc == LEDGER_GONE)
-        return ledger_gone(c, what);
-    if (lrc == LEDGER_FULL)
-        return ledger_full(c, slug, ledger_entry_bytes(&e, 1), c->ledger_bytes, 1);
-    if (lrc == LEDGER_UNAVAILABLE) {
-        /* Retried as long as the lock is certain, and no longer: a record
-         * landing after another runner took over would lie. When the hold
-         * lapsed meanwhile (the runner was stopped mid-write), that is the
-         * cause the operator needs to read, not the timeout. */
-        char lerr[ERRLINE_MAX];
-        if (!c->lock_lost && lock_renew(&c->lk, lerr, sizeof lerr) != 0) {
-            c->lock_lost = 1;
-            log_error("%s", lerr);
-        }
-        log_fatal("recording %s: not confirmed while this runner held the lock (%s); it runs "
-                  "again next time (exit 5)", slug, err);
-        return EXIT_LOCK;
-    }
-    if (lrc != LEDGER_OK) {
-        log_fatal("recording %s: %s", slug, err);
-        return lrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
-    }
-    c->ledger_bytes += ledger_entry_bytes(&e, 1) - old_bytes(c, slug);
-    if (!c->size_warned && shrinking(c)) {
-        c->size_warned = 1;
-        log_warn("the ledger %s/%s holds about %zu KiB, past 80%% of the 1 MiB object limit: "
-                 "failed records are written shrunk from now on (README: The ledger, growth budget)",
-                 c->loc.ns, c->loc.name, c->ledger_bytes / 1024);
-    }
-    return 0;
-}
-
-/* A record for step s, stamped now. */
-static void new_record(struct ctx *c, const struct step *s, enum rec_state st, struct record *r)
-{
-    now_rfc3339(c->now);
-    plan_record(&c->t, s, &c->po, st, r);
-}
-
 /* ---- operator control: what a shell child reaches, requires, skips ----- */
 
-/* KUBECONFIG=<a private kubeconfig of the runner's context> in env, for a
- * shell child (kp removes it afterwards). 0, or -1 after reporting. */
-static int shell_kubeconfig(struct ctx *c, struct kube_private *kp, char *env, size_t len)
+/* A private kubeconfig of the runner's context, for a shell child (kp
+ * removes it afterwards). 0, or -1 after reporting. */
+static int shell_kubeconfig(struct ctx *c, struct kube_private *kp)
 {
     char err[ERRLINE_MAX];
     if (kubeconfig_private_write(rest_config(c->rest), kp, err, sizeof err) != 0) {
         log_fatal("%s", err);
         return -1;
     }
-    snprintf(env, len, "KUBECONFIG=%s", kp->path);
     return 0;
+}
+
+/* The environment of step s's shell (shellenv.h), its KUBECONFIG the
+ * private file at kubeconfig. 0, or -1 when it does not fit. */
+static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeconfig,
+                         struct shell_env *e)
+{
+    long top = 0;
+    for (size_t i = 0; i < c->t.legacy.n; i++)
+        if (c->t.legacy.e[i].number > top)
+            top = c->t.legacy.e[i].number;
+    struct shell_env_in in = {
+        .ns = c->o->k.ledger_namespace,
+        .slug = s->slug,
+        .has_version = c->l.has_version,
+        .version = c->l.version,
+        .top_legacy = top,
+        .dry_run_var = c->o->k.dry_run && s->m ? s->m->h.dry_run_var : NULL,
+        .pass_env = c->o->pass_env,
+        .kubeconfig = kubeconfig,
+    };
+    return shell_env_build(e, &in);
 }
 
 /* What happens next after a failure that records nothing, said truly:
@@ -521,89 +250,6 @@ static int skipped_step(struct ctx *c, const struct step *s, size_t k, size_t n)
 }
 
 /* ---- run ---------------------------------------------------------------- */
-
-/* The environment of a shell migration: what the old hook gave its scripts
- * (NAMESPACE, CURRENT_VERSION: the ledger's legacy integer, TARGET_VERSION:
- * one past the highest legacy number), MIGRATION_SLUG, the dry-run variable
- * its header names, what a shell and kubectl need from the runner's own
- * (PATH, HOME, locale, proxies, the in-cluster service host), and every
- * variable --pass-env / PASS_ENV names (a chart value such as a skip-backup
- * switch). Nothing else of the runner's environment reaches it. */
-#define SHELL_ENV_MAX 96
-struct shell_env {
-    char *v[SHELL_ENV_MAX + 1];
-    char buf[16384];
-    size_t used, n;
-};
-
-/* Sets name=value; a later value of the same name replaces the earlier
- * one, so what the runner sets itself always wins (one entry per name:
- * which of two a program reads is its own choice). */
-static int env_add(struct shell_env *e, const char *name, const char *value)
-{
-    if (!value)
-        return 0;
-    size_t need = strlen(name) + strlen(value) + 2, nl = strlen(name);
-    if (e->used + need > sizeof e->buf)
-        return -1;
-    char *at = e->buf + e->used;
-    snprintf(at, need, "%s=%s", name, value);
-    for (size_t i = 0; i < e->n; i++)
-        if (strncmp(e->v[i], name, nl) == 0 && e->v[i][nl] == '=') {
-            e->used += need;
-            e->v[i] = at;
-            return 0;
-        }
-    if (e->n == SHELL_ENV_MAX)
-        return -1;
-    e->used += need;
-    e->v[e->n++] = at;
-    e->v[e->n] = NULL;
-    return 0;
-}
-
-/* kubeconfig: "KUBECONFIG=<the private one>", or "" to pass the runner's. */
-static int shell_env(struct ctx *c, const struct step *s, const char *kubeconfig,
-                     struct shell_env *e)
-{
-    static const char *const keep[] = {
-        "PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "KUBECONFIG",
-        "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_SERVICE_PORT_HTTPS",
-        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", NULL};
-    memset(e, 0, sizeof *e);
-    char cur[32] = "", target[32];
-    long top = 0;
-    for (size_t i = 0; i < c->t.legacy.n; i++)
-        if (c->t.legacy.e[i].number > top)
-            top = c->t.legacy.e[i].number;
-    snprintf(target, sizeof target, "%ld", top + 1);
-    if (c->l.has_version)
-        snprintf(cur, sizeof cur, "%ld", c->l.version);
-    int bad = 0;
-    for (const char *const *k = keep; *k; k++)
-        if (!(*kubeconfig && strcmp(*k, "KUBECONFIG") == 0))
-            bad |= env_add(e, *k, getenv(*k));
-    const char *list = c->o->pass_env;
-    while (list && *list) {
-        size_t len = strcspn(list, ",");
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), list);
-        if (*name)
-            bad |= env_add(e, name, getenv(name));
-        list += len + (list[len] == ',');
-    }
-    bad |= env_add(e, "NAMESPACE", c->o->k.ledger_namespace);
-    bad |= env_add(e, "MIGRATION_SLUG", s->slug);
-    bad |= env_add(e, "CURRENT_VERSION", cur);
-    bad |= env_add(e, "TARGET_VERSION", target);
-    if (c->o->k.dry_run && s->m && *s->m->h.dry_run_var)
-        bad |= env_add(e, s->m->h.dry_run_var, "1");
-    /* Last: the cluster identity is the runner's, whatever --pass-env says
-     * (main.c refuses such names too). */
-    if (*kubeconfig)
-        bad |= env_add(e, "KUBECONFIG", kubeconfig + strlen("KUBECONFIG="));
-    return bad ? -1 : 0;
-}
 
 /* What follows a migration's end: the lock, the progress line, the record,
  * the Event. 0 or an exit code. */
@@ -701,13 +347,12 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     }
     /* a shell child's kubectl reaches the runner's cluster only, as the
      * runner's identity */
-    char env_kc[sizeof ((struct kube_private *)0)->path + 16] = "";
     struct kube_private kp;
     memset(&kp, 0, sizeof kp);
-    if (m->is_shell && shell_kubeconfig(c, &kp, env_kc, sizeof env_kc) != 0)
+    if (m->is_shell && shell_kubeconfig(c, &kp) != 0)
         return EXIT_CLUSTER;
     struct shell_env se;
-    if (m->is_shell && shell_env(c, s, env_kc, &se) != 0) {
+    if (m->is_shell && shell_env_for(c, s, kp.path, &se) != 0) {
         kubeconfig_private_remove(&kp);
         log_fatal("%s: the environment for its shell does not fit", s->slug);
         return EXIT_FAILED;
@@ -721,7 +366,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         .workdir = m->is_shell ? workdir : NULL,
         .env = m->is_shell ? se.v : NULL,
         .env_only = 1,
-        .timeout_s = o->timeout > 0 ? o->timeout : m->h.timeout > 0 ? m->h.timeout : DEFAULT_TIMEOUT_S,
+        .timeout_s = runner_timeout(o, m),
         .grace_s = o->grace,
         .lua_mem_limit = o->memory,
         .kube = &o->k,
@@ -839,8 +484,7 @@ static int run_steps(struct ctx *c, struct plan *p)
     return 0;
 }
 
-/* Reads the ledger and plans; a refusal is reported. 0 or an exit code. */
-static int read_and_plan(struct ctx *c, struct plan *p)
+int read_and_plan(struct ctx *c, struct plan *p)
 {
     int rc;
     plan_free(p);
@@ -956,7 +600,7 @@ static int seed(struct ctx *c, struct plan *p)
     return 0;
 }
 
-static void ctx_free(struct ctx *c)
+void ctx_free(struct ctx *c)
 {
     free(c->ran);
     lock_release(&c->lk);
@@ -965,10 +609,7 @@ static void ctx_free(struct ctx *c)
     rest_free(c->rest);
 }
 
-/* The tree first (a bad one exits before any cluster contact), then the
- * connection. Returns 0 or an exit code, with c ready to free either way.
- * need_tree 0: a tree that does not load is reported and left empty. */
-static int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
+int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
 {
     memset(c, 0, sizeof *c);
     c->o = o;
@@ -981,7 +622,7 @@ static int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, i
     /* Without a manifest there is no tree to show (status reads the ledger
      * alone, quietly); a tree that is there but broken is said. */
     char man_dir[4200];
-    snprintf(man_dir, sizeof man_dir, "%s/migrations/order.d", o->dir);
+    tree_order_d(o->dir, man_dir, sizeof man_dir);
     int loaded = (need_tree || access(man_dir, F_OK) == 0) &&
                  tree_load(o->dir, &c->t, err, sizeof err) == 0;
     if (have_tree)
@@ -1011,6 +652,17 @@ static enum lock_role lock_role(const struct ctx *c)
     const struct migration *m = o->only ? tree_find(&c->t, o->only) : NULL;
     const char *tier = m ? m->tier : o->tier;
     return strcmp(tier, "background") == 0 ? LOCK_ROLE_BACKGROUND : LOCK_ROLE_PRE_APPLY;
+}
+
+int runner_load_plan(struct ctx *c, const struct runner_opts *o, struct plan *p)
+{
+    int rc = open_ctx(c, o, 1, NULL);
+    return rc ? rc : read_and_plan(c, p);
+}
+
+double runner_timeout(const struct runner_opts *o, const struct migration *m)
+{
+    return o->timeout > 0 ? o->timeout : m->h.timeout > 0 ? m->h.timeout : DEFAULT_TIMEOUT_S;
 }
 
 /* The runner lock, for run and skip: 0, or an exit code after saying why. */
@@ -1084,133 +736,6 @@ out:
     if (stop_signal())
         rc = stop_between(&c, NULL);
     plan_free(&p);
-    ctx_free(&c);
-    return rc;
-}
-
-int runner_plan(const struct runner_opts *o)
-{
-    struct ctx c;
-    struct plan p;
-    memset(&p, 0, sizeof p);
-    int rc = open_ctx(&c, o, 1, NULL);
-    if (rc == 0 && (rc = read_and_plan(&c, &p)) == 0) {
-        struct report_opts ro = report_opts(o);
-        report_plan(&c.t, &c.l, &p, &ro);
-    }
-    plan_free(&p);
-    ctx_free(&c);
-    return rc;
-}
-
-/* status: the ledger, with the tree when there is one (checksums, order,
- * what run would leave blocked). */
-int runner_status(const struct runner_opts *o)
-{
-    struct ctx c;
-    int have_tree = 0;
-    struct plan plans[2];
-    memset(plans, 0, sizeof plans);
-    struct manifest man;
-    memset(&man, 0, sizeof man);
-    int have_man = 0;
-    char err[ERRLINE_MAX];
-    int rc = open_ctx(&c, o, 0, &have_tree);
-    if (rc != 0 || (rc = read_ledger(&c)) != 0)
-        goto out;
-    /* The growth budget (README "The ledger"): past LEDGER_SHRINK_AT it
-     * needs a person before it is full. */
-    int needs_person = c.l.exists && shrinking(&c);
-    /* An absent ledger the Lease says existed: a run refuses (exit 12). */
-    char mark[64] = "";
-    if (!c.l.exists &&
-        lock_read_ledger_mark(c.rest, c.loc.ns, o->k.lease_name, mark, sizeof mark, err,
-                              sizeof err) == 0 && *mark)
-        log_warn("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
-                 "one (uid %s): it was deleted, and a run refuses (exit 12) until it is restored "
-                 "(README: The ledger)", c.loc.ns, c.loc.name, c.loc.ns, o->k.lease_name, mark);
-    needs_person |= *mark != '\0';
-    if (c.l.exists && shrinking(&c))
-        log_warn("the ledger %s/%s holds %zu of its %d-byte limit (%zu%%): failed records are "
-                 "written shrunk, and a migration whose largest record cannot fit is not run "
-                 "(exit 13); make room by running again or skipping the failed migrations "
-                 "(README: The ledger, growth budget)", c.loc.ns, c.loc.name, c.l.bytes,
-                 LEDGER_LIMIT, c.l.bytes * 100 / LEDGER_LIMIT);
-    struct status_view v = {.l = &c.l, .t = have_tree ? &c.t : NULL};
-    char *version_problem[2];
-    char vp[200], bp[700];
-    if (have_tree && c.l.exists) {
-        static const char *const tiers[] = {"pre-apply", "background"};
-        for (size_t i = 0; i < 2; i++) {
-            struct plan_opts po = {.tier = tiers[i], .max_attempts = o->max_attempts,
-                                   .now = c.now, .survey = 1, .ns = o->k.ledger_namespace,
-                                   .ledger = o->k.ledger_name};
-            if (plan_build(&c.t, &c.l, &po, &plans[i]) != 0) {
-                log_fatal("out of memory");
-                rc = EXIT_FAILED;
-                goto out;
-            }
-        }
-        v.plans = plans;
-        v.nplans = 2;
-        v.problems = plans[0].problems;
-        v.nproblems = plans[0].nversion;
-    } else if (!have_tree) {
-        /* Ordered by a manifest when one can be read, else by time. */
-        char dir[4200];
-        snprintf(dir, sizeof dir, "%s/migrations/order.d", o->dir);
-        if (access(dir, F_OK) == 0 && manifest_load(dir, &man, err, sizeof err) == 0) {
-            have_man = 1;
-            v.man = &man;
-        }
-        if (c.l.version_bad) {
-            snprintf(vp, sizeof vp, "key 'version' is \"%s\", not a plain decimal", c.l.version_raw);
-            version_problem[v.nproblems++] = vp;
-        }
-        if (c.l.binary_keys) {
-            char cmd[400];
-            snprintf(bp, sizeof bp, "key '%s'%s under binaryData, where the engine never looks: "
-                     "move each into data, or remove binaryData by hand: %s", c.l.binary_key,
-                     c.l.binary_keys > 1 ? " (and more) are" : " is",
-                     plan_kubectl_remove(&c.po, "/binaryData", cmd, sizeof cmd));
-            version_problem[v.nproblems++] = bp;
-        }
-        v.problems = version_problem;
-    }
-    /* The background tier as the dispatcher sees it (its Jobs, retries,
-     * backoff), when the chart's index is there. */
-    struct bg_view *bg = NULL;
-    size_t nbg = 0;
-    if (c.l.exists && !o->status_slug && dispatch_survey(c.rest, o, &c.l, &bg, &nbg) == 0) {
-        v.bg = bg;
-        v.nbg = nbg;
-    }
-    struct report_opts ro = report_opts(o);
-    if (o->status_slug) {
-        int r = report_record(&v, o->status_slug, &ro);
-        if (r < 0) {
-            log_fatal("out of memory");
-            rc = EXIT_FAILED;
-        } else if (r > 0) {
-            log_fatal("%s: no record in the ledger %s/%s%s", o->status_slug, c.loc.ns, c.loc.name,
-                      have_tree ? " and no such migration in this image" : "");
-            rc = EXIT_FAILED;
-        }
-        goto out;
-    }
-    int need = report_status(&v, &ro);
-    dispatch_view_free(bg, nbg);
-    if (need < 0) {
-        log_fatal("out of memory");
-        rc = EXIT_FAILED;
-    } else if (o->failed_only && (need > 0 || needs_person)) {
-        rc = EXIT_FAILED;
-    }
-out:
-    plan_free(&plans[0]);
-    plan_free(&plans[1]);
-    if (have_man)
-        manifest_free(&man);
     ctx_free(&c);
     return rc;
 }

@@ -10,7 +10,7 @@
 #define COZY_RUNNER_H
 #include <stddef.h>
 
-#include "lua/hostctx.h"
+#include "kube/options.h"
 
 struct runner_opts {
     struct kube_options k;      /* cluster, namespace, ledger and lease names, dry run */

@@ -173,6 +173,62 @@ print(require('json').encode({ seen = seen, dropped = dropped }))
     h.contains(res.out, 'sh ... shell: not previewable; what follows is predicted without its effects')
   end)
 
+  it('predicts the steps run takes with SKIP set: the same slugs run, the same recorded skipped', function()
+    local ns = seeded()
+    local body = "kube.patch('cm', 'c1', { data = { [%q] = '1' } }, { namespace = NS })"
+    local dir = tree(ns, { a = body:format('a'), b = body:format('b'), c = body:format('c') },
+      { 'a', 'b', 'c' })
+    local env = { env = { SKIP = 'b', SKIP_REASON = 'not on this cluster' } }
+    local res = preview(dir, ns, '-o', 'json', env)
+    assert.are.equal(0, res.code, res.err)
+    local doc = json.decode(res.out)
+    local predicted, order = {}, {}
+    for _, m in ipairs(doc.migrations) do
+      predicted[#predicted + 1] = m.migration .. ' ' .. m.outcome
+      order[#order + 1] = m.migration
+    end
+    -- the operator's skip is recorded before the walk, as plan shows run's steps
+    assert.are.same({ 'b skipped', 'a ok', 'c ok' }, predicted)
+    local planned = {}
+    for line in h.must(runner.plan(dir, ns, env)).out:gmatch('[^\n]+') do
+      local f = {}
+      for w in line:gmatch('%S+') do f[#f + 1] = w end
+      if f[4] == 'a' or f[4] == 'b' or f[4] == 'c' then planned[#planned + 1] = f[4] end
+    end
+    assert.are.same(planned, order)
+    local would = {}
+    for _, r in ipairs(doc.records) do would[#would + 1] = r.migration .. ' ' .. r.state end
+    assert.are.same({ 'b skipped', 'a ok', 'c ok' }, would)
+    -- the run, told the same, does what the preview said
+    h.must(runner.run(dir, ns, env))
+    local ran = {}
+    for slug, r in pairs(runner.records(ns)) do ran[#ran + 1] = slug .. ' ' .. r.state end
+    table.sort(ran)
+    assert.are.same({ 'a ok', 'b skipped', 'c ok' }, ran)
+    assert.are.equal('Operator', runner.records(ns).b.reason)
+  end)
+
+  it('takes -o text as its help says, the same report as without it', function()
+    local ns = seeded()
+    local dir = tree(ns, { one = "kube.patch('cm', 'c1', { data = { t = '1' } }, { namespace = NS })" },
+      { 'one' })
+    local plain, text = preview(dir, ns), preview(dir, ns, '-o', 'text')
+    assert.are.equal(0, text.code, text.err)
+    assert.are.equal(plain.out:gsub('%(%d+ ms%)', ''), text.out:gsub('%(%d+ ms%)', ''))
+    h.contains(text.out, 'the run would succeed')
+    local bad = preview(dir, ns, '-o', 'table')
+    assert.are.equal(2, bad.code)
+    h.contains(bad.err, "'table' is not text or json")
+  end)
+
+  it('keeps its overlay under TMPDIR', function()
+    local ns = seeded()
+    local dir = tree(ns, { one = "return" }, { 'one' })
+    local res = preview(dir, ns, { env = { TMPDIR = '/nonexistent-tmp' } })
+    assert.are.equal(1, res.code)
+    h.contains(res.err, 'cannot make a private directory in /nonexistent-tmp')
+  end)
+
   it('says so when there is nothing to run', function()
     local ns = seeded()
     local dir = tree(ns, { done = "return" }, { 'done' })

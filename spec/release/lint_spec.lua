@@ -67,6 +67,26 @@ describe('lint', function()
     finding(res, dir, 'migrations/pre-apply/notes.txt:1: slug: ', 'not a migration')
   end)
 
+  it("slug: every entry of a script directory the runner's loader refuses, the runner refusing it too", function()
+    local dir = tree({ ['migrations/pre-apply/one.lua'] = GOOD_LUA,
+      ['migrations/pre-apply/sub/two.lua'] = GOOD_LUA,
+      ['migrations/revoked'] = '',
+      ['legacy-sh/old.sh'] = GOOD_SH, ['legacy-sh/legacy-map'] = '1 old\n',
+      ['legacy-sh/notes.txt'] = 'x' })
+    assert(os.execute('mkdir -p ' .. h.q(dir .. '/migrations/background') .. ' && ln -s nowhere.lua ' ..
+      h.q(dir .. '/migrations/background/gone.lua')))
+    assert(os.execute('mkfifo ' .. h.q(dir .. '/migrations/pre-apply/pipe.lua')))
+    local res = lint(dir)
+    finding(res, dir, 'migrations/pre-apply/sub:1: slug: ', 'a directory; migrations sit directly in')
+    finding(res, dir, 'migrations/background/gone.lua:1: slug: ', 'dangling symlink')
+    finding(res, dir, 'migrations/pre-apply/pipe.lua:1: slug: ', 'not a regular file')
+    finding(res, dir, 'legacy-sh/notes.txt:1: slug: ', 'not a migration (expected <slug>.sh)')
+    -- each is what the runner's loader stops at, one at a time
+    local run = h.cozy('plan', '--dir', dir, '--kubeconfig', '/nonexistent')
+    assert.are.equal(3, run.code, run.err)
+    h.contains(run.err, dir .. '/migrations/pre-apply/')
+  end)
+
   it('header: missing, without on-error, with an unknown key, after code', function()
     local dir = tree({
       ['migrations/pre-apply/none.lua'] = 'return\n',
@@ -226,5 +246,32 @@ describe('lint', function()
     res = lint(dir, '--history')
     assert.are.equal(8, res.code, res.err)
     assert.matches('not in a git repository', res.err, 1, true)
+  end)
+
+  it("lists its rules in --help from its own table, and the README's table is that list", function()
+    local help = h.must(h.cozy('lint', '--help')).out
+    local listed, cur = {}, nil
+    local rules = help:match("Rules %(the README's table is this list%):\n(.*)$")
+    assert.is_truthy(rules, help)
+    for line in rules:gmatch('[^\n]+') do
+      local doc = line:match('^      (.*)$')
+      if doc then
+        cur.doc = cur.doc and (cur.doc .. ' ' .. doc) or doc
+      else
+        local name, when = line:match('^  (%S+) %((.*)%)$')
+        cur = { name = name or line:match('^  (%S+)$'), when = when }
+        listed[#listed + 1] = cur
+      end
+    end
+    local readme = h.slurp(h.root .. '/README.md')
+    local tbl = readme:match('\n| rule | checks |\n|%-%-%-|%-%-%-|\n(.-)\n\n')
+    assert.is_truthy(tbl, 'the rules table in README.md')
+    local rows = {}
+    for row in tbl:gmatch('[^\n]+') do
+      local name, rest, doc = row:match('^| `([^`]+)`(.-) | (.*) |$')
+      rows[#rows + 1] = { name = name, when = rest:match('^ %((.*)%)$'), doc = doc }
+    end
+    assert.are.equal(16, #listed)
+    assert.are.same(listed, rows)
   end)
 end)

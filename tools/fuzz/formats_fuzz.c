@@ -1,4 +1,4 @@
-// sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/kube/journal.c host/kube/apipath.c host/base/util.c
+// sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/base/util.c
 /* formats_fuzz.c: libFuzzer target for the runner's line formats: script
  * headers, order.d batches, `revoked`, `legacy-map` and ledger records. Owns
  * checking that any input is either accepted or refused with one non-empty
@@ -15,7 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "formats/header.h"
-#include "kube/journal.h"
+#include "formats/journaldoc.h"
 #include "formats/manifest.h"
 #include "formats/record.h"
 

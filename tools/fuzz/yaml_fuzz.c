@@ -1,4 +1,4 @@
-// sources: host/formats/yamldoc.c host/lua/luajson.c host/base/mem.c
+// sources: host/formats/yamldoc.c host/formats/yamlemit.c host/base/mem.c
 /* yaml_fuzz.c: libFuzzer target for host/formats/yamldoc.c. Owns checking that any
  * input either loads or fails with a one-line message, that every produced
  * node has a line, and that what yaml_emit writes reads back as the same

@@ -1,0 +1,64 @@
+/* paths.c: where the engine's own files are (see paths.h). Owns the
+ * search order for the stdlib and the default tree, and the temporary
+ * directory; must never guess a path another file then builds again. */
+#include "base/paths.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *paths_stdlib(void)
+{
+    static char dir[PATH_MAX];
+    const char *env = getenv("COZY_STDLIB");
+    if (env && *env) {
+        snprintf(dir, sizeof dir, "%s", env);
+        return dir;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            /* build/cozy-migrate and build/asan/cozy-migrate in a checkout */
+            const char *ups[] = {"/../stdlib", "/../../stdlib", NULL};
+            for (int i = 0; ups[i]; i++) {
+                char cand[PATH_MAX + 32];
+                snprintf(cand, sizeof cand, "%s%s", exe, ups[i]);
+                char *real = realpath(cand, NULL);
+                if (real) {
+                    snprintf(dir, sizeof dir, "%s", real);
+                    free(real);
+                    return dir;
+                }
+            }
+        }
+    }
+    snprintf(dir, sizeof dir, "/usr/share/cozy-migrate/stdlib");
+    return dir;
+}
+
+const char *paths_tree(void)
+{
+    const char *env = getenv("COZY_MIGRATIONS_DIR");
+    if (env && *env)
+        return env;
+    static char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", paths_stdlib());
+    char *slash = strrchr(dir, '/');
+    if (slash && strcmp(slash, "/stdlib") == 0) {
+        *slash = '\0';
+        return dir;
+    }
+    return ".";
+}
+
+const char *paths_tmpdir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}

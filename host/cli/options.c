@@ -1,0 +1,615 @@
+/* options.c: argv into options. Owns parsing argv against a command's
+ * option table (each option at most once, a flag never taken as another's
+ * value), the one handler of every option with its validation, each default
+ * from defaults.h, the environment the hook sets (NAMESPACE, ONLY, DRY_RUN,
+ * SKIP, SKIP_REASON, PASS_ENV, MIGRATIONS_IMAGE), and --help with those
+ * defaults filled in, so no help text repeats one as a literal. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/defaults.h"
+#include "base/exitcodes.h"
+#include "base/log.h"
+#include "base/paths.h"
+#include "base/util.h"
+#include "formats/manifest.h"
+#include "run/shellenv.h"
+
+const char cluster_opts_help[] =
+    "Cluster options:\n"
+    "  --kubeconfig FILE   use exactly this kubeconfig file\n"
+    "  --context NAME      use this kubeconfig context\n"
+    "  --local             use the kubeconfig's context, never in-cluster credentials\n"
+    "  --namespace NS      platform namespace (default $NAMESPACE or {NAMESPACE})\n"
+    "  --log-format FMT    text (default) or json: every line printed is a JSON object\n"
+    "  --retry-for DUR     how long a request is retried through throttling, 5xx and\n"
+    "                      broken connections (default {RETRY_FOR}: an apiserver restart)\n";
+
+/* A default as --help says it: seconds below two minutes ("90s"), else as
+ * a duration is written ("5m", "1h30m"). */
+static void help_duration(double s, char *buf, size_t len)
+{
+    if (s < 120 && s == (double)(long)s)
+        snprintf(buf, len, "%lds", (long)s);
+    else
+        format_duration(s, buf, len);
+}
+
+void help_print(const char *text)
+{
+    char buf[64];
+    for (const char *p = text; *p;) {
+        const char *open = strchr(p, '{');
+        const char *close = open ? strchr(open, '}') : NULL;
+        if (!close) {
+            fputs(p, stdout);
+            break;
+        }
+        fwrite(p, 1, (size_t)(open - p), stdout);
+        size_t n = (size_t)(close - open - 1);
+#define IS(name) (n == strlen(name) && strncmp(open + 1, name, n) == 0)
+        if (IS("TIMEOUT"))
+            help_duration(DEFAULT_TIMEOUT_S, buf, sizeof buf);
+        else if (IS("GRACE"))
+            help_duration(DEFAULT_GRACE_S, buf, sizeof buf);
+        else if (IS("LOCK_WAIT"))
+            help_duration(DEFAULT_LOCK_WAIT_S, buf, sizeof buf);
+        else if (IS("LEASE"))
+            help_duration(DEFAULT_LEASE_S, buf, sizeof buf);
+        else if (IS("RETRY_FOR"))
+            help_duration(DEFAULT_RETRY_BUDGET_S, buf, sizeof buf);
+        else if (IS("MEMORY"))
+            snprintf(buf, sizeof buf, "%d", DEFAULT_MEMORY_MB);
+        else if (IS("MAX_ATTEMPTS"))
+            snprintf(buf, sizeof buf, "%d", DEFAULT_MAX_ATTEMPTS);
+        else if (IS("BACKOFF"))
+            help_duration(DEFAULT_RETRY_BACKOFF_S, buf, sizeof buf);
+        else if (IS("BACKOFF_MAX"))
+            help_duration(DEFAULT_RETRY_BACKOFF_MAX_S, buf, sizeof buf);
+        else if (IS("SKIP_REASON_MAX"))
+            snprintf(buf, sizeof buf, "%d", SKIP_REASON_MAX);
+        else if (IS("NAMESPACE"))
+            snprintf(buf, sizeof buf, "%s", DEFAULT_NAMESPACE);
+        else if (IS("LEDGER"))
+            snprintf(buf, sizeof buf, "%s", DEFAULT_LEDGER_NAME);
+        else
+            snprintf(buf, sizeof buf, "%.*s", (int)(n + 2), open); /* not a default: as it is */
+#undef IS
+        fputs(buf, stdout);
+        p = close + 1;
+    }
+}
+
+void cli_init(struct cli *c, const struct command *cmd, char **env)
+{
+    memset(c, 0, sizeof *c);
+    c->command = cmd;
+    c->cmd = cmd->name;
+    c->env = env;
+    kube_default_options(&c->r.k);
+    const char *ns = getenv("NAMESPACE");
+    if (ns && *ns)
+        c->r.k.ledger_namespace = ns;
+    c->r.tier = "pre-apply";
+    c->r.timeout = DEFAULT_TIMEOUT_S;
+    c->r.lock_timeout = DEFAULT_LOCK_WAIT_S;
+    c->r.lease_duration = DEFAULT_LEASE_S;
+    c->r.grace = DEFAULT_GRACE_S;
+    c->r.max_attempts = DEFAULT_MAX_ATTEMPTS;
+    c->r.memory = (size_t)DEFAULT_MEMORY_MB << 20;
+    c->r.image = getenv("MIGRATIONS_IMAGE");
+    c->r.pass_env = getenv("PASS_ENV");
+    const char *only = getenv("ONLY");
+    c->r.only = only && *only ? only : NULL;
+}
+
+/* A value as it can sit in a one-line message: control bytes escaped,
+ * cut to fit. */
+const char *shown(const char *v, char *buf, size_t cap)
+{
+    size_t at = 0;
+    for (const unsigned char *p = (const unsigned char *)v; *p && at + 5 < cap; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            at += (size_t)snprintf(buf + at, cap - at, *p == '\n' ? "\\n" : *p == '\t' ? "\\t"
+                                                                                 : "\\x%02x", *p);
+        else
+            buf[at++] = (char)*p;
+    }
+    buf[at] = '\0';
+    return buf;
+}
+
+/* Whether s holds a control byte (a newline would print as a line of its
+ * own wherever the value is shown, records and progress included). */
+static int has_control(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return 1;
+    return 0;
+}
+
+/* A namespace name: an RFC 1123 label, at most 63 characters, no dot. */
+static int namespace_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        int alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+        if (!alnum && (ch != '-' || i == 0 || i == n - 1))
+            return 0;
+    }
+    return 1;
+}
+
+/* --pass-env / PASS_ENV: comma-separated environment variable names. 0, or
+ * -1 after reporting. */
+static int pass_env_check(struct cli *c, const char *what, const char *list)
+{
+    char buf[160];
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+        int ok = n > 0 && n < sizeof name && !((name[0] >= '0' && name[0] <= '9'));
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= 'a' && name[i] <= 'z') ||
+                 (name[i] >= '0' && name[i] <= '9') || name[i] == '_';
+        if (!ok) {
+            log_usage(c->cmd, "%s: '%s' is not a comma-separated list of variable names "
+                      "([A-Za-z_][A-Za-z0-9_]*, e.g. SKIP_BACKUP,RETRIES)", what,
+                      shown(list, buf, sizeof buf));
+            return -1;
+        }
+        for (const char *const *r = shell_env_reserved; *r; r++)
+            if (strcmp(name, *r) == 0) {
+                log_usage(c->cmd, "%s: %s is the runner's to set: a shell migration reaches the "
+                          "runner's own cluster as the runner's identity, with the runner's %s; "
+                          "drop it from the list", what, name,
+                          strstr(name, "KUBE") || strstr(name, "PROXY") || strstr(name, "proxy")
+                              ? "connection" : "values");
+                return -1;
+            }
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+/* A Kubernetes object name (RFC 1123 subdomain: what a ConfigMap and a
+ * Lease are named). */
+static int k8s_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        int alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+        if (!alnum && ch != '-' && ch != '.')
+            return 0;
+        if (!alnum && (i == 0 || i == n - 1))
+            return 0;
+    }
+    return 1;
+}
+
+static int duration_arg(struct cli *c, const char *flag, const char *arg, double *out)
+{
+    if (parse_duration(arg, out) != 0 || !(*out > 0)) {
+        log_usage(c->cmd, "--%s: '%s' is not a duration like 90s, 5m or 1h30m", flag, arg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Applies one parsed option. 0, or -1 after reporting a bad value. */
+static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
+{
+    struct runner_opts *r = &c->r;
+    double d;
+    char *end;
+    switch (id) {
+    case OPT_KUBECONFIG:
+    case OPT_CONTEXT:
+        /* An empty value would fall back to KUBECONFIG or current-context:
+         * another cluster than the one asked for. */
+        if (!*arg) {
+            log_usage(c->cmd, "--%s: an empty value names no %s", flag,
+                      id == OPT_KUBECONFIG ? "file" : "context");
+            return -1;
+        }
+        if (id == OPT_KUBECONFIG)
+            r->k.cfg.kubeconfig = arg;
+        else
+            r->k.cfg.context = arg;
+        return 0;
+    case OPT_LOCAL: r->k.cfg.local = 1; return 0;
+    case OPT_DRY_RUN: r->k.dry_run = 1; return 0;
+    case OPT_ONLY: r->only = arg; return 0;
+    case OPT_DIR: r->dir = arg; return 0;
+    case OPT_WORKDIR: c->workdir = arg; return 0;
+    case OPT_QUIET: c->quiet = 1; return 0;
+    case OPT_REPO: c->repo = arg; return 0;
+    case OPT_OUT: c->out = arg; return 0;
+    case OPT_REV: c->rev = arg; return 0;
+    case OPT_CHECK_PREFIX: c->check_prefix = 1; return 0;
+    case OPT_AGAINST: c->against = arg; return 0;
+    case OPT_HISTORY: c->history = 1; return 0;
+    case OPT_FROM: c->from = arg; return 0;
+    case OPT_PASS_ENV:
+        if (pass_env_check(c, "--pass-env", arg) != 0)
+            return -1;
+        r->pass_env = arg;
+        return 0;
+    case OPT_NAMES: c->names = arg; return 0;
+    case OPT_FORCE: r->force = 1; return 0;
+    case OPT_FAILED: r->failed_only = 1; return 0;
+    case OPT_REASON:
+        if (!*arg || strlen(arg) > SKIP_REASON_MAX) {
+            log_usage(c->cmd, "--reason: say why, in 1 to %d bytes", SKIP_REASON_MAX);
+            return -1;
+        }
+        if (has_control(arg)) {
+            log_usage(c->cmd, "--reason: one line of text, without newlines or other control "
+                      "characters (it is recorded and printed as it is)");
+            return -1;
+        }
+        r->skip_reason = arg;
+        return 0;
+    case OPT_ON_ERROR:
+        if (strcmp(arg, "abort") != 0 && strcmp(arg, "warn") != 0) {
+            log_usage(c->cmd, "--on-error: '%s' is not abort or warn", arg);
+            return -1;
+        }
+        c->on_error = arg;
+        return 0;
+    case OPT_NAMESPACE:
+        if (!namespace_valid(arg)) {
+            log_usage(c->cmd, "--namespace: '%s' is not a namespace name (at most 63 lower-case "
+                      "letters, digits and '-', starting and ending with a letter or digit)",
+                      shown(arg, (char[160]){0}, 160));
+            return -1;
+        }
+        r->k.ledger_namespace = arg;
+        return 0;
+    case OPT_LEDGER:
+        if (!k8s_name_valid(arg) || strlen(arg) + strlen(LEASE_SUFFIX) > 253) {
+            log_usage(c->cmd, "--ledger: '%s' is not a ConfigMap name (lower-case letters, "
+                      "digits, '-' and '.', at most %zu characters so that its Lease "
+                      "<name>" LEASE_SUFFIX " is a name too)", shown(arg, (char[160]){0}, 160),
+                      253 - strlen(LEASE_SUFFIX));
+            return -1;
+        }
+        r->k.ledger_name = arg;
+        return 0;
+    case OPT_LOG_FORMAT:
+        if (strcmp(arg, "json") == 0)
+            log_set_json(1);
+        else if (strcmp(arg, "text") == 0)
+            log_set_json(0);
+        else {
+            log_usage(c->cmd, "--log-format: '%s' is not text or json", arg);
+            return -1;
+        }
+        return 0;
+    case OPT_IMAGE: c->image = arg; return 0;
+    case OPT_REQUIRE_DIGEST: c->require_digest = 1; return 0;
+    case OPT_CHECK: c->check = arg; return 0;
+    case OPT_SERVICE_ACCOUNT:
+        if (!k8s_name_valid(arg)) {
+            log_usage(c->cmd, "--service-account: '%s' is not a ServiceAccount name",
+                      shown(arg, (char[160]){0}, 160));
+            return -1;
+        }
+        c->service_account = arg;
+        return 0;
+    case OPT_OUTPUT: {
+        /* each command names its plain format: status a table, preview text */
+        const char *plain = c->command->plain ? c->command->plain : "text";
+        if (strcmp(arg, "json") == 0)
+            r->output_json = 1;
+        else if (strcmp(arg, plain) != 0) {
+            log_usage(c->cmd, "--output: '%s' is not %s or json", arg, plain);
+            return -1;
+        }
+        return 0;
+    }
+    case OPT_TIER:
+        if (strcmp(arg, "pre-apply") != 0 && strcmp(arg, "background") != 0) {
+            log_usage(c->cmd, "--tier: '%s' is not pre-apply or background", arg);
+            return -1;
+        }
+        r->tier = arg;
+        r->tier_given = 1;
+        return 0;
+    case OPT_TIMEOUT:
+        c->timeout_set = 1;
+        return duration_arg(c, flag, arg, &r->timeout);
+    case OPT_LOCK_TIMEOUT:
+        return duration_arg(c, flag, arg, &r->lock_timeout);
+    case OPT_GRACE:
+        return duration_arg(c, flag, arg, &r->grace);
+    case OPT_TICK:
+        return duration_arg(c, flag, arg, &c->tick);
+    case OPT_RETRY_FOR:
+        return duration_arg(c, flag, arg, &r->k.retry_budget);
+    case OPT_LEASE_DURATION:
+        if (duration_arg(c, flag, arg, &d) != 0)
+            return -1;
+        r->lease_duration = d < 1 ? 1 : (int)d;
+        return 0;
+    case OPT_MEMORY: {
+        long mb = strtol(arg, &end, 10);
+        if (*end || end == arg || mb < 1 || mb > 65536) {
+            log_usage(c->cmd, "--memory: '%s' is not a size in MiB (1..65536)", arg);
+            return -1;
+        }
+        r->memory = (size_t)mb << 20;
+        return 0;
+    }
+    case OPT_MAX_ATTEMPTS: {
+        long n = strtol(arg, &end, 10);
+        if (*end || end == arg || n < 1 || n > 1000) {
+            log_usage(c->cmd, "--max-attempts: '%s' is not a number from 1 to 1000", arg);
+            return -1;
+        }
+        r->max_attempts = (int)n;
+        return 0;
+    }
+    case OPT_ENV:
+        if (!strchr(arg, '=') || arg[0] == '=') {
+            log_usage(c->cmd, "--env: '%s' is not NAME=VALUE", arg);
+            return -1;
+        }
+        c->env[c->nenv++] = (char *)arg;
+        return 0;
+    }
+    return -1;
+}
+
+void prescan_log_format(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return;
+        if (strcmp(argv[i], "--log-format=json") == 0 ||
+            (strcmp(argv[i], "--log-format") == 0 && i + 1 < argc &&
+             strcmp(argv[i + 1], "json") == 0))
+            log_set_json(1);
+    }
+}
+
+static const char *flag_name(const struct option *lo, int id)
+{
+    for (; lo->name; lo++)
+        if (lo->val == id)
+            return lo->name;
+    return "?";
+}
+
+/* Whether arg is one of this command's own flags ("--dir", "--dir=x"): a
+ * flag taken as the value of the one before it ("--only --dir X") would
+ * run with --dir as the slug and X left over. */
+static int names_a_flag(const struct option *lo, const char *arg)
+{
+    if (strncmp(arg, "--", 2) != 0)
+        return 0;
+    size_t n = strcspn(arg + 2, "=");
+    for (; lo->name; lo++)
+        if (strlen(lo->name) == n && strncmp(lo->name, arg + 2, n) == 0)
+            return 1;
+    return 0;
+}
+
+int parse(struct cli *c, int argc, char **argv, int *first_arg)
+{
+    const struct command *cmd = c->command;
+    const struct option *lo = cmd->options;
+    char spec[16];
+    /* Options stop at the first operand, except for commands whose operand
+     * may sit among them (new, status, skip). */
+    snprintf(spec, sizeof spec, "%s:%s", cmd->permute ? "" : "+", cmd->shorts ? cmd->shorts : "");
+    opterr = 0;
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, spec, lo, NULL)) != -1) {
+        if (o == OPT_HELP) {
+            if (cmd->help_fn)
+                cmd->help_fn();
+            else
+                help_print(cmd->help);
+            if (strcmp(flag_name(lo, OPT_KUBECONFIG), "kubeconfig") == 0) {
+                fputc('\n', stdout);
+                help_print(cluster_opts_help);
+            }
+            return 1;
+        }
+        if (o == '?' || o == ':') {
+            const char *bad = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "?";
+            if (o == ':')
+                log_usage(c->cmd, "'%s' needs a value", bad);
+            else if (optopt >= 256 && strchr(bad, '='))
+                log_usage(c->cmd, "--%s takes no value ('%s')%s", flag_name(lo, optopt), bad,
+                          optopt == OPT_DRY_RUN ? ": give --dry-run alone, or DRY_RUN=1" : "");
+            else if (optopt && optopt < 256)
+                log_usage(c->cmd, "unknown flag '-%c'", optopt);
+            else
+                log_usage(c->cmd, "unknown flag '%s'", bad);
+            return -1;
+        }
+        if (o == 'o')
+            o = OPT_OUTPUT;
+        const char *name = flag_name(lo, o);
+        if (optarg && names_a_flag(lo, optarg)) {
+            log_usage(c->cmd, "--%s needs a value, but the next argument is the flag '%s'", name,
+                      optarg);
+            return -1;
+        }
+        if (o >= 256 && o - 256 < (int)sizeof c->seen && o != OPT_ENV) {
+            if (c->seen[o - 256]) {
+                log_usage(c->cmd, "--%s is given twice: give it once", name);
+                return -1;
+            }
+            c->seen[o - 256] = 1;
+        }
+        if (apply_opt(c, o, name, optarg) != 0)
+            return -1;
+    }
+    *first_arg = optind;
+    return 0;
+}
+
+int no_operands(struct cli *c, int argc, char **argv, int first)
+{
+    if (first == argc)
+        return 0;
+    log_usage(c->cmd, "unexpected argument '%s'", argv[first]);
+    return EXIT_USAGE;
+}
+
+/* env DRY_RUN, for the commands that take --dry-run: 1 or true is a dry
+ * run; 0, false or empty (or unset) a real one; anything else is refused,
+ * never taken for a real run. 0, or -1 after reporting. */
+int env_dry_run(struct cli *c)
+{
+    const char *v = getenv("DRY_RUN");
+    if (!v || !*v || strcmp(v, "0") == 0 || strcmp(v, "false") == 0)
+        return 0;
+    if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0) {
+        c->r.k.dry_run = 1;
+        return 0;
+    }
+    char buf[160];
+    log_usage(c->cmd, "DRY_RUN='%s' is neither 1 or true (a dry run) nor 0, false or empty (a "
+              "real run): set one of those", shown(v, buf, sizeof buf));
+    return -1;
+}
+
+/* env NAMESPACE, when no --namespace overrides it: a namespace name (the
+ * ledger guard protects it, the runner records into it). 0, or -1 after
+ * reporting. */
+int env_namespace(struct cli *c)
+{
+    char buf[160];
+    if (c->seen[OPT_NAMESPACE - 256] || namespace_valid(c->r.k.ledger_namespace))
+        return 0;
+    log_usage(c->cmd, "NAMESPACE='%s' is not a namespace name (at most 63 lower-case letters, "
+              "digits and '-', starting and ending with a letter or digit)",
+              shown(c->r.k.ledger_namespace, buf, sizeof buf));
+    return -1;
+}
+
+/* A FILE operand of lua and exec: there, readable and a file, or usage. */
+int script_file(struct cli *c, const char *file)
+{
+    struct stat st;
+    const char *why = stat(file, &st) != 0       ? strerror(errno)
+                      : !S_ISREG(st.st_mode)     ? "not a file"
+                      : access(file, R_OK) != 0 ? strerror(errno)
+                                                 : NULL;
+    if (why) {
+        log_usage(c->cmd, "%s: %s", file, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* env SKIP ("slug[,slug]") and SKIP_REASON, for run, plan and preview: the hook's
+ * escape hatch. 0, or an exit code after reporting. */
+int skip_env(struct cli *c)
+{
+    const char *env = getenv("SKIP");
+    if (!env || !*env)
+        return 0;
+    const char *reason = getenv("SKIP_REASON");
+    char buf[160];
+    if (!reason || !*reason || strlen(reason) > SKIP_REASON_MAX) {
+        log_usage(c->cmd, "SKIP=%s needs SKIP_REASON: say why, in 1 to %d bytes",
+                  shown(env, buf, sizeof buf), SKIP_REASON_MAX);
+        return EXIT_USAGE;
+    }
+    if (has_control(reason)) {
+        log_usage(c->cmd, "SKIP_REASON: one line of text, without newlines or other control "
+                  "characters (it is recorded and printed as it is)");
+        return EXIT_USAGE;
+    }
+    if (strlen(env) >= sizeof c->skip_buf) {
+        log_usage(c->cmd, "SKIP is longer than %zu bytes", sizeof c->skip_buf - 1);
+        return EXIT_USAGE;
+    }
+    snprintf(c->skip_buf, sizeof c->skip_buf, "%s", env);
+    size_t n = 0;
+    for (char *p = c->skip_buf, *next; p; p = next) {
+        next = strchr(p, ',');
+        if (next)
+            *next++ = '\0';
+        while (*p == ' ')
+            p++;
+        for (size_t l = strlen(p); l && p[l - 1] == ' ';)
+            p[--l] = '\0';
+        if (!slug_valid(p)) {
+            log_usage(c->cmd, "SKIP: '%s' is not a valid slug (SKIP is slug[,slug...])", p);
+            return EXIT_USAGE;
+        }
+        int dup = 0;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = strcmp(c->skip[i], p) == 0;
+        if (dup)
+            continue;
+        if (n == sizeof c->skip / sizeof c->skip[0]) {
+            log_usage(c->cmd, "SKIP names more than %zu slugs", n);
+            return EXIT_USAGE;
+        }
+        c->skip[n++] = p;
+    }
+    c->r.skip = c->skip;
+    c->r.nskip = n;
+    c->r.skip_reason = reason;
+    return 0;
+}
+
+/* What run, plan, status and skip share once parsed. 0 or an exit code. */
+int runner_finish(struct cli *c, int argc, char **argv, int first)
+{
+    if (no_operands(c, argc, argv, first))
+        return EXIT_USAGE;
+    struct runner_opts *o = &c->r;
+    char buf[300];
+    int only_flag = c->seen[OPT_ONLY - 256];
+    if (o->only && !slug_valid(o->only)) {
+        log_usage(c->cmd, "%s: '%s' is not a valid slug", only_flag ? "--only" : "ONLY",
+                  shown(o->only, buf, sizeof buf));
+        return EXIT_USAGE;
+    }
+    if (o->force && !o->only) {
+        log_usage(c->cmd, "--force applies to --only SLUG (or ONLY): alone it changes nothing");
+        return EXIT_USAGE;
+    }
+    if (env_namespace(c) != 0)
+        return EXIT_USAGE;
+    if (!c->seen[OPT_PASS_ENV - 256] && o->pass_env && pass_env_check(c, "PASS_ENV", o->pass_env))
+        return EXIT_USAGE;
+    if (o->image && (has_control(o->image) || strlen(o->image) > IMAGE_MAX)) {
+        log_usage(c->cmd, "MIGRATIONS_IMAGE='%s' is not an image reference: one line of at most "
+                  "%d bytes, no control characters (it is recorded in every record)",
+                  shown(o->image, buf, sizeof buf), IMAGE_MAX);
+        return EXIT_USAGE;
+    }
+    if (!o->dir)
+        o->dir = o->k.cfg.local ? "." : paths_tree();
+    static char lease[300];
+    snprintf(lease, sizeof lease, "%s" LEASE_SUFFIX, o->k.ledger_name);
+    o->k.lease_name = lease;
+    if (!c->timeout_set)
+        o->timeout = 0; /* each header's own timeout applies */
+    return 0;
+}
+

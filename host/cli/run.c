@@ -1,0 +1,240 @@
+/* run.c: the runner's commands: run, plan, preview, status, skip. Owns
+ * their option tables, their --help, and what each checks of its operands
+ * and environment before handing its options to run/ (runner.h,
+ * preview.h), which does the work. */
+#include "cli/cli.h"
+
+#include <string.h>
+
+#include "base/exitcodes.h"
+#include "base/log.h"
+#include "formats/manifest.h"
+#include "run/preview.h"
+#include "run/runner.h"
+
+const char help_run[] =
+    "Usage: cozy-migrate run [options]\n"
+    "\n"
+    "Takes the runner lock (a Lease next to the ledger), reads the ledger,\n"
+    "validates the migrations tree, and runs every pending migration of the\n"
+    "tier in manifest order, each in a supervised child process, recording\n"
+    "each outcome in the ledger. On a fresh cluster (no ledger) it records\n"
+    "every migration as skipped-fresh-install and runs nothing.\n"
+    "\n"
+    "Options:\n"
+    "  --tier TIER          pre-apply (default) or background\n"
+    "  --only SLUG          re-run exactly this migration, even if recorded (env ONLY)\n"
+    "  --dry-run            Lua migrations send every write with dryRun=All; shell\n"
+    "                       migrations are listed, not run; nothing is recorded (env DRY_RUN)\n"
+    "  --timeout DURATION   per-migration timeout, overriding every header (default:\n"
+    "                       the header's timeout, else 10m)\n"
+    "  --lock-timeout DUR   how long to wait for another runner's lock (default {LOCK_WAIT})\n"
+    "  --lease-duration DUR how long the lock lives without renewal (default {LEASE}); the run\n"
+    "                       stops (exit 5) if no renewal is confirmed for most of it\n"
+    "  --grace DURATION     TERM-to-KILL delay on timeout (default {GRACE})\n"
+    "  --max-attempts N     background: retries of a failed migration (default {MAX_ATTEMPTS})\n"
+    "  --ledger NAME        the ledger ConfigMap (default {LEDGER})\n"
+    "  --dir DIR            the tree holding migrations/ and legacy-sh/ (default: the\n"
+    "                       image's, or the working tree with --local)\n"
+    "  --memory MIB         memory cap of a Lua migration (default {MEMORY})\n"
+    "  --force              with --only: run a legacy migration whose script stamps a\n"
+    "                       `version` older than the ledger's, or one whose requires\n"
+    "                       are not recorded ok\n"
+    "  --pass-env A,B       variables passed to shell migrations (env PASS_ENV); they get\n"
+    "                       NAMESPACE, MIGRATION_SLUG, CURRENT_VERSION, TARGET_VERSION, PATH,\n"
+    "                       HOME, locale and proxy settings, and nothing else of the runner's;\n"
+    "                       never KUBECONFIG, KUBERNETES_SERVICE_*, the proxies or those four\n"
+    "                       (the cluster identity is the runner's)\n"
+    "\n"
+    "A migration runs only when every slug it requires is recorded ok, legacy or\n"
+    "skipped-fresh-install (or ran ok earlier in the run); otherwise it is blocked:\n"
+    "not run, nothing recorded, and an on-error=abort one stops the run.\n"
+    "\n"
+    "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN (1 or true;\n"
+    "0, false or empty), PASS_ENV, SKIP=slug[,slug] with SKIP_REASON (record them\n"
+    "skipped by the operator first). Each flag at most once.\n"
+    "Exit codes: 0 ok, 1 a migration failed or was blocked, 2 usage, 3 invalid\n"
+    "packaging, 4 retention floor, 5 lock not acquired, 6 cluster unreachable or\n"
+    "forbidden, 7 untrustworthy ledger (nothing ran), 11 refused by what the\n"
+    "ledger records (SKIP of a slug recorded ok; --only of a legacy slug without\n"
+    "--force).\n";
+
+const char help_plan[] =
+    "Usage: cozy-migrate plan [options]\n"
+    "\n"
+    "Prints what `run` would do with the same options: the migrations it would\n"
+    "run in order, and why each other one is skipped. Writes nothing and takes\n"
+    "no lock.\n"
+    "\n"
+    "Options: every option of run, with the same meaning (see 'cozy-migrate run\n"
+    "--help'), so a run's command line can be planned as it is: --tier, --only,\n"
+    "--force, --dry-run, --max-attempts, --ledger, --dir and the cluster options\n"
+    "change the plan; --timeout, --lock-timeout, --lease-duration, --grace,\n"
+    "--memory and --pass-env are checked and change nothing in it. Env DRY_RUN,\n"
+    "ONLY, SKIP and SKIP_REASON too. Exits as run would refuse (7 for a ledger\n"
+    "that cannot be trusted, naming each bad key).\n";
+
+/* run's options; plan takes the same, so a run's command line can be
+ * planned as it is (the timing options change nothing in a plan). */
+const struct option opts_run[] = {
+    CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
+    OPT("timeout", required_argument, OPT_TIMEOUT),
+    OPT("memory", required_argument, OPT_MEMORY), OPT("tier", required_argument, OPT_TIER),
+    OPT("only", required_argument, OPT_ONLY),
+    OPT("lock-timeout", required_argument, OPT_LOCK_TIMEOUT),
+    OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
+    OPT("grace", required_argument, OPT_GRACE),
+    OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
+    OPT("force", no_argument, OPT_FORCE), OPT("pass-env", required_argument, OPT_PASS_ENV),
+    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+};
+
+int cmd_run(struct cli *c, int argc, char **argv, int first)
+{
+    int rc;
+    if (env_dry_run(c) != 0)
+        return EXIT_USAGE;
+    if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
+        return rc;
+    return runner_run(&c->r);
+}
+
+int cmd_plan(struct cli *c, int argc, char **argv, int first)
+{
+    int rc;
+    if (env_dry_run(c) != 0)
+        return EXIT_USAGE;
+    if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
+        return rc;
+    return runner_plan(&c->r);
+}
+
+const char help_preview[] =
+    "Usage: cozy-migrate preview [options]\n"
+    "\n"
+    "What an upgrade would do to this cluster: runs every pending Lua migration\n"
+    "of the tier in manifest order, each in its supervised child as `run` would,\n"
+    "with every write sent dryRun=All, and keeps the apiserver's answers in a\n"
+    "copy-on-write overlay that later reads (and later migrations) see. Prints\n"
+    "each migration's outcome, each object it would change (field: old -> new)\n"
+    "and the records the run would write. Shell migrations are listed as not\n"
+    "previewable. Takes no lock, writes no record, no Event, nothing that\n"
+    "persists. Exit 0 when the run would succeed, 1 when it would stop.\n"
+    "\n"
+    "Options:\n"
+    "  --tier TIER          pre-apply (default) or background\n"
+    "  --only SLUG          preview re-running exactly this migration\n"
+    "  -o, --output FMT     text (default) or json (one document, for a CI gate)\n"
+    "  --timeout, --memory, --ledger, --dir as for run\n";
+
+const struct option opts_preview[] = {
+    CLUSTER_OPTS, OPT("tier", required_argument, OPT_TIER), OPT("only", required_argument, OPT_ONLY),
+    OPT("output", required_argument, OPT_OUTPUT), OPT("timeout", required_argument, OPT_TIMEOUT),
+    OPT("memory", required_argument, OPT_MEMORY), OPT("ledger", required_argument, OPT_LEDGER),
+    OPT("dir", required_argument, OPT_DIR), END,
+};
+
+int cmd_preview(struct cli *c, int argc, char **argv, int first)
+{
+    int rc;
+    /* what run would be told: SKIP and SKIP_REASON too */
+    if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
+        return rc;
+    return preview_run(&c->r);
+}
+
+const char help_status[] =
+    "Usage: cozy-migrate status [SLUG] [options]\n"
+    "\n"
+    "Prints the ledger as a table: migration, state, when, attempts, batch,\n"
+    "tier, and whether the recorded checksum matches the shipped script. A\n"
+    "pending migration that run would not run shows as blocked. Without a tree\n"
+    "(no migrations/order.d under --dir) it reads the ledger alone, by time.\n"
+    "With SLUG, prints that whole record: message, output tail, journal.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output FMT     table (default) or json\n"
+    "  --failed             only what needs a person (failed, blocked, unreadable,\n"
+    "                       a bad version); exit 1 when there is any\n"
+    "  --ledger NAME, --dir DIR as for run\n";
+
+const struct option opts_status[] = {
+    CLUSTER_OPTS, OPT("output", required_argument, OPT_OUTPUT),
+    OPT("failed", no_argument, OPT_FAILED),
+    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+};
+
+int cmd_status(struct cli *c, int argc, char **argv, int first)
+{
+    int rc;
+    if (first < argc) {
+        const char *slug = argv[first++];
+        if (!slug_valid(slug)) {
+            log_usage(c->cmd, "'%s' is not a valid slug", slug);
+            return EXIT_USAGE;
+        }
+        if (c->r.failed_only) {
+            log_usage(c->cmd, "--failed lists every slug that needs a person; it takes no SLUG");
+            return EXIT_USAGE;
+        }
+        c->r.status_slug = slug;
+    }
+    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_status(&c->r);
+}
+
+const char help_skip[] =
+    "Usage: cozy-migrate skip SLUG --reason TEXT [options]\n"
+    "\n"
+    "The operator's escape hatch: records SLUG in the ledger as\n"
+    "{\"state\":\"skipped\",\"reason\":\"Operator\",\"message\":TEXT,\"by\":WHO,\"at\":...}\n"
+    "under the runner lock, without running it. WHO is the identity the\n"
+    "cluster config resolved (user and context, or the service account). A\n"
+    "skipped slug is not pending; a slug that requires it is blocked; `run\n"
+    "--only SLUG` runs it later and rewrites the record. The hook does the\n"
+    "same for env SKIP=slug[,slug] with SKIP_REASON (Helm values\n"
+    "migrations.skip and migrations.skipReason).\n"
+    "\n"
+    "Options:\n"
+    "  --reason TEXT        why (required; recorded as the message)\n"
+    "  --dry-run            say what would be recorded, write nothing\n"
+    "  --lock-timeout DUR   how long to wait for another runner's lock (default {LOCK_WAIT})\n"
+    "  --lease-duration DUR how long the lock lives without renewal (default {LEASE})\n"
+    "  --ledger NAME, --dir DIR as for run\n"
+    "\n"
+    "Exit codes: 0 recorded (or already skipped with this reason), 2 usage or a\n"
+    "slug revoked or absent from the image, 5 lock not acquired, 6 cluster,\n"
+    "7 untrustworthy ledger, 11 the slug is recorded ok, legacy or\n"
+    "skipped-fresh-install (a migration that ran is never skipped).\n";
+
+const struct option opts_skip[] = {
+    CLUSTER_OPTS, OPT("reason", required_argument, OPT_REASON),
+    OPT("dry-run", no_argument, OPT_DRY_RUN),
+    OPT("lock-timeout", required_argument, OPT_LOCK_TIMEOUT),
+    OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
+    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+};
+
+int cmd_skip(struct cli *c, int argc, char **argv, int first)
+{
+    int rc;
+    if (first >= argc) {
+        log_usage(c->cmd, "expected a SLUG");
+        return EXIT_USAGE;
+    }
+    if (env_dry_run(c) != 0)
+        return EXIT_USAGE;
+    static const char *slug[1];
+    slug[0] = argv[first++];
+    if (!slug_valid(slug[0])) {
+        log_usage(c->cmd, "'%s' is not a valid slug", slug[0]);
+        return EXIT_USAGE;
+    }
+    if (!c->r.skip_reason) {
+        log_usage(c->cmd, "--reason TEXT is required: say why %s is skipped", slug[0]);
+        return EXIT_USAGE;
+    }
+    c->r.only = NULL; /* env ONLY is the hook's, not the skip command's */
+    c->r.skip = slug;
+    c->r.nskip = 1;
+    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_skip(&c->r);
+}

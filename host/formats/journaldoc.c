@@ -1,0 +1,140 @@
+/* journaldoc.c: the write journal as a document (see journaldoc.h). Owns
+ * its JSON form (writes, changed, unknown, entries, more, truncated), reading
+ * a log another process wrote without trusting a count or a string past its
+ * bounds, and cutting the JSON to a size with a marker and the true counts.
+ * Knows nothing of requests: kube/journal.c records the writes. */
+#include "formats/journaldoc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "fields": ["path: old -> new", ...] from the newline-separated text. */
+static int add_fields(cJSON *x, const char *text)
+{
+    cJSON *arr = cJSON_AddArrayToObject(x, "fields");
+    if (!arr)
+        return 0;
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n");
+        cJSON *line = cJSON_CreateString("");
+        char *copy = malloc(n + 1);
+        if (!line || !copy || !cJSON_AddItemToArray(arr, line)) {
+            cJSON_Delete(line);
+            free(copy);
+            return 0;
+        }
+        memcpy(copy, p, n);
+        copy[n] = '\0';
+        cJSON_SetValuestring(line, copy);
+        free(copy);
+        p += n + (p[n] == '\n');
+    }
+    return 1;
+}
+
+static cJSON *log_json(const struct journal_log *j);
+
+cJSON *journal_log_json(const struct journal_log *shared)
+{
+    if (!shared || !shared->active)
+        return NULL;
+    /* Another process wrote it: read a copy, and trust no count or string
+     * beyond its bounds. */
+    struct journal_log *j = malloc(sizeof *j);
+    if (!j)
+        return NULL;
+    memcpy(j, shared, sizeof *j);
+    if (j->kept > JOURNAL_KEEP)
+        j->kept = JOURNAL_KEEP;
+    if (j->writes < j->kept)
+        j->writes = j->kept;
+    if (j->changed > j->writes)
+        j->changed = j->writes;
+    if (j->unknown > j->writes - j->changed)
+        j->unknown = j->writes - j->changed;
+    for (size_t i = 0; i < j->kept; i++) {
+        struct journal_entry *e = &j->e[i];
+        e->verb[sizeof e->verb - 1] = e->resource[sizeof e->resource - 1] = '\0';
+        e->ns[sizeof e->ns - 1] = e->name[sizeof e->name - 1] = '\0';
+        e->fields[sizeof e->fields - 1] = '\0';
+        if (e->changed < -1 || e->changed > 1)
+            e->changed = -1;
+    }
+    cJSON *o = log_json(j);
+    free(j);
+    return o;
+}
+
+static cJSON *log_json(const struct journal_log *j)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "entries");
+    if (!o || !arr || !cJSON_AddNumberToObject(o, "writes", (double)j->writes) ||
+        !cJSON_AddNumberToObject(o, "changed", (double)j->changed) ||
+        (j->unknown && !cJSON_AddNumberToObject(o, "unknown", (double)j->unknown)) ||
+        (j->writes > j->kept && !cJSON_AddNumberToObject(o, "more", (double)(j->writes - j->kept)))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    for (size_t i = 0; i < j->kept; i++) {
+        const struct journal_entry *e = &j->e[i];
+        cJSON *x = cJSON_CreateObject();
+        if (!x || !cJSON_AddItemToArray(arr, x) || !cJSON_AddStringToObject(x, "verb", e->verb) ||
+            !cJSON_AddStringToObject(x, "resource", e->resource) ||
+            (*e->ns && !cJSON_AddStringToObject(x, "namespace", e->ns)) ||
+            !cJSON_AddStringToObject(x, "name", e->name) ||
+            !cJSON_AddNumberToObject(x, "status", (double)e->status) ||
+            !(e->changed < 0 ? cJSON_AddNullToObject(x, "changed")
+                             : cJSON_AddBoolToObject(x, "changed", e->changed)) ||
+            (e->dry_run && !cJSON_AddTrueToObject(x, "dry_run")) ||
+            (*e->fields && !add_fields(x, e->fields))) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+void journal_summary(size_t writes, size_t changed, char *buf, size_t len)
+{
+    snprintf(buf, len, "%zu write%s, %zu changed", writes, writes == 1 ? "" : "s", changed);
+}
+
+char *journal_fit(const char *text, size_t cap)
+{
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    cJSON *entries = cJSON_GetObjectItemCaseSensitive(o, "entries");
+    if (!cJSON_IsObject(o) || !cJSON_IsArray(entries)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    while (s && strlen(s) + 1 > cap && cJSON_GetArraySize(entries) > 0) {
+        cJSON_free(s);
+        /* Halve what is over rather than one entry at a time: a journal of
+         * 50 large entries fits in a few steps. */
+        int n = cJSON_GetArraySize(entries), cut = n > 8 ? n / 4 : 1;
+        for (int i = 0; i < cut; i++)
+            cJSON_DeleteItemFromArray(entries, cJSON_GetArraySize(entries) - 1);
+        const cJSON *more = cJSON_GetObjectItemCaseSensitive(o, "more");
+        double was = cJSON_IsNumber(more) ? more->valuedouble : 0;
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "more");
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "truncated");
+        if (!cJSON_AddNumberToObject(o, "more", was + cut) || !cJSON_AddTrueToObject(o, "truncated")) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        s = cJSON_PrintUnformatted(o);
+    }
+    cJSON_Delete(o);
+    if (s && strlen(s) + 1 > cap) {
+        /* Not even the counts fit: no journal at all beats a broken one. */
+        cJSON_free(s);
+        return NULL;
+    }
+    /* the caller frees with free(): cJSON's hooks may count (mem.h) */
+    char *out = s ? strdup(s) : NULL;
+    cJSON_free(s);
+    return out;
+}

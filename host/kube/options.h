@@ -1,0 +1,34 @@
+/* options.h: what every request to the cluster depends on: which cluster
+ * and as whom, dry run, the names no script may write, and the retry
+ * policy's bounds. Filled by the CLI, read by the runner, the preview and
+ * a migration's kube module (through its host context). */
+#ifndef COZY_KUBE_OPTIONS_H
+#define COZY_KUBE_OPTIONS_H
+
+#include "kube/kubeconfig.h"
+#include "kube/rest.h"
+
+/* What every request a script makes depends on. The strings are borrowed:
+ * they must outlive every state the options are attached to (argv, or
+ * static storage in main.c). */
+struct kube_options {
+    struct kube_config_opts cfg;    /* which cluster, as whom */
+    int dry_run;                    /* every mutating request gets dryRun=All */
+    const char *ledger_namespace;   /* the platform namespace: ledger and lock live there */
+    const char *ledger_name;        /* the ledger ConfigMap no script may write */
+    const char *lease_name;         /* the runner lock no script may write */
+    double request_timeout;         /* seconds per attempt */
+    int max_attempts;               /* per request, including the first */
+    double retry_budget;            /* seconds across all attempts */
+};
+
+/* The defaults of defaults.h (the ledger's names, the request timeout, the
+ * attempts and the retry budget). */
+void kube_default_options(struct kube_options *o);
+
+/* The retry policy every client of these options uses (the runner's, the
+ * preview's, a migration's kube module): the one place it is taken from
+ * them. say gets the client's diagnostics (a retry, an apiserver warning),
+ * one line each; the layers below print nothing themselves. */
+struct rest_policy kube_rest_policy(const struct kube_options *o, void (*say)(const char *line));
+#endif

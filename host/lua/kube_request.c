@@ -1,0 +1,589 @@
+/* kube_request.c: the request policy under every kube verb.
+ *
+ * Owns, for each request a script makes and each one the host makes for it:
+ * the one door to the wire (wire()), where the guard judges the method, path
+ * and body as sent (a path it cannot judge is refused), dryRun=All goes in
+ * the query of every mutating request in dry-run mode and in a DELETE's
+ * options body, and nothing leaves once the migration's deadline has
+ * passed; which requests count as idempotent when handing them to rest.c
+ * (which owns retries, bounded here by the migration's deadline); the
+ * request's C memory boxed while Lua code that may raise runs; the write
+ * journal and the dry-run report of each write. Must never mark a request
+ * idempotent whose repetition is unsafe, send a request that did not pass
+ * wire(), nor let a script reach the ledger. */
+#include "lua/kube_int.h"
+
+#include <curl/curl.h>
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/defaults.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "kube/dryrun.h"
+#include "kube/guard.h"
+#include "lua/luajson.h"
+
+/* Writes each line of text (newline-separated) as the migration's own
+ * output: what the dry run would change belongs with what the script
+ * printed. */
+void kube_say_lines(const char *text)
+{
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n");
+        out_line("%.*s", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+void kube_sb_add(struct sbuf *b, const char *s)
+{
+    size_t l = strlen(s);
+    if (b->oom)
+        return;
+    if (b->n + l + 1 > b->cap) {
+        size_t nc = (b->n + l + 1) * 2;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, l + 1);
+    b->n += l;
+}
+
+/* A query key as the apiserver names its parameters (labelSelector,
+ * fieldManager, ...): letters and digits. dryRun is the host's alone. */
+static int query_key_ok(const char *k)
+{
+    if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z')) || strcasecmp(k, "dryRun") == 0)
+        return 0;
+    for (; *k; k++)
+        if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') || (*k >= '0' && *k <= '9')))
+            return 0;
+    return 1;
+}
+
+/* Appends the spec's query table, URL-escaped. Returns -1 on a bad key or
+ * value. May raise (memory). */
+static int append_query(struct sbuf *b, lua_State *L, int qidx, int *first)
+{
+    if (lua_isnil(L, qidx))
+        return 0;
+    if (!lua_istable(L, qidx))
+        return -1;
+    lua_pushnil(L);
+    while (lua_next(L, qidx) != 0) {
+        if (lua_type(L, -2) != LUA_TSTRING || !query_key_ok(lua_tostring(L, -2))) {
+            lua_pop(L, 2);
+            return -1;
+        }
+        const char *v = lua_type(L, -1) == LUA_TBOOLEAN ? (lua_toboolean(L, -1) ? "true" : "false")
+                        : lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TSTRING
+                            ? lua_tostring(L, -1)
+                            : NULL;
+        if (!v) {
+            lua_pop(L, 2);
+            return -1;
+        }
+        char *ek = curl_easy_escape(NULL, lua_tostring(L, -2), 0);
+        char *ev = curl_easy_escape(NULL, v, 0);
+        if (!ek || !ev)
+            b->oom = 1;
+        else {
+            kube_sb_add(b, *first ? "?" : "&");
+            kube_sb_add(b, ek);
+            kube_sb_add(b, "=");
+            kube_sb_add(b, ev);
+            *first = 0;
+        }
+        curl_free(ek);
+        curl_free(ev);
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+static const char *opt_field(lua_State *L, int t, const char *k)
+{
+    lua_getfield(L, t, k);
+    const char *s = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the string stays alive: it is owned by the spec table */
+    return s;
+}
+
+/* Header values a script may ask for: fixed lists, so no text of its own
+ * reaches a header line. */
+static const char *const CONTENT_TYPES[] = {
+    "application/json", "application/merge-patch+json", "application/json-patch+json",
+    "application/strategic-merge-patch+json", "application/apply-patch+yaml", NULL};
+static const char *const ACCEPTS[] = {"application/json", NULL};
+
+static int allowed(const char *const *list, const char *v)
+{
+    if (!v)
+        return 1;
+    for (; *list; list++)
+        if (strcmp(*list, v) == 0)
+            return 1;
+    return 0;
+}
+
+void kube_req_release(struct req *q)
+{
+    cJSON_free(q->body);
+    cJSON_Delete(q->jbody);
+    cJSON_Delete(q->before);
+    free(q->path.p);
+    if (q->have_res)
+        rest_result_free(&q->res);
+    memset(q, 0, sizeof *q);
+}
+
+static int req_gc(lua_State *L)
+{
+    kube_req_release(luaL_checkudata(L, 1, REQ_MT));
+    return 0;
+}
+
+/* Pushes a new, empty box. May raise (memory). */
+struct req *kube_req_box(lua_State *L)
+{
+    struct req *q = lua_newuserdatauv(L, sizeof *q, 0);
+    memset(q, 0, sizeof *q);
+    ljson_box_metatable(L, REQ_MT, req_gc);
+    return q;
+}
+
+/* ---- the wire ---------------------------------------------------------- */
+
+/* The guard's view of this state's run: the protected names, the runner's
+ * component, and whether requests go out as dry runs. */
+static struct guard_target guard_for(const struct host_ctx *hc)
+{
+    const struct kube_options *ko = &hc->kube;
+    struct guard_target gt = {ko->ledger_namespace, ko->ledger_name, ko->lease_name,
+                              EVENT_COMPONENT, ko->dry_run};
+    return gt;
+}
+
+/* One request as it will be sent: path with its query. */
+struct wire_req {
+    const char *method, *path, *accept, *ctype;
+    const char *body;
+    size_t body_len;
+    int safe;
+};
+
+enum wire_rc {
+    WIRE_OK = 0,        /* sent, a 2xx came back */
+    WIRE_FAILED,        /* sent (or tried): out->err says how it failed */
+    WIRE_REFUSED,       /* not sent: the guard refused it (*gv, why) */
+    WIRE_LATE,          /* not sent: the migration's deadline has passed */
+    WIRE_NOMEM,         /* not sent: no memory to mark it a dry run */
+};
+
+/* Whether a query string carries dryRun=All. */
+static int has_dry_run(const char *query)
+{
+    for (const char *p = query; p && *p;) {
+        size_t n = strcspn(p, "&");
+        if (n == strlen("dryRun=All") && strncmp(p, "dryRun=All", n) == 0)
+            return 1;
+        p += n + (p[n] == '&');
+    }
+    return 0;
+}
+
+/* A DeleteOptions body marked as a dry run: the apiserver reads a DELETE's
+ * options from its body when it has one, and the query's dryRun is then
+ * ignored. NULL when the body is not a JSON object (a dry run cannot vouch
+ * for it) or memory ran out. */
+static char *dry_run_body(const char *body, size_t len)
+{
+    cJSON *o = cJSON_ParseWithLength(body, len);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    /* every spelling a loose decoder might read */
+    for (cJSON *it = o->child, *next; it; it = next) {
+        next = it->next;
+        if (it->string && strcasecmp(it->string, "dryRun") == 0)
+            cJSON_Delete(cJSON_DetachItemViaPointer(o, it));
+    }
+    const char *all[] = {"All"};
+    cJSON *arr = cJSON_CreateStringArray(all, 1);
+    if (!arr || !cJSON_AddItemToObject(o, "dryRun", arr)) {
+        cJSON_Delete(arr);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* The one door between kube.c and the apiserver: every request a script's
+ * call sends, and every one the host builds for it (a read before a write,
+ * discovery, the preview's rewrite of a write), goes out here, so the
+ * promises hold on what is actually sent. In order: the guard judges the
+ * method, path and body as sent; in a dry run the query carries dryRun=All
+ * and a DELETE's body says dryRun too; once the migration's deadline has
+ * passed nothing leaves (rest.c checks again before each attempt). Makes no
+ * Lua call, so nothing here can raise. */
+static enum wire_rc wire(struct host_ctx *hc, struct kube_client *c, const struct wire_req *w,
+                         struct rest_result *out, enum guard_verdict *gv, char *why,
+                         size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    *gv = GUARD_ALLOW;
+    const char *q = strchr(w->path, '?');
+    size_t plen = q ? (size_t)(q - w->path) : strlen(w->path);
+    char *path = malloc(plen + 1);
+    if (!path)
+        return WIRE_NOMEM;
+    memcpy(path, w->path, plen);
+    path[plen] = '\0';
+    struct guard_target gt = guard_for(hc);
+    *gv = guard_check(&gt, w->method, path, w->body, w->body_len,
+                      w->body && !w->ctype ? "application/json" : w->ctype, why, whylen);
+    free(path);
+    if (*gv != GUARD_ALLOW)
+        return WIRE_REFUSED;
+    const char *send_path = w->path, *body = w->body;
+    size_t body_len = w->body_len;
+    char *own_path = NULL, *own_body = NULL;
+    if (hc->kube.dry_run && strcmp(w->method, "GET") != 0) {
+        if (!has_dry_run(q ? q + 1 : NULL)) {
+            size_t n = strlen(w->path) + sizeof "&dryRun=All";
+            if (!(own_path = malloc(n)))
+                return WIRE_NOMEM;
+            snprintf(own_path, n, "%s%s", w->path, q ? "&dryRun=All" : "?dryRun=All");
+            send_path = own_path;
+        }
+        if (strcmp(w->method, "DELETE") == 0 && body) {
+            if (!(own_body = dry_run_body(body, body_len))) {
+                free(own_path);
+                *gv = GUARD_DRY_RUN;
+                snprintf(why, whylen, "a dry-run DELETE sends its options as a JSON object the "
+                         "host marks dryRun; this body is not one");
+                return WIRE_REFUSED;
+            }
+            body = own_body;
+            body_len = strlen(own_body);
+        }
+    }
+    enum wire_rc rc;
+    double left = host_ctx_remaining(hc);
+    if (hc->deadline && left <= 0) {
+        snprintf(why, whylen, "the migration's deadline has passed: nothing more is sent");
+        rc = WIRE_LATE;
+    } else {
+        rc = rest_do(c->rest, w->method, send_path, w->accept, w->ctype, body, body_len, w->safe,
+                     left, out) == 0 ? WIRE_OK : WIRE_FAILED;
+    }
+    free(own_path);
+    cJSON_free(own_body);
+    return rc;
+}
+
+/* A GET the host makes for itself (discovery, a read before a write),
+ * through the same door. NULL with err filled when it failed or was not
+ * sent. */
+cJSON *kube_get_json(struct host_ctx *hc, struct kube_client *c, const char *path,
+                     const char *accept, struct rest_error *err)
+{
+    struct wire_req w = {"GET", path, accept, NULL, NULL, 0, 1};
+    struct rest_result r;
+    enum guard_verdict gv;
+    char why[512];
+    memset(err, 0, sizeof *err);
+    enum wire_rc rc = wire(hc, c, &w, &r, &gv, why, sizeof why);
+    if (rc == WIRE_REFUSED || rc == WIRE_LATE || rc == WIRE_NOMEM) {
+        rest_result_free(&r);
+        snprintf(err->reason, sizeof err->reason, "%s",
+                 rc == WIRE_LATE ? "Timeout" : rc == WIRE_NOMEM ? "MemoryLimit" : guard_verdict_name(gv));
+        snprintf(err->message, sizeof err->message, "GET %s: %s", path,
+                 rc == WIRE_NOMEM ? "out of memory" : why);
+        return NULL;
+    }
+    if (rc != WIRE_OK) {
+        *err = r.err;
+        r.err.details = NULL;
+        r.err.continue_token = NULL;
+        rest_result_free(&r);
+        return NULL;
+    }
+    cJSON *j = r.json;
+    r.json = NULL;
+    if (!j) {
+        snprintf(err->reason, sizeof err->reason, "InvalidResponse");
+        snprintf(err->message, sizeof err->message, "GET %s: the response is not JSON", path);
+    }
+    rest_result_free(&r);
+    return j;
+}
+
+/* A request the wire refused, raised: a guard refusal as a kube error
+ * value (LedgerProtected, DryRunRefused), the deadline as the sandbox's own
+ * timeout. In a preview a dry run's refusal makes the migration
+ * unpredictable, not failed. */
+static int raise_refusal(lua_State *L, const struct host_ctx *hc, struct kube_client *c,
+                         enum wire_rc rc,
+                         enum guard_verdict gv, const char *why, const char *verb,
+                         const char *method, const char *path)
+{
+    if (rc == WIRE_LATE)
+        return luaL_error(L, "timeout: the migration ran past its deadline");
+    if (rc == WIRE_NOMEM)
+        return luaL_error(L, "kube: out of memory");
+    char msg[700];
+    if (gv == GUARD_BAD_PATH)
+        return luaL_error(L, "kube.%s: %s", verb ? verb : "request", why);
+    if (gv == GUARD_DRY_RUN) {
+        snprintf(msg, sizeof msg, "%s %s: %s", method, path, why);
+        if (hc->overlay_path)
+            kube_note_unpredictable(c, msg);
+        kube_push_error(L, 0, "DryRunRefused", msg, NULL, verb, method, path);
+        return lua_error(L);
+    }
+    snprintf(msg, sizeof msg, "the ledger is written by the runner: scripts may not write it, "
+             "its lock, its namespace or the runner's Events (%s)", why);
+    kube_push_error(L, 0, "LedgerProtected", msg, NULL, verb, method, path);
+    return lua_error(L);
+}
+
+/* request{method=, path=, query=, body=, content_type=, accept=, verb=,
+ *         idempotent=} -> {status=, body=} | nil, err
+ * Not a function of kube.core: only stdlib/kube.lua receives it (see
+ * kube_push_private), so a migration reaches the API through the verbs alone.
+ * May raise: for misuse, for a write to the ledger, and on memory. */
+/* The request table at index 1 as the script gave it. */
+struct asked {
+    const char *method, *path, *verb, *ctype, *accept;
+    int mutating;
+    int safe;                   /* may be repeated (idempotent) */
+};
+
+/* Reads and checks the request table: fixed lists for the method and the
+ * headers, so no text of a script's own reaches a request line. Returns 0;
+ * may raise (misuse). */
+static int read_asked(lua_State *L, struct asked *a)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    const char *method = a->method = opt_field(L, 1, "method");
+    const char *verb = a->verb = opt_field(L, 1, "verb");
+    const char *ctype = a->ctype = opt_field(L, 1, "content_type");
+    const char *accept = a->accept = opt_field(L, 1, "accept");
+    a->path = opt_field(L, 1, "path");
+    if (!method || !a->path)
+        return luaL_error(L, "kube.request: method and path are required");
+    if (!allowed(CONTENT_TYPES, ctype))
+        return luaL_error(L, "kube.%s: content type %s is not one of the API's (json, merge, "
+                          "json patch, strategic merge, apply)", verb ? verb : "request", ctype);
+    if (!allowed(ACCEPTS, accept))
+        return luaL_error(L, "kube.%s: accept %s is not application/json", verb ? verb : "request",
+                          accept);
+    if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0 &&
+        strcmp(method, "PUT") != 0 && strcmp(method, "PATCH") != 0 &&
+        strcmp(method, "DELETE") != 0)
+        return luaL_error(L, "kube.request: method must be GET, POST, PUT, PATCH or DELETE, not %s",
+                          method);
+    lua_getfield(L, 1, "idempotent");
+    int idem_given = !lua_isnil(L, -1), idem = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    a->mutating = strcmp(method, "GET") != 0;
+    a->safe = idem_given ? idem : (strcmp(method, "POST") != 0 && strcmp(method, "PUT") != 0);
+    return 0;
+}
+
+/* The body into q: a table is encoded here (never built from strings by
+ * scripts). Returns its length. May raise (memory, a value JSON cannot
+ * hold). */
+static size_t read_body(lua_State *L, struct req *q, const char *verb)
+{
+    size_t body_len = 0;
+    lua_getfield(L, 1, "body");
+    int bidx = lua_gettop(L);
+    if (lua_istable(L, bidx) || ljson_isnull(L, bidx)) {
+        char err[640];
+        if (!(q->jbody = ljson_to_cjson(L, bidx, err, sizeof err)))
+            return (size_t)luaL_error(L, "kube.%s: %s", verb ? verb : "request", err);
+        if (!(q->body = cJSON_PrintUnformatted(q->jbody)))
+            return (size_t)luaL_error(L, "kube: out of memory");
+        body_len = strlen(q->body);
+    } else if (lua_type(L, bidx) == LUA_TSTRING) {
+        /* Only the request layer's own callers pass strings (e.g. a JSON
+         * patch already encoded by json.encode). */
+        const char *s = lua_tolstring(L, bidx, &body_len);
+        if (!(q->body = cJSON_malloc(body_len + 1)))
+            return (size_t)luaL_error(L, "kube: out of memory");
+        memcpy(q->body, s, body_len + 1);
+    }
+    lua_pop(L, 1);
+    return body_len;
+}
+
+/* The resourceVersion the object had before a write (rv_before, "" when
+ * unknown) and, when the dry-run report or the journal needs it, the
+ * object itself in q->before: the overlay's copy in a preview, else read,
+ * only when no earlier answer of this migration showed it (a create has
+ * nothing to read). */
+static void read_before(struct host_ctx *hc, struct kube_client *c, struct req *q,
+                        const struct asked *a, const cJSON *held, int report, char *rv_before,
+                        size_t len)
+{
+    int creating = strcmp(a->method, "POST") == 0;
+    const char *known = a->mutating && !creating ? journal_rv(&c->journal, a->path) : NULL;
+    if (known)
+        snprintf(rv_before, len, "%s", known);
+    if (a->mutating && !creating && strcmp(a->method, "PUT") == 0 && !*rv_before) {
+        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(q->jbody, "metadata"), "resourceVersion");
+        if (cJSON_IsString(rv))
+            snprintf(rv_before, len, "%s", rv->valuestring);
+    }
+    if (held && a->mutating && !creating) {
+        q->before = cJSON_Duplicate(held, 1);
+    } else if ((report || (a->mutating && !*rv_before && strcmp(a->method, "DELETE") != 0)) &&
+               !creating) {
+        struct rest_error be;
+        q->before = kube_get_json(hc, c, a->path, NULL, &be);
+        rest_error_free(&be);
+    }
+    const cJSON *brv = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(q->before, "metadata"), "resourceVersion");
+    if (cJSON_IsString(brv) && !*rv_before)
+        snprintf(rv_before, len, "%s", brv->valuestring);
+}
+
+int kube_l_request(lua_State *L)
+{
+    struct host_ctx *hc = host_ctx(L);
+    struct kube_client *kc = kube_client_of(L);
+    struct asked a = {0};
+    read_asked(L, &a);
+    const char *method = a.method, *path0 = a.path, *verb = a.verb, *ctype = a.ctype;
+    int mutating = a.mutating;
+    struct req *q = kube_req_box(L);
+    int box = lua_gettop(L);
+    size_t body_len = read_body(L, q, verb);
+    /* The guard judges the path and body as the script asked for them
+     * before anything is resolved or connected (the query is appended after
+     * it, from escaped values with no dryRun); wire() judges again what is
+     * finally sent, which the preview may have rewritten. */
+    struct guard_target gt = guard_for(hc);
+    char why[512];
+    enum guard_verdict gv = guard_check(&gt, method, path0, q->body, body_len,
+                                        q->body && !ctype ? "application/json" : ctype, why,
+                                        sizeof why);
+    if (gv != GUARD_ALLOW)
+        return raise_refusal(L, hc, kc, WIRE_REFUSED, gv, why, verb, method, path0);
+
+    /* path + the caller's query + dryRun */
+    struct sbuf *pb = &q->path;
+    int first = 1;
+    kube_sb_add(pb, path0);
+    lua_getfield(L, 1, "query");
+    int qidx = lua_gettop(L);
+    if (append_query(pb, L, qidx, &first) != 0)
+        return luaL_error(L, "kube: query keys are API parameter names (never dryRun) and values "
+                          "strings, numbers or booleans");
+    /* The query table stays on the stack: the preview reads its selectors. */
+    if (mutating && hc->kube.dry_run)
+        kube_sb_add(pb, first ? "?dryRun=All" : "&dryRun=All");
+    if (pb->oom)
+        return luaL_error(L, "kube: out of memory");
+
+    struct kube_client *c = kube_connect(kc, hc);
+    if (!c) {
+        kube_req_release(q);
+        lua_pushnil(L);
+        kube_push_error(L, 0, "ConfigError", kc->init_err, NULL, verb, method, path0);
+        return 2;
+    }
+    if (q->body && !ctype)
+        ctype = "application/json";
+    struct overlay *ov = NULL;
+    if (hc->overlay_path) {
+        char oerr[512];
+        if (!c->overlay && !(c->overlay = overlay_load(hc->overlay_path, oerr, sizeof oerr)))
+            return luaL_error(L, "kube: preview: %s", oerr);
+        ov = c->overlay;
+    }
+    struct send snd = {method, ctype, body_len, a.safe};
+    const cJSON *held = NULL;
+    enum overlay_state ost = OV_UNKNOWN;
+    if (ov) {
+        int r = kube_preview_before(L, c, q, &snd, path0, verb, &held, &ost);
+        if (r >= 0) {
+            kube_req_release(q);
+            return r; /* the top r values: what the overlay answered */
+        }
+    }
+    /* What the object was before a write: in dry run, for the report of the
+     * fields it would change; otherwise, for the journal to tell a change
+     * from a no-op. */
+    int report = mutating && hc->kube.dry_run;
+    char rv_before[64] = "";
+    read_before(hc, c, q, &a, held, report, rv_before, sizeof rv_before);
+    /* PUT is idempotent only with a resourceVersion (the caller says so). */
+    struct wire_req w = {snd.method, q->path.p, a.accept, snd.ctype, q->body, snd.body_len,
+                         snd.safe};
+    enum wire_rc wrc = wire(hc, c, &w, &q->res, &gv, why, sizeof why);
+    q->have_res = 1;
+    if (wrc != WIRE_OK && wrc != WIRE_FAILED)
+        return raise_refusal(L, hc, c, wrc, gv, why, verb, snd.method, path0);
+    int rc = wrc == WIRE_OK ? 0 : -1;
+    int would = -1;
+    char fields[JOURNAL_FIELDS_MAX] = "";
+    if (report && rc == 0) {
+        char text[4096];
+        would = dryrun_report(method, path0, q->before, q->res.json, text, sizeof text, fields,
+                              sizeof fields) > 0;
+        kube_say_lines(text);
+    }
+    if (mutating)
+        journal_add(&c->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
+                    rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,
+                    hc->kube.dry_run, fields);
+    else if (rc == 0)
+        journal_seen(&c->journal, path0, q->res.json);
+    if (rc == 0 && ov && kube_preview_after(L, c, ov, q, method, path0, qidx) != 0)
+        return lua_error(L);
+    if (rc != 0) {
+        lua_pushnil(L);
+        kube_push_rest_error(L, &q->res.err, verb, method, path0);
+        kube_req_release(q);
+        return 2;
+    }
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, q->res.status);
+    lua_setfield(L, -2, "status");
+    if (q->res.json) {
+        /* The raw text is not needed once parsed: free it before the Lua
+         * copy is built, so a list page is held twice at most, not thrice. */
+        mem_free(q->res.body);
+        q->res.body = NULL;
+        q->res.len = 0;
+        kube_push_json(L, q->res.json);
+    } else if (q->res.len)
+        lua_pushlstring(L, q->res.body, q->res.len);
+    else
+        lua_pushnil(L);
+    lua_setfield(L, -2, "body");
+    kube_req_release(q);
+    lua_replace(L, box);
+    lua_settop(L, box);
+    return 1;
+}
+
