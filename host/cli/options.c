@@ -210,7 +210,10 @@ static int duration_arg(struct cli *c, const char *flag, const char *arg, double
     return 0;
 }
 
-/* Applies one parsed option. 0, or -1 after reporting a bad value. */
+/* Applies one parsed option. 0, or -1 after reporting a bad value. One
+ * switch with a short case per option, longer than ~150 lines on purpose:
+ * it is the one place an option's value is read and checked, so every
+ * command taking it gets the same rule and message. */
 static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
 {
     struct runner_opts *r = &c->r;
