@@ -43,13 +43,18 @@ local json = require('json')
 local DIGEST = 'reg.example/cozy/cozy-migrate@sha256:' .. string.rep('0123abcd', 8)
 
 -- A copy of the chart whose files/cozy-migrate-index.json is the index
--- given ({image=, pre=, revoked=}), nil: the chart's own.
+-- given ({image=, pre=, revoked=, bg={{slug=, timeout_s=}}}), nil: the
+-- chart's own.
 local function chart_with_index(ix)
   local dir = h.tmpdir()
   h.must(h.run(string.format('cp -R %s/. %s/', h.q(CHART), h.q(dir))))
   if ix then
+    local bg = {}
+    for _, g in ipairs(ix.bg or {}) do
+      bg[#bg + 1] = { slug = g.slug, timeout_s = g.timeout_s, on_error = 'warn', requires = json.array({}) }
+    end
     h.write(dir .. '/files/cozy-migrate-index.json', json.encode({ version = 1, image = ix.image or json.null,
-      ['pre-apply'] = json.array(ix.pre or {}), background = json.array({}), revoked = json.array(ix.revoked or {}) }))
+      ['pre-apply'] = json.array(ix.pre or {}), background = json.array(bg), revoked = json.array(ix.revoked or {}) }))
   end
   return dir
 end
@@ -58,6 +63,15 @@ local function env_of(job)
   local env = {}
   for _, e in ipairs(container(job).env) do env[e.name] = e end
   return env
+end
+
+-- The upgrade's lock wait with the chart's own index: lockTimeoutSeconds,
+-- at least the longest background timeout plus a minute.
+local function upgrade_wait(lock_s)
+  local ix = json.decode(h.slurp(CHART .. '/files/cozy-migrate-index.json'))
+  local wait = lock_s
+  for _, g in ipairs(ix.background) do wait = math.max(wait, g.timeout_s + 60) end
+  return wait
 end
 
 local function lock_timeout(job)
@@ -113,8 +127,8 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     assert.are.equal('cozy-system', kind(list, 'ServiceAccount').metadata.namespace)
     assert.are.equal(values.backoffLimit, job.spec.backoffLimit)
     assert.is_true(job.spec.backoffLimit >= 1)
-    assert.are.equal(values.lockTimeoutSeconds, lock_timeout(job))
-    assert.are.equal(values.lockTimeoutSeconds + values.migrationsTimeoutSeconds + 60, job.spec.activeDeadlineSeconds)
+    assert.are.equal(upgrade_wait(values.lockTimeoutSeconds), lock_timeout(job))
+    assert.are.equal(upgrade_wait(values.lockTimeoutSeconds) + values.migrationsTimeoutSeconds + 60, job.spec.activeDeadlineSeconds)
     assert.are.same({ 2, 3, 4, 7, 11 }, job.spec.podFailurePolicy.rules[1].onExitCodes.values)
     assert.are.equal('FailJob', job.spec.podFailurePolicy.rules[1].action)
     assert.are.equal(65534, job.spec.template.spec.securityContext.runAsUser)
@@ -185,13 +199,38 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
 
   it('derives the deadline from the lock wait and the migrations budget, and refuses one that would cut a migration short', function()
     local job = kind(rendered('--set migrations.lockTimeoutSeconds=20 --set migrations.migrationsTimeoutSeconds=90'), 'Job')
-    assert.are.equal(170, job.spec.activeDeadlineSeconds)
-    assert.are.equal(20, lock_timeout(job))
-    job = kind(rendered('--set migrations.activeDeadlineSeconds=4000'), 'Job')
-    assert.are.equal(4000, job.spec.activeDeadlineSeconds)
-    local res = template('--set migrations.activeDeadlineSeconds=3900')
+    assert.are.equal(upgrade_wait(20) + 90 + 60, job.spec.activeDeadlineSeconds)
+    assert.are.equal(upgrade_wait(20), lock_timeout(job))
+    job = kind(rendered('--set migrations.activeDeadlineSeconds=5000'), 'Job')
+    assert.are.equal(5000, job.spec.activeDeadlineSeconds)
+    local floor = upgrade_wait(values.lockTimeoutSeconds) + values.migrationsTimeoutSeconds
+    local res = template('--set migrations.activeDeadlineSeconds=' .. floor)
     assert.are.equal(1, res.code)
-    assert.matches('must be above lockTimeoutSeconds + migrationsTimeoutSeconds (3900)', res.err, 1, true)
+    assert.matches('must be above the lock wait + migrationsTimeoutSeconds (' .. floor .. ')', res.err, 1, true)
+  end)
+
+  it('makes the upgrade wait for the lock at least the longest background migration of the index plus a minute, so one in flight hands over inside the wait', function()
+    local chart = chart_with_index({ bg = { { slug = 'bg-short', timeout_s = 60 }, { slug = 'bg-long', timeout_s = 1800 } } })
+    local function jobs(args)
+      local list = docs(h.must(helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=reg.example/m:v1 ' .. args)).out)
+      local hook, only
+      for _, d in ipairs(list) do
+        if d.kind == 'Job' and d.metadata.name == 'cozystack-migrations' then hook = d end
+        if d.kind == 'Job' and d.metadata.name ~= 'cozystack-migrations' then only = d end
+      end
+      return hook, only
+    end
+    local hook, only = jobs('--set migrations.lockTimeoutSeconds=300 --set migrations.only=pre-a')
+    assert.are.equal(1860, lock_timeout(hook))
+    assert.are.equal(1860, lock_timeout(only), 'a pre-apply --only asks for the lock as the hook does')
+    assert.are.equal(1860 + values.migrationsTimeoutSeconds + 60, hook.spec.activeDeadlineSeconds)
+    -- a longer wait given is kept
+    hook = jobs('--set migrations.lockTimeoutSeconds=4000')
+    assert.are.equal(4000, lock_timeout(hook))
+    -- without background migrations the wait is the one given
+    hook = kind(docs(h.must(helm('template cozy-migrate ' .. h.q(chart_with_index({})) ..
+      ' --set migrations.image=reg.example/m:v1 --set migrations.lockTimeoutSeconds=300')).out), 'Job')
+    assert.are.equal(300, lock_timeout(hook))
   end)
 
   it('renders the index, the dispatcher and the Jobs\' identity as release resources, the --only Job only when asked, all with the hook\'s pod', function()

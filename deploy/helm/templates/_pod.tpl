@@ -83,14 +83,30 @@
 {{- if $need }}true{{ end -}}
 {{- end -}}
 
+{{- /* How long the upgrade (the hook, the --only Job) waits for the runner
+  lock: lockTimeoutSeconds, and never less than the longest background
+  timeout of the index plus a minute (its grace, its record, the next
+  boundary), so a background migration in flight when the upgrade starts
+  hands the lock over inside the wait (README: The upgrade first on the
+  lock). */ -}}
+{{- define "cozy-migrate.upgrade-lock-wait" -}}
+{{- $ix := include "cozy-migrate.index" . | fromJson -}}
+{{- $wait := int .Values.migrations.lockTimeoutSeconds -}}
+{{- range index $ix "background" -}}
+{{- $t := add (int (get . "timeout_s")) 60 -}}
+{{- if gt (int $t) (int $wait) }}{{ $wait = $t }}{{ end -}}
+{{- end -}}
+{{- $wait -}}
+{{- end -}}
+
 {{- /* The Job's deadline: activeDeadlineSeconds if set (above the lock
   wait plus the migrations' timeouts, or refused), else that sum + 60 s. */ -}}
 {{- define "cozy-migrate.deadline" -}}
 {{- $m := .Values.migrations -}}
-{{- $min := add (int $m.lockTimeoutSeconds) (int $m.migrationsTimeoutSeconds) -}}
+{{- $min := add (int (include "cozy-migrate.upgrade-lock-wait" .)) (int $m.migrationsTimeoutSeconds) -}}
 {{- if $m.activeDeadlineSeconds -}}
 {{- if le (int $m.activeDeadlineSeconds) (int $min) -}}
-{{- fail (printf "migrations.activeDeadlineSeconds %v must be above lockTimeoutSeconds + migrationsTimeoutSeconds (%d): the Job would be killed inside a migration's own timeout" $m.activeDeadlineSeconds $min) -}}
+{{- fail (printf "migrations.activeDeadlineSeconds %v must be above the lock wait + migrationsTimeoutSeconds (%d): the Job would be killed inside a migration's own timeout" $m.activeDeadlineSeconds $min) -}}
 {{- end -}}
 {{- int $m.activeDeadlineSeconds -}}
 {{- else -}}
