@@ -431,6 +431,22 @@ static int index_places(struct tree *t)
     return 0;
 }
 
+int tree_reindex(struct tree *t)
+{
+    free(t->by_slug);
+    free(t->places);
+    t->by_slug = NULL;
+    t->places = NULL;
+    t->nplaces = 0;
+    if (t->n && !(t->by_slug = malloc(t->n * sizeof *t->by_slug)))
+        return -1;
+    for (size_t i = 0; i < t->n; i++)
+        t->by_slug[i] = &t->m[i];
+    if (t->n)
+        qsort(t->by_slug, t->n, sizeof *t->by_slug, cmp_by_slug);
+    return index_places(t);
+}
+
 /* Where a slug first sits in the manifest: batch index and entry, and its
  * position in the whole manifest; or -1. */
 static long locate(const struct tree *t, const char *slug, size_t *bi, size_t *ei)
