@@ -47,10 +47,15 @@ COPY host/ host/
 RUN make build/cozy-migrate
 ARG ORDER_FLAGS=
 ARG MIGRATIONS_TREE=.
+# The chart's copy of the migrations index, checked against the tree the
+# image ships (empty: the Makefile's default, deploy/helm/files/ for this
+# repository's own tree, none for a platform's unless it names one).
+ARG INDEX_FILE=
 COPY . /src
-# The same targets as a developer's: generate order.d/ from the tags and lay
-# out the image's filesystem under /out.
-RUN make install DESTDIR=/out PREFIX=/usr ORDER_FLAGS="$ORDER_FLAGS" MIGRATIONS_TREE="$MIGRATIONS_TREE"
+# The same targets as a developer's: generate order.d/ from the tags, lay
+# out the image's filesystem under /out, and check the chart's index.
+RUN make install DESTDIR=/out PREFIX=/usr ORDER_FLAGS="$ORDER_FLAGS" MIGRATIONS_TREE="$MIGRATIONS_TREE" \
+      ${INDEX_FILE:+INDEX_FILE="$INDEX_FILE"}
 
 FROM ${RUNTIME_IMAGE}
 # bash runs the shell migrations; /bin/sh becomes bash because Debian's dash

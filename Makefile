@@ -79,6 +79,12 @@ MIGRATIONS_TREE ?= .
 ORDER_FLAGS     ?=
 ORDER_OUT       ?= $(MIGRATIONS_TREE)/migrations/order.d
 SHARE            = $(DESTDIR)$(PREFIX)/share/cozy-migrate
+# The chart's copy of the migrations index (`cozy-migrate index`): install
+# checks it against the tree it laid out, so the chart, the image and the
+# index agree (exit 9 naming each slug that differs). This repository's
+# chart holds it in deploy/helm/files; a platform tree names its own, or
+# none (empty: nothing to check).
+INDEX_FILE      ?= $(if $(filter .,$(MIGRATIONS_TREE)),deploy/helm/files/cozy-migrate-index.json,)
 
 manifest: build/cozy-migrate
 	@if git -C "$(MIGRATIONS_TREE)" rev-parse --git-dir >/dev/null 2>&1; then \
@@ -102,6 +108,9 @@ install: build/cozy-migrate
 	cp -R "$(MIGRATIONS_TREE)/migrations" "$(SHARE)/migrations"
 	cp -R "$(MIGRATIONS_TREE)/legacy-sh" "$(SHARE)/legacy-sh"
 	@$(MAKE) --no-print-directory manifest ORDER_OUT="$(SHARE)/migrations/order.d"
+	@if [ -n "$(INDEX_FILE)" ]; then \
+	  "$(SHARE)/bin/cozy-migrate" index --dir "$(SHARE)" --check "$(INDEX_FILE)"; \
+	fi
 	chmod -R a+rX "$(SHARE)"
 
 # helm from its Go module (tools/helm), the chart's test tool; make test

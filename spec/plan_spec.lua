@@ -120,6 +120,31 @@ describe('the planner', function()
       assert.matches('only %-%-only re%-runs it', p.steps[#p.steps].why)
     end)
 
+    it('lets a background abort slug past its attempts hold the background slugs after it, and a warn one not', function()
+      local held = fixture.tree({
+        batches = { { '00001-v1.0.0', { 'bg-a', 'bg-b', 'bg-c' } } },
+        scripts = { ['bg-a'] = { tier = 'background', on_error = 'abort' },
+          ['bg-b'] = { tier = 'background', on_error = 'warn' }, ['bg-c'] = { tier = 'background' } },
+      })
+      local l2 = fixture.ledger({ ['bg-a'] = { state = 'failed', attempts = 3 }, ['bg-c'] = { state = 'ok' } })
+      local p = assert(migrate.plan(held, l2, { tier = 'background' }))
+      assert.are.same({ 'skip:bg-a', 'blocked:bg-b', 'skip:bg-c' }, kinds(p))
+      assert.matches('held: bg%-a failed 3 times, on%-error=abort', p.steps[2].why)
+      -- under the bound it is retried first; the others wait behind it in the run
+      l2['m.bg-a'] = '{"state":"failed","attempts":1}'
+      assert.are.same({ 'bg-a', 'bg-b' }, runs(assert(migrate.plan(held, l2, { tier = 'background' }))))
+      -- recorded ok or skipped, it holds nothing
+      l2['m.bg-a'] = '{"state":"skipped","reason":"Operator","message":"m"}'
+      assert.are.same({ 'bg-b' }, runs(assert(migrate.plan(held, l2, { tier = 'background' }))))
+      -- a warn slug past its attempts lets the others go on
+      local warn = fixture.tree({
+        batches = { { '00001-v1.0.0', { 'bg-a', 'bg-b' } } },
+        scripts = { ['bg-a'] = { tier = 'background', on_error = 'warn' }, ['bg-b'] = { tier = 'background' } },
+      })
+      p = assert(migrate.plan(warn, fixture.ledger({ ['bg-a'] = { state = 'failed', attempts = 3 } }), { tier = 'background' }))
+      assert.are.same({ 'bg-b' }, runs(p))
+    end)
+
     it('never retries a failed pre-apply (warn) migration', function()
       local l2 = fixture.ledger({ ['old-one'] = { state = 'legacy' }, ['old-two'] = { state = 'legacy' },
         ['old-gone'] = { state = 'legacy' }, gamma = { state = 'ok' },

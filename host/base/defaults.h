@@ -20,6 +20,17 @@
 #define DEFAULT_MEMORY_MB 512               /* Lua memory cap */
 #define DEFAULT_MAX_ATTEMPTS 3              /* background retries of a failed record */
 
+/* The background tier's dispatch (dispatch.h): a failed attempt is retried
+ * after BACKOFF, doubling with each attempt, at most BACKOFF_MAX. */
+#define DEFAULT_RETRY_BACKOFF_S (10 * 60.0)
+#define DEFAULT_RETRY_BACKOFF_MAX_S (2 * 3600.0)
+/* A dispatched Job without the chart's template: its identity (the chart's
+ * ServiceAccount for the Jobs that are not hooks), how long it is kept
+ * after it ended, and its lock wait. */
+#define DEFAULT_JOB_SERVICE_ACCOUNT "cozystack-migrations-jobs"
+#define DEFAULT_JOB_TTL_S 86400
+#define DEFAULT_JOB_LOCK_WAIT_S 300
+
 /* The runner lock. */
 /* leaseDurationSeconds: long enough that an apiserver restart (30-60 s)
  * does not end a run; a crashed runner's lock frees itself after it. */

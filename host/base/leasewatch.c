@@ -13,7 +13,7 @@
 
 #define WATCH_EVERY_NS (50 * 1000 * 1000)
 
-static void *lease_watch(void *arg)
+static void *watch_until(void *arg)
 {
     const _Atomic(long long) *until = arg;
     for (;;) {
@@ -35,7 +35,7 @@ int lease_watch_start(const _Atomic(long long) *until)
     if (pthread_attr_init(&a) != 0)
         return -1;
     int rc = pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) == 0 &&
-                     pthread_create(&t, &a, lease_watch, (void *)until) == 0
+                     pthread_create(&t, &a, watch_until, (void *)until) == 0
                  ? 0
                  : -1;
     pthread_attr_destroy(&a);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "base/termlog.h"
 
 static int json_mode;
 static enum log_level min_level = LOG_INFO;
@@ -104,6 +105,7 @@ void log_fatal(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    termlog_fatal(buf); /* where `kubectl describe` shows it (termlog.h) */
     if (json_mode) {
         cJSON *o = json_record("error", prefix, "msg", buf, strlen(buf));
         json_line(STDERR_FILENO, o);
@@ -121,6 +123,7 @@ void log_usage(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    termlog_fatal(buf);
     if (json_mode) {
         cJSON *o = json_record("error", NULL, "msg", buf, strlen(buf));
         if (o && cmd)

@@ -1,7 +1,8 @@
 /* cli.h: what the command line's files share (main.c: the table of
  * commands and the dispatch; options.c: parsing argv against a command's
  * table, every option's one handler, the environment the hook sets, --help
- * with the defaults of defaults.h filled in; run.c, script.c, release.c:
+ * with the defaults of defaults.h filled in; run.c, script.c, release.c,
+ * lifecycle.c:
  * one file per group of commands, each holding its commands' option tables,
  * help and body). Nothing outside cli/ includes it. */
 #ifndef COZY_CLI_H
@@ -19,7 +20,8 @@ enum opt_id {
     OPT_DIR, OPT_LEASE_DURATION, OPT_GRACE, OPT_MAX_ATTEMPTS, OPT_OUTPUT, OPT_WORKDIR, OPT_ENV,
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
     OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV, OPT_FORCE,
-    OPT_REASON, OPT_FAILED, OPT_CONCURRENCY,
+    OPT_REASON, OPT_FAILED, OPT_IMAGE, OPT_REQUIRE_DIGEST, OPT_CHECK, OPT_SERVICE_ACCOUNT,
+    OPT_CONCURRENCY,
 };
 
 /* The options every command that talks to the cluster takes (their help is
@@ -77,6 +79,11 @@ struct cli {
     /* order, lint, new, import-legacy */
     const char *repo, *out, *rev, *against, *on_error, *from, *names;
     int check_prefix, history;
+    /* index */
+    const char *image, *check;
+    int require_digest;
+    /* dispatch */
+    const char *service_account;
     unsigned char seen[64];         /* options given so far (id - 256): each at most once */
 };
 
@@ -94,7 +101,8 @@ void prescan_log_format(int argc, char **argv);
 int parse(struct cli *c, int argc, char **argv, int *first_arg);
 /* Prints a help text, each {NAME} replaced by the default it names
  * (defaults.h): {TIMEOUT}, {GRACE}, {LOCK_WAIT}, {LEASE}, {RETRY_FOR},
- * {MEMORY}, {MAX_ATTEMPTS}, {NAMESPACE}, {LEDGER}, {SKIP_REASON_MAX}. */
+ * {MEMORY}, {MAX_ATTEMPTS}, {BACKOFF}, {BACKOFF_MAX}, {NAMESPACE}, {LEDGER},
+ * {SKIP_REASON_MAX}. */
 void help_print(const char *text);
 /* A value as it can sit in a one-line message: control bytes escaped, cut. */
 const char *shown(const char *v, char *buf, size_t cap);
@@ -138,4 +146,9 @@ int cmd_new(struct cli *c, int argc, char **argv, int first);
 int cmd_import_legacy(struct cli *c, int argc, char **argv, int first);
 /* lint's help: its rules come from the linter's table (lint_rules). */
 void help_lint(void);
+/* lifecycle.c: index, dispatch */
+extern const struct option opts_index[], opts_dispatch[];
+extern const char help_index[], help_dispatch[];
+int cmd_index(struct cli *c, int argc, char **argv, int first);
+int cmd_dispatch(struct cli *c, int argc, char **argv, int first);
 #endif

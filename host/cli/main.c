@@ -45,6 +45,10 @@ static const struct command commands[] = {
      opts_new, NULL, help_new, NULL, cmd_new, 0, 1, NULL},
     {"import-legacy", "import-legacy", "bring numbered shell migrations into legacy-sh/",
      opts_import, NULL, help_import, NULL, cmd_import_legacy, 0, 0, NULL},
+    {"index", "index", "the migrations index a chart ships (--check FILE: does it agree?)",
+     opts_index, "o:", help_index, NULL, cmd_index, 0, 0, "configmap"},
+    {"dispatch", "dispatch", "one reconcile of the background tier: a Job for the next pending slug",
+     opts_dispatch, NULL, help_dispatch, NULL, cmd_dispatch, 0, 0, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

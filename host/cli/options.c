@@ -75,6 +75,10 @@ void help_print(const char *text)
             snprintf(buf, sizeof buf, "%d", REST_POOL_MAX);
         else if (IS("MAX_ATTEMPTS"))
             snprintf(buf, sizeof buf, "%d", DEFAULT_MAX_ATTEMPTS);
+        else if (IS("BACKOFF"))
+            help_duration(DEFAULT_RETRY_BACKOFF_S, buf, sizeof buf);
+        else if (IS("BACKOFF_MAX"))
+            help_duration(DEFAULT_RETRY_BACKOFF_MAX_S, buf, sizeof buf);
         else if (IS("SKIP_REASON_MAX"))
             snprintf(buf, sizeof buf, "%d", SKIP_REASON_MAX);
         else if (IS("NAMESPACE"))
@@ -213,7 +217,10 @@ static int duration_arg(struct cli *c, const char *flag, const char *arg, double
     return 0;
 }
 
-/* Applies one parsed option. 0, or -1 after reporting a bad value. */
+/* Applies one parsed option. 0, or -1 after reporting a bad value. One
+ * switch with a short case per option, longer than ~150 lines on purpose:
+ * it is the one place an option's value is read and checked, so every
+ * command taking it gets the same rule and message. */
 static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
 {
     struct runner_opts *r = &c->r;
@@ -302,6 +309,17 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
             log_usage(c->cmd, "--log-format: '%s' is not text or json", arg);
             return -1;
         }
+        return 0;
+    case OPT_IMAGE: c->image = arg; return 0;
+    case OPT_REQUIRE_DIGEST: c->require_digest = 1; return 0;
+    case OPT_CHECK: c->check = arg; return 0;
+    case OPT_SERVICE_ACCOUNT:
+        if (!k8s_name_valid(arg)) {
+            log_usage(c->cmd, "--service-account: '%s' is not a ServiceAccount name",
+                      shown(arg, (char[160]){0}, 160));
+            return -1;
+        }
+        c->service_account = arg;
         return 0;
     case OPT_OUTPUT: {
         /* each command names its plain format: status a table, preview text */

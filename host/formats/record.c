@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats/journaldoc.h"
 #include "base/util.h"
@@ -171,6 +172,24 @@ int record_time_valid(const char *s)
     int dim = days[mo - 1] + (mo == 2 && leap);
     /* 60: RFC 3339 allows a leap second. */
     return d <= dim && hh <= 23 && mi <= 59 && ss <= 60;
+}
+
+double record_time_epoch(const char *s)
+{
+    if (!s || !record_time_valid(s))
+        return -1;
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    tm.tm_year = num(s, 4) - 1900;
+    tm.tm_mon = num(s + 5, 2) - 1;
+    tm.tm_mday = num(s + 8, 2);
+    tm.tm_hour = num(s + 11, 2);
+    tm.tm_min = num(s + 14, 2);
+    tm.tm_sec = num(s + 17, 2);
+    double t = (double)timegm(&tm);
+    if (s[19] == '.')
+        t += strtod(s + 19, NULL);
+    return t;
 }
 
 /* The first key that appears twice in an object (at any depth), or NULL:

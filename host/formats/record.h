@@ -65,6 +65,9 @@ void record_init(struct record *r, enum rec_state st, const char *at, const char
 int record_parse(const char *text, size_t len, struct record *r);
 /* YYYY-MM-DDTHH:MM:SS[.fraction]Z with every field in range. */
 int record_time_valid(const char *s);
+/* Such a time (a record's `at`, an apiserver's timestamp) in seconds since
+ * the epoch; -1 when it is not one. */
+double record_time_epoch(const char *s);
 /* Stores a write journal (journaldoc.h's JSON) in r->journal, cut to fit in
  * cap bytes (at most RECORD_JOURNAL_CAP) by journal_fit: the one way a
  * record gets a journal, so one too long is shortened with a marker and its

@@ -82,7 +82,7 @@ static int cmp_path(const void *a, const void *b)
 /* Collects regular files below dir (relative paths) into *list. Anything
  * it cannot read (a dangling or looping symlink, a directory it may not
  * list, a file it may not open) fails, naming the path in err. */
-static int walk(const char *base, const char *rel, char ***list, size_t *n, char *err,
+static int list_files(const char *base, const char *rel, char ***list, size_t *n, char *err,
                 size_t errlen)
 {
     char path[4096];
@@ -108,7 +108,7 @@ static int walk(const char *base, const char *rel, char ***list, size_t *n, char
                                                                            : strerror(errno));
             rc = -1;
         } else if (S_ISDIR(st.st_mode)) {
-            rc = walk(base, sub, list, n, err, errlen);
+            rc = list_files(base, sub, list, n, err, errlen);
         } else if (S_ISREG(st.st_mode)) {
             char **nl = realloc(*list, (*n + 1) * sizeof *nl);
             if (!nl || !(nl[*n] = strdup(sub))) {
@@ -130,7 +130,7 @@ int sha256_dir(const char *dir, char out[65], char *err, size_t errlen)
 {
     char **list = NULL;
     size_t n = 0;
-    int rc = walk(dir, "", &list, &n, err, errlen);
+    int rc = list_files(dir, "", &list, &n, err, errlen);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (rc == 0 && (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))) {
         snprintf(err, errlen, "out of memory");
@@ -429,6 +429,22 @@ static int index_places(struct tree *t)
     if (n)
         qsort(t->places, n, sizeof *t->places, cmp_place);
     return 0;
+}
+
+int tree_reindex(struct tree *t)
+{
+    free(t->by_slug);
+    free(t->places);
+    t->by_slug = NULL;
+    t->places = NULL;
+    t->nplaces = 0;
+    if (t->n && !(t->by_slug = malloc(t->n * sizeof *t->by_slug)))
+        return -1;
+    for (size_t i = 0; i < t->n; i++)
+        t->by_slug[i] = &t->m[i];
+    if (t->n)
+        qsort(t->by_slug, t->n, sizeof *t->by_slug, cmp_by_slug);
+    return index_places(t);
 }
 
 /* Where a slug first sits in the manifest: batch index and entry, and its

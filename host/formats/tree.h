@@ -78,6 +78,9 @@ int tree_load(const char *root, struct tree *t, char *err, size_t errlen);
 /* Loads only the scripts and their headers, without a manifest (the linter
  * and `new` work on a tree that has none). */
 int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen);
+/* Builds the slug indexes (by_slug, places) of a tree filled by hand (the
+ * index's view of a release, index.h): 0, or -1 when out of memory. */
+int tree_reindex(struct tree *t);
 const struct migration *tree_find(const struct tree *t, const char *slug);
 int tree_revoked(const struct tree *t, const char *slug);
 /* Where slug first sits in the manifest (batch and entry index), and its

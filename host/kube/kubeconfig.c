@@ -45,7 +45,8 @@ kc_fail(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-    /* Names come from the files; a message must stay on one line. */
+    /* Names come from the files (and the environment, for the private
+     * kubeconfig); a message must stay on one line. */
     for (char *p = err; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = ' ';

@@ -22,22 +22,8 @@
 #include "base/mem.h"
 #include "base/paths.h"
 #include "formats/yamldoc.h"
+#include "kube/kubeconfig_int.h"
 
-static int __attribute__((format(printf, 3, 4)))
-fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err || errlen == 0)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    /* Paths come from the environment; a message must stay on one line. */
-    for (char *p = err; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = ' ';
-    return -1;
-}
 
 static int b64_field(cJSON *o, const char *key, const char *data, size_t len)
 {
@@ -118,12 +104,12 @@ int kubeconfig_private_write(const struct kube_config *c, struct kube_private *k
     char *text = doc ? yaml_emit_err(doc, yerr, sizeof yerr) : NULL;
     cJSON_Delete(doc);
     if (!text)
-        return fail(err, errlen, "writing the child's kubeconfig: %s", *yerr ? yerr : "out of memory");
+        return kc_fail(err, errlen, "writing the child's kubeconfig: %s", *yerr ? yerr : "out of memory");
     const char *tmp = paths_tmpdir();
     snprintf(kp->dir, sizeof kp->dir, "%s/cozy-migrate-XXXXXX", tmp);
     int rc = -1, fd = -1;
     if (!mkdtemp(kp->dir)) { /* mode 0700 */
-        fail(err, errlen, "creating a private directory for the child's kubeconfig in %s: %s",
+        kc_fail(err, errlen, "creating a private directory for the child's kubeconfig in %s: %s",
              tmp, strerror(errno));
         kp->dir[0] = '\0';
         goto out;
@@ -132,7 +118,7 @@ int kubeconfig_private_write(const struct kube_config *c, struct kube_private *k
     size_t len = strlen(text);
     fd = open(kp->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
-        fail(err, errlen, "writing %s: %s", kp->path, strerror(errno));
+        kc_fail(err, errlen, "writing %s: %s", kp->path, strerror(errno));
         goto out;
     }
     rc = 0;

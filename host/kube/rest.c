@@ -364,19 +364,25 @@ cJSON *rest_get_json(struct rest_client *c, const char *path, const char *accept
 {
     struct rest_result r;
     memset(err, 0, sizeof *err);
-    if (rest_do(c, "GET", path, accept, NULL, NULL, 0, 1, time_left, &r) != 0) {
-        *err = r.err;
-        r.err.details = NULL;
-        r.err.continue_token = NULL;
-        rest_result_free(&r);
+    return rest_take_json(&r, rest_do(c, "GET", path, accept, NULL, NULL, 0, 1, time_left, &r) == 0,
+                          path, err);
+}
+
+cJSON *rest_take_json(struct rest_result *r, int ok, const char *path, struct rest_error *err)
+{
+    if (!ok) {
+        *err = r->err;
+        r->err.details = NULL;
+        r->err.continue_token = NULL;
+        rest_result_free(r);
         return NULL;
     }
-    cJSON *j = r.json;
-    r.json = NULL;
+    cJSON *j = r->json;
+    r->json = NULL;
     if (!j) {
         snprintf(err->reason, sizeof err->reason, "InvalidResponse");
         snprintf(err->message, sizeof err->message, "GET %s: the response is not JSON", path);
     }
-    rest_result_free(&r);
+    rest_result_free(r);
     return j;
 }

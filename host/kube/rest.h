@@ -60,6 +60,10 @@ void rest_result_free(struct rest_result *r);
 /* GET path and return the parsed JSON (NULL with err filled on failure). */
 cJSON *rest_get_json(struct rest_client *c, const char *path, const char *accept,
                      double time_left, struct rest_error *err);
+/* A GET's result r into its parsed JSON (moved out, r freed): ok says the
+ * request succeeded; otherwise, or when the body is not JSON, NULL with err
+ * filled (it takes over r's error). */
+cJSON *rest_take_json(struct rest_result *r, int ok, const char *path, struct rest_error *err);
 
 long rest_connects(const struct rest_client *c);
 /* HTTP requests sent so far, every attempt counted (for tests and benches). */

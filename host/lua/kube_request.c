@@ -349,21 +349,7 @@ cJSON *kube_get_json(struct host_ctx *hc, struct kube_client *c, const char *pat
                  rc == WIRE_NOMEM ? "out of memory" : why);
         return NULL;
     }
-    if (rc != WIRE_OK) {
-        *err = r.err;
-        r.err.details = NULL;
-        r.err.continue_token = NULL;
-        rest_result_free(&r);
-        return NULL;
-    }
-    cJSON *j = r.json;
-    r.json = NULL;
-    if (!j) {
-        snprintf(err->reason, sizeof err->reason, "InvalidResponse");
-        snprintf(err->message, sizeof err->message, "GET %s: the response is not JSON", path);
-    }
-    rest_result_free(&r);
-    return j;
+    return rest_take_json(&r, rc == WIRE_OK, path, err);
 }
 
 /* A request the wire refused, raised: a guard refusal as a kube error

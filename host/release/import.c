@@ -47,33 +47,38 @@ static int numeric(const char *s, long *n)
     return 1;
 }
 
-int import_legacy(const struct import_opts *o)
-{
-    char err[2048], path[4200];
+/* One import: the options, the names file, the numbered scripts found. */
+struct import {
+    const struct import_opts *o;
     struct legacy_map names;
-    size_t len;
-    char *text = read_file(o->names, &len);
-    if (!text) {
-        log_fatal("import-legacy: %s: %s", o->names, strerror(errno));
-        return EXIT_USAGE;
-    }
-    int rc = legacy_map_parse(o->names, text, len, &names, err, sizeof err);
-    free(text);
-    if (rc != 0) {
-        log_fatal("import-legacy: %s", err);
-        return EXIT_PACKAGING;
-    }
-    struct item *items = NULL;
-    size_t nitems = 0;
-    long max = 0;
-    int have_lib = 0;
-    rc = 0;
+    struct item *items;
+    size_t nitems;
+    long max;
+    int have_lib;
+    char dest[4000];            /* <dest>/legacy-sh */
+    char map_path[4200];        /* its legacy-map */
+};
+
+static struct item *item_numbered(struct import *im, long k)
+{
+    for (size_t i = 0; i < im->nitems; i++)
+        if (im->items[i].number == k)
+            return &im->items[i];
+    return NULL;
+}
+
+/* The numbered files and lib/ of the source directory. Returns 0 or an exit
+ * code, having said why. */
+static int scan_source(struct import *im)
+{
+    const struct import_opts *o = im->o;
+    char path[4200];
     DIR *d = opendir(o->from);
     if (!d) {
         log_fatal("import-legacy: %s: %s", o->from, strerror(errno));
-        legacy_map_free(&names);
         return EXIT_USAGE;
     }
+    int rc = 0;
     struct dirent *de;
     while (rc == 0 && (de = readdir(d))) {
         if (de->d_name[0] == '.')
@@ -84,217 +89,257 @@ int import_legacy(const struct import_opts *o)
             continue;
         long n;
         if (strcmp(de->d_name, "lib") == 0 && S_ISDIR(st.st_mode)) {
-            have_lib = 1;
+            im->have_lib = 1;
             continue;
         }
         if (!S_ISREG(st.st_mode) || !numeric(de->d_name, &n)) {
-            log_info("import-legacy: ignoring %s (not a numbered migration or lib/)",
-                    path);
+            log_info("import-legacy: ignoring %s (not a numbered migration or lib/)", path);
             continue;
         }
-        struct item *ni = realloc(items, (nitems + 1) * sizeof *ni);
+        struct item *ni = realloc(im->items, (im->nitems + 1) * sizeof *ni);
         if (!ni) {
             log_fatal("import-legacy: out of memory");
             rc = EXIT_FAILED;
             break;
         }
-        items = ni;
-        memset(&items[nitems], 0, sizeof *items);
-        items[nitems].number = n;
-        items[nitems].mode = st.st_mode & 07777;
-        nitems++;
-        if (n > max)
-            max = n;
+        im->items = ni;
+        memset(&ni[im->nitems], 0, sizeof *ni);
+        ni[im->nitems].number = n;
+        ni[im->nitems].mode = st.st_mode & 07777;
+        im->nitems++;
+        if (n > im->max)
+            im->max = n;
     }
     closedir(d);
-    /* Every number 1 .. max, each with a name; every name with a file. */
-    for (long k = 1; rc == 0 && k <= max; k++) {
-        struct item *it = NULL;
-        for (size_t i = 0; i < nitems && !it; i++)
-            if (items[i].number == k)
-                it = &items[i];
+    return rc;
+}
+
+/* Every number 1 .. max, each with a name; every name with a file. */
+static int check_numbers(struct import *im)
+{
+    const struct import_opts *o = im->o;
+    for (long k = 1; k <= im->max; k++) {
+        struct item *it = item_numbered(im, k);
         if (!it) {
             log_fatal("import-legacy: %s/%ld is missing: the numbered "
-                    "migrations run 1 .. %ld without a gap", o->from, k, max);
-            rc = EXIT_PACKAGING;
-            break;
+                      "migrations run 1 .. %ld without a gap", o->from, k, im->max);
+            return EXIT_PACKAGING;
         }
-        for (size_t i = 0; i < names.n && !it->slug; i++)
-            if (names.e[i].number == k)
-                it->slug = names.e[i].slug;
+        for (size_t i = 0; i < im->names.n && !it->slug; i++)
+            if (im->names.e[i].number == k)
+                it->slug = im->names.e[i].slug;
         if (!it->slug) {
             log_fatal("import-legacy: %s: no name for migration %ld "
-                    "(%s/%ld); add a line '%ld <slug>'", o->names, k, o->from, k, k);
-            rc = EXIT_PACKAGING;
+                      "(%s/%ld); add a line '%ld <slug>'", o->names, k, o->from, k, k);
+            return EXIT_PACKAGING;
         }
     }
-    for (size_t i = 0; rc == 0 && i < names.n; i++) {
-        if (names.e[i].number > max) {
+    for (size_t i = 0; i < im->names.n; i++) {
+        if (im->names.e[i].number > im->max) {
             log_fatal("import-legacy: %s:%d: names migration %ld, but %s/%ld "
-                    "does not exist", o->names, names.e[i].line, names.e[i].number, o->from,
-                    names.e[i].number);
-            rc = EXIT_PACKAGING;
+                      "does not exist", o->names, im->names.e[i].line, im->names.e[i].number,
+                      o->from, im->names.e[i].number);
+            return EXIT_PACKAGING;
         }
     }
-    if (rc == 0 && max == 0) {
+    if (im->max == 0) {
         log_fatal("import-legacy: %s holds no numbered migration", o->from);
-        rc = EXIT_PACKAGING;
+        return EXIT_PACKAGING;
     }
-    /* Read each script and insert the header line after the shebang. */
-    for (long k = 1; rc == 0 && k <= max; k++) {
-        struct item *it = NULL;
-        for (size_t i = 0; i < nitems && !it; i++)
-            if (items[i].number == k)
-                it = &items[i];
-        snprintf(path, sizeof path, "%s/%ld", o->from, k);
-        size_t l;
-        char *src = read_file(path, &l);
-        if (!src) {
-            log_fatal("import-legacy: %s: %s", path, strerror(errno));
-            rc = EXIT_FAILED;
-            break;
-        }
-        if (l < 2 || src[0] != '#' || src[1] != '!') {
-            log_fatal("import-legacy: %s:1: no shebang line (#!/bin/bash): "
-                    "the runner cannot tell how to run it", path);
-            free(src);
-            rc = EXIT_PACKAGING;
-            break;
-        }
-        const char *nl = memchr(src, '\n', l);
-        size_t head = nl ? (size_t)(nl - src) + 1 : l;
-        size_t out = l + (nl ? 0 : 1) + strlen(HEADER_LINE);
-        if (!(it->text = malloc(out + 1))) {
-            free(src);
-            rc = EXIT_FAILED;
-            break;
-        }
-        memcpy(it->text, src, head);
-        size_t at = head;
-        if (!nl)
-            it->text[at++] = '\n';
-        memcpy(it->text + at, HEADER_LINE, strlen(HEADER_LINE));
-        at += strlen(HEADER_LINE);
-        memcpy(it->text + at, src + head, l - head);
-        at += l - head;
-        it->text[at] = '\0';
-        it->len = at;
+    return 0;
+}
+
+/* Reads script k and inserts the header line after its shebang, checked
+ * with the runner's header parser. */
+static int stamp_script(struct import *im, long k)
+{
+    char path[4200], err[2048];
+    struct item *it = item_numbered(im, k);
+    snprintf(path, sizeof path, "%s/%ld", im->o->from, k);
+    size_t l;
+    char *src = read_file(path, &l);
+    if (!src) {
+        log_fatal("import-legacy: %s: %s", path, strerror(errno));
+        return EXIT_FAILED;
+    }
+    if (l < 2 || src[0] != '#' || src[1] != '!') {
+        log_fatal("import-legacy: %s:1: no shebang line (#!/bin/bash): "
+                  "the runner cannot tell how to run it", path);
         free(src);
-        struct header h;
-        if (header_parse(path, it->text, it->len, 0, &h, err, sizeof err) != 0) {
-            log_fatal("import-legacy: %s (with the inserted header)", err);
-            rc = EXIT_PACKAGING;
-            break;
-        }
-        header_free(&h);
+        return EXIT_PACKAGING;
     }
-    /* The destination: no legacy set yet, no slug taken. */
-    char dest[4000];
-    snprintf(dest, sizeof dest, "%s/legacy-sh", o->dest);
+    const char *nl = memchr(src, '\n', l);
+    size_t head = nl ? (size_t)(nl - src) + 1 : l;
+    size_t out = l + (nl ? 0 : 1) + strlen(HEADER_LINE);
+    if (!(it->text = malloc(out + 1))) {
+        free(src);
+        log_fatal("import-legacy: out of memory");
+        return EXIT_FAILED;
+    }
+    memcpy(it->text, src, head);
+    size_t at = head;
+    if (!nl)
+        it->text[at++] = '\n';
+    memcpy(it->text + at, HEADER_LINE, strlen(HEADER_LINE));
+    at += strlen(HEADER_LINE);
+    memcpy(it->text + at, src + head, l - head);
+    at += l - head;
+    it->text[at] = '\0';
+    it->len = at;
+    free(src);
+    struct header h;
+    if (header_parse(path, it->text, it->len, 0, &h, err, sizeof err) != 0) {
+        log_fatal("import-legacy: %s (with the inserted header)", err);
+        return EXIT_PACKAGING;
+    }
+    header_free(&h);
+    return 0;
+}
+
+/* The destination: no legacy set yet, no slug taken. */
+static int check_destination(struct import *im)
+{
+    char err[2048];
     struct tree t;
-    if (rc == 0) {
-        if (tree_load_scripts(o->dest, &t, err, sizeof err) != 0) {
-            log_fatal("import-legacy: %s", err);
-            rc = EXIT_PACKAGING;
-        } else {
-            for (size_t i = 0; i < t.n && rc == 0; i++) {
-                if (t.m[i].is_shell) {
-                    log_fatal("import-legacy: %s already holds legacy "
-                            "migrations (%s): import once", dest, t.m[i].path);
-                    rc = EXIT_RELEASED;
-                }
-                for (size_t k = 0; k < names.n && rc == 0; k++)
-                    if (strcmp(names.e[k].slug, t.m[i].slug) == 0) {
-                        log_fatal("import-legacy: %s:%d: slug '%s' is taken "
-                                "by %s", o->names, names.e[k].line, t.m[i].slug, t.m[i].path);
-                        rc = EXIT_RELEASED;
-                    }
-            }
-            tree_free(&t);
-        }
+    if (tree_load_scripts(im->o->dest, &t, err, sizeof err) != 0) {
+        log_fatal("import-legacy: %s", err);
+        return EXIT_PACKAGING;
     }
-    struct legacy_map old;
-    snprintf(path, sizeof path, "%s/legacy-map", dest);
-    if (rc == 0) {
-        if (legacy_map_load(path, &old, err, sizeof err) != 0) {
-            log_fatal("import-legacy: %s", err);
-            rc = EXIT_PACKAGING;
-        } else {
-            if (old.n) {
-                log_fatal("import-legacy: %s already maps %zu legacy "
-                        "migrations: import once", path, old.n);
+    int rc = 0;
+    for (size_t i = 0; i < t.n && rc == 0; i++) {
+        if (t.m[i].is_shell) {
+            log_fatal("import-legacy: %s already holds legacy migrations (%s): import once",
+                      im->dest, t.m[i].path);
+            rc = EXIT_RELEASED;
+        }
+        for (size_t k = 0; k < im->names.n && rc == 0; k++)
+            if (strcmp(im->names.e[k].slug, t.m[i].slug) == 0) {
+                log_fatal("import-legacy: %s:%d: slug '%s' is taken by %s", im->o->names,
+                          im->names.e[k].line, t.m[i].slug, t.m[i].path);
                 rc = EXIT_RELEASED;
             }
-            legacy_map_free(&old);
-        }
     }
-    char lib[4200];
-    snprintf(lib, sizeof lib, "%s/lib", dest);
-    if (rc == 0 && fs_mkdirs(dest, 0755) != 0) {
-        log_fatal("import-legacy: %s: %s", dest, strerror(errno));
+    tree_free(&t);
+    if (rc != 0)
+        return rc;
+    struct legacy_map old;
+    if (legacy_map_load(im->map_path, &old, err, sizeof err) != 0) {
+        log_fatal("import-legacy: %s", err);
+        return EXIT_PACKAGING;
+    }
+    if (old.n) {
+        log_fatal("import-legacy: %s already maps %zu legacy migrations: import once",
+                  im->map_path, old.n);
+        rc = EXIT_RELEASED;
+    }
+    legacy_map_free(&old);
+    return rc;
+}
+
+/* legacy-map's text: "N slug" for each script, in number order. */
+static int write_map(struct import *im)
+{
+    size_t cap = 200 + im->names.n * (SLUG_MAX + 16);
+    char *map = malloc(cap);
+    size_t off = 0;
+    if (map) {
+        off += (size_t)snprintf(map + off, cap - off,
+                                "# \"N slug\": the old integer of each legacy migration "
+                                "(cozy-migrate import-legacy)\n");
+        for (long k = 1; k <= im->max; k++)
+            off += (size_t)snprintf(map + off, cap - off, "%ld %s\n", k,
+                                    item_numbered(im, k)->slug);
+    }
+    int rc = 0;
+    if (!map || fs_write(im->map_path, map, off, 0644) != 0) {
+        log_fatal("import-legacy: %s: %s", im->map_path, map ? strerror(errno) : "out of memory");
         rc = EXIT_FAILED;
     }
-    for (long k = 1; rc == 0 && k <= max; k++) {
-        for (size_t i = 0; i < nitems; i++) {
-            if (items[i].number != k)
-                continue;
-            char out[4400];
-            snprintf(out, sizeof out, "%s/%s.sh", dest, items[i].slug);
-            if (fs_write(out, items[i].text, items[i].len, items[i].mode) != 0) {
-                log_fatal("import-legacy: %s: %s", out, strerror(errno));
-                rc = EXIT_FAILED;
-            }
+    free(map);
+    return rc;
+}
+
+/* Everything checked: the scripts, lib/, legacy-map and the revoked list
+ * the runner requires, then legacy-map read back with the runner's parser. */
+static int write_import(struct import *im)
+{
+    char err[2048];
+    if (fs_mkdirs(im->dest, 0755) != 0) {
+        log_fatal("import-legacy: %s: %s", im->dest, strerror(errno));
+        return EXIT_FAILED;
+    }
+    for (long k = 1; k <= im->max; k++) {
+        struct item *it = item_numbered(im, k);
+        char out[4400];
+        snprintf(out, sizeof out, "%s/%s.sh", im->dest, it->slug);
+        if (fs_write(out, it->text, it->len, it->mode) != 0) {
+            log_fatal("import-legacy: %s: %s", out, strerror(errno));
+            return EXIT_FAILED;
         }
     }
-    if (rc == 0 && have_lib) {
-        char src[4200];
-        snprintf(src, sizeof src, "%s/lib", o->from);
+    if (im->have_lib) {
+        char src[4200], lib[4200];
+        snprintf(src, sizeof src, "%s/lib", im->o->from);
+        snprintf(lib, sizeof lib, "%s/lib", im->dest);
         if (fs_copy_tree(src, lib, err, sizeof err) != 0) {
             log_fatal("import-legacy: %s", err);
-            rc = EXIT_FAILED;
+            return EXIT_FAILED;
         }
     }
-    if (rc == 0) {
-        size_t cap = 200 + names.n * (SLUG_MAX + 16);
-        char *map = malloc(cap);
-        size_t off = 0;
-        if (map) {
-            off += (size_t)snprintf(map + off, cap - off,
-                                    "# \"N slug\": the old integer of each legacy migration "
-                                    "(cozy-migrate import-legacy)\n");
-            for (long k = 1; k <= max; k++)
-                for (size_t i = 0; i < nitems; i++)
-                    if (items[i].number == k)
-                        off += (size_t)snprintf(map + off, cap - off, "%ld %s\n", k,
-                                                items[i].slug);
-        }
-        if (!map || fs_write(path, map, off, 0644) != 0) {
-            log_fatal("import-legacy: %s: %s", path,
-                    map ? strerror(errno) : "out of memory");
-            rc = EXIT_FAILED;
-        }
-        free(map);
-    }
-    /* The tree it starts needs the revoked list the runner requires. */
-    if (rc == 0 && scaffold_revoked(o->dest, err, sizeof err) != 0) {
+    int rc = write_map(im);
+    if (rc != 0)
+        return rc;
+    if (scaffold_revoked(im->o->dest, err, sizeof err) != 0) {
         log_fatal("import-legacy: %s", err);
-        rc = EXIT_FAILED;
+        return EXIT_FAILED;
     }
-    if (rc == 0) {
-        /* Read back with the runner's parser. */
-        if (legacy_map_load(path, &old, err, sizeof err) != 0 || old.n != (size_t)max) {
-            log_fatal("import-legacy: %s: reading it back failed: %s", path,
-                    err);
-            rc = EXIT_FAILED;
-        } else {
-            legacy_map_free(&old);
-            out_line("import-legacy: %ld migrations into %s%s", max, dest,
-                   have_lib ? ", with lib/" : "");
-        }
+    struct legacy_map old;
+    if (legacy_map_load(im->map_path, &old, err, sizeof err) != 0) {
+        log_fatal("import-legacy: %s: reading it back failed: %s", im->map_path, err);
+        return EXIT_FAILED;
     }
-    for (size_t i = 0; i < nitems; i++)
-        free(items[i].text);
-    free(items);
-    legacy_map_free(&names);
+    size_t n = old.n;
+    legacy_map_free(&old);
+    if (n != (size_t)im->max) {
+        log_fatal("import-legacy: %s: reading it back gave %zu migrations, not %ld", im->map_path,
+                  n, im->max);
+        return EXIT_FAILED;
+    }
+    out_line("import-legacy: %ld migrations into %s%s", im->max, im->dest,
+             im->have_lib ? ", with lib/" : "");
+    return 0;
+}
+
+int import_legacy(const struct import_opts *o)
+{
+    char err[2048];
+    struct import im = {.o = o};
+    size_t len;
+    char *text = read_file(o->names, &len);
+    if (!text) {
+        log_fatal("import-legacy: %s: %s", o->names, strerror(errno));
+        return EXIT_USAGE;
+    }
+    int rc = legacy_map_parse(o->names, text, len, &im.names, err, sizeof err);
+    free(text);
+    if (rc != 0) {
+        log_fatal("import-legacy: %s", err);
+        return EXIT_PACKAGING;
+    }
+    snprintf(im.dest, sizeof im.dest, "%s/legacy-sh", o->dest);
+    snprintf(im.map_path, sizeof im.map_path, "%s/legacy-map", im.dest);
+    rc = scan_source(&im);
+    if (rc == 0)
+        rc = check_numbers(&im);
+    for (long k = 1; rc == 0 && k <= im.max; k++)
+        rc = stamp_script(&im, k);
+    if (rc == 0)
+        rc = check_destination(&im);
+    if (rc == 0)
+        rc = write_import(&im);
+    for (size_t i = 0; i < im.nitems; i++)
+        free(im.items[i].text);
+    free(im.items);
+    legacy_map_free(&im.names);
     return rc;
 }

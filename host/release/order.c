@@ -430,228 +430,259 @@ static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, cha
     snprintf(err, errlen, "%s: requires form a cycle: %s", x->label, chain);
 }
 
-int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
-                   size_t errlen)
-{
-    memset(m, 0, sizeof *m);
+/* One generation: the history walked, the batches being built, the legacy
+ * map. The steps below return 0, an exit code with err said, or OOM. */
+#define OOM (-1)
+struct ordering {
+    const struct git_repo *g;
+    const char *rev;
     struct walk w;
-    int rc = order_walk(g, rev, &w, err, errlen);
-    if (rc != 0)
-        return rc;
     struct gen gn;
-    memset(&gn, 0, sizeof gn);
     struct legacy_map lm;
-    memset(&lm, 0, sizeof lm);
+    size_t first_new;           /* nodes before it are 00000-legacy's */
+    char *err;
+    size_t errlen;
+};
 
-    /* 00000-legacy: legacy-map's order, a missing script retired. */
+static int in_legacy_map(const struct legacy_map *lm, const char *slug)
+{
+    for (size_t k = 0; k < lm->n; k++)
+        if (strcmp(lm->e[k].slug, slug) == 0)
+            return 1;
+    return 0;
+}
+
+/* 00000-legacy: legacy-map's order, a missing script retired; every legacy
+ * script of rev must be in the map. */
+static int legacy_batch(struct ordering *o)
+{
     char label[512];
-    snprintf(label, sizeof label, "%s:legacy-sh/legacy-map", rev);
+    snprintf(label, sizeof label, "%s:legacy-sh/legacy-map", o->rev);
     struct git_entry *le = NULL;
     size_t nle = 0;
     static const char *const lm_path[] = {"legacy-sh/legacy-map", NULL};
-    if (git_ls_tree(g, rev, lm_path, &le, &nle, err, errlen) != 0) {
-        rc = EXIT_HISTORY;
-        goto out;
-    }
+    if (git_ls_tree(o->g, o->rev, lm_path, &le, &nle, o->err, o->errlen) != 0)
+        return EXIT_HISTORY;
+    int rc = 0;
     if (nle == 1) {
         char *text;
         size_t len;
-        if (git_blob(g, le[0].oid, &text, &len, err, errlen) != 0) {
+        if (git_blob(o->g, le[0].oid, &text, &len, o->err, o->errlen) != 0) {
             rc = EXIT_HISTORY;
         } else {
-            if (legacy_map_parse(label, text, len, &lm, err, errlen) != 0)
+            if (legacy_map_parse(label, text, len, &o->lm, o->err, o->errlen) != 0)
                 rc = EXIT_PACKAGING;
             free(text);
         }
     }
     git_entries_free(le, nle);
     if (rc != 0)
-        goto out;
-    if (lm.n && add_batch(&gn, LEGACY_BATCH) != 0)
-        goto oom;
-    for (size_t i = 0; i < lm.n; i++) {
-        const struct rev_script *s = rev_script_find(w.at, w.nat, lm.e[i].slug);
+        return rc;
+    if (o->lm.n && add_batch(&o->gn, LEGACY_BATCH) != 0)
+        return OOM;
+    for (size_t i = 0; i < o->lm.n; i++) {
+        const struct rev_script *s = rev_script_find(o->w.at, o->w.nat, o->lm.e[i].slug);
         if (s && strcmp(s->tier, "legacy") != 0) {
-            snprintf(err, errlen, "%s:%d: '%s' is a legacy slug, but %s is not a shell script",
-                     label, lm.e[i].line, lm.e[i].slug, s->path);
-            rc = EXIT_PACKAGING;
-            goto out;
+            snprintf(o->err, o->errlen, "%s:%d: '%s' is a legacy slug, but %s is not a shell script",
+                     label, o->lm.e[i].line, o->lm.e[i].slug, s->path);
+            return EXIT_PACKAGING;
         }
-        struct node *x = add_node(&gn, lm.e[i].slug, !s);
+        struct node *x = add_node(&o->gn, o->lm.e[i].slug, !s);
         if (!x)
-            goto oom;
-        if (s && (rc = load_header(g, &gn, x, rev, s->path, s->oid, err, errlen)) != 0)
-            goto out;
+            return OOM;
+        if (s && (rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->err, o->errlen)) != 0)
+            return rc;
     }
-    for (size_t i = 0; i < w.nat; i++) {
-        if (strcmp(w.at[i].tier, "legacy") != 0)
-            continue;
-        int mapped = 0;
-        for (size_t k = 0; k < lm.n && !mapped; k++)
-            mapped = strcmp(lm.e[k].slug, w.at[i].slug) == 0;
-        if (!mapped) {
-            snprintf(err, errlen, "%s:%s: not in legacy-sh/legacy-map (every legacy script has "
-                     "its old number there)", rev, w.at[i].path);
-            rc = EXIT_PACKAGING;
-            goto out;
+    for (size_t i = 0; i < o->w.nat; i++) {
+        if (strcmp(o->w.at[i].tier, "legacy") == 0 && !in_legacy_map(&o->lm, o->w.at[i].slug)) {
+            snprintf(o->err, o->errlen, "%s:%s: not in legacy-sh/legacy-map (every legacy script has "
+                     "its old number there)", o->rev, o->w.at[i].path);
+            return EXIT_PACKAGING;
         }
     }
-    size_t first_new = gn.nn;
+    o->first_new = o->gn.nn;
+    return 0;
+}
 
-    /* One batch per tag that first carries a slug. Legacy slugs stay out. */
-    for (size_t t = 0; t < w.ntags; t++) {
+/* One batch per tag that first carries a slug. Legacy slugs stay out. */
+static int tag_batches(struct ordering *o)
+{
+    const struct walk *w = &o->w;
+    for (size_t t = 0; t < w->ntags; t++) {
         int opened = 0;
-        for (size_t i = 0; i < w.n; i++) {
-            const struct walk_slug *ws = &w.s[i];
-            if (ws->first != t)
-                continue;
-            int legacy = 0;
-            for (size_t k = 0; k < lm.n && !legacy; k++)
-                legacy = strcmp(lm.e[k].slug, ws->slug) == 0;
-            if (legacy)
+        for (size_t i = 0; i < w->n; i++) {
+            const struct walk_slug *ws = &w->s[i];
+            if (ws->first != t || in_legacy_map(&o->lm, ws->slug))
                 continue;
             if (!opened) {
                 char name[128];
-                snprintf(name, sizeof name, "%05zu-%s", t + 1, w.tags[t].name);
-                if (add_batch(&gn, name) != 0)
-                    goto oom;
+                snprintf(name, sizeof name, "%05zu-%s", t + 1, w->tags[t].name);
+                if (add_batch(&o->gn, name) != 0)
+                    return OOM;
                 opened = 1;
             }
-            const struct rev_script *now = rev_script_find(w.at, w.nat, ws->slug);
+            const struct rev_script *now = rev_script_find(w->at, w->nat, ws->slug);
             if (now && strcmp(now->tier, "legacy") == 0) {
-                snprintf(err, errlen, "%s:%s: slug '%s' was shipped as %s in %s: a slug is "
-                         "never reused", rev, now->path, ws->slug, ws->path, w.tags[t].name);
-                rc = EXIT_PACKAGING;
-                goto out;
+                snprintf(o->err, o->errlen, "%s:%s: slug '%s' was shipped as %s in %s: a slug is "
+                         "never reused", o->rev, now->path, ws->slug, ws->path, w->tags[t].name);
+                return EXIT_PACKAGING;
             }
-            struct node *x = add_node(&gn, ws->slug, !now);
+            struct node *x = add_node(&o->gn, ws->slug, !now);
             if (!x)
-                goto oom;
-            if ((rc = load_header(g, &gn, x, w.tags[t].name, ws->path, ws->oid, err, errlen)) != 0)
-                goto out;
+                return OOM;
+            int rc = load_header(o->g, &o->gn, x, w->tags[t].name, ws->path, ws->oid, o->err,
+                                 o->errlen);
+            if (rc != 0)
+                return rc;
         }
     }
-    /* Slugs no tag carries yet. */
+    return 0;
+}
+
+/* Slugs no tag carries yet, in UNTAGGED_BATCH (none when rev is tagged). */
+static int untagged_batch(struct ordering *o)
+{
     int opened = 0;
-    for (size_t i = 0; i < w.nat; i++) {
-        const struct rev_script *s = &w.at[i];
-        if (strcmp(s->tier, "legacy") == 0 || walk_find(&w, s->slug))
+    for (size_t i = 0; i < o->w.nat; i++) {
+        const struct rev_script *s = &o->w.at[i];
+        if (strcmp(s->tier, "legacy") == 0 || walk_find(&o->w, s->slug) ||
+            in_legacy_map(&o->lm, s->slug))
             continue;
-        int legacy = 0;
-        for (size_t k = 0; k < lm.n && !legacy; k++)
-            legacy = strcmp(lm.e[k].slug, s->slug) == 0;
-        if (legacy)
-            continue;
-        if (w.rev_tagged) {
+        if (o->w.rev_tagged) {
             /* The tag at rev carries every script rev holds. */
-            snprintf(err, errlen, "%s:%s: '%s' is in no release tag although %s is tagged", rev,
-                     s->path, s->slug, rev);
-            rc = EXIT_FAILED;
-            goto out;
+            snprintf(o->err, o->errlen, "%s:%s: '%s' is in no release tag although %s is tagged",
+                     o->rev, s->path, s->slug, o->rev);
+            return EXIT_FAILED;
         }
         if (!opened) {
-            if (add_batch(&gn, UNTAGGED_BATCH) != 0)
-                goto oom;
+            if (add_batch(&o->gn, UNTAGGED_BATCH) != 0)
+                return OOM;
             opened = 1;
         }
-        struct node *x = add_node(&gn, s->slug, 0);
+        struct node *x = add_node(&o->gn, s->slug, 0);
         if (!x)
-            goto oom;
-        if ((rc = load_header(g, &gn, x, rev, s->path, s->oid, err, errlen)) != 0)
-            goto out;
+            return OOM;
+        int rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->err, o->errlen);
+        if (rc != 0)
+            return rc;
     }
+    return 0;
+}
 
-    /* requires: present, not later, and within a batch an order. */
-    for (size_t i = 0; i < gn.nn; i++) {
-        struct node *x = &gn.n[i];
+/* requires: present, not later, and within a batch an order. */
+static int check_requires(struct ordering *o)
+{
+    struct gen *gn = &o->gn;
+    for (size_t i = 0; i < gn->nn; i++) {
+        struct node *x = &gn->n[i];
         for (size_t r = 0; x->has_header && r < x->h.nrequires; r++) {
-            struct node *y = gen_find(&gn, x->h.requires[r]);
+            struct node *y = gen_find(gn, x->h.requires[r]);
             if (!y) {
-                snprintf(err, errlen, "%s: requires '%s', which no release carries and %s does "
-                         "not hold (dangling requires)", x->label, x->h.requires[r], rev);
-                rc = EXIT_PACKAGING;
-                goto out;
+                snprintf(o->err, o->errlen, "%s: requires '%s', which no release carries and %s does "
+                         "not hold (dangling requires)", x->label, x->h.requires[r], o->rev);
+                return EXIT_PACKAGING;
             }
             if (y->batch > x->batch) {
-                snprintf(err, errlen, "%s: requires '%s', which first ships in a later batch "
-                         "(%s, after %s)", x->label, y->slug, gn.names[y->batch],
-                         gn.names[x->batch]);
-                rc = EXIT_PACKAGING;
-                goto out;
+                snprintf(o->err, o->errlen, "%s: requires '%s', which first ships in a later batch "
+                         "(%s, after %s)", x->label, y->slug, gn->names[y->batch],
+                         gn->names[x->batch]);
+                return EXIT_PACKAGING;
             }
             if (y == x) {
-                snprintf(err, errlen, "%s: requires form a cycle: %s -> %s", x->label, x->slug,
-                         x->slug);
-                rc = EXIT_PACKAGING;
-                goto out;
+                snprintf(o->err, o->errlen, "%s: requires form a cycle: %s -> %s", x->label,
+                         x->slug, x->slug);
+                return EXIT_PACKAGING;
             }
-            if (i < first_new && y > x) {
-                snprintf(err, errlen, "%s: requires '%s', which comes after it in legacy-map",
+            if (i < o->first_new && y > x) {
+                snprintf(o->err, o->errlen, "%s: requires '%s', which comes after it in legacy-map",
                          x->label, y->slug);
-                rc = EXIT_PACKAGING;
-                goto out;
+                return EXIT_PACKAGING;
             }
         }
     }
+    return 0;
+}
 
-    if (!(m->b = calloc(gn.nbatches ? gn.nbatches : 1, sizeof *m->b)))
-        goto oom;
+/* Batch b (nodes from .. to) into ob: alphabetical, except where requires
+ * demand otherwise: always the first slug (alphabetically) whose same-batch
+ * requires are placed. Legacy keeps the map's order. */
+static int emit_batch(struct ordering *o, size_t b, size_t from, size_t to, struct batch *ob)
+{
+    struct gen *gn = &o->gn;
+    char path[200];
+    snprintf(path, sizeof path, "order.d/%s", gn->names[b]);
+    if (!(ob->name = strdup(gn->names[b])) || !(ob->path = strdup(path)) ||
+        !(ob->e = calloc(to - from ? to - from : 1, sizeof *ob->e)))
+        return OOM;
+    int legacy = b == 0 && o->first_new > 0;
+    if (!legacy && to - from > 1)
+        qsort(gn->n + from, to - from, sizeof *gn->n, cmp_node_slug);
+    for (size_t k = from; k < to; k++) {
+        struct node *pick = NULL;
+        for (size_t i = from; i < to && !pick; i++) {
+            struct node *x = &gn->n[i];
+            if (x->placed)
+                continue;
+            int ready = 1;
+            for (size_t r = 0; !legacy && r < x->h.nrequires && ready; r++) {
+                struct node *y = gen_find(gn, x->h.requires[r]);
+                if (y && y->batch == b && !y->placed)
+                    ready = 0;
+            }
+            if (ready)
+                pick = x;
+        }
+        if (!pick) {
+            describe_cycle(gn, from, to, b, o->err, o->errlen);
+            return EXIT_PACKAGING;
+        }
+        pick->placed = 1;
+        struct batch_entry *be = &ob->e[ob->n];
+        if (!(be->slug = strdup(pick->slug)))
+            return OOM;
+        be->retired = pick->retired;
+        be->line = (int)++ob->n;
+    }
+    return 0;
+}
+
+static int emit_batches(struct ordering *o, struct manifest *m)
+{
+    if (!(m->b = calloc(o->gn.nbatches ? o->gn.nbatches : 1, sizeof *m->b)))
+        return OOM;
     size_t at = 0;
-    for (size_t b = 0; b < gn.nbatches; b++) {
+    for (size_t b = 0; b < o->gn.nbatches; b++) {
         size_t from = at, to = at;
-        while (to < gn.nn && gn.n[to].batch == b)
+        while (to < o->gn.nn && o->gn.n[to].batch == b)
             to++;
         at = to;
-        struct batch *ob = &m->b[m->n++];
-        char path[200];
-        snprintf(path, sizeof path, "order.d/%s", gn.names[b]);
-        if (!(ob->name = strdup(gn.names[b])) || !(ob->path = strdup(path)) ||
-            !(ob->e = calloc(to - from ? to - from : 1, sizeof *ob->e)))
-            goto oom;
-        int legacy = b == 0 && first_new > 0;
-        if (!legacy && to - from > 1)
-            qsort(gn.n + from, to - from, sizeof *gn.n, cmp_node_slug);
-        /* Alphabetical, except where requires demand otherwise: always
-         * the first slug (alphabetically) whose same-batch requires are
-         * placed. Legacy keeps the map's order. */
-        for (size_t k = from; k < to; k++) {
-            struct node *pick = NULL;
-            for (size_t i = from; i < to && !pick; i++) {
-                struct node *x = &gn.n[i];
-                if (x->placed)
-                    continue;
-                int ready = 1;
-                for (size_t r = 0; !legacy && r < x->h.nrequires && ready; r++) {
-                    struct node *y = gen_find(&gn, x->h.requires[r]);
-                    if (y && y->batch == b && !y->placed)
-                        ready = 0;
-                }
-                if (ready)
-                    pick = x;
-            }
-            if (!pick) {
-                describe_cycle(&gn, from, to, b, err, errlen);
-                rc = EXIT_PACKAGING;
-                goto out;
-            }
-            pick->placed = 1;
-            struct batch_entry *be = &ob->e[ob->n];
-            if (!(be->slug = strdup(pick->slug)))
-                goto oom;
-            be->retired = pick->retired;
-            be->line = (int)++ob->n;
-        }
+        int rc = emit_batch(o, b, from, to, &m->b[m->n++]);
+        if (rc != 0)
+            return rc;
     }
-    goto out;
-oom:
-    snprintf(err, errlen, "out of memory");
-    rc = EXIT_FAILED;
-out:
+    return 0;
+}
+
+int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
+                   size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    struct ordering o = {.g = g, .rev = rev, .err = err, .errlen = errlen};
+    int rc = order_walk(g, rev, &o.w, err, errlen);
+    if (rc != 0)
+        return rc;
+    if ((rc = legacy_batch(&o)) == 0 && (rc = tag_batches(&o)) == 0 &&
+        (rc = untagged_batch(&o)) == 0 && (rc = check_requires(&o)) == 0)
+        rc = emit_batches(&o, m);
+    if (rc == OOM) {
+        snprintf(err, errlen, "out of memory");
+        rc = EXIT_FAILED;
+    }
     if (rc != 0)
         manifest_free(m);
-    legacy_map_free(&lm);
-    gen_free(&gn);
-    walk_free(&w);
+    legacy_map_free(&o.lm);
+    gen_free(&o.gn);
+    walk_free(&o.w);
     return rc;
 }
 

@@ -544,205 +544,209 @@ static void read_some(int *fd, struct child_output *r, char *st, size_t *stlen)
     }
 }
 
-int child_run(const struct child_spec *spec, struct child_result *res)
+/* What child_run prepares before the fork and releases after it. */
+struct prep {
+    struct child_output *rd;
+    const char *path;           /* spec->path, or abs_path made from it */
+    char *abs_path;
+    char **envp;
+    int out[2], stp[2], devnull, pidfd;
+    struct journal_log *jlog;   /* shared with a Lua child; NULL for a shell one */
+};
+
+static void prep_free(struct prep *p)
 {
-    memset(res, 0, sizeof *res);
-    const char *slug = spec->slug ? spec->slug : spec->path;
-    double grace = spec->grace_s > 0 ? spec->grace_s : DEFAULT_GRACE_S;
+    if (p->jlog)
+        munmap(p->jlog, sizeof *p->jlog);
+    p->jlog = NULL;
+    close_fd(&p->out[0]);
+    close_fd(&p->out[1]);
+    close_fd(&p->stp[0]);
+    close_fd(&p->stp[1]);
+    close_fd(&p->devnull);
+    close_fd(&p->pidfd);
+    free(p->rd);
+    free(p->abs_path);
+    free(p->envp);
+}
 
-    /* A child that dies while we stream must give EPIPE, not kill us. */
-    struct sigaction ign;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    (void)sigaction(SIGPIPE, &ign, NULL);
-
-    struct child_output *rd = child_output_new(slug, spec->quiet);
-    char *abs_path = NULL;
-    char **envp = NULL;
-    int out[2] = {-1, -1}, stp[2] = {-1, -1}, devnull = -1, pidfd = -1;
-    struct journal_log *jlog = NULL;
-    if (!rd) {
+/* The path, environment, pipes and shared journal of the child into p.
+ * Returns 0, or -1 with res saying what could not be made (the caller frees
+ * p either way). */
+static int prepare(const struct child_spec *spec, const char *slug, struct child_result *res,
+                   struct prep *p)
+{
+    if (!(p->rd = child_output_new(slug, spec->quiet))) {
         spawn_failed(res, "allocating the reader", ENOMEM);
         return -1;
     }
-
-    const char *path = spec->path;
-    if (spec->is_shell && spec->workdir && path[0] != '/') {
+    p->path = spec->path;
+    if (spec->is_shell && spec->workdir && p->path[0] != '/') {
         /* The child chdirs before bash opens PATH: resolve it here. */
         char cwd[PATH_MAX];
         if (!getcwd(cwd, sizeof cwd)) {
             spawn_failed(res, "getcwd", errno);
-            goto fail;
+            return -1;
         }
-        size_t len = strlen(cwd) + strlen(path) + 2;
-        if (!(abs_path = malloc(len))) {
+        size_t len = strlen(cwd) + strlen(p->path) + 2;
+        if (!(p->abs_path = malloc(len))) {
             spawn_failed(res, "allocating the path", ENOMEM);
-            goto fail;
+            return -1;
         }
-        snprintf(abs_path, len, "%s/%s", cwd, path);
-        path = abs_path;
+        snprintf(p->abs_path, len, "%s/%s", cwd, p->path);
+        p->path = p->abs_path;
     }
-    if (spec->is_shell && !(envp = build_env(spec->env_only ? NULL : environ, spec->env))) {
+    if (spec->is_shell && !(p->envp = build_env(spec->env_only ? NULL : environ, spec->env))) {
         spawn_failed(res, "allocating the environment", ENOMEM);
-        goto fail;
+        return -1;
     }
-    if ((!spec->passthrough && pipe2(out, O_CLOEXEC) != 0) || pipe2(stp, O_CLOEXEC) != 0) {
+    if ((!spec->passthrough && pipe2(p->out, O_CLOEXEC) != 0) || pipe2(p->stp, O_CLOEXEC) != 0) {
         spawn_failed(res, "pipe", errno);
-        goto fail;
+        return -1;
     }
-    if ((devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+    if ((p->devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
         spawn_failed(res, "/dev/null", errno);
-        goto fail;
+        return -1;
     }
-
     if (!spec->is_shell) {
         /* The write journal lives here, shared with the child: whatever
          * ends it (its deadline's kill, memory), the parent still reads
          * every write it finished. */
-        void *m = mmap(NULL, sizeof *jlog, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        void *m = mmap(NULL, sizeof *p->jlog, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                       -1, 0);
         if (m == MAP_FAILED) {
             spawn_failed(res, "mapping the write journal", errno);
-            goto fail;
+            return -1;
         }
-        jlog = m;
+        p->jlog = m;
     }
+    return 0;
+}
 
-    double start = now_mono();
-    struct launch l = {
-        .spec = spec,
-        .path = path,
-        .envp = envp,
-        .slug = slug,
-        .parent = getpid(),
-        .out_w = out[1],
-        .st_w = stp[1],
-        .devnull = devnull,
-        .deadline = spec->timeout_s > 0 ? start + spec->timeout_s : 0,
-        .mem = spec->lua_mem_limit ? spec->lua_mem_limit : (size_t)DEFAULT_MEMORY_MB << 20,
-        .journal = jlog,
-    };
-    /* Unflushed stdio output would otherwise be written twice, once by the
-     * Lua child when it flushes. */
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        spawn_failed(res, "fork", errno);
-        goto fail;
-    }
-    if (pid == 0)
-        run_child(&l);
-
-    /* EACCES once the child has exec'd (it did setpgid first) is fine. */
-    (void)setpgid(pid, pid);
-    close_fd(&out[1]);
-    close_fd(&stp[1]);
-    close_fd(&devnull);
-#ifdef SYS_pidfd_open
-    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd >= 0)
-        (void)fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-#endif
-
+/* How the supervision of one child went. */
+struct watch {
+    pid_t pid;
+    double start, grace, kill_at_deadline;
+    int reaped, waited, wstatus, timed_out, term_sent, kill_sent, aborted, stopped;
+    double term_at, reaped_at;
     char st[STATUS_MAX];
-    size_t stlen = 0;
-    st[0] = 0;
-    int reaped = 0, waited = 0, wstatus = 0, timed_out = 0, term_sent = 0, kill_sent = 0;
-    int aborted = 0, stopped = 0;
-    double kill_at_deadline = l.deadline ? l.deadline + (spec->is_shell ? 0 : LUA_BACKSTOP_S) : 0;
-    double term_at = 0, reaped_at = 0;
-    double every = spec->tick && spec->tick_every > 0 ? spec->tick_every : 0;
-    double next_tick = every ? start + every : 0;
+    size_t stlen;
+};
 
+static void send_term(struct watch *w, double now)
+{
+    (void)kill(-w->pid, SIGTERM);
+    w->term_sent = 1;
+    w->term_at = now;
+}
+
+/* Once around the supervisor's clock: a stop signal, the deadline, the grace
+ * after TERM, the tick, and reaping the child. Returns the time after it. */
+static double watch_step(const struct child_spec *spec, struct prep *p, struct watch *w,
+                         double *next_tick, double every, struct child_result *res)
+{
+    double now = now_mono();
+    if (!w->reaped && !w->stopped && stop_signal()) {
+        /* The runner was told to stop: the migration goes the way a
+         * timeout takes it (TERM to the group, grace, KILL). */
+        w->stopped = stop_signal();
+        if (!w->term_sent)
+            send_term(w, now);
+    }
+    if (!w->reaped) {
+        if (w->kill_at_deadline && !w->term_sent && now >= w->kill_at_deadline) {
+            send_term(w, now);
+            w->timed_out = 1;
+        }
+        if (w->term_sent && !w->kill_sent && now >= w->term_at + w->grace) {
+            (void)kill(-w->pid, SIGKILL);
+            w->kill_sent = 1;
+        }
+    }
+    if (*next_tick && now >= *next_tick) {
+        if (spec->tick(spec->ud) != 0 && !w->reaped && !w->aborted) {
+            (void)kill(-w->pid, SIGKILL);
+            w->aborted = w->kill_sent = 1;
+        }
+        now = now_mono();
+        *next_tick = now + every;
+    }
+    if (!w->reaped) {
+        int ex = child_exited(w->pid);
+        if (ex != 0) {
+            /* Leftovers like `sleep 1000 &` die with the group, also on
+             * success. The zombie still pins the group id, so this cannot
+             * hit an unrelated group. */
+            (void)kill(-w->pid, SIGKILL);
+            if (ex > 0) {
+                pid_t got;
+                while ((got = waitpid(w->pid, &w->wstatus, 0)) < 0 && errno == EINTR)
+                    ;
+                w->waited = got == w->pid;
+            }
+            w->reaped = 1;
+            w->reaped_at = now = now_mono();
+            res->duration_ms = (long)((w->reaped_at - w->start) * 1000.0);
+            close_fd(&p->pidfd);
+        }
+    }
+    return now;
+}
+
+/* How long poll may sleep: until the next thing watch_step has to do. */
+static int watch_wait_ms(const struct prep *p, const struct watch *w, double next_tick, double now)
+{
+    double wake = INFINITY;
+    if (!w->reaped && w->kill_at_deadline && !w->term_sent)
+        wake = fmin(wake, w->kill_at_deadline);
+    if (!w->reaped && w->term_sent && !w->kill_sent)
+        wake = fmin(wake, w->term_at + w->grace);
+    if (next_tick)
+        wake = fmin(wake, next_tick);
+    if (w->reaped)
+        wake = fmin(wake, w->reaped_at + DRAIN_S);
+    int ms = -1;
+    if (wake != INFINITY) {
+        double d = (wake - now) * 1000.0;
+        ms = d <= 0 ? 0 : d >= INT_MAX - 1 ? INT_MAX - 1 : (int)d + 1;
+    }
+    if (!w->reaped && p->pidfd < 0 && (ms < 0 || ms > POLL_CAP_MS))
+        ms = POLL_CAP_MS;
+    return ms;
+}
+
+/* The supervisor: streams the output and the status pipe, keeps the clock
+ * (watch_step) until the child is reaped and its pipes are drained, or a
+ * process outside its group is found holding them. */
+static void supervise(const struct child_spec *spec, const char *slug, struct prep *p,
+                      struct watch *w, struct child_result *res)
+{
+    double every = spec->tick && spec->tick_every > 0 ? spec->tick_every : 0;
+    double next_tick = every ? w->start + every : 0;
     for (;;) {
-        double now = now_mono();
-        if (!reaped && !stopped && stop_signal()) {
-            /* The runner was told to stop: the migration goes the way a
-             * timeout takes it (TERM to the group, grace, KILL). */
-            stopped = stop_signal();
-            if (!term_sent) {
-                (void)kill(-pid, SIGTERM);
-                term_sent = 1;
-                term_at = now;
-            }
-        }
-        if (!reaped) {
-            if (kill_at_deadline && !term_sent && now >= kill_at_deadline) {
-                (void)kill(-pid, SIGTERM);
-                term_sent = timed_out = 1;
-                term_at = now;
-            }
-            if (term_sent && !kill_sent && now >= term_at + grace) {
-                (void)kill(-pid, SIGKILL);
-                kill_sent = 1;
-            }
-        }
-        if (next_tick && now >= next_tick) {
-            if (spec->tick(spec->ud) != 0 && !reaped && !aborted) {
-                (void)kill(-pid, SIGKILL);
-                aborted = kill_sent = 1;
-            }
-            now = now_mono();
-            next_tick = now + every;
-        }
-        if (!reaped) {
-            int ex = child_exited(pid);
-            if (ex != 0) {
-                /* Leftovers like `sleep 1000 &` die with the group, also on
-                 * success. The zombie still pins the group id, so this cannot
-                 * hit an unrelated group. */
-                (void)kill(-pid, SIGKILL);
-                if (ex > 0) {
-                    pid_t w;
-                    while ((w = waitpid(pid, &wstatus, 0)) < 0 && errno == EINTR)
-                        ;
-                    waited = w == pid;
-                }
-                reaped = 1;
-                reaped_at = now = now_mono();
-                res->duration_ms = (long)((reaped_at - start) * 1000.0);
-                close_fd(&pidfd);
-            }
-        }
-        if (reaped && out[0] < 0 && stp[0] < 0)
+        double now = watch_step(spec, p, w, &next_tick, every, res);
+        if (w->reaped && p->out[0] < 0 && p->stp[0] < 0)
             break;
-        if (reaped && now >= reaped_at + DRAIN_S) {
-            if (out[0] >= 0)
+        if (w->reaped && now >= w->reaped_at + DRAIN_S) {
+            if (p->out[0] >= 0)
                 log_warn("%s: a process outside its group still holds the output open; "
                          "stopped reading", slug);
             break;
         }
-
-        double wake = INFINITY;
-        if (!reaped && kill_at_deadline && !term_sent)
-            wake = fmin(wake, kill_at_deadline);
-        if (!reaped && term_sent && !kill_sent)
-            wake = fmin(wake, term_at + grace);
-        if (next_tick)
-            wake = fmin(wake, next_tick);
-        if (reaped)
-            wake = fmin(wake, reaped_at + DRAIN_S);
-        int ms = -1;
-        if (wake != INFINITY) {
-            double d = (wake - now) * 1000.0;
-            ms = d <= 0 ? 0 : d >= INT_MAX - 1 ? INT_MAX - 1 : (int)d + 1;
-        }
-        if (!reaped && pidfd < 0 && (ms < 0 || ms > POLL_CAP_MS))
-            ms = POLL_CAP_MS;
-
+        int ms = watch_wait_ms(p, w, next_tick, now);
         struct pollfd pf[4];
         int n = 0, i_out = -1, i_st = -1, i_stop = -1;
-        if (out[0] >= 0) {
-            pf[n] = (struct pollfd){.fd = out[0], .events = POLLIN};
+        if (p->out[0] >= 0) {
+            pf[n] = (struct pollfd){.fd = p->out[0], .events = POLLIN};
             i_out = n++;
         }
-        if (stp[0] >= 0) {
-            pf[n] = (struct pollfd){.fd = stp[0], .events = POLLIN};
+        if (p->stp[0] >= 0) {
+            pf[n] = (struct pollfd){.fd = p->stp[0], .events = POLLIN};
             i_st = n++;
         }
-        if (!reaped && pidfd >= 0)
-            pf[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
-        if (!reaped && !stopped && stop_fd() >= 0) {
+        if (!w->reaped && p->pidfd >= 0)
+            pf[n++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+        if (!w->reaped && !w->stopped && stop_fd() >= 0) {
             pf[n] = (struct pollfd){.fd = stop_fd(), .events = POLLIN};
             i_stop = n++;
         }
@@ -756,55 +760,103 @@ int child_run(const struct child_spec *spec, struct child_result *res)
             continue;
         }
         if (i_out >= 0 && pf[i_out].revents)
-            read_some(&out[0], rd, NULL, NULL);
+            read_some(&p->out[0], p->rd, NULL, NULL);
         if (i_st >= 0 && pf[i_st].revents)
-            read_some(&stp[0], NULL, st, &stlen);
+            read_some(&p->stp[0], NULL, w->st, &w->stlen);
         if (i_stop >= 0 && pf[i_stop].revents)
             stop_drain();
     }
+}
 
-    child_output_finish(rd);
-    close_fd(&out[0]);
-    close_fd(&stp[0]);
-    res->tail = child_output_tail(rd);
-    int rc = classify(spec, path, res, waited, wstatus, timed_out, st);
-    if (jlog) {
-        cJSON *j = journal_log_json(jlog);
-        char *text = j ? cJSON_PrintUnformatted(j) : NULL;
-        res->journal = text ? strdup(text) : NULL;
-        if (j && !res->journal)
-            log_error("%s: out of memory reading its write journal", slug);
-        cJSON_free(text);
-        cJSON_Delete(j);
-        munmap(jlog, sizeof *jlog);
+/* The Lua child's write journal, as JSON text, into res->journal. */
+static void take_journal(struct prep *p, const char *slug, struct child_result *res)
+{
+    if (!p->jlog)
+        return;
+    cJSON *j = journal_log_json(p->jlog);
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    res->journal = text ? strdup(text) : NULL;
+    if (j && !res->journal)
+        log_error("%s: out of memory reading its write journal", slug);
+    cJSON_free(text);
+    cJSON_Delete(j);
+}
+
+int child_run(const struct child_spec *spec, struct child_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const char *slug = spec->slug ? spec->slug : spec->path;
+
+    /* A child that dies while we stream must give EPIPE, not kill us. */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    (void)sigaction(SIGPIPE, &ign, NULL);
+
+    struct prep p = {.out = {-1, -1}, .stp = {-1, -1}, .devnull = -1, .pidfd = -1};
+    if (prepare(spec, slug, res, &p) != 0) {
+        prep_free(&p);
+        return -1;
     }
-    if (aborted) {
+    struct watch w = {.start = now_mono(), .grace = spec->grace_s > 0 ? spec->grace_s : DEFAULT_GRACE_S};
+    struct launch l = {
+        .spec = spec,
+        .path = p.path,
+        .envp = p.envp,
+        .slug = slug,
+        .parent = getpid(),
+        .out_w = p.out[1],
+        .st_w = p.stp[1],
+        .devnull = p.devnull,
+        .deadline = spec->timeout_s > 0 ? w.start + spec->timeout_s : 0,
+        .mem = spec->lua_mem_limit ? spec->lua_mem_limit : (size_t)DEFAULT_MEMORY_MB << 20,
+        .journal = p.jlog,
+    };
+    w.kill_at_deadline = l.deadline ? l.deadline + (spec->is_shell ? 0 : LUA_BACKSTOP_S) : 0;
+    /* Unflushed stdio output would otherwise be written twice, once by the
+     * Lua child when it flushes. */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        spawn_failed(res, "fork", errno);
+        prep_free(&p);
+        return -1;
+    }
+    if (pid == 0)
+        run_child(&l);
+    w.pid = pid;
+
+    /* EACCES once the child has exec'd (it did setpgid first) is fine. */
+    (void)setpgid(pid, pid);
+    close_fd(&p.out[1]);
+    close_fd(&p.stp[1]);
+    close_fd(&p.devnull);
+#ifdef SYS_pidfd_open
+    p.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (p.pidfd >= 0)
+        (void)fcntl(p.pidfd, F_SETFD, FD_CLOEXEC);
+#endif
+    supervise(spec, slug, &p, &w, res);
+
+    child_output_finish(p.rd);
+    close_fd(&p.out[0]);
+    close_fd(&p.stp[0]);
+    res->tail = child_output_tail(p.rd);
+    int rc = classify(spec, p.path, res, w.waited, w.wstatus, w.timed_out, w.st);
+    take_journal(&p, slug, res);
+    if (w.aborted) {
         res->outcome = CHILD_ABORTED;
         res->reason = "Aborted";
         set_msg(res, "stopped: the runner lost its lock");
-    } else if (stopped) {
+    } else if (w.stopped) {
         res->outcome = CHILD_STOPPED;
         res->reason = "Stopped";
-        res->stopped_by = stopped;
-        set_msg(res, "stopped: the runner got %s", stop_name(stopped));
+        res->stopped_by = w.stopped;
+        set_msg(res, "stopped: the runner got %s", stop_name(w.stopped));
     }
-    free(rd);
-    free(abs_path);
-    free(envp);
+    prep_free(&p);
     return rc;
-
-fail:
-    if (jlog)
-        munmap(jlog, sizeof *jlog);
-    close_fd(&out[0]);
-    close_fd(&out[1]);
-    close_fd(&stp[0]);
-    close_fd(&stp[1]);
-    close_fd(&devnull);
-    free(rd);
-    free(abs_path);
-    free(envp);
-    return -1;
 }
 
 void child_result_free(struct child_result *res)

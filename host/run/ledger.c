@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "formats/manifest.h"
 #include "base/util.h"
+#include "kube/event.h"
 
 /* What a write asks back: the object's metadata alone. The writer needs
  * nothing of the answer but its status, and the whole ledger (2,000 records
@@ -310,13 +311,12 @@ enum ledger_rc ledger_protect(struct ledger_loc *at, char *err, size_t errlen)
 #define EVENTS_IN_FLIGHT 16
 
 /* An Event's answer: a failure is logged, as one sent alone would be. */
-static void event_answered(int rc, struct rest_result *r)
+static void event_reply(const struct ledger_loc *at, int rc, struct rest_result *r)
 {
-    if (rc != 0) {
-        char m[REST_ERRSTR_MAX];
-        rest_error_string(&r->err, m, sizeof m);
-        log_warn("could not record an Event on the ledger: %s", m);
-    }
+    struct event_about about = {"v1", "ConfigMap", at->ns, at->name, NULL};
+    char err[ERRLINE_MAX];
+    if (event_answered(&about, NULL, rc, r, err, sizeof err) < 0)
+        log_warn("%s", err);
     rest_result_free(r);
 }
 
@@ -328,7 +328,7 @@ void ledger_events_flush(struct ledger_loc *at)
     int rc;
     struct rest_result r;
     while (rest_pool_next(at->events, &tag, &rc, &r))
-        event_answered(rc, &r);
+        event_reply(at, rc, &r);
     rest_pool_free(at->events);
     at->events = NULL;
 }
@@ -343,10 +343,10 @@ static int event_send(struct ledger_loc *at, const char *path, const char *body)
     int rc;
     struct rest_result r;
     while (rest_pool_collect(at->events, &tag, &rc, &r))
-        event_answered(rc, &r);
+        event_reply(at, rc, &r);
     while (rest_pool_busy(at->events) >= EVENTS_IN_FLIGHT &&
            rest_pool_next(at->events, &tag, &rc, &r))
-        event_answered(rc, &r);
+        event_reply(at, rc, &r);
     if (rest_pool_submit(at->events, "POST", path, NULL, "application/json", body, strlen(body),
                          0, 30, NULL) != 0)
         return -1;
@@ -357,51 +357,15 @@ static int event_send(struct ledger_loc *at, const char *path, const char *body)
 void ledger_event(struct ledger_loc *at, const char *uid, const char *type,
                   const char *reason, const char *message)
 {
-    char msg[1024], ts[32], gen[160], path[512], host[128] = "cozy-migrate";
-    snprintf(msg, sizeof msg, "%s", message);
-    utf8_clip(msg);
-    now_rfc3339(ts);
-    gethostname(host, sizeof host - 1);
-    snprintf(gen, sizeof gen, "%s.", at->name);
-    cJSON *e = cJSON_CreateObject();
-    cJSON *meta = cJSON_AddObjectToObject(e, "metadata");
-    cJSON *inv = cJSON_AddObjectToObject(e, "involvedObject");
-    cJSON *src = cJSON_AddObjectToObject(e, "source");
-    if (!meta || !inv || !src || !cJSON_AddStringToObject(e, "apiVersion", "v1") ||
-        !cJSON_AddStringToObject(e, "kind", "Event") ||
-        !cJSON_AddStringToObject(meta, "generateName", gen) ||
-        !cJSON_AddStringToObject(meta, "namespace", at->ns) ||
-        !cJSON_AddStringToObject(inv, "apiVersion", "v1") ||
-        !cJSON_AddStringToObject(inv, "kind", "ConfigMap") ||
-        !cJSON_AddStringToObject(inv, "name", at->name) ||
-        !cJSON_AddStringToObject(inv, "namespace", at->ns) ||
-        (uid && *uid && !cJSON_AddStringToObject(inv, "uid", uid)) ||
-        !cJSON_AddStringToObject(e, "reason", reason) ||
-        !cJSON_AddStringToObject(e, "message", msg) || !cJSON_AddStringToObject(e, "type", type) ||
-        !cJSON_AddStringToObject(src, "component", EVENT_COMPONENT) ||
-        !cJSON_AddStringToObject(e, "firstTimestamp", ts) ||
-        !cJSON_AddStringToObject(e, "lastTimestamp", ts) || !cJSON_AddNumberToObject(e, "count", 1) ||
-        !cJSON_AddStringToObject(e, "reportingComponent", EVENT_COMPONENT) ||
-        !cJSON_AddStringToObject(e, "reportingInstance", host)) {
-        cJSON_Delete(e);
+    struct event_about about = {"v1", "ConfigMap", at->ns, at->name, uid};
+    char err[ERRLINE_MAX], path[512];
+    char *body = event_build(&about, NULL, type, reason, message, path, sizeof path);
+    if (body && event_send(at, path, body) == 0) {
+        cJSON_free(body);
         return;
     }
-    char *body = cJSON_PrintUnformatted(e);
-    cJSON_Delete(e);
-    if (!body)
-        return;
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", at->ns);
-    if (event_send(at, path, body) == 0) {
-        free(body);
-        return;
-    }
-    struct rest_result r;
-    if (rest_do(at->rest, "POST", path, NULL, "application/json", body, strlen(body), 0, 30,
-                &r) != 0) {
-        char m[REST_ERRSTR_MAX];
-        rest_error_string(&r.err, m, sizeof m);
-        log_warn("could not record an Event on the ledger: %s", m);
-    }
-    rest_result_free(&r);
-    free(body);
+    cJSON_free(body);
+    /* no pool to take it: sent alone, waited for */
+    if (event_post(at->rest, &about, NULL, type, reason, message, err, sizeof err) < 0)
+        log_warn("%s", err);
 }

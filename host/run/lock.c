@@ -7,10 +7,12 @@
  * migration and record, and whenever a write's outcome is unknown (a
  * retried request may have been applied by its first attempt); the
  * finalizer that keeps a deleted Lease in place while we hold it, and its
- * removal once we stop; the ledger mark; and the shared watch word children
- * read. Must never write a Lease it does not hold or has not seen expire,
- * never call a lock held that no confirmed write proves, and never judge
- * expiry by another machine's clock. */
+ * removal once we stop; the ledger mark; the hand-over (the holder's role,
+ * a pre-apply waiter's request, lock.h); and the shared watch word children
+ * read. Must never write a Lease it does not hold or has not seen expire
+ * (but for a waiter's request annotation, alone and conditional), never
+ * call a lock held that no confirmed write proves, and never judge expiry
+ * by another machine's clock. */
 #include "run/lock.h"
 
 #include <math.h>
@@ -54,6 +56,8 @@ struct view {
     int exists;
     char holder[256], renew[40], rv[64];
     char mark[64];          /* LOCK_LEDGER_ANNOTATION */
+    char role[32];          /* LOCK_ROLE_ANNOTATION */
+    char handover[256];     /* LOCK_HANDOVER_ANNOTATION */
     double duration;
     long transitions;
     int deleting;           /* deletionTimestamp is set */
@@ -82,6 +86,12 @@ static void view_of(const struct lock *lk, const cJSON *o, struct view *v)
     const cJSON *mark = cJSON_GetObjectItemCaseSensitive(ann, LOCK_LEDGER_ANNOTATION);
     if (cJSON_IsString(mark))
         snprintf(v->mark, sizeof v->mark, "%s", mark->valuestring);
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(ann, LOCK_ROLE_ANNOTATION);
+    if (cJSON_IsString(role))
+        snprintf(v->role, sizeof v->role, "%s", role->valuestring);
+    const cJSON *ho = cJSON_GetObjectItemCaseSensitive(ann, LOCK_HANDOVER_ANNOTATION);
+    if (cJSON_IsString(ho))
+        snprintf(v->handover, sizeof v->handover, "%s", ho->valuestring);
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(o, "spec");
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "leaseDurationSeconds");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(spec, "leaseTransitions");
@@ -110,6 +120,11 @@ static int read_lease(struct lock *lk, struct view *v, char *err, size_t errlen)
     return 0;
 }
 
+static const char *role_name(enum lock_role r)
+{
+    return r == LOCK_ROLE_PRE_APPLY ? "pre-apply" : r == LOCK_ROLE_BACKGROUND ? "background" : "";
+}
+
 /* A Lease body: holder, our renewTime (remembered in lk->sent), the
  * resourceVersion the write is conditional on, and the ledger mark: mark
  * when given (a whole object, which would otherwise drop it), else one we
@@ -123,8 +138,13 @@ static cJSON *lease_body(struct lock *lk, const char *holder, long transitions, 
     cJSON *spec = cJSON_AddObjectToObject(o, "spec");
     cJSON *fin = cJSON_AddArrayToObject(meta, "finalizers");
     const char *m = *lk->want_mark ? lk->want_mark : mark;
-    cJSON *ann = m && *m ? cJSON_AddObjectToObject(meta, "annotations") : NULL;
-    if (m && *m && (!ann || !cJSON_AddStringToObject(ann, LOCK_LEDGER_ANNOTATION, m))) {
+    /* A whole object (a create or a takeover) says the holder's role; it
+     * carries no hand-over request: whoever asked has been answered. */
+    const char *role = full ? role_name(lk->role) : "";
+    cJSON *ann = (m && *m) || *role ? cJSON_AddObjectToObject(meta, "annotations") : NULL;
+    if (((m && *m) || *role) &&
+        (!ann || (m && *m && !cJSON_AddStringToObject(ann, LOCK_LEDGER_ANNOTATION, m)) ||
+         (*role && !cJSON_AddStringToObject(ann, LOCK_ROLE_ANNOTATION, role)))) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -211,6 +231,7 @@ static void set_watch(struct lock *lk)
 static void saw_mark(struct lock *lk, const struct view *v)
 {
     snprintf(lk->mark, sizeof lk->mark, "%s", v->mark);
+    snprintf(lk->handover, sizeof lk->handover, "%s", v->handover);
     if (*lk->want_mark && strcmp(lk->want_mark, v->mark) == 0)
         lk->want_mark[0] = '\0';
 }
@@ -240,7 +261,32 @@ static double unchanged_for(struct lock *lk, const struct view *v)
     return now - lk->obs_at;
 }
 
-/* One attempt. 0 = held, 1 = held by someone else (holder in err), -1 = error. */
+/* A pre-apply waiter's request on the Lease it saw (v): who asks (holder)
+ * or, withdrawing, nothing (NULL). Conditional on the resourceVersion read,
+ * so it lands on exactly that Lease; a conflict is decided by the next
+ * look. 0 when written. */
+static int write_request(struct lock *lk, const struct view *v, const char *holder)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
+    cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
+    if (!ann || !cJSON_AddStringToObject(meta, "resourceVersion", v->rv) ||
+        !(holder ? cJSON_AddStringToObject(ann, LOCK_HANDOVER_ANNOTATION, holder)
+                 : cJSON_AddNullToObject(ann, LOCK_HANDOVER_ANNOTATION))) {
+        cJSON_Delete(p);
+        return -1;
+    }
+    long code;
+    struct view after;
+    char err[ERRLINE_MAX];
+    enum wrote w = write_lease(lk, "PATCH", p, DEFAULT_RETRY_BUDGET_S, &after, &code, err,
+                               sizeof err);
+    cJSON_Delete(p);
+    return w == WROTE_OK ? 0 : -1;
+}
+
+/* One attempt. 0 = held, 1 = held by someone else (holder in err), 2 = a
+ * background runner yields to the upgrade (why in err), -1 = error. */
 static int try_acquire(struct lock *lk, char *err, size_t errlen)
 {
     struct view v;
@@ -273,7 +319,29 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
         snprintf(err, errlen, "being deleted");
         return 1; /* look again: it is gone, or someone else got there */
     }
+    int upgrade_holds = strcmp(v.role, "pre-apply") == 0;
+    if (lk->role == LOCK_ROLE_BACKGROUND && v.exists && *v.holder && !expired && !ours &&
+        upgrade_holds) {
+        snprintf(err, errlen, "held by the upgrade (pre-apply runner %s)", v.holder);
+        return 2;
+    }
+    if (lk->role == LOCK_ROLE_BACKGROUND && v.exists && !*v.holder && *v.handover && !expired) {
+        /* Free, but a pre-apply runner asked for it: it takes it within a
+         * second; a request left by a runner that is gone is judged as a
+         * holder is, unchanged for a lease duration of our clock. */
+        snprintf(err, errlen, "free, but the upgrade (pre-apply runner %s) asked for it; taken "
+                 "once the request is unchanged for %.0fs of this runner's clock, %.0fs so far",
+                 v.handover, v.duration, same);
+        return 1;
+    }
     if (v.exists && *v.holder && !expired && !ours) {
+        if (lk->role == LOCK_ROLE_PRE_APPLY && strcmp(v.role, "background") == 0 &&
+            strcmp(v.handover, lk->holder) != 0 && write_request(lk, &v, lk->holder) == 0 &&
+            !lk->asked) {
+            lk->asked = 1;
+            log_info("lock: the background runner %s holds the lease %s/%s; asked it to hand it "
+                     "over after the migration it is running", v.holder, lk->ns, lk->name);
+        }
         snprintf(err, errlen, "held by %s (renewed %s by its clock; taken over once unchanged "
                  "for %.0fs of this runner's clock, %.0fs so far)",
                  v.holder, *v.renew ? v.renew : "never", v.duration, same);
@@ -314,11 +382,25 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
     return 1;
 }
 
+/* A waiter that gives up withdraws its request, when the Lease still
+ * carries it (best effort: a request left behind is judged stale by the
+ * background runners after a lease duration). */
+static void withdraw(struct lock *lk)
+{
+    struct view v;
+    char err[ERRLINE_MAX];
+    if (lk->asked && read_lease(lk, &v, err, sizeof err) == 0 && v.exists &&
+        strcmp(v.handover, lk->holder) == 0)
+        write_request(lk, &v, NULL);
+}
+
 int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const char *name,
-                 int duration_s, double wait_s, int *busy, char *err, size_t errlen)
+                 enum lock_role role, int duration_s, double wait_s, int *busy, char *err,
+                 size_t errlen)
 {
     memset(lk, 0, sizeof *lk);
     lk->c = c;
+    lk->role = role;
     lk->duration_s = duration_s > 0 ? duration_s : DEFAULT_LEASE_S;
     /* Others take over a lease duration after they first saw our last
      * renewal, which is after we sent it; we give up well before that, for
@@ -355,8 +437,11 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
         }
         if (rc > 0 && stop_signal())
             snprintf(err, errlen, "stopped by %s while waiting for it", stop_name(stop_signal()));
-        if (rc < 0 || now_mono() >= end || stop_signal()) {
-            *busy = rc > 0 && !stop_signal();
+        if (rc < 0 || rc == 2 || now_mono() >= end || stop_signal()) {
+            *busy = stop_signal() ? LOCK_ERROR : rc == 2 ? LOCK_YIELD : rc > 0 ? LOCK_BUSY : LOCK_ERROR;
+            stop_defer(1);
+            withdraw(lk);
+            stop_defer(0);
             if (lk->watch)
                 munmap((void *)lk->watch, sizeof(*lk->watch));
             lk->watch = NULL;
@@ -369,6 +454,14 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
         double left = end - now_mono();
         rest_sleep(left < 1 ? left : 1);
     }
+}
+
+const char *lock_handover(const struct lock *lk)
+{
+    return lk->held && lk->role == LOCK_ROLE_BACKGROUND && *lk->handover &&
+                   strcmp(lk->handover, lk->holder) != 0
+               ? lk->handover
+               : NULL;
 }
 
 double lock_left(const struct lock *lk)
@@ -429,6 +522,8 @@ static int check_now(struct lock *lk, char *err, size_t errlen)
  * still within its time), -1 lost. */
 static int renew_now(struct lock *lk, char *err, size_t errlen)
 {
+    int tries = 0;
+again:;
     cJSON *b = lease_body(lk, lk->holder, 0, lk->rv, 0, NULL);
     if (!b)
         return lock_left(lk) > 0 ? 0 : lose(lk, err, errlen, "out of memory");
@@ -459,6 +554,13 @@ static int renew_now(struct lock *lk, char *err, size_t errlen)
         }
         if (s == -1)
             return judge(lk, &v, err, errlen);
+        if (s == 0 && code == 409 && tries++ == 0) {
+            /* Still ours, written by someone else since (a pre-apply
+             * waiter's hand-over request): renew on what it is now. */
+            snprintf(lk->rv, sizeof lk->rv, "%s", v.rv);
+            saw_mark(lk, &v);
+            goto again;
+        }
         log_warn("lock: renewal not confirmed (%s); retrying while the lease lasts", why);
     }
     if (lock_left(lk) > 0)
@@ -539,6 +641,27 @@ int lock_read_ledger_mark(struct rest_client *c, const char *ns, const char *nam
     if (read_lease(&lk, &v, err, errlen) != 0)
         return -1;
     snprintf(mark, marklen, "%s", v.mark);
+    return 0;
+}
+
+int lock_peek(struct rest_client *c, const char *ns, const char *name, struct lock_peek *out,
+              char *err, size_t errlen)
+{
+    struct lock lk;
+    memset(&lk, 0, sizeof lk);
+    memset(out, 0, sizeof *out);
+    lk.c = c;
+    snprintf(lk.ns, sizeof lk.ns, "%s", ns);
+    snprintf(lk.name, sizeof lk.name, "%s", name);
+    struct view v;
+    if (read_lease(&lk, &v, err, errlen) != 0)
+        return -1;
+    out->exists = v.exists;
+    snprintf(out->holder, sizeof out->holder, "%s", v.holder);
+    snprintf(out->role, sizeof out->role, "%s", v.role);
+    snprintf(out->handover, sizeof out->handover, "%s", v.handover);
+    snprintf(out->renew, sizeof out->renew, "%s", v.renew);
+    out->duration = v.duration;
     return 0;
 }
 

@@ -47,6 +47,27 @@
  *   release   lock_release: clear the holder and the finalizer; after a
  *             plain delete (the Lease is terminating and still ours) remove
  *             our finalizer, so nothing is left terminating behind.
+ *   hand-over The upgrade goes first. Every holder writes its role
+ *             (LOCK_ROLE_ANNOTATION: pre-apply, background, or none) when
+ *             it creates or takes the Lease. A pre-apply runner that waits
+ *             on a background holder asks for the Lease: it writes its own
+ *             identity into LOCK_HANDOVER_ANNOTATION, a merge patch of that
+ *             one annotation conditional on the resourceVersion it read (the
+ *             one write a runner makes to a Lease it does not hold), again
+ *             whenever it finds it missing. The background holder reads the
+ *             request back with every confirmation; at its next migration
+ *             boundary (after recording the migration in flight, never in
+ *             the middle of one) lock_handover says so and the runner
+ *             releases and exits 0 (runner.c). The release leaves the
+ *             request in place, and a background runner never takes a free
+ *             Lease that carries one until the request has not changed for
+ *             a lease duration of its own clock (its writer is gone); nor
+ *             does it wait behind a pre-apply holder: lock_acquire returns
+ *             at once with *busy = LOCK_YIELD. The waiter that gets the
+ *             Lease replaces the whole object, which drops the request; one
+ *             that gives up withdraws its own. A background runner never
+ *             preempts a pre-apply one, and the upgrade waits for at most
+ *             the one background migration in flight.
  *
  * Holder identities are unique: host/pid/start time/64 random bits (two
  * runners that are PID 1 of their containers, on hosts of one name, started
@@ -68,12 +89,25 @@
 #define LOCK_FINALIZER "platform.cozystack.io/runner-lock"
 /* The annotation that records the uid of the ledger a run read or created. */
 #define LOCK_LEDGER_ANNOTATION "platform.cozystack.io/ledger-uid"
+/* The holder's role, and a pre-apply waiter's request (the hand-over). */
+#define LOCK_ROLE_ANNOTATION "platform.cozystack.io/holder-tier"
+#define LOCK_HANDOVER_ANNOTATION "platform.cozystack.io/handover-requested-by"
 /* The longest a held lock goes without reading the Lease back while a
  * migration runs (shorter for a lease under 4 s: an eighth of it). */
 #define LOCK_CHECK_S 0.5
 
+enum lock_role {
+    LOCK_ROLE_NONE = 0,     /* neither asks nor yields (skip) */
+    LOCK_ROLE_PRE_APPLY,    /* the upgrade: asks a background holder to hand over */
+    LOCK_ROLE_BACKGROUND,   /* yields to the upgrade */
+};
+
+/* lock_acquire's *busy: why it did not get the lock. */
+enum { LOCK_ERROR = 0, LOCK_BUSY = 1, LOCK_YIELD = 2 };
+
 struct lock {
     struct rest_client *c;
+    enum lock_role role;
     char ns[128], name[128], holder[256];
     char rv[64];            /* resourceVersion of our last confirmed write or read-back */
     char sent[40];          /* renewTime of the write in flight */
@@ -89,14 +123,23 @@ struct lock {
     char obs[400];          /* acquire: holder|renewTime|resourceVersion as last seen */
     double obs_at;          /* monotonic: when it was first seen so */
     char lost[512];         /* why it was lost, when it was */
+    char handover[256];     /* held: who asked for the Lease ("" = nobody) */
+    int asked;              /* waiting: our hand-over request was written */
     _Atomic(long long) *watch;  /* shared with children: lock_watch */
 };
 
 /* Tries for up to wait_s seconds. Returns 0 when held; -1 with err naming the
- * holder when someone else kept it (*busy = 1), or the API error or the
- * stop signal that ended the wait (*busy = 0). */
+ * holder when someone else kept it (*busy = LOCK_BUSY), when a background
+ * runner found the upgrade holding or asking for it (*busy = LOCK_YIELD, at
+ * once for a pre-apply holder), or with the API error or the stop signal
+ * that ended the wait (*busy = LOCK_ERROR). */
 int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const char *name,
-                 int duration_s, double wait_s, int *busy, char *err, size_t errlen);
+                 enum lock_role role, int duration_s, double wait_s, int *busy, char *err,
+                 size_t errlen);
+/* Held by a background runner: who asked for the Lease (the identity of the
+ * pre-apply runner waiting), as the last confirmation read it; NULL when
+ * nobody did or the role is not background. */
+const char *lock_handover(const struct lock *lk);
 /* 0 while held (renewed, or read back and found ours), -1 when lost (err
  * says why). */
 int lock_confirm(struct lock *lk, char *err, size_t errlen);
@@ -118,6 +161,16 @@ int lock_note_ledger(struct lock *lk, const char *uid, char *err, size_t errlen)
  * cannot be read. */
 int lock_read_ledger_mark(struct rest_client *c, const char *ns, const char *name, char *mark,
                           size_t marklen, char *err, size_t errlen);
+/* The Lease as a reader sees it, without holding it (dispatch: whether
+ * the upgrade holds or asks for the lock). exists 0 when there is none. */
+struct lock_peek {
+    int exists;
+    char holder[256], role[32], handover[256], renew[40];
+    double duration;
+};
+/* 0, or -1 with err when it cannot be read. */
+int lock_peek(struct rest_client *c, const char *ns, const char *name, struct lock_peek *out,
+              char *err, size_t errlen);
 /* Releases what we hold (a no-op when nothing), also while a stop signal
  * is pending. 0, or -1 after a warning (the lease then expires by itself). */
 int lock_release(struct lock *lk);

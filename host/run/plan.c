@@ -575,12 +575,16 @@ static int plan_only(const struct tree *t, const struct ledger *l, const struct 
     return 0;
 }
 
-/* 7. The walk: every manifest entry of the tier, in order. -1 when out of
- * memory. */
+/* 7. The walk: every manifest entry of the tier, in order. In the
+ * background tier a failed on-error=abort slug past its attempts holds
+ * every background slug after it (DESIGN.md step 7) until it is recorded ok
+ * or skipped. -1 when out of memory. */
 static int plan_walk(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
                      struct plan *p, const char *tier, int max_attempts)
 {
     const struct manifest *man = &t->man;
+    const char *held_by = NULL;
+    long held_attempts = 0;
     for (size_t i = 0; i < man->n; i++)
         for (size_t j = 0; j < man->b[i].n; j++) {
             const struct batch_entry *e = &man->b[i].e[j];
@@ -610,6 +614,16 @@ static int plan_walk(const struct tree *t, const struct ledger *l, const struct 
                 snprintf(s->why, sizeof s->why, "%s tier", m->tier);
                 continue;
             }
+            if (held_by && m && st != REC_NONE && st != REC_FAILED) {
+                /* recorded: nothing to hold */
+            } else if (held_by && m && !e->retired) {
+                if (!(s = add_step(p, STEP_BLOCKED, e->slug, m, bname, m->tier)))
+                    return -1;
+                s->prev_attempts = rec ? rec->attempts : 0;
+                snprintf(s->why, sizeof s->why, "held: %.60s failed %ld times, on-error=abort, "
+                         "until recorded ok or skipped", held_by, held_attempts);
+                continue;
+            }
             if (st == REC_FAILED && m && strcmp(m->tier, "background") == 0 &&
                 rec->attempts < max_attempts) {
                 int blocked = plan_blocked(p, l, m, planned, p, why, sizeof why);
@@ -627,9 +641,14 @@ static int plan_walk(const struct tree *t, const struct ledger *l, const struct 
                 if (!(s = add_step(p, STEP_SKIP, e->slug, m, bname, tier_of(m))))
                     return -1;
                 if (st == REC_FAILED && rec->attempts >= max_attempts && m &&
-                    strcmp(m->tier, "background") == 0)
+                    strcmp(m->tier, "background") == 0) {
                     snprintf(s->why, sizeof s->why, "failed %ld times; only --only re-runs it",
                              rec->attempts);
+                    if (m->h.on_error == ON_ERROR_ABORT && !held_by) {
+                        held_by = m->slug;
+                        held_attempts = rec->attempts;
+                    }
+                }
                 else
                     snprintf(s->why, sizeof s->why, "recorded %s", rec_state_name(st));
                 continue;

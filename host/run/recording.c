@@ -195,8 +195,9 @@ static int ledger_full(struct ctx *c, const char *slug, size_t need, size_t have
 }
 
 /* Before a migration runs: room for the largest record its outcome can
- * write (an ok one; a failed one too unless on-error=abort, which records
- * nothing on failure), shrunk when the ledger is past LEDGER_SHRINK_AT. */
+ * write (an ok one; a failed one too unless a pre-apply on-error=abort,
+ * which records nothing on failure: a background one is recorded failed
+ * whatever on-error says), shrunk when the ledger is past LEDGER_SHRINK_AT. */
 int room_for(struct ctx *c, const struct step *s)
 {
     if (c->o->k.dry_run)
@@ -208,7 +209,7 @@ int room_for(struct ctx *c, const struct step *s)
     }
     new_record(c, s, REC_OK, base);
     snprintf(base->runner, sizeof base->runner, "%s", c->lk.holder);
-    int may_fail = s->m && s->m->h.on_error != ON_ERROR_ABORT;
+    int may_fail = s->m && (s->m->h.on_error != ON_ERROR_ABORT || strcmp(s->tier, "background") == 0);
     size_t max = record_max_bytes(base, may_fail, shrinking(c));
     free(base);
     size_t need = ledger_key_bytes(s->slug) + max;

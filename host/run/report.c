@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
+#include "run/dispatch.h"
 
 #define PLAN_ROW "%-8s %-11s %-16s %-40s %s"
 #define STATUS_ROW "%-40s %-22s %-20s %-8s %-16s %-11s %s"
@@ -29,7 +30,7 @@ static size_t count_kind(const struct plan *p, enum step_kind k)
 
 /* A record's text as it may reach a terminal: what a script printed or
  * raised is shown with its control bytes escaped (text_escape). */
-static const char *shown(const char *text, char *buf, size_t cap)
+static const char *escaped(const char *text, char *buf, size_t cap)
 {
     text_escape(text, strlen(text), buf, cap, 0);
     return buf;
@@ -163,9 +164,20 @@ static void fill_row(const struct status_view *v, const struct report_opts *o, c
     }
 }
 
-/* One status row as JSON. NULL when out of memory. */
-static cJSON *status_json(const struct row *w)
+/* The background tier's state of slug, as dispatch sees it; NULL when it
+ * is not a background slug of the index. */
+static const char *bg_state(const struct status_view *v, const char *slug)
 {
+    for (size_t i = 0; i < v->nbg; i++)
+        if (strcmp(v->bg[i].slug, slug) == 0)
+            return v->bg[i].state;
+    return NULL;
+}
+
+/* One status row as JSON. NULL when out of memory. */
+static cJSON *status_json(const struct status_view *v, const struct row *w)
+{
+    const char *bg = bg_state(v, w->slug);
     const struct record *r = w->r;
     cJSON *j = cJSON_CreateObject();
     if (!j || !cJSON_AddStringToObject(j, "migration", w->slug) ||
@@ -179,7 +191,8 @@ static cJSON *status_json(const struct row *w)
         (r && *r->reason && !cJSON_AddStringToObject(j, "reason", r->reason)) ||
         (r && *r->message && !cJSON_AddStringToObject(j, "message", r->message)) ||
         (r && *r->by && !cJSON_AddStringToObject(j, "by", r->by)) ||
-        (w->blocked && !cJSON_AddStringToObject(j, "blocked", w->blocked))) {
+        (w->blocked && !cJSON_AddStringToObject(j, "blocked", w->blocked)) ||
+        (bg && !cJSON_AddStringToObject(j, "background", bg))) {
         cJSON_Delete(j);
         return NULL;
     }
@@ -264,7 +277,7 @@ int report_status(const struct status_view *v, const struct report_opts *o)
         if (o->failed_only && !w->needs_person)
             continue;
         if (arr) {
-            cJSON *j = status_json(w);
+            cJSON *j = status_json(v, w);
             if (!j || !cJSON_AddItemToArray(arr, j)) {
                 cJSON_Delete(j);
                 rc = -1;
@@ -277,10 +290,16 @@ int report_status(const struct status_view *v, const struct report_opts *o)
         char detail[4 * sizeof w->detail];
         if (o->failed_only)
             out_line(FAILED_ROW, w->slug, w->state, at, attempts, w->tier,
-                     shown(w->detail, detail, sizeof detail));
+                     escaped(w->detail, detail, sizeof detail));
         else
             out_line(STATUS_ROW, w->slug, w->state, at, attempts, w->batch, w->tier,
                      column_state(w->sum, w->lib));
+    }
+    if (rc == 0 && !o->output_json && !o->failed_only && v->nbg) {
+        out_line("%s", "");
+        out_line("background tier (dispatched one Job per migration; `cozy-migrate dispatch`):");
+        for (size_t i = 0; i < v->nbg; i++)
+            out_line("  %-40s %s", v->bg[i].slug, v->bg[i].state);
     }
     if (arr && rc == 0)
         out_json(arr, 1);
@@ -359,11 +378,11 @@ int report_record(const struct status_view *v, const char *slug, const struct re
         out_line("lib_sha256:  %s (checksum %s)", r->lib_sha256, w->lib);
     char buf[4 * sizeof r->message];
     if (*r->reason)
-        out_line("reason:      %s", shown(r->reason, buf, sizeof buf));
+        out_line("reason:      %s", escaped(r->reason, buf, sizeof buf));
     if (*r->message)
-        out_line("message:     %s", shown(r->message, buf, sizeof buf));
+        out_line("message:     %s", escaped(r->message, buf, sizeof buf));
     if (*r->by)
-        out_line("by:          %s", shown(r->by, buf, sizeof buf));
+        out_line("by:          %s", escaped(r->by, buf, sizeof buf));
     if (*r->runner)
         out_line("runner:      %s", r->runner);
     if (*r->output) {

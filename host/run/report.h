@@ -20,6 +20,8 @@ struct report_opts {
 void report_plan(const struct tree *t, const struct ledger *l, const struct plan *p,
                  const struct report_opts *o);
 
+struct bg_view;
+
 /* What `status` shows, as the runner found it. */
 struct status_view {
     const struct ledger *l;
@@ -29,6 +31,8 @@ struct status_view {
     size_t nplans;
     char *const *problems;          /* what makes `version` untrustworthy */
     size_t nproblems;
+    const struct bg_view *bg;       /* the background tier as dispatch sees it (dispatch.h) */
+    size_t nbg;
 };
 
 /* The ledger as a table (or JSON): every manifest slug in manifest order,

@@ -29,6 +29,7 @@
 #include "base/stop.h"
 #include "formats/tree.h"
 #include "base/util.h"
+#include "base/termlog.h"
 
 static struct rest_client *connect_cluster(const struct runner_opts *o)
 {
@@ -291,13 +292,23 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
              detail);
     event(c, "Warning", "MigrationFailed", "%s (%s) failed, on-error=%s: %s: %s", s->slug, s->tier,
           abort ? "abort" : "warn", r->reason, r->message);
-    if (abort) {
+    termlog_failure(s->slug, s->tier, r->reason, r->message);
+    /* A background failure is recorded whatever on-error says: its retries
+     * (dispatch.h) count the attempts; abort still stops what follows. */
+    int background = strcmp(s->tier, "background") == 0;
+    if (abort && !background) {
         log_fatal("%s failed and its on-error is abort: stopping; %s", s->slug,
                   next_time(c, s->slug));
         return EXIT_FAILED;
     }
     if ((rc = write_record(c, s->slug, r, 0)) != 0)
         return rc;
+    if (abort) {
+        log_fatal("%s failed and its on-error is abort: recorded failed (attempt %ld); stopping, "
+                  "so the background migrations after it wait until it is recorded ok or skipped",
+                  s->slug, r->attempts);
+        return EXIT_FAILED;
+    }
     *failed_warn = 1;
     return 0;
 }
@@ -318,6 +329,22 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     snprintf(what, sizeof what, "starting %s", s->slug);
     if ((rc = hold(c, what)) != 0)
         return rc;
+    /* The upgrade asked for the lock: hand it over here, between two
+     * migrations (the one before is recorded), never inside one. */
+    const char *asked = o->k.dry_run ? NULL : lock_handover(&c->lk);
+    if (asked) {
+        char by[256];
+        snprintf(by, sizeof by, "%s", asked);
+        int released = lock_release(&c->lk) == 0;
+        out_line("yielded the runner lock to the upgrade (pre-apply runner %s asked for it) %s%s, "
+                 "before %s: %s; the next dispatch runs the rest", by,
+                 c->last_done ? "after " : "before any migration ran", c->last_done ? c->last_done : "",
+                 s->slug, released ? "released" : "it expires by itself");
+        event(c, "Normal", "MigrationsYielded", "the background tier handed the runner lock to the "
+              "upgrade before %s (asked by %s)", s->slug, by);
+        c->yielded = 1;
+        return 0;
+    }
     /* a shell child's kubectl reaches the runner's cluster only, as the
      * runner's identity */
     struct kube_private kp;
@@ -442,7 +469,10 @@ static int run_steps(struct ctx *c, struct plan *p)
         }
         int fw = 0;
         rc = execute(c, s, k, n, &fw);
+        if (c->yielded)
+            return 0;
         note_ran(c, s->slug, fw ? "failed in this run" : "ok");
+        c->last_done = s->slug;
         failed_warn |= fw;
         if (rc != 0)
             return rc;
@@ -611,6 +641,20 @@ int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *hav
     return 0;
 }
 
+/* Who this run is on the lock (lock.h "hand-over"): the upgrade (the
+ * pre-apply tier, or --only of a pre-apply slug) goes first; the background
+ * tier (a dispatched Job's --only of a background slug too) yields to it;
+ * skip neither asks nor yields. */
+static enum lock_role lock_role(const struct ctx *c)
+{
+    const struct runner_opts *o = c->o;
+    if (c->po.skip_only)
+        return LOCK_ROLE_NONE;
+    const struct migration *m = o->only ? tree_find(&c->t, o->only) : NULL;
+    const char *tier = m ? m->tier : o->tier;
+    return strcmp(tier, "background") == 0 ? LOCK_ROLE_BACKGROUND : LOCK_ROLE_PRE_APPLY;
+}
+
 int runner_load_plan(struct ctx *c, const struct runner_opts *o, struct plan *p)
 {
     int rc = open_ctx(c, o, 1, NULL);
@@ -628,11 +672,18 @@ static int take_lock(struct ctx *c)
     const struct runner_opts *o = c->o;
     char err[ERRLINE_MAX];
     int busy = 0;
-    if (lock_acquire(&c->lk, c->rest, o->k.ledger_namespace, o->k.lease_name, o->lease_duration,
-                     o->lock_timeout, &busy, err, sizeof err) != 0) {
+    if (lock_acquire(&c->lk, c->rest, o->k.ledger_namespace, o->k.lease_name, lock_role(c),
+                     o->lease_duration, o->lock_timeout, &busy, err, sizeof err) != 0) {
         if (stop_signal())
             return say_stopped(c, "while waiting for the runner lock %s/%s: nothing ran",
                                o->k.ledger_namespace, o->k.lease_name);
+        if (busy == LOCK_YIELD) {
+            out_line("the runner lock %s/%s is %s: the background tier yields to the upgrade; "
+                     "nothing ran (the next dispatch runs it)", o->k.ledger_namespace,
+                     o->k.lease_name, err);
+            c->yielded = 1;
+            return EXIT_OK;
+        }
         if (busy)
             log_fatal("the runner lock %s/%s is %s; gave up after %gs", o->k.ledger_namespace,
                       o->k.lease_name, err, o->lock_timeout);
@@ -649,7 +700,7 @@ static int take_lock(struct ctx *c)
 static int lock_and_plan(struct ctx *c, struct plan *p)
 {
     int rc;
-    if (!c->o->k.dry_run && (rc = take_lock(c)) != 0)
+    if (!c->o->k.dry_run && ((rc = take_lock(c)) != 0 || c->yielded))
         return rc;
     if ((rc = read_and_plan(c, p)) != 0)
         return rc;
@@ -674,7 +725,7 @@ int runner_run(const struct runner_opts *o)
         log_fatal("%s", err);
         goto out;
     }
-    if ((rc = lock_and_plan(&c, &p)) != 0 || (rc = seed(&c, &p)) != 0)
+    if ((rc = lock_and_plan(&c, &p)) != 0 || c.yielded || (rc = seed(&c, &p)) != 0)
         goto out;
     /* A ledger that cannot be trusted was refused by the planner before
      * anything ran; what is left here is the repair (--only, SKIP) of a bad

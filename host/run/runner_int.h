@@ -30,9 +30,11 @@ struct ctx {
     int lock_lost;
     int stop_said;          /* the stop line was printed */
     const char *last_slug;  /* the last step begun, for the stop line */
+    const char *last_done;  /* the last migration executed and recorded */
     struct ran { const char *slug; const char *how; } *ran; /* what this run executed */
     size_t nran;
     char identity[256];     /* who the runner acts as, for skipped records (record.by) */
+    int yielded;            /* the background run handed the lock to the upgrade */
 };
 
 /* ---- runner.c ---- */

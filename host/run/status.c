@@ -10,6 +10,7 @@
 
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "run/dispatch.h"
 #include "run/report.h"
 
 int runner_plan(const struct runner_opts *o)
@@ -101,6 +102,14 @@ int runner_status(const struct runner_opts *o)
         }
         v.problems = version_problem;
     }
+    /* The background tier as the dispatcher sees it (its Jobs, retries,
+     * backoff), when the chart's index is there. */
+    struct bg_view *bg = NULL;
+    size_t nbg = 0;
+    if (c.l.exists && !o->status_slug && dispatch_survey(c.rest, o, &c.l, &bg, &nbg) == 0) {
+        v.bg = bg;
+        v.nbg = nbg;
+    }
     struct report_opts ro = report_opts(o);
     if (o->status_slug) {
         int r = report_record(&v, o->status_slug, &ro);
@@ -115,6 +124,7 @@ int runner_status(const struct runner_opts *o)
         goto out;
     }
     int need = report_status(&v, &ro);
+    dispatch_view_free(bg, nbg);
     if (need < 0) {
         log_fatal("out of memory");
         rc = EXIT_FAILED;

@@ -9,8 +9,9 @@
 -- build/cluster-test/steps.txt.
 --
 -- Not in the default `make test` run (the file name does not end in _spec).
--- The background tier's part (the lifecycle issue: index, render gate,
--- dispatch) is to be added as steps after 'the --only Job' below.
+-- Each release's chart ships that release's migrations index (tools/
+-- cluster-test made it; chart_args puts it in the chart before helm reads
+-- it), so the render gate and the dispatcher see what the release ships.
 local h = require('support.helpers')
 local json = require('json')
 
@@ -43,7 +44,13 @@ local function helm(args)
     CLUSTER, h.q(home .. '/cache'), h.q(home .. '/config'), h.q(home .. '/data'), h.q(HELM), args))
 end
 
+-- The chart as release rel ships it: its index in files/.
+local function chart_for(rel)
+  h.write(CHART .. '/files/cozy-migrate-index.json', h.slurp(LANE .. '/indexes/' .. rel .. '.json'))
+end
+
 local function chart_args(rel, extra)
+  chart_for(rel)
   return string.format('%s %s -n %s -f %s --set migrations.image=%s --set platform.release=%s %s',
     RELEASE, h.q(CHART), NS, h.q(VALUES), h.q(IMAGE .. ':' .. rel), rel, extra or '')
 end
@@ -272,7 +279,198 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     h.must(kc('delete job cozystack-migration-only -n ' .. NS .. ' --wait=true'))
   end)
 
-  -- (the background tier's steps go here: the lifecycle issue)
+
+  -- The background tier at D: the render gate leaves an upgrade with
+  -- nothing pending without a hook; the dispatcher's CronJob (suspended in
+  -- the lane's values until here) then runs D's background migrations, one
+  -- Job per slug, one after another; the failing one is retried with its
+  -- backoff up to the bound and reported.
+  it('upgrades with nothing pending without a hook: no Job, no pod, no image pulled', function()
+    local pods0 = {}
+    for _, p in ipairs(kc_json('get pods -n ' .. NS).items) do pods0[p.metadata.name] = true end
+    local wp, wpid = os.tmpname(), os.tmpname()
+    h.must(h.run(string.format('(%s kubectl get pods,jobs -n %s -w -o name >%s 2>&1 & echo $! >%s)', CLUSTER, NS,
+      h.q(wp), h.q(wpid))))
+    local res = upgrade('v1.3.0')
+    step('upgrade to D again, nothing pending (no hook)', res)
+    h.sleep(1)
+    h.run('kill ' .. h.slurp(wpid):gsub('%s', '') .. ' 2>/dev/null')
+    assert.are.equal(0, res.code, res.all)
+    assert.is_nil(res.job.start, 'a hook Job ran')
+    local seen = {}
+    for name in h.slurp(wp):gmatch('([%w/.%-]+)') do
+      local kind, n = name:match('^([%w.]+)/(.+)$')
+      if kind == 'job.batch' or (kind == 'pod' and not pods0[n]) then seen[#seen + 1] = name end
+    end
+    assert.are.same({}, seen, 'objects the upgrade created')
+    for _, p in ipairs(kc_json('get pods -n ' .. NS).items) do
+      assert.is_true(pods0[p.metadata.name] ~= nil, 'a pod appeared: ' .. p.metadata.name)
+    end
+    assert.is_true(absent('serviceaccount/cozystack-migrations -n ' .. NS))
+    -- the release's index is in the cluster, with the background slugs D ships
+    local ix = json.decode(kc_json('get configmap cozystack-migrations-index -n ' .. NS).data['index.json'])
+    local bg = {}
+    for _, b in ipairs(ix.background) do bg[#bg + 1] = b.slug end
+    assert.are.same({ 'lane-bg-backfill', 'lane-bg-flaky', 'lane-bg-relabel' }, bg)
+    os.remove(wp)
+    os.remove(wpid)
+  end)
+
+  it('finds the live index in agreement with the image\'s own tree (cozy-migrate index --check in a pod of the image)', function()
+    local pod = { apiVersion = 'v1', kind = 'Pod', metadata = { name = 'lane-index-check', namespace = NS },
+      spec = { restartPolicy = 'Never', securityContext = { runAsNonRoot = true, runAsUser = 65534 },
+        containers = { { name = 'check', image = IMAGE .. ':v1.3.0', imagePullPolicy = 'Never',
+          command = { '/usr/bin/cozy-migrate' },
+          args = { 'index', '--check', '/index/index.json', '--image', IMAGE .. ':v1.3.0' },
+          volumeMounts = { { name = 'index', mountPath = '/index' } } } },
+        volumes = { { name = 'index', configMap = { name = 'cozystack-migrations-index' } } } } }
+    local f = h.write(LANE .. '/index-check.json', json.encode(pod))
+    local t = now()
+    h.must(kc('apply -f ' .. h.q(f)))
+    local waited = kc("wait --for=jsonpath='{.status.phase}'=Succeeded pod/lane-index-check -n " .. NS .. ' --timeout=90s')
+    local logs = kc('logs lane-index-check -n ' .. NS).out
+    note('index --check in a pod of the image', now() - t)
+    assert.are.equal(0, waited.code, waited.err .. logs)
+    h.contains(logs, 'agrees with the tree /usr/share/cozy-migrate: 6 pre-apply, 3 background, 0 revoked slugs')
+    h.must(kc('delete pod lane-index-check -n ' .. NS .. ' --wait=true'))
+  end)
+
+  it('dispatches the background tier through the CronJob: one Job per slug, one after another, each recorded; the failing one retried up to the bound, then reported', function()
+    local t0 = now()
+    local res = upgrade('v1.3.0', "--set migrations.dispatch.suspend=false --set " ..
+      h.q('migrations.dispatch.schedule=* * * * *') .. ' --set migrations.dispatch.retryBackoff=20s' ..
+      ' --set migrations.dispatch.retryBackoffMax=20s')
+    step('upgrade to D, dispatcher on (every minute, backoff 20 s)', res)
+    assert.are.equal(0, res.code, res.all)
+    -- the first background Job comes from a run the CronJob scheduled itself
+    local first
+    assert.is_true(h.eventually(90, function()
+      local r = kc('get job mig-lane-bg-backfill-1 -n ' .. NS .. ' -o name')
+      first = r.code == 0
+      return first
+    end), 'the CronJob made no dispatch within 90 s')
+    local first_at = now() - t0
+    local by_cron = false
+    for _, j in ipairs(kc_json('get jobs -n ' .. NS).items) do
+      for _, o in ipairs(j.metadata.ownerReferences or {}) do
+        if o.kind == 'CronJob' and o.name == 'cozystack-migrations-dispatch' and
+            (j.metadata.annotations or {})['cronjob.kubernetes.io/instantiate'] ~= 'manual' then
+          by_cron = true
+        end
+      end
+    end
+    assert.is_true(by_cron, 'no dispatcher Job the CronJob scheduled')
+    note('  upgrade to the first background Job (the CronJob)', first_at)
+    -- then the lane runs the CronJob's Job by hand (kubectl create job
+    -- --from) whenever nothing runs, instead of waiting a minute each time
+    local function mig_jobs()
+      local out = {}
+      for _, j in ipairs(kc_json('get jobs -n ' .. NS .. ' -l platform.cozystack.io/dispatched-by=cozy-migrate').items) do
+        out[#out + 1] = j
+      end
+      table.sort(out, function(a, b) return a.metadata.creationTimestamp < b.metadata.creationTimestamp or
+        (a.metadata.creationTimestamp == b.metadata.creationTimestamp and a.metadata.name < b.metadata.name) end)
+      return out
+    end
+    local function finished(j)
+      for _, c in ipairs(j.status.conditions or {}) do
+        if (c.type == 'Complete' or c.type == 'Failed') and c.status == 'True' then return c end
+      end
+    end
+    local function settled()
+      local f, a, b = record('lane-bg-flaky'), record('lane-bg-backfill'), record('lane-bg-relabel')
+      return f and f.attempts == 3 and a and a.state == 'ok' and b and b.state == 'ok'
+    end
+    local n, lines = 0, {}
+    local deadline = now() + 360
+    while now() < deadline do
+      local busy = false
+      for _, j in ipairs(mig_jobs()) do busy = busy or not finished(j) end
+      if not busy and settled() then break end
+      if not busy then
+        n = n + 1
+        local name = 'lane-dispatch-' .. n
+        h.must(kc('create job ' .. name .. ' --from=cronjob/cozystack-migrations-dispatch -n ' .. NS))
+        local w = kc('wait --for=condition=complete job/' .. name .. ' -n ' .. NS .. ' --timeout=90s')
+        local log = kc('logs job/' .. name .. ' -n ' .. NS).out
+        lines[#lines + 1] = log
+        assert.are.equal(0, w.code, 'dispatch ' .. name .. ': ' .. w.err .. log)
+        h.must(kc('delete job ' .. name .. ' -n ' .. NS .. ' --wait=false'))
+        if log:find('nothing to do', 1, true) then h.sleep(3) end
+      else
+        h.sleep(1)
+      end
+    end
+    assert.is_true(settled(), 'the tier did not settle in time:\n' .. table.concat(lines))
+    -- once exhausted, a dispatch creates nothing more and says why
+    n = n + 1
+    h.must(kc('create job lane-dispatch-' .. n .. ' --from=cronjob/cozystack-migrations-dispatch -n ' .. NS))
+    h.must(kc('wait --for=condition=complete job/lane-dispatch-' .. n .. ' -n ' .. NS .. ' --timeout=90s'))
+    local last = kc('logs job/lane-dispatch-' .. n .. ' -n ' .. NS).out
+    h.contains(last, 'nothing to do: no background migration is pending (2 recorded, 0 waiting for a retry, 1 past their 3 attempts')
+    local seconds = now() - t0
+    -- one Job per attempt, in this order, each after the one before ended
+    local jobs = mig_jobs()
+    local got = {}
+    for _, j in ipairs(jobs) do got[#got + 1] = j.metadata.name end
+    assert.are.same({ 'mig-lane-bg-backfill-1', 'mig-lane-bg-flaky-1', 'mig-lane-bg-relabel-1', 'mig-lane-bg-flaky-2',
+      'mig-lane-bg-flaky-3' }, got)
+    for i, j in ipairs(jobs) do
+      local c = finished(j)
+      assert.is_truthy(c, j.metadata.name .. ' did not finish')
+      local secs = epoch(c.lastTransitionTime) - epoch(j.metadata.creationTimestamp)
+      note('  ' .. j.metadata.name, secs, (c.type == 'Complete' and 'complete' or 'failed') .. ', creation to end')
+      if i > 1 then
+        local prev = finished(jobs[i - 1])
+        assert.is_true(epoch(j.metadata.creationTimestamp) >= epoch(prev.lastTransitionTime),
+          j.metadata.name .. ' was created before ' .. jobs[i - 1].metadata.name .. ' ended')
+      end
+      local env = {}
+      for _, e in ipairs(j.spec.template.spec.containers[1].env) do env[e.name] = e.value end
+      assert.are.equal(j.metadata.labels['platform.cozystack.io/migration'], env.ONLY)
+      assert.are.equal(IMAGE .. ':v1.3.0', j.spec.template.spec.containers[1].image)
+      assert.are.equal('cozystack-migrations-jobs', j.spec.template.spec.serviceAccountName)
+    end
+    -- each recorded by the runner in its Job
+    for _, slug in ipairs({ 'lane-bg-backfill', 'lane-bg-relabel' }) do
+      local r = record(slug)
+      assert.are.equal('ok', r.state, slug)
+      assert.are.equal(1, r.attempts, slug)
+      assert.are.equal('background', r.tier, slug)
+      assert.are.equal(IMAGE .. ':v1.3.0', r.image, slug)
+    end
+    local f = record('lane-bg-flaky')
+    assert.are.equal('failed', f.state)
+    assert.are.equal(3, f.attempts)
+    assert.matches('widget backend is unreachable', f.message, 1, true)
+    -- each attempt executed once: three of the failing one, one of each other
+    for slug, times in pairs({ ['lane-bg-flaky'] = 3, ['lane-bg-backfill'] = 1, ['lane-bg-relabel'] = 1 }) do
+      assert.are.equal(times, #kc_json('get configmaps -n lane-tenant -l lane.cozystack.io/bg=' .. slug).items, slug)
+    end
+    -- no two migrations overlapped
+    for _, cm in ipairs(kc_json('get configmaps -n lane-tenant').items) do
+      assert.is_falsy(cm.metadata.name:match('^lane%-overlap%-'), 'two migrations overlapped')
+    end
+    -- the failed attempts say why where an operator looks: the pod's termination message
+    for _, name in ipairs({ 'mig-lane-bg-flaky-1', 'mig-lane-bg-flaky-3' }) do
+      local p = kc_json('get pods -n ' .. NS .. ' -l job-name=' .. name).items[1]
+      local term = p.status.containerStatuses[1].state.terminated
+      assert.are.equal(1, term.exitCode, name)
+      h.contains(term.message, 'failed: lane-bg-flaky (background): ScriptError: lane-bg-flaky: the widget backend is unreachable', name)
+    end
+    -- and the ledger's Events: one per Job dispatched (on the Job), one for the exhausted slug
+    local exhausted = kc_json('get events -n ' .. NS .. ' --field-selector reason=MigrationAttemptsExhausted').items
+    assert.are.equal(1, #exhausted)
+    assert.are.equal('cozystack-version', exhausted[1].involvedObject.name)
+    h.contains(exhausted[1].message, 'lane-bg-flaky failed 3 of 3 attempts')
+    local dispatched = kc_json('get events -n ' .. NS .. ' --field-selector reason=MigrationDispatched').items
+    assert.are.equal(5, #dispatched)
+    -- status shows the tier as the dispatcher sees it
+    local st = h.must(cozy('status --dir ' .. h.q(LANE .. '/trees/v1.3.0'))).out
+    assert.matches('lane%-bg%-flaky%s+failed 3 of 3 attempts %(ScriptError%): not retried', st)
+    h.write(LANE .. '/background-status.txt', st .. '\n' .. table.concat(lines) .. last)
+    note('the background tier (5 Jobs, ' .. n .. ' dispatches by hand)', seconds)
+  end)
 
   it('completes E after the hook pod is deleted in the middle of a migration (TERM, KILL after the grace period), recording nothing false', function()
     local w = watch_jobs()

@@ -61,7 +61,10 @@ describe('#e2e a stop signal', function()
     local rv = runner.get_lease(ns).metadata.resourceVersion
     local dir = fixture.tree({ batches = { { '00001-v1.0.0', { 'alpha' } } },
       scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') } } })
-    local f = runner.alongside(runner.cmd(dir, ns, '--lock-timeout 60s'), 1.5, 'kill -HUP $p')
+    -- under nohup (or any caller that ignores HUP) the runner rightly keeps
+    -- it ignored: give it the default
+    local f = runner.alongside('env --default-signal=HUP ' .. runner.cmd(dir, ns, '--lock-timeout 60s'), 1.5,
+      'kill -HUP $p')
     assert.are.equal('129\n', f.r1, f.e1)
     contains(f.e1, 'stopped by SIGHUP while waiting for the runner lock ' .. ns .. '/' .. runner.LEASE ..
       ': nothing ran (exit 129)')

@@ -39,10 +39,39 @@ end
 
 local function container(job) return job.spec.template.spec.containers[1] end
 
+local json = require('json')
+local DIGEST = 'reg.example/cozy/cozy-migrate@sha256:' .. string.rep('0123abcd', 8)
+
+-- A copy of the chart whose files/cozy-migrate-index.json is the index
+-- given ({image=, pre=, revoked=, bg={{slug=, timeout_s=}}}), nil: the
+-- chart's own.
+local function chart_with_index(ix)
+  local dir = h.tmpdir()
+  h.must(h.run(string.format('cp -R %s/. %s/', h.q(CHART), h.q(dir))))
+  if ix then
+    local bg = {}
+    for _, g in ipairs(ix.bg or {}) do
+      bg[#bg + 1] = { slug = g.slug, timeout_s = g.timeout_s, on_error = 'warn', requires = json.array({}) }
+    end
+    h.write(dir .. '/files/cozy-migrate-index.json', json.encode({ version = 1, image = ix.image or json.null,
+      ['pre-apply'] = json.array(ix.pre or {}), background = json.array(bg), revoked = json.array(ix.revoked or {}) }))
+  end
+  return dir
+end
+
 local function env_of(job)
   local env = {}
   for _, e in ipairs(container(job).env) do env[e.name] = e end
   return env
+end
+
+-- The upgrade's lock wait with the chart's own index: lockTimeoutSeconds,
+-- at least the longest background timeout plus a minute.
+local function upgrade_wait(lock_s)
+  local ix = json.decode(h.slurp(CHART .. '/files/cozy-migrate-index.json'))
+  local wait = lock_s
+  for _, g in ipairs(ix.background) do wait = math.max(wait, g.timeout_s + 60) end
+  return wait
 end
 
 local function lock_timeout(job)
@@ -98,9 +127,9 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     assert.are.equal('cozy-system', kind(list, 'ServiceAccount').metadata.namespace)
     assert.are.equal(values.backoffLimit, job.spec.backoffLimit)
     assert.is_true(job.spec.backoffLimit >= 1)
-    assert.are.equal(values.lockTimeoutSeconds, lock_timeout(job))
-    assert.are.equal(values.lockTimeoutSeconds + values.migrationsTimeoutSeconds + 60, job.spec.activeDeadlineSeconds)
-    assert.are.same({ 2, 3, 4, 7, 11 }, job.spec.podFailurePolicy.rules[1].onExitCodes.values)
+    assert.are.equal(upgrade_wait(values.lockTimeoutSeconds), lock_timeout(job))
+    assert.are.equal(upgrade_wait(values.lockTimeoutSeconds) + values.migrationsTimeoutSeconds + 60, job.spec.activeDeadlineSeconds)
+    assert.are.same({ 2, 3, 4, 7, 11, 12, 13, 14 }, job.spec.podFailurePolicy.rules[1].onExitCodes.values)
     assert.are.equal('FailJob', job.spec.podFailurePolicy.rules[1].action)
     assert.are.equal(65534, job.spec.template.spec.securityContext.runAsUser)
     local c = container(job)
@@ -170,29 +199,58 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
 
   it('derives the deadline from the lock wait and the migrations budget, and refuses one that would cut a migration short', function()
     local job = kind(rendered('--set migrations.lockTimeoutSeconds=20 --set migrations.migrationsTimeoutSeconds=90'), 'Job')
-    assert.are.equal(170, job.spec.activeDeadlineSeconds)
-    assert.are.equal(20, lock_timeout(job))
-    job = kind(rendered('--set migrations.activeDeadlineSeconds=4000'), 'Job')
-    assert.are.equal(4000, job.spec.activeDeadlineSeconds)
-    local res = template('--set migrations.activeDeadlineSeconds=3900')
+    assert.are.equal(upgrade_wait(20) + 90 + 60, job.spec.activeDeadlineSeconds)
+    assert.are.equal(upgrade_wait(20), lock_timeout(job))
+    job = kind(rendered('--set migrations.activeDeadlineSeconds=5000'), 'Job')
+    assert.are.equal(5000, job.spec.activeDeadlineSeconds)
+    local floor = upgrade_wait(values.lockTimeoutSeconds) + values.migrationsTimeoutSeconds
+    local res = template('--set migrations.activeDeadlineSeconds=' .. floor)
     assert.are.equal(1, res.code)
-    assert.matches('must be above lockTimeoutSeconds + migrationsTimeoutSeconds (3900)', res.err, 1, true)
+    assert.matches('must be above the lock wait + migrationsTimeoutSeconds (' .. floor .. ')', res.err, 1, true)
   end)
 
-  it('renders the --only and background Jobs only when asked, with the same pod and a deadline', function()
-    -- a default render is the hook and the Jobs' ServiceAccount, nothing else
+  it('makes the upgrade wait for the lock at least the longest background migration of the index plus a minute, so one in flight hands over inside the wait', function()
+    local chart = chart_with_index({ bg = { { slug = 'bg-short', timeout_s = 60 }, { slug = 'bg-long', timeout_s = 1800 } } })
+    local function jobs(args)
+      local list = docs(h.must(helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=reg.example/m:v1 ' .. args)).out)
+      local hook, only
+      for _, d in ipairs(list) do
+        if d.kind == 'Job' and d.metadata.name == 'cozystack-migrations' then hook = d end
+        if d.kind == 'Job' and d.metadata.name ~= 'cozystack-migrations' then only = d end
+      end
+      return hook, only
+    end
+    local hook, only = jobs('--set migrations.lockTimeoutSeconds=300 --set migrations.only=pre-a')
+    assert.are.equal(1860, lock_timeout(hook))
+    assert.are.equal(1860, lock_timeout(only), 'a pre-apply --only asks for the lock as the hook does')
+    assert.are.equal(1860 + values.migrationsTimeoutSeconds + 60, hook.spec.activeDeadlineSeconds)
+    -- a longer wait given is kept
+    hook = jobs('--set migrations.lockTimeoutSeconds=4000')
+    assert.are.equal(4000, lock_timeout(hook))
+    -- without background migrations the wait is the one given
+    hook = kind(docs(h.must(helm('template cozy-migrate ' .. h.q(chart_with_index({})) ..
+      ' --set migrations.image=reg.example/m:v1 --set migrations.lockTimeoutSeconds=300')).out), 'Job')
+    assert.are.equal(300, lock_timeout(hook))
+  end)
+
+  it('renders the index, the dispatcher and the Jobs\' identity as release resources, the --only Job only when asked, all with the hook\'s pod', function()
     local kinds = {}
     for _, d in ipairs(rendered('')) do kinds[#kinds + 1] = d.kind .. '/' .. d.metadata.name end
     table.sort(kinds)
     assert.are.same({ 'ClusterRoleBinding/cozystack-migrations-cozy-system', 'ClusterRoleBinding/cozystack-migrations-jobs-cozy-system',
-      'Job/cozystack-migrations', 'ServiceAccount/cozystack-migrations', 'ServiceAccount/cozystack-migrations-jobs' }, kinds)
+      'ConfigMap/cozystack-migrations-index', 'CronJob/cozystack-migrations-dispatch',
+      'Job/cozystack-migrations', 'Role/cozystack-migrations-dispatch', 'RoleBinding/cozystack-migrations-dispatch',
+      'ServiceAccount/cozystack-migrations', 'ServiceAccount/cozystack-migrations-dispatch',
+      'ServiceAccount/cozystack-migrations-jobs' }, kinds)
     local only = kind(rendered('--set migrations.only=adopt-a --show-only templates/migrations-only.yaml'), 'Job')
-    local bg = kind(rendered('--set migrations.backgroundJob=true --show-only templates/migrations-background.yaml'), 'Job')
     assert.are.same({ name = 'ONLY', value = 'adopt-a' }, env_of(only).ONLY)
+    local cm = kind(rendered('--show-only templates/migrations-index.yaml'), 'ConfigMap')
+    local bg = json.decode(cm.data['job.json'])
     assert.are.same({ '--tier', 'background', '--lock-timeout', '300s', '--log-format', 'text' }, container(bg).args)
+    assert.are.equal(values.lockTimeoutSeconds + 60, bg.spec.activeDeadlineSeconds)
     local hook = kind(rendered(''), 'Job')
     for _, j in ipairs({ only, bg }) do
-      assert.is_nil(j.metadata.annotations, 'not a hook')
+      assert.is_nil((j.metadata or {}).annotations, 'not a hook')
       -- an ordinary release resource: there between upgrades, unlike the hook's
       assert.are.equal('cozystack-migrations-jobs', j.spec.template.spec.serviceAccountName)
       assert.are.equal(0, j.spec.backoffLimit)
@@ -202,6 +260,68 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
         assert.are.same(hc[k], c[k], k)
       end
     end
+    for _, d in ipairs(rendered('--show-only templates/migrations-dispatch.yaml --show-only templates/migrations-jobs-rbac.yaml --show-only templates/migrations-index.yaml')) do
+      assert.is_nil((d.metadata.annotations or {})['helm.sh/hook'], d.kind .. ' is a hook resource')
+    end
+  end)
+
+  it('renders the index ConfigMap from the chart\'s copy, with the image and the retry policy', function()
+    local cm = kind(rendered('--show-only templates/migrations-index.yaml'), 'ConfigMap')
+    assert.are.equal('cozy-system', cm.metadata.namespace)
+    assert.are.same(json.decode(h.slurp(CHART .. '/files/cozy-migrate-index.json')), json.decode(cm.data['index.json']))
+    assert.are.equal(values.image, cm.data.image)
+    assert.are.equal('3', cm.data['max-attempts'])
+    assert.are.equal('10m', cm.data['retry-backoff'])
+    assert.are.equal('2h', cm.data['retry-backoff-max'])
+    cm = kind(rendered('--show-only templates/migrations-index.yaml --set migrations.dispatch.maxAttempts=5 ' ..
+      '--set migrations.dispatch.retryBackoff=30s'), 'ConfigMap')
+    assert.are.equal('5', cm.data['max-attempts'])
+    assert.are.equal('30s', cm.data['retry-backoff'])
+  end)
+
+  it('renders the dispatcher as a CronJob that never runs twice at once, as an identity that may only read and create Jobs', function()
+    local list = rendered('--show-only templates/migrations-dispatch.yaml')
+    local cj = kind(list, 'CronJob')
+    assert.are.equal('Forbid', cj.spec.concurrencyPolicy)
+    assert.are.equal(values.dispatch.schedule, cj.spec.schedule)
+    assert.is_false(cj.spec.suspend)
+    local pod = cj.spec.jobTemplate.spec.template.spec
+    assert.are.equal('cozystack-migrations-dispatch', pod.serviceAccountName)
+    assert.are.same({ '/usr/bin/cozy-migrate' }, pod.containers[1].command)
+    assert.are.same({ 'dispatch', '--log-format', 'text' }, pod.containers[1].args)
+    assert.are.equal(0, cj.spec.jobTemplate.spec.backoffLimit)
+    local verbs = {}
+    for _, r in ipairs(kind(list, 'Role').rules) do
+      for _, res in ipairs(r.resources) do verbs[res] = table.concat(r.verbs, ',') end
+    end
+    assert.are.same({ configmaps = 'get', leases = 'get', jobs = 'list,create', events = 'create' }, verbs)
+    cj = kind(rendered('--show-only templates/migrations-dispatch.yaml --set migrations.dispatch.schedule=* --set migrations.dispatch.suspend=true'), 'CronJob')
+    assert.are.equal('*', cj.spec.schedule)
+    assert.is_true(cj.spec.suspend)
+  end)
+
+  it('runs the image the index names when migrations.image is empty, and refuses two images for one release', function()
+    local chart = chart_with_index({ image = DIGEST })
+    local job = kind(docs(h.must(helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=')).out), 'Job')
+    assert.are.equal(DIGEST, container(job).image)
+    -- a mirror of the same image keeps its digest
+    local mirror = 'mirror.local/cozy/cozy-migrate@' .. DIGEST:match('(sha256:%x+)$')
+    job = kind(docs(h.must(helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=' .. h.q(mirror))).out), 'Job')
+    assert.are.equal(mirror, container(job).image)
+    local res = helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=reg.example/other:v2')
+    assert.are.equal(1, res.code)
+    h.contains(res.err, 'is not the image the index names')
+    -- a chart without its index is refused, naming the file
+    local bare = chart_with_index(nil)
+    os.remove(bare .. '/files/cozy-migrate-index.json')
+    res = helm('template cozy-migrate ' .. h.q(bare))
+    assert.are.equal(1, res.code)
+    h.contains(res.err, 'files/cozy-migrate-index.json is missing')
+  end)
+
+  it('fails open under helm template (no cluster to look at): the hook is rendered', function()
+    local list = docs(h.must(helm('template cozy-migrate ' .. h.q(chart_with_index({})))).out)
+    assert.is_truthy(kind(list, 'Job'), 'no hook Job')
   end)
 
   it('every manifest passes the apiserver with server-side dry run', function()
@@ -211,16 +331,16 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     end
     local ns = h.kubectl('get namespace cozy-system')
     if ns.code ~= 0 then h.must(h.kubectl('create namespace cozy-system')) end
-    local all = h.must(template('--set migrations.only=adopt-a --set migrations.backgroundJob=true')).out
+    local all = h.must(template('--set migrations.only=adopt-a')).out
     local files = { DEPLOY .. '/hook-job.yaml', DEPLOY .. '/jobs-rbac.yaml', DEPLOY .. '/only-job.yaml',
-      DEPLOY .. '/background-job.yaml', h.write(os.tmpname() .. '.yaml', all) }
+      DEPLOY .. '/dispatch.yaml', DEPLOY .. '/index.yaml', h.write(os.tmpname() .. '.yaml', all) }
     for _, f in ipairs(files) do
       local res = h.kubectl('apply --dry-run=server -f ' .. h.q(f))
       assert.are.equal(0, res.code, f .. ': ' .. res.err)
       assert.matches('(server dry run)', res.out, 1, true)
     end
     -- and the server does check: a broken Job is refused
-    local bad = h.write(os.tmpname() .. '.yaml', (h.slurp(files[4]):gsub('backoffLimit: 0', 'backoffLimit: many')))
+    local bad = h.write(os.tmpname() .. '.yaml', (h.slurp(files[3]):gsub('backoffLimit: 0', 'backoffLimit: many')))
     assert.are_not.equal(0, h.kubectl('apply --dry-run=server -f ' .. h.q(bad)).code)
   end)
 end)

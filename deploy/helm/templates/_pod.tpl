@@ -1,14 +1,39 @@
 {{- /*
-  The parts the hook Job, the --only Job and the background Job share, so
-  their pods are one spec (deploy/*.yaml are rendered from these).
+  The parts the hook Job, the --only Job, the background Jobs' template and
+  the dispatcher's CronJob share, so their pods are one spec (deploy/*.yaml
+  are rendered from these).
   Names start with "cozy-migrate." so they cannot clash with a platform
   chart's own templates when the snippet is copied into it.
 */ -}}
 
-{{- /* The image reference, as given: refused without a tag or digest, or
-  with the tag latest (a ledger record must say which image ran). */ -}}
+{{- /* The migrations index the release ships (cozy-migrate index wrote it
+  from the image's tree): its pre-apply and revoked slugs feed the render
+  gate, its background slugs the dispatcher (through the index ConfigMap). */ -}}
+{{- define "cozy-migrate.index-file" -}}
+{{- $f := .Files.Get "files/cozy-migrate-index.json" -}}
+{{- if not $f -}}
+{{- fail "files/cozy-migrate-index.json is missing: the chart ships the migrations index (cozy-migrate index --image REF > files/cozy-migrate-index.json; README: Deploying the hook)" -}}
+{{- end -}}
+{{- $f -}}
+{{- end -}}
+
+{{- define "cozy-migrate.index" -}}
+{{- $ix := include "cozy-migrate.index-file" . | fromJson -}}
+{{- if or (hasKey $ix "Error") (not (hasKey $ix "pre-apply")) (not (hasKey $ix "revoked")) (not (hasKey $ix "background")) -}}
+{{- fail "files/cozy-migrate-index.json is not a migrations index (regenerate it with cozy-migrate index)" -}}
+{{- end -}}
+{{- toJson $ix -}}
+{{- end -}}
+
+{{- /* The image reference: migrations.image, else the index's; refused
+  without a tag or digest, or with the tag latest (a ledger record must say
+  which image ran), and when the two name different images (a release runs
+  one; a mirror of it keeps its digest). */ -}}
 {{- define "cozy-migrate.image" -}}
-{{- $ref := required "migrations.image is required (repo:tag or repo@sha256:...)" .Values.migrations.image -}}
+{{- $ix := include "cozy-migrate.index" . | fromJson -}}
+{{- $given := .Values.migrations.image | default "" -}}
+{{- $pinned := $ix.image | default "" -}}
+{{- $ref := required "migrations.image is required (repo:tag or repo@sha256:...), or an index that names the image" ($given | default $pinned) -}}
 {{- $name := regexReplaceAll "@sha256:[0-9a-f]{64}$" $ref "" -}}
 {{- $last := last (splitList "/" $name) -}}
 {{- $tag := "" -}}
@@ -22,17 +47,66 @@
 {{- if eq $tag "latest" -}}
 {{- fail (printf "migrations.image %q: the tag latest names no fixed image; give a version tag or a digest" $ref) -}}
 {{- end -}}
+{{- if and $given $pinned (ne $given $pinned) -}}
+{{- $d1 := regexFind "@sha256:[0-9a-f]{64}$" $given -}}
+{{- $d2 := regexFind "@sha256:[0-9a-f]{64}$" $pinned -}}
+{{- if or (not $d1) (ne $d1 $d2) -}}
+{{- fail (printf "migrations.image %q is not the image the index names, %q: a release runs one image (leave migrations.image empty, or regenerate the index with cozy-migrate index --image)" $given $pinned) -}}
+{{- end -}}
+{{- end -}}
 {{- $ref -}}
+{{- end -}}
+
+{{- /* The render gate: whether the pre-apply hook has anything to do. Yes
+  when the ledger is absent (a fresh install: the hook seeds it), when
+  lookup sees nothing (helm template, a client dry run: fail open), when a
+  shipped pre-apply slug or a revoked slug has no m.<slug> key, or when a
+  slug of migrations.skip is not recorded skipped yet. "true" or "". */ -}}
+{{- define "cozy-migrate.hook-needed" -}}
+{{- $ix := include "cozy-migrate.index" . | fromJson -}}
+{{- $ledger := lookup "v1" "ConfigMap" .Release.Namespace "cozystack-version" -}}
+{{- $need := false -}}
+{{- if not $ledger -}}
+{{- $need = true -}}
+{{- else -}}
+{{- $data := $ledger.data | default dict -}}
+{{- range concat (index $ix "pre-apply") (index $ix "revoked") -}}
+{{- if not (hasKey $data (printf "m.%s" .)) }}{{ $need = true }}{{ end -}}
+{{- end -}}
+{{- range splitList "," (include "cozy-migrate.skip" $) -}}
+{{- if . -}}
+{{- $rec := get $data (printf "m.%s" .) | default "{}" | fromJson -}}
+{{- if ne (get $rec "state" | default "") "skipped" }}{{ $need = true }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $need }}true{{ end -}}
+{{- end -}}
+
+{{- /* How long the upgrade (the hook, the --only Job) waits for the runner
+  lock: lockTimeoutSeconds, and never less than the longest background
+  timeout of the index plus a minute (its grace, its record, the next
+  boundary), so a background migration in flight when the upgrade starts
+  hands the lock over inside the wait (README: The upgrade first on the
+  lock). */ -}}
+{{- define "cozy-migrate.upgrade-lock-wait" -}}
+{{- $ix := include "cozy-migrate.index" . | fromJson -}}
+{{- $wait := int .Values.migrations.lockTimeoutSeconds -}}
+{{- range index $ix "background" -}}
+{{- $t := add (int (get . "timeout_s")) 60 -}}
+{{- if gt (int $t) (int $wait) }}{{ $wait = $t }}{{ end -}}
+{{- end -}}
+{{- $wait -}}
 {{- end -}}
 
 {{- /* The Job's deadline: activeDeadlineSeconds if set (above the lock
   wait plus the migrations' timeouts, or refused), else that sum + 60 s. */ -}}
 {{- define "cozy-migrate.deadline" -}}
 {{- $m := .Values.migrations -}}
-{{- $min := add (int $m.lockTimeoutSeconds) (int $m.migrationsTimeoutSeconds) -}}
+{{- $min := add (int (include "cozy-migrate.upgrade-lock-wait" .)) (int $m.migrationsTimeoutSeconds) -}}
 {{- if $m.activeDeadlineSeconds -}}
 {{- if le (int $m.activeDeadlineSeconds) (int $min) -}}
-{{- fail (printf "migrations.activeDeadlineSeconds %v must be above lockTimeoutSeconds + migrationsTimeoutSeconds (%d): the Job would be killed inside a migration's own timeout" $m.activeDeadlineSeconds $min) -}}
+{{- fail (printf "migrations.activeDeadlineSeconds %v must be above the lock wait + migrationsTimeoutSeconds (%d): the Job would be killed inside a migration's own timeout" $m.activeDeadlineSeconds $min) -}}
 {{- end -}}
 {{- int $m.activeDeadlineSeconds -}}
 {{- else -}}
@@ -53,7 +127,8 @@
 {{- join "," $out -}}
 {{- end -}}
 
-{{- /* The pod template's spec. Call with (dict "root" $ "sa" NAME "args" LIST "env" LIST). */ -}}
+{{- /* The pod template's spec. Call with (dict "root" $ "sa" NAME "args" LIST "env" LIST
+  [ "command" LIST ]). */ -}}
 {{- define "cozy-migrate.pod" -}}
 {{- $m := .root.Values.migrations -}}
 serviceAccountName: {{ .sa }}
@@ -63,6 +138,9 @@ containers:
 - name: migrate
   image: {{ include "cozy-migrate.image" .root | quote }}
   imagePullPolicy: {{ $m.imagePullPolicy }}
+  {{- with .command }}
+  command: {{ toJson . }}
+  {{- end }}
   args: {{ toJson .args }}
   env:
   - name: NAMESPACE
@@ -75,9 +153,9 @@ containers:
   {{- with $m.extraEnv }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
-  # The reason of a failure where `kubectl describe pod` and `kubectl get
-  # job -o yaml` show it: the log's last lines, unless the runner wrote a
-  # termination message itself.
+  # The reason of a failure where `kubectl describe pod` and Helm's error
+  # show it: the runner writes its fatal line and each failed migration to
+  # the termination message; the log's last lines when it could not.
   terminationMessagePolicy: FallbackToLogsOnError
   securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: ["ALL"]}}
   volumeMounts:
@@ -88,4 +166,23 @@ containers:
   {{- end }}
 volumes:
 - {name: tmp, emptyDir: {}}
+{{- end -}}
+
+{{- /* The template of the background Jobs the dispatcher creates (the index
+  ConfigMap's job.json): the hook's pod as the jobServiceAccount, the lock
+  wait and a margin as activeDeadlineSeconds (the dispatcher adds each
+  slug's timeout), no retries of its own (the dispatcher retries, with a
+  backoff, counted in the ledger). */ -}}
+{{- define "cozy-migrate.background-job" -}}
+{{- $m := .Values.migrations -}}
+apiVersion: batch/v1
+kind: Job
+spec:
+  backoffLimit: 0
+  activeDeadlineSeconds: {{ add (int $m.lockTimeoutSeconds) 60 }}
+  ttlSecondsAfterFinished: {{ $m.ttlSecondsAfterFinished }}
+  template:
+    spec:
+      {{- $args := list "--tier" "background" "--lock-timeout" (printf "%ds" (int $m.lockTimeoutSeconds)) "--log-format" $m.logFormat }}
+      {{- include "cozy-migrate.pod" (dict "root" . "sa" $m.jobServiceAccount "args" $args "env" list) | nindent 6 }}
 {{- end -}}

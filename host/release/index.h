@@ -1,0 +1,21 @@
+/* index.h: the `index` command: the migrations index (formats/indexdoc.h)
+ * of the packaged tree, generated as the file the chart includes or as its
+ * ConfigMap manifest, or --check FILE: does the chart's copy (or a rendered
+ * or live ConfigMap) agree with the tree? */
+#ifndef COZY_INDEX_H
+#define COZY_INDEX_H
+#include "formats/indexdoc.h"
+
+struct index_opts {
+    const char *dir;            /* the tree (migrations/ with order.d, legacy-sh/) */
+    const char *image;          /* --image, or NULL */
+    int require_digest;
+    const char *check;          /* --check FILE, or NULL: generate */
+    int configmap;              /* -o configmap: the ConfigMap manifest (YAML) */
+    const char *ns;             /* its namespace */
+};
+
+/* The `index` command. Exit 0; 2 a bad --image; 3 a tree or FILE that does
+ * not load; 9 FILE disagrees with the tree (each difference named). */
+int index_cmd(const struct index_opts *o);
+#endif

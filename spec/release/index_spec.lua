@@ -1,0 +1,206 @@
+-- `cozy-migrate index`: the migrations index of a packaged tree, read with
+-- the runner's loader (a tree the runner refuses has no index); --check of
+-- the chart's copy, of its rendering as a ConfigMap and of the live
+-- ConfigMap on the local apiserver, naming each slug that differs (exit 9);
+-- --image and --require-digest; an index that cannot be read fully is
+-- refused (exit 3), never taken for a smaller one.
+local h = require('support.helpers')
+local fixture = require('support.fixture')
+local json = require('json')
+
+local DIGEST = 'reg.example/cozy/cozy-migrate@sha256:' .. string.rep('0123abcd', 8)
+
+local function index(dir, ...) return h.cozy('index', '--dir', dir, ...) end
+
+-- The tree: two batches, legacy shell first, a revoked slug still shipped.
+local function release_tree(extra)
+  local scripts = {
+    old = { shell = true, body = 'true' },
+    alpha = { body = "require('log').info('a')" },
+    zeta = { body = "require('log').info('z')" },
+    ['bg-one'] = { tier = 'background', on_error = 'warn', timeout = '2m', body = "require('log').info('1')" },
+    ['bg-two'] = { tier = 'background', header = '-- cozystack-migration: on-error=abort\n' ..
+      '-- cozystack-migration: requires=bg-one', body = "require('log').info('2')" },
+    faulty = { body = "error('never')" },
+  }
+  for k, v in pairs(extra or {}) do scripts[k] = v end
+  return fixture.tree({
+    batches = { { '00001-v1.0.0', { 'old', 'zeta', 'bg-one', 'faulty', 'gone retired' } },
+      { '00002-v1.1.0', { 'alpha', 'bg-two' } } },
+    scripts = scripts,
+    revoked = { 'faulty' },
+  })
+end
+
+local function write_index(t)
+  local f = os.tmpname() .. '.json'
+  h.write(f, json.encode(t))
+  return f
+end
+
+describe('cozy-migrate index', function()
+  local dir, want
+
+  setup(function()
+    dir = release_tree()
+    want = json.decode(h.must(index(dir)).out)
+  end)
+
+  it('lists each tier in manifest order with the runner loader, revoked slugs apart and retired ones left out', function()
+    assert.are.equal(1, want.version)
+    assert.are.equal(json.null, want.image)
+    -- the legacy shell slug runs in the pre-apply tier, first (00000-legacy)
+    assert.are.same({ 'old', 'zeta', 'alpha' }, want['pre-apply'])
+    assert.are.same({
+      { slug = 'bg-one', timeout_s = 120, on_error = 'warn', requires = {} },
+      { slug = 'bg-two', timeout_s = 600, on_error = 'abort', requires = { 'bg-one' } },
+    }, want.background)
+    assert.are.same({ 'faulty' }, want.revoked)
+  end)
+
+  it('has no index for a tree the runner refuses (exit 3, naming the file)', function()
+    local bad = release_tree({ broken = { header = '-- cozystack-migration: on-error=sometimes' } })
+    local res = index(bad)
+    assert.are.equal(3, res.code, res.err)
+    assert.matches('broken.lua', res.err, 1, true)
+    assert.are.equal('', res.out)
+  end)
+
+  it('takes --image by tag or digest, and with --require-digest refuses a tag (exit 2)', function()
+    assert.are.equal(DIGEST, json.decode(h.must(index(dir, '--image', DIGEST, '--require-digest')).out).image)
+    assert.are.equal('reg.example/x:v1.2.0', json.decode(h.must(index(dir, '--image', 'reg.example/x:v1.2.0')).out).image)
+    local res = index(dir, '--image', 'reg.example/x:v1.2.0', '--require-digest')
+    assert.are.equal(2, res.code)
+    assert.matches('--require-digest asks for a digest', res.err, 1, true)
+    for ref, why in pairs({ ['x'] = 'give a tag or a digest', ['x:latest'] = 'the tag latest',
+      ['x@sha256:abc'] = 'a digest is @sha256:' }) do
+      res = index(dir, '--image', ref)
+      assert.are.equal(2, res.code, ref)
+      assert.matches(why, res.err, 1, true)
+    end
+    res = index(dir, '--require-digest')
+    assert.are.equal(2, res.code)
+  end)
+
+  it('--check passes a copy that agrees and names every slug of one that does not (exit 9)', function()
+    local same = h.write(os.tmpname() .. '.json', h.must(index(dir)).out)
+    local ok = h.must(index(dir, '--check', same))
+    assert.matches('agrees with the tree', ok.out, 1, true)
+    local stale = json.decode(h.slurp(same))
+    stale['pre-apply'] = { 'old', 'alpha', 'zeta', 'extra-one' }     -- reordered, one too many
+    stale.background[1].timeout_s = 600
+    stale.background[2].requires = json.array({})
+    table.remove(stale.background, 1)                                -- bg-one missing
+    stale.revoked = json.array({})
+    local res = index(dir, '--check', write_index(stale))
+    assert.are.equal(9, res.code, res.out .. res.err)
+    h.contains(res.out, "pre-apply slug 'extra-one' is in the index but the tree")
+    h.contains(res.out, "pre-apply slug 'alpha' is at place 2")
+    h.contains(res.out, "background slug 'bg-one' is shipped by the tree")
+    h.contains(res.out, "background slug 'bg-two': its requires differ")
+    h.contains(res.out, "revoked slug 'faulty' is shipped by the tree")
+    h.contains(res.err, 'does not agree with the tree')
+    h.contains(res.err, '5 differences')
+    -- a changed timeout and on-error are differences too
+    stale = json.decode(h.slurp(same))
+    stale.background[1].timeout_s, stale.background[2].on_error = 60, 'warn'
+    res = index(dir, '--check', write_index(stale))
+    assert.are.equal(9, res.code)
+    h.contains(res.out, "background slug 'bg-one': timeout 60s in the index, 120s in the tree")
+    h.contains(res.out, "background slug 'bg-two': on-error=warn in the index, abort in the tree")
+  end)
+
+  it('--check compares the image: the one given with --image, a digest with --require-digest', function()
+    local tagged = h.write(os.tmpname() .. '.json', h.must(index(dir, '--image', 'reg.example/x:v1')).out)
+    h.must(index(dir, '--check', tagged, '--image', 'reg.example/x:v1'))
+    local res = index(dir, '--check', tagged, '--image', DIGEST)
+    assert.are.equal(9, res.code)
+    h.contains(res.out, "the index names the image 'reg.example/x:v1', not the '" .. DIGEST .. "'")
+    res = index(dir, '--check', tagged, '--require-digest')
+    assert.are.equal(9, res.code)
+    h.contains(res.out, 'does not name its image by digest')
+    local pinned = h.write(os.tmpname() .. '.json', h.must(index(dir, '--image', DIGEST)).out)
+    h.must(index(dir, '--check', pinned, '--require-digest'))
+  end)
+
+  it('refuses an index it cannot read fully (exit 3, naming the file and what is wrong)', function()
+    local base = json.decode(h.must(index(dir)).out)
+    local cases = {
+      { function(t) t.extra = true end, "unknown key 'extra'" },
+      { function(t) t.version = 2 end, "'version' is not 1" },
+      { function(t) t['pre-apply'][2] = 'Not_A_Slug' end, "'Not_A_Slug' is not a slug" },
+      { function(t) t.revoked = { 'zeta' } end, "slug 'zeta' is listed twice" },
+      { function(t) t.background[1].on_error = 'maybe' end, "'on_error' is not abort or warn" },
+      { function(t) t.background[1].timeout_s = -1 end, "'timeout_s' is not a number of seconds" },
+      { function(t) t.background = nil end, "'background' is missing" },
+    }
+    for _, c in ipairs(cases) do
+      local t = json.decode(json.encode(base))
+      c[1](t)
+      local f = write_index(t)
+      local res = index(dir, '--check', f)
+      assert.are.equal(3, res.code, c[2] .. ': ' .. res.out .. res.err)
+      h.contains(res.err, f)
+      h.contains(res.err, c[2])
+    end
+    -- a key given twice reads two ways
+    local f = h.write(os.tmpname() .. '.json', (h.slurp(write_index(base)):gsub('^{', '{"revoked":[],')))
+    local res = index(dir, '--check', f)
+    assert.are.equal(3, res.code)
+    h.contains(res.err, "key 'revoked' given twice")
+  end)
+
+  it('writes a ConfigMap the apiserver accepts, and --check reads it rendered or live from the cluster', function()
+    h.need_cluster()
+    local ns = 'ix-' .. h.unique()
+    h.must(h.kubectl('create namespace ' .. ns))
+    local res = h.must(index(dir, '-o', 'configmap', '--namespace', ns, '--image', DIGEST))
+    local manifest = h.write(os.tmpname() .. '.yaml', res.out)
+    h.must(index(dir, '--check', manifest, '--image', DIGEST))
+    h.must(h.kubectl('apply -f ' .. h.q(manifest)))
+    local live = h.write(os.tmpname() .. '.yaml',
+      h.must(h.kubectl('get configmap cozystack-migrations-index -n ' .. ns .. ' -o yaml')).out)
+    local ok = h.must(index(dir, '--check', live, '--image', DIGEST, '--require-digest'))
+    h.contains(ok.out, '3 pre-apply, 2 background, 1 revoked')
+    -- the live copy edited on the cluster no longer agrees: the slug is named
+    local cm = h.kubectl_json('get configmap cozystack-migrations-index -n ' .. ns)
+    local ix = json.decode(cm.data['index.json'])
+    table.remove(ix['pre-apply'], 2)
+    cm.data['index.json'] = json.encode(ix)
+    h.kapply(cm)
+    live = h.write(os.tmpname() .. '.yaml',
+      h.must(h.kubectl('get configmap cozystack-migrations-index -n ' .. ns .. ' -o yaml')).out)
+    res = index(dir, '--check', live)
+    assert.are.equal(9, res.code)
+    h.contains(res.out, "pre-apply slug 'zeta' is shipped by the tree")
+    -- a ConfigMap without the index is not one
+    local other = h.write(os.tmpname() .. '.yaml', 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n')
+    res = index(dir, '--check', other)
+    assert.are.equal(3, res.code)
+    h.contains(res.err, 'has no key index.json')
+    h.kubectl('delete namespace ' .. ns .. ' --wait=false')
+  end)
+
+  it('is run by make install against the chart copy it is given, which must agree', function()
+    local dest = h.tmpdir()
+    local copy = h.write(os.tmpname() .. '.json', h.must(index(dir)).out)
+    -- order.d is prepared (no git history): make install takes it as it is
+    local res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr MIGRATIONS_TREE=%s INDEX_FILE=%s',
+      h.q(h.root), h.q(dest), h.q(dir), h.q(copy)))
+    assert.are.equal(0, res.code, res.out .. res.err)
+    h.contains(res.out, 'agrees with the tree')
+    local stale = json.decode(h.slurp(copy))
+    table.remove(stale.background, 2)
+    res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr MIGRATIONS_TREE=%s INDEX_FILE=%s',
+      h.q(h.root), h.q(dest), h.q(dir), h.q(write_index(stale))))
+    assert.are_not.equal(0, res.code)
+    h.contains(res.out, "background slug 'bg-two' is shipped by the tree")
+  end)
+
+  it("keeps this repository's chart copy (deploy/helm/files) in agreement with its own tree", function()
+    local dest = h.tmpdir()
+    local res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr', h.q(h.root), h.q(dest)))
+    assert.are.equal(0, res.code, res.out .. res.err)
+    h.contains(res.out, 'deploy/helm/files/cozy-migrate-index.json agrees with the tree')
+  end)
+end)

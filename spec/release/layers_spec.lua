@@ -1,0 +1,89 @@
+-- host/ keeps one include direction (README "Layout"): tools/layers, which
+-- `make lint` runs, passes on the tree as it is and fails, naming the file
+-- and line, on a copy with each kind of violation planted in it.
+local h = require('support.helpers')
+
+local function layers(root)
+  return h.run(h.q(h.root .. '/tools/layers') .. ' ' .. h.q(root))
+end
+
+-- copy_host() -> a scratch root holding a copy of host/
+local function copy_host()
+  local d = h.tmpdir()
+  h.must(h.run('cp -r ' .. h.q(h.root .. '/host') .. ' ' .. h.q(d .. '/host')), 'copy host/')
+  return d
+end
+
+local function append(path, text)
+  local f = assert(io.open(path, 'ab'))
+  f:write(text)
+  f:close()
+end
+
+local function plant(file, text, needle)
+  local d = copy_host()
+  append(d .. '/host/' .. file, text)
+  local res = layers(d)
+  h.run('rm -rf ' .. h.q(d))
+  assert.are.equal(1, res.code, res.out .. res.err)
+  h.contains(res.out, 'host/' .. file .. ':', 'the problem names the file')
+  h.contains(res.out, needle, 'the problem says what is wrong')
+  return res
+end
+
+describe('the layers of host/', function()
+  it('keep base <- formats <- kube <- lua <- run <- cli as the tree is', function()
+    local res = layers(h.root)
+    assert.are.equal(0, res.code, res.out .. res.err)
+    assert.are.equal('', res.out)
+  end)
+
+  it('are broken by a lower layer including a higher one', function()
+    plant('kube/rest.c', '\n#include "run/runner.h"\n', 'kube/ may not include run/runner.h')
+  end)
+
+  it('are broken by the planner including the CLI above it', function()
+    plant('run/plan.c', '\n#include "cli/cli.h"\n', 'run/ may not include cli/cli.h')
+  end)
+
+  it('are broken by release/ reaching the cluster layer', function()
+    plant('release/lint.c', '\n#include "kube/rest.h"\n', 'release/ may not include kube/rest.h')
+  end)
+
+  it('are broken by run/ including release/, which only cli/ may', function()
+    plant('run/runner.c', '\n#include "release/order.h"\n', 'run/ may not include release/order.h')
+  end)
+
+  it('are broken by a pure layer including a Lua header', function()
+    plant('formats/record.c', '\n#include <lua.h>\n', 'formats/ links without Lua')
+  end)
+
+  it('are broken by an include that names no layer folder', function()
+    plant('lua/sandbox.c', '\n#include "util.h"\n', 'names no layer folder')
+  end)
+
+  it('are broken by a layer below run/ printing', function()
+    plant('kube/guard.c', '\nstatic void noisy(void) { printf("x\\n"); }\n', 'kube/ prints nothing')
+  end)
+
+  it('are broken by a file directly in host/', function()
+    local d = copy_host()
+    h.write(d .. '/host/stray.c', '/* stray */\n')
+    local res = layers(d)
+    h.run('rm -rf ' .. h.q(d))
+    assert.are.equal(1, res.code, res.out .. res.err)
+    h.contains(res.out, "host/stray.c:1: a file directly in host/", 'the stray file is named')
+  end)
+
+  it('report the line of the planted include', function()
+    local d = copy_host()
+    local file = d .. '/host/base/util.c'
+    local _, lines = h.slurp(file):gsub('\n', '')
+    append(file, '#include "formats/record.h"\n')
+    local res = layers(d)
+    h.run('rm -rf ' .. h.q(d))
+    assert.are.equal(1, res.code, res.out .. res.err)
+    h.contains(res.out, 'host/base/util.c:' .. (lines + 1) .. ': base/ may not include formats/record.h',
+      'the line number is the include\'s')
+  end)
+end)
