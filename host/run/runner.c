@@ -709,6 +709,41 @@ static int lock_and_plan(struct ctx *c, struct plan *p)
     return 0;
 }
 
+/* A run with nothing to do takes no lock: the lock keeps two runners from
+ * executing or recording at once, and this one would do neither. One read of
+ * the ledger, without the lock, is planned; when the plan has no step, no
+ * record to seed and nothing refused, and the Lease already carries this
+ * ledger's mark (so a deleted ledger is still told from a fresh install,
+ * exit 12) and the ledger its protection, that is the run: what a read
+ * shows done stays done, since records are only added (under the lock) and
+ * a pending one makes the next run take the lock. Anything else (an error
+ * included) returns 0, and the run goes the locked way, which reads again
+ * and says what is wrong. 1 when the run is over. */
+static int idle_unlocked(struct ctx *c, struct plan *p)
+{
+    char err[ERRLINE_MAX], mark[64] = "";
+    ledger_free(&c->l);
+    if (ledger_read(&c->loc, &c->l, err, sizeof err) != LEDGER_OK || !c->l.exists ||
+        !c->l.protected_)
+        return 0;
+    now_rfc3339(c->now);
+    plan_free(p);
+    if (plan_build(&c->t, &c->l, &c->po, p) != 0 || p->refuse || p->corrupt || p->fresh_install ||
+        p->nseed)
+        return 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->s[i].kind != STEP_SKIP)
+            return 0;
+    if (lock_read_ledger_mark(c->rest, c->loc.ns, c->o->k.lease_name, mark, sizeof mark, err,
+                              sizeof err) != 0 || strcmp(mark, c->l.uid) != 0)
+        return 0;
+    for (size_t i = 0; i < p->nwarnings; i++)
+        log_warn("%s", p->warnings[i]);
+    if (!log_json())
+        out_line("nothing to run for the %s tier", c->o->tier);
+    return 1;
+}
+
 int runner_run(const struct runner_opts *o)
 {
     struct ctx c;
@@ -725,6 +760,8 @@ int runner_run(const struct runner_opts *o)
         log_fatal("%s", err);
         goto out;
     }
+    if (!o->k.dry_run && !o->only && idle_unlocked(&c, &p))
+        goto out;
     if ((rc = lock_and_plan(&c, &p)) != 0 || c.yielded || (rc = seed(&c, &p)) != 0)
         goto out;
     /* A ledger that cannot be trusted was refused by the planner before

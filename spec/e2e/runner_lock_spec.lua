@@ -273,4 +273,59 @@ echo "end $$ $(date +%%s.%%N)" >> %s]], h.q(f), h.q(f), h.q(f))
       assert.are.equal('ghost', runner.get_lease(ns).spec.holderIdentity)
     end)
   end)
+
+  describe('when nothing is pending', function()
+    -- one run records alpha: the ledger is protected, the Lease carries its mark
+    local function ran_once()
+      local ns = runner.new_ns()
+      runner.make_ledger(ns, {})
+      local dir = fixture.tree({ batches = { { '00001-v1.0.0', { 'alpha' } } },
+        scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') } } })
+      h.must(runner.run(dir, ns), 'the first run')
+      return ns, dir
+    end
+    local MARK = 'platform.cozystack.io/ledger-uid'
+
+    it('takes no lock: it ends at once while another runner holds the Lease, which it leaves untouched', function()
+      local ns, dir = ran_once()
+      h.must(h.kubectl(string.format([[patch lease %s -n %s --type merge -p '{"spec":{"holderIdentity":"ghost","leaseDurationSeconds":300,"renewTime":"%s"}}']],
+        runner.LEASE, ns, os.date('!%Y-%m-%dT%H:%M:%S.000000Z'))), 'patch the Lease')
+      local rv = runner.get_lease(ns).metadata.resourceVersion
+      local r = runner.run(dir, ns, '--lock-timeout', '3s')
+      assert.are.equal(0, r.code, r.out .. r.err)
+      contains(r.out, 'nothing to run for the pre-apply tier')
+      lacks(r.err, 'waiting')
+      assert.are.equal(rv, runner.get_lease(ns).metadata.resourceVersion)
+      assert.are.equal('ghost', runner.get_lease(ns).spec.holderIdentity)
+    end)
+
+    it('still takes the lock to write the ledger mark a Lease lacks, and then waits for a holder', function()
+      local ns, dir = ran_once()
+      local uid = runner.get_ledger(ns).metadata.uid
+      h.must(h.kubectl(string.format('annotate lease %s -n %s %s-', runner.LEASE, ns, MARK)), 'drop the mark')
+      local r = runner.run(dir, ns)
+      assert.are.equal(0, r.code, r.out .. r.err)
+      contains(r.out, 'nothing to run for the pre-apply tier')
+      assert.are.equal(uid, runner.get_lease(ns).metadata.annotations[MARK])
+      -- without the mark, a holder makes the idle run wait as any run does
+      h.must(h.kubectl(string.format('annotate lease %s -n %s %s-', runner.LEASE, ns, MARK)), 'drop the mark')
+      h.must(h.kubectl(string.format([[patch lease %s -n %s --type merge -p '{"spec":{"holderIdentity":"ghost","leaseDurationSeconds":300,"renewTime":"%s"}}']],
+        runner.LEASE, ns, os.date('!%Y-%m-%dT%H:%M:%S.000000Z'))), 'patch the Lease')
+      local r2 = runner.run(dir, ns, '--lock-timeout', '1s')
+      assert.are.equal(5, r2.code, r2.out .. r2.err)
+      contains(r2.err, 'is held by ghost')
+    end)
+
+    it('takes the lock when a migration is pending, so a holder makes it wait', function()
+      local ns, dir = ran_once()
+      local dir2 = fixture.tree({ batches = { { '00001-v1.0.0', { 'alpha' } }, { '00002-v1.1.0', { 'beta' } } },
+        scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') }, beta = { body = runner.lua_marker(ns, 'beta') } } })
+      h.must(h.kubectl(string.format([[patch lease %s -n %s --type merge -p '{"spec":{"holderIdentity":"ghost","leaseDurationSeconds":300,"renewTime":"%s"}}']],
+        runner.LEASE, ns, os.date('!%Y-%m-%dT%H:%M:%S.000000Z'))), 'patch the Lease')
+      assert.is_truthy(dir)
+      local r = runner.run(dir2, ns, '--lock-timeout', '1s')
+      assert.are.equal(5, r.code, r.out .. r.err)
+      assert.is_nil(runner.markers(ns)['ran-beta'])
+    end)
+  end)
 end)

@@ -2,8 +2,8 @@
 # tools/bench/ledger.sh (sourced by tools/bench/run): a ledger of 2,000
 # records. One run of 2,000 empty migrations fills it (reqtime.c logs each
 # record write, so the write at 100, 500 and 2,000 records are read off the
-# real run); then `cozy-migrate run` with nothing pending (lock, ledger read,
-# plan, release) against one `kubectl get` of the ledger, 11 times each (the median);
+# real run); then `cozy-migrate run` with nothing pending (a ledger read, the
+# plan, the Lease's mark; no lock) against one `kubectl get` of the ledger, 11 times each (the median);
 # then one record write replayed raw at 100, 500 and 2,000 records, three
 # ways (whole object answered, metadata answered, and as the engine sends
 # it: a strategic merge patch, metadata answered): how a write's cost grows
@@ -80,7 +80,7 @@ echo
 echo "(e) a ledger of $lrec records ($((bytes / 1024)) KiB as JSON; filled by one run of $lrec migrations in ${fill_s}s)"
 awk -v i="$idle_s" -v k="$kget_s" -v n="$repeat" 'BEGIN {
 	printf "%-62s %9s %9s\n", "command (median of " n ")", "s", "vs kubectl"
-	printf "%-62s %9.3f %9.2fx\n", "cozy-migrate run, nothing pending (lock, read, plan, release)", i, i / k
+	printf "%-62s %9.3f %9.2fx\n", "cozy-migrate run, nothing pending (read, plan, the Lease mark)", i, i / k
 	printf "%-62s %9.3f %9.2fx\n", "kubectl get configmap cozystack-version -o json", k, 1
 }'
 echo
