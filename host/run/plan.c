@@ -585,6 +585,9 @@ static int plan_walk(const struct tree *t, const struct ledger *l, const struct 
     const struct manifest *man = &t->man;
     const char *held_by = NULL;
     long held_attempts = 0;
+    /* the operator's skips, planned before the walk (only they can repeat a
+     * slug of it: asking every step so far made the walk quadratic) */
+    size_t skips = p->n;
     for (size_t i = 0; i < man->n; i++)
         for (size_t j = 0; j < man->b[i].n; j++) {
             const struct batch_entry *e = &man->b[i].e[j];
@@ -595,7 +598,7 @@ static int plan_walk(const struct tree *t, const struct ledger *l, const struct 
             struct step *s;
             char why[160];
             int already = 0;
-            for (size_t k = 0; k < p->n && !already; k++)
+            for (size_t k = 0; k < skips && !already; k++)
                 already = strcmp(p->s[k].slug, e->slug) == 0;
             if (already)
                 continue; /* an operator skip, planned above */
