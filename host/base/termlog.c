@@ -73,8 +73,9 @@ static void flush(void)
     if (*fatal_line && put(buf, &at, sizeof buf, fatal_line) != 0) {
         /* Alone it does not fit (it cannot, with TERMLOG_LINE below the
          * bound, but the file must stay within it whatever changes). */
-        memcpy(buf, fatal_line, sizeof buf - 1);
-        at = sizeof buf - 1;
+        size_t n = strnlen(fatal_line, sizeof fatal_line);
+        at = n < sizeof buf - 1 ? n : sizeof buf - 1;
+        memcpy(buf, fatal_line, at);
     }
     if (first > 0) {
         char more[96];
