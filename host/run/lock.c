@@ -481,6 +481,17 @@ static int lose(struct lock *lk, char *err, size_t errlen, const char *why)
     return -1;
 }
 
+/* A confirmation that did not come: still held while the hold lasts on this
+ * runner's clock (0), lost once it has lapsed (-1, err says so). */
+static int held_while_it_lasts(struct lock *lk, char *err, size_t errlen)
+{
+    if (lock_left(lk) > 0)
+        return 0;
+    char m[300];
+    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
+    return lose(lk, err, errlen, m);
+}
+
 /* A read of the Lease, judged: 0 while it is ours (a resourceVersion moved
  * by someone who left our holder in place is adopted), -1 when lost. */
 static int judge(struct lock *lk, const struct view *v, char *err, size_t errlen)
@@ -511,11 +522,7 @@ static int check_now(struct lock *lk, char *err, size_t errlen)
     if (read_lease(lk, &v, why, sizeof why) == 0)
         return judge(lk, &v, err, errlen);
     log_warn("lock: could not read the Lease back (%s); going on while the hold lasts", why);
-    if (lock_left(lk) > 0)
-        return 0;
-    char m[300];
-    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
-    return lose(lk, err, errlen, m);
+    return held_while_it_lasts(lk, err, errlen);
 }
 
 /* A compare-and-swap renewal now. 0 held (confirmed, or not confirmed but
@@ -563,11 +570,7 @@ again:;
         }
         log_warn("lock: renewal not confirmed (%s); retrying while the lease lasts", why);
     }
-    if (lock_left(lk) > 0)
-        return 0;
-    char m[300];
-    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
-    return lose(lk, err, errlen, m);
+    return held_while_it_lasts(lk, err, errlen);
 }
 
 /* 0 when the hold has not lapsed, else -1 (lost for good, even if nobody
@@ -609,11 +612,7 @@ int lock_confirm(struct lock *lk, char *err, size_t errlen)
                                                                    : check_now(lk, err, errlen);
     if (rc != 0)
         return -1;
-    if (lock_left(lk) > 0)
-        return 0;
-    char m[300];
-    snprintf(m, sizeof m, "no renewal was confirmed for %.0fs", lk->duration_s - lk->margin);
-    return lose(lk, err, errlen, m);
+    return held_while_it_lasts(lk, err, errlen);
 }
 
 int lock_note_ledger(struct lock *lk, const char *uid, char *err, size_t errlen)
