@@ -98,8 +98,10 @@ printf '%s\n' "${fleet_rows[@]}" | awk -v c="$fleet_c" '
 for row in "${fleet_rows[@]}"; do
 	read -r n conc_s _ seq_s _ rawseq_s rawconc_s ok <<<"$row"
 	read -r vs_seq vs_conc < <(awk -v c="$conc_s" -v s="$rawseq_s" -v r="$rawconc_s" 'BEGIN { printf "%.2f %.2f\n", s / c, c / r }')
+	limit=$(awk -v s="$rawseq_s" -v r="$rawconc_s" 'BEGIN { printf "%.2f", s / r }')
 	target "(f) fleet $n: concurrent >= 3x faster than raw sequential" \
-		"$(awk -v r="$vs_seq" -v ok="$ok" 'BEGIN { print (r >= 3 && ok == "yes" ? "met" : "MISSED") }')" "${vs_seq}x"
+		"$(awk -v r="$vs_seq" -v ok="$ok" 'BEGIN { print (r >= 3 && ok == "yes" ? "met" : "MISSED") }')" "${vs_seq}x" \
+		"the raw loop with the same requests in flight is itself only ${limit}x the sequential one: the apiserver, not the round trips, is the limit here"
 	target "(f) fleet $n: concurrent within 1.2x of raw concurrent" \
 		"$(awk -v r="$vs_conc" -v ok="$ok" 'BEGIN { print (r <= 1.2 && ok == "yes" ? "met" : "MISSED") }')" "${vs_conc}x"
 done

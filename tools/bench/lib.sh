@@ -23,7 +23,13 @@ peak_rss() {
 
 # A line for the closing summary: target NAME met|MISSED DETAIL
 TARGETS=()
-target() { TARGETS+=("$(printf '%-58s %-7s %s' "$1" "$2" "$3")"); }
+# target NAME VERDICT FIGURE [WHY]: one line of the targets list; WHY (what
+# the same run measured that explains it) is printed only when MISSED.
+target() {
+	local why=""
+	[[ $2 == MISSED && -n ${4:-} ]] && why="  ($4)"
+	TARGETS+=("$(printf '%-58s %-7s %s%s' "$1" "$2" "$3" "$why")")
+}
 
 bench_setup() {
 	bin=$(realpath "${COZY_MIGRATE:-build/cozy-migrate}")

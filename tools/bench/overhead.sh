@@ -79,14 +79,16 @@ awk -v n="$empty" -v wall="$ov_s" -v rm="$raw_meta" -v rf="$raw_full" -v rs="$ra
 		if (base != "") printf "\n%-58s %22.2f\n", "the baseline engine, wall clock per migration", base / n * 1000
 	}' "$work/reqtime.out"
 per=$(awk -v n="$empty" -v w="$ov_s" 'BEGIN { printf "%.2f", w / n * 1000 }')
-target "(d) <= 5 ms per empty migration" "$(awk -v p="$per" 'BEGIN { print (p <= 5 ? "met" : "MISSED") }')" "$per ms"
+lease_ms=$(awk -v n="$empty" '$1 == "lease" { printf "%.2f", $3 / n * 1000 }' "$work/reqtime.out")
+lease_why="the Lease read back before each migration and each record (DESIGN step 1) is ${lease_ms:-?} ms a migration"
+target "(d) <= 5 ms per empty migration" "$(awk -v p="$per" 'BEGIN { print (p <= 5 ? "met" : "MISSED") }')" "$per ms" "$lease_why"
 vs_raw=$(awk -v n="$empty" -v w="$ov_s" -v r="$raw_smp" 'BEGIN { printf "%.2f", (w / n) / r }')
 target "(d) a migration <= 1.2x its record write replayed raw" \
-	"$(awk -v r="$vs_raw" 'BEGIN { print (r <= 1.2 ? "met" : "MISSED") }')" "${vs_raw}x (the rest is the child: fork, sandbox, reap)"
+	"$(awk -v r="$vs_raw" 'BEGIN { print (r <= 1.2 ? "met" : "MISSED") }')" "${vs_raw}x" "$lease_why; then the child: fork, sandbox, reap"
 if [[ -n $base_s ]]; then
 	vs_base=$(awk -v b="$base_s" -v w="$ov_s" 'BEGIN { printf "%.2f", b / w }')
 	target "(d) >= 1.8x faster than the baseline engine" \
-		"$(awk -v r="$vs_base" 'BEGIN { print (r >= 1.8 ? "met" : "MISSED") }')" "${vs_base}x"
+		"$(awk -v r="$vs_base" 'BEGIN { print (r >= 1.8 ? "met" : "MISSED") }')" "${vs_base}x" "$lease_why"
 else
 	target "(d) >= 1.8x faster than the baseline engine" "not run" "set BENCH_BASELINE=BINARY"
 fi
