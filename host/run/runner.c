@@ -425,12 +425,25 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     return rc;
 }
 
-static int run_steps(struct ctx *c, struct plan *p)
+/* The steps that do something (a STEP_SKIP only says why nothing does). */
+static size_t work_steps(const struct plan *p)
 {
-    size_t n = 0, k = 0;
+    size_t n = 0;
     for (size_t i = 0; i < p->n; i++)
         if (p->s[i].kind != STEP_SKIP)
             n++;
+    return n;
+}
+
+static void say_nothing_to_run(const struct ctx *c)
+{
+    if (!log_json())
+        out_line("nothing to run for the %s tier", c->o->only ? "requested" : c->o->tier);
+}
+
+static int run_steps(struct ctx *c, struct plan *p)
+{
+    size_t n = work_steps(p), k = 0;
     int failed_warn = 0, blocked_warn = 0;
     for (size_t i = 0; i < p->n; i++) {
         const struct step *s = &p->s[i];
@@ -477,8 +490,8 @@ static int run_steps(struct ctx *c, struct plan *p)
         if (rc != 0)
             return rc;
     }
-    if (n == 0 && !log_json())
-        out_line("nothing to run for the %s tier", c->o->only ? "requested" : c->o->tier);
+    if (n == 0)
+        say_nothing_to_run(c);
     if ((failed_warn || blocked_warn) && c->o->only)
         return EXIT_FAILED;
     return 0;
@@ -729,18 +742,14 @@ static int idle_unlocked(struct ctx *c, struct plan *p)
     now_rfc3339(c->now);
     plan_free(p);
     if (plan_build(&c->t, &c->l, &c->po, p) != 0 || p->refuse || p->corrupt || p->fresh_install ||
-        p->nseed)
+        p->nseed || work_steps(p))
         return 0;
-    for (size_t i = 0; i < p->n; i++)
-        if (p->s[i].kind != STEP_SKIP)
-            return 0;
     if (lock_read_ledger_mark(c->rest, c->loc.ns, c->o->k.lease_name, mark, sizeof mark, err,
                               sizeof err) != 0 || strcmp(mark, c->l.uid) != 0)
         return 0;
     for (size_t i = 0; i < p->nwarnings; i++)
         log_warn("%s", p->warnings[i]);
-    if (!log_json())
-        out_line("nothing to run for the %s tier", c->o->tier);
+    say_nothing_to_run(c);
     return 1;
 }
 
