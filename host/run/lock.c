@@ -28,6 +28,8 @@
 #include "base/log.h"
 #include "base/stop.h"
 #include "base/util.h"
+#include "formats/manifest.h"
+#include "formats/record.h"
 
 /* A release sent while stopping must fit in a kubelet's grace period. */
 #define RELEASE_STOPPING_S 10.0
@@ -57,7 +59,7 @@ struct view {
     char holder[256], renew[40], rv[64];
     char mark[64];          /* LOCK_LEDGER_ANNOTATION */
     char role[32];          /* LOCK_ROLE_ANNOTATION */
-    char handover[256];     /* LOCK_HANDOVER_ANNOTATION */
+    char handover[512];     /* LOCK_HANDOVER_ANNOTATION, cut to fit */
     double duration;
     long transitions;
     int deleting;           /* deletionTimestamp is set */
@@ -67,6 +69,48 @@ static const char *jstr(const cJSON *o, const char *a, const char *b)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), b);
     return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Whether s has the shape of a holder identity (lock_acquire makes them):
+ * host/pid/start/16 hex digits, printable, no space. */
+static int identity_shaped(const char *s)
+{
+    size_t n = strlen(s), slashes = 0;
+    if (n < 20 || n > 250)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p <= ' ' || *p >= 0x7f)
+            return 0;
+        slashes += *p == '/';
+    }
+    const char *hex = strrchr(s, '/');
+    if (slashes < 3 || strlen(hex + 1) != 16)
+        return 0;
+    for (const char *p = hex + 1; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* The one reader of a hand-over request: text as the Lease carries it. */
+static void parse_request(const char *text, struct lock_request *rq)
+{
+    memset(rq, 0, sizeof *rq);
+    snprintf(rq->text, sizeof rq->text, "%s", text);
+    cJSON *o = *text ? cJSON_Parse(text) : NULL;
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "by");
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "n");
+    if (cJSON_IsObject(o) && cJSON_IsString(by) && identity_shaped(by->valuestring) &&
+        cJSON_IsString(step) && strlen(step->valuestring) < sizeof rq->step &&
+        slug_valid(step->valuestring) && cJSON_IsNumber(n) && n->valuedouble >= 0 &&
+        n->valuedouble < 1e15) {
+        rq->valid = 1;
+        snprintf(rq->by, sizeof rq->by, "%s", by->valuestring);
+        snprintf(rq->step, sizeof rq->step, "%s", step->valuestring);
+        rq->n = (long)n->valuedouble;
+    }
+    cJSON_Delete(o);
 }
 
 static void view_of(const struct lock *lk, const cJSON *o, struct view *v)
@@ -227,11 +271,24 @@ static void set_watch(struct lock *lk)
                      (long long)((lk->confirmed_at + lk->duration_s - lk->margin) * 1e6));
 }
 
-/* What a read or a write's answer says of the mark. */
+/* The request text v carries, on our clock: its clock restarts whenever
+ * the text changes (a live writer rewrites it once a lease). */
+static void saw_request(struct lock *lk, const struct view *v)
+{
+    if (strcmp(v->handover, lk->req_text) != 0) {
+        snprintf(lk->req_text, sizeof lk->req_text, "%s", v->handover);
+        lk->req_at = now_mono();
+    }
+    parse_request(v->handover, &lk->req);
+    lk->req.live = *v->handover &&
+                   now_mono() - lk->req_at < LOCK_REQUEST_LIVES * lk->duration_s;
+}
+
+/* What a read or a write's answer says of the mark and the request. */
 static void saw_mark(struct lock *lk, const struct view *v)
 {
     snprintf(lk->mark, sizeof lk->mark, "%s", v->mark);
-    snprintf(lk->handover, sizeof lk->handover, "%s", v->handover);
+    saw_request(lk, v);
     if (*lk->want_mark && strcmp(lk->want_mark, v->mark) == 0)
         lk->want_mark[0] = '\0';
 }
@@ -246,36 +303,53 @@ static void confirmed(struct lock *lk, double sent_at, const struct view *v)
     set_watch(lk);
 }
 
-/* How long, on our clock, the Lease has shown what v shows: the clock
- * starts when a read first finds a holder, renewTime or resourceVersion
- * different from the last one seen. */
+/* How long, on our clock, the holder's renewals have shown what v shows:
+ * the clock starts when a read first finds a holder, renewTime or
+ * leaseTransitions different from the last ones seen. Nothing else counts:
+ * a write that moves only the resourceVersion (an annotation) is not a
+ * renewal, so it keeps nobody from taking an expired Lease over. */
 static double unchanged_for(struct lock *lk, const struct view *v)
 {
     char key[sizeof lk->obs];
-    snprintf(key, sizeof key, "%s|%s|%s", v->holder, v->renew, v->rv);
+    snprintf(key, sizeof key, "%s|%s|%ld", v->holder, v->renew, v->transitions);
     double now = now_mono();
     if (strcmp(key, lk->obs) != 0) {
+        if (*lk->obs)
+            lk->obs_moves++;
         snprintf(lk->obs, sizeof lk->obs, "%s", key);
         lk->obs_at = now;
     }
     return now - lk->obs_at;
 }
 
-/* A pre-apply waiter's request on the Lease it saw (v): who asks (holder)
- * or, withdrawing, nothing (NULL). Conditional on the resourceVersion read,
- * so it lands on exactly that Lease; a conflict is decided by the next
- * look. 0 when written. */
-static int write_request(struct lock *lk, const struct view *v, const char *holder)
+/* A pre-apply waiter's request on the Lease it saw (v): ours, numbered n,
+ * or, withdrawing (n < 0), nothing. Conditional on the resourceVersion
+ * read, so it lands on exactly that Lease; a conflict is decided by the
+ * next look. 0 when written. */
+static int write_request(struct lock *lk, const struct view *v, long n)
 {
     cJSON *p = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
     cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
-    if (!ann || !cJSON_AddStringToObject(meta, "resourceVersion", v->rv) ||
-        !(holder ? cJSON_AddStringToObject(ann, LOCK_HANDOVER_ANNOTATION, holder)
-                 : cJSON_AddNullToObject(ann, LOCK_HANDOVER_ANNOTATION))) {
+    cJSON *rq = n >= 0 ? cJSON_CreateObject() : NULL;
+    char *text = NULL;
+    if (rq && (!cJSON_AddStringToObject(rq, "by", lk->holder) ||
+               !cJSON_AddStringToObject(rq, "step", lk->step) ||
+               !cJSON_AddNumberToObject(rq, "n", (double)n) ||
+               !(text = cJSON_PrintUnformatted(rq)))) {
+        cJSON_Delete(rq);
         cJSON_Delete(p);
         return -1;
     }
+    cJSON_Delete(rq);
+    if (!ann || !cJSON_AddStringToObject(meta, "resourceVersion", v->rv) ||
+        !(text ? cJSON_AddStringToObject(ann, LOCK_HANDOVER_ANNOTATION, text)
+               : cJSON_AddNullToObject(ann, LOCK_HANDOVER_ANNOTATION))) {
+        cJSON_free(text);
+        cJSON_Delete(p);
+        return -1;
+    }
+    cJSON_free(text);
     long code;
     struct view after;
     char err[ERRLINE_MAX];
@@ -283,6 +357,38 @@ static int write_request(struct lock *lk, const struct view *v, const char *hold
                                sizeof err);
     cJSON_Delete(p);
     return w == WROTE_OK ? 0 : -1;
+}
+
+/* A pre-apply waiter facing a background holder (v): asks for the Lease,
+ * and asks anew once a lease duration while it waits, never more often
+ * (whatever else is on the Lease: another waiter's request is overwritten
+ * at most once a lease too; the holder honours whichever it finds). */
+static void ask(struct lock *lk, const struct view *v)
+{
+    double now = now_mono();
+    if (!*lk->step || (lk->asked_at > 0 && now - lk->asked_at < v->duration))
+        return;
+    lk->asked_at = now; /* tried: a conflict waits for the next turn too */
+    if (write_request(lk, v, lk->asked_n + 1) != 0)
+        return;
+    lk->asked_n++;
+    if (!lk->asked)
+        log_info("lock: the background runner %s holds the lease %s/%s; asked it to hand it "
+                 "over after the migration it is running (for %s)", v->holder, lk->ns, lk->name,
+                 lk->step);
+    lk->asked = 1;
+}
+
+/* Whether the Lease's pre-apply holder (v) looks alive: its renewTime,
+ * by our wall clock, within two lease durations, or a renewal we saw. A
+ * hint for yielding only (yielding is always safe); taking over is judged
+ * on our own clock alone. */
+static int upgrade_renews(const struct lock *lk, const struct view *v)
+{
+    if (lk->obs_moves > 0)
+        return 1;
+    double renewed = record_time_epoch(v->renew);
+    return renewed >= 0 && (double)time(NULL) - renewed <= 2 * v->duration;
 }
 
 /* One attempt. 0 = held, 1 = held by someone else (holder in err), 2 = a
@@ -322,26 +428,32 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
     int upgrade_holds = strcmp(v.role, "pre-apply") == 0;
     if (lk->role == LOCK_ROLE_BACKGROUND && v.exists && *v.holder && !expired && !ours &&
         upgrade_holds) {
-        snprintf(err, errlen, "held by the upgrade (pre-apply runner %s)", v.holder);
-        return 2;
-    }
-    if (lk->role == LOCK_ROLE_BACKGROUND && v.exists && !*v.holder && *v.handover && !expired) {
-        /* Free, but a pre-apply runner asked for it: it takes it within a
-         * second; a request left by a runner that is gone is judged as a
-         * holder is, unchanged for a lease duration of our clock. */
-        snprintf(err, errlen, "free, but the upgrade (pre-apply runner %s) asked for it; taken "
-                 "once the request is unchanged for %.0fs of this runner's clock, %.0fs so far",
-                 v.handover, v.duration, same);
+        if (upgrade_renews(lk, &v)) {
+            snprintf(err, errlen, "held by the upgrade (pre-apply runner %s)", v.holder);
+            return 2;
+        }
+        snprintf(err, errlen, "held by the upgrade (pre-apply runner %s), which has not renewed "
+                 "it since %s by its clock; taken over once unchanged for %.0fs of this runner's "
+                 "clock, %.0fs so far", v.holder, *v.renew ? v.renew : "never", v.duration, same);
         return 1;
     }
-    if (v.exists && *v.holder && !expired && !ours) {
-        if (lk->role == LOCK_ROLE_PRE_APPLY && strcmp(v.role, "background") == 0 &&
-            strcmp(v.handover, lk->holder) != 0 && write_request(lk, &v, lk->holder) == 0 &&
-            !lk->asked) {
-            lk->asked = 1;
-            log_info("lock: the background runner %s holds the lease %s/%s; asked it to hand it "
-                     "over after the migration it is running", v.holder, lk->ns, lk->name);
+    if (lk->role == LOCK_ROLE_BACKGROUND && v.exists && !*v.holder && *v.handover) {
+        /* Free, but someone asked for it: the upgrade takes it within a
+         * second. However often the request is rewritten, it holds this
+         * runner off one lease duration of its clock at most. */
+        double now = now_mono();
+        if (lk->free_asked_at <= 0)
+            lk->free_asked_at = now;
+        if (now - lk->free_asked_at < v.duration) {
+            snprintf(err, errlen, "free, but the upgrade asked for it; taken unless the upgrade "
+                     "takes it within %.0fs of this runner's clock, %.0fs so far", v.duration,
+                     now - lk->free_asked_at);
+            return 1;
         }
+    }
+    if (v.exists && *v.holder && !expired && !ours) {
+        if (lk->role == LOCK_ROLE_PRE_APPLY && strcmp(v.role, "background") == 0)
+            ask(lk, &v);
         snprintf(err, errlen, "held by %s (renewed %s by its clock; taken over once unchanged "
                  "for %.0fs of this runner's clock, %.0fs so far)",
                  v.holder, *v.renew ? v.renew : "never", v.duration, same);
@@ -383,24 +495,28 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
 }
 
 /* A waiter that gives up withdraws its request, when the Lease still
- * carries it (best effort: a request left behind is judged stale by the
- * background runners after a lease duration). */
+ * carries it (best effort: a request left behind expires, LOCK_REQUEST_LIVES). */
 static void withdraw(struct lock *lk)
 {
     struct view v;
+    struct lock_request rq;
     char err[ERRLINE_MAX];
-    if (lk->asked && read_lease(lk, &v, err, sizeof err) == 0 && v.exists &&
-        strcmp(v.handover, lk->holder) == 0)
-        write_request(lk, &v, NULL);
+    if (!lk->asked || read_lease(lk, &v, err, sizeof err) != 0 || !v.exists)
+        return;
+    parse_request(v.handover, &rq);
+    if (rq.valid && strcmp(rq.by, lk->holder) == 0)
+        write_request(lk, &v, -1);
 }
 
 int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const char *name,
-                 enum lock_role role, int duration_s, double wait_s, int *busy, char *err,
-                 size_t errlen)
+                 enum lock_role role, const char *step, int duration_s, double wait_s, int *busy,
+                 char *err, size_t errlen)
 {
     memset(lk, 0, sizeof *lk);
     lk->c = c;
     lk->role = role;
+    if (role == LOCK_ROLE_PRE_APPLY && step && slug_valid(step))
+        snprintf(lk->step, sizeof lk->step, "%s", step);
     lk->duration_s = duration_s > 0 ? duration_s : DEFAULT_LEASE_S;
     /* Others take over a lease duration after they first saw our last
      * renewal, which is after we sent it; we give up well before that, for
@@ -456,12 +572,12 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
     }
 }
 
-const char *lock_handover(const struct lock *lk)
+const struct lock_request *lock_handover(const struct lock *lk)
 {
-    return lk->held && lk->role == LOCK_ROLE_BACKGROUND && *lk->handover &&
-                   strcmp(lk->handover, lk->holder) != 0
-               ? lk->handover
-               : NULL;
+    if (!lk->held || lk->role != LOCK_ROLE_BACKGROUND || !*lk->req.text ||
+        (lk->req.valid && strcmp(lk->req.by, lk->holder) == 0))
+        return NULL;
+    return &lk->req;
 }
 
 double lock_left(const struct lock *lk)
@@ -561,9 +677,10 @@ again:;
         }
         if (s == -1)
             return judge(lk, &v, err, errlen);
-        if (s == 0 && code == 409 && tries++ == 0) {
+        if (s == 0 && code == 409 && tries++ < 3) {
             /* Still ours, written by someone else since (a pre-apply
-             * waiter's hand-over request): renew on what it is now. */
+             * waiter's hand-over request): renew on what it is now. A few
+             * times: a writer of annotations must not make us lose it. */
             snprintf(lk->rv, sizeof lk->rv, "%s", v.rv);
             saw_mark(lk, &v);
             goto again;
@@ -658,7 +775,7 @@ int lock_peek(struct rest_client *c, const char *ns, const char *name, struct lo
     out->exists = v.exists;
     snprintf(out->holder, sizeof out->holder, "%s", v.holder);
     snprintf(out->role, sizeof out->role, "%s", v.role);
-    snprintf(out->handover, sizeof out->handover, "%s", v.handover);
+    parse_request(v.handover, &out->req);
     snprintf(out->renew, sizeof out->renew, "%s", v.renew);
     out->duration = v.duration;
     return 0;

@@ -2,16 +2,20 @@
  * ledger, held for the whole run: two runners never execute a migration or
  * write a record at the same time.
  *
- * One clock per observer. Nothing here compares two machines' wall clocks:
- * the renewTime a holder writes is only a value that changes. A runner that
- * waits judges the Lease expired when its holder, renewTime and
- * resourceVersion have not changed for leaseDurationSeconds of the waiting
- * runner's own CLOCK_MONOTONIC since it first saw them so (client-go's
- * leader election does the same). The holder judges its hold on its own
- * CLOCK_MONOTONIC: it holds until the lease duration, less a margin, has
- * passed since its last confirmed renewal was *sent*. Every waiting runner
- * first saw that renewal after it was sent, so the holder gives up before
- * any of them can take over, whatever their wall clocks say.
+ * One clock per observer. Nothing here compares two machines' wall clocks
+ * to decide who holds the lock: the renewTime a holder writes is only a
+ * value that changes. A runner that waits judges the Lease expired when
+ * its holder's renewals (holderIdentity, renewTime, leaseTransitions) have
+ * not moved for leaseDurationSeconds of the waiting runner's own
+ * CLOCK_MONOTONIC since it first saw them so (client-go's leader election
+ * does the same). Any other write (a hand-over request, a person's label)
+ * moves the resourceVersion and nothing else, so it keeps nobody out: a
+ * writer that only rewrites annotations cannot starve the waiters. The
+ * holder judges its hold on its own CLOCK_MONOTONIC: it holds until the
+ * lease duration, less a margin, has passed since its last confirmed
+ * renewal was *sent*. Every waiting runner first saw that renewal after it
+ * was sent, so the holder gives up before any of them can take over,
+ * whatever their wall clocks say.
  *
  * The recipe a runner follows:
  *   acquire   lock_acquire: create the Lease (holder = us, a finalizer so a
@@ -50,24 +54,41 @@
  *   hand-over The upgrade goes first. Every holder writes its role
  *             (LOCK_ROLE_ANNOTATION: pre-apply, background, or none) when
  *             it creates or takes the Lease. A pre-apply runner that waits
- *             on a background holder asks for the Lease: it writes its own
- *             identity into LOCK_HANDOVER_ANNOTATION, a merge patch of that
- *             one annotation conditional on the resourceVersion it read (the
- *             one write a runner makes to a Lease it does not hold), again
- *             whenever it finds it missing. The background holder reads the
- *             request back with every confirmation; at its next migration
- *             boundary (after recording the migration in flight, never in
- *             the middle of one) lock_handover says so and the runner
- *             releases and exits 0 (runner.c). The release leaves the
- *             request in place, and a background runner never takes a free
- *             Lease that carries one until the request has not changed for
- *             a lease duration of its own clock (its writer is gone); nor
- *             does it wait behind a pre-apply holder: lock_acquire returns
- *             at once with *busy = LOCK_YIELD. The waiter that gets the
- *             Lease replaces the whole object, which drops the request; one
- *             that gives up withdraws its own. A background runner never
- *             preempts a pre-apply one, and the upgrade waits for at most
- *             the one background migration in flight.
+ *             on a background holder asks for the Lease: it writes a
+ *             request into LOCK_HANDOVER_ANNOTATION (the one write a runner
+ *             makes to a Lease it does not hold: a merge patch of that one
+ *             annotation, conditional on the resourceVersion it read),
+ *             {"by": its identity, "step": the slug it runs first, "n": a
+ *             count}, and writes it anew (n + 1) once a lease duration
+ *             while it waits, never more often. A request is honoured only
+ *             while it proves to be a live runner's:
+ *               - it parses, and "by" has the shape of a holder identity;
+ *               - it is live: the holder saw its text change within
+ *                 LOCK_REQUEST_LIVES lease durations of its own clock (its
+ *                 writer refreshes it once a lease; a dead one's expires);
+ *               - it is bound to the requester's own pending step: "step"
+ *                 is not a background migration and has no record in the
+ *                 ledger the holder holds (runner.c judges this part).
+ *             The background holder reads the request with every
+ *             confirmation; at its next migration boundary (after
+ *             recording the migration in flight, never in the middle of
+ *             one) lock_handover hands it to runner.c, which releases and
+ *             exits 0 when it is honoured and says once why when it is not.
+ *             The release leaves the request in place; a background runner
+ *             that finds the Lease free with a request waits for the
+ *             upgrade to take it, but never beyond one lease duration of
+ *             its own clock from when it first found it so, however often
+ *             the request is rewritten; nor does it wait behind a pre-apply
+ *             holder that renews: lock_acquire returns at once with *busy
+ *             = LOCK_YIELD when the holder's renewTime is recent (a hint,
+ *             never a takeover: an old one is judged on this runner's
+ *             clock, as any holder's, and a dead upgrade's Lease is taken
+ *             over once expired, so it cannot stall the tier). The waiter
+ *             that gets the Lease replaces the whole object, which drops
+ *             the request; one that gives up withdraws its own. A
+ *             background runner never preempts a pre-apply one, and the
+ *             upgrade waits for at most the one background migration in
+ *             flight.
  *
  * Holder identities are unique: host/pid/start time/64 random bits (two
  * runners that are PID 1 of their containers, on hosts of one name, started
@@ -92,6 +113,10 @@
 /* The holder's role, and a pre-apply waiter's request (the hand-over). */
 #define LOCK_ROLE_ANNOTATION "platform.cozystack.io/holder-tier"
 #define LOCK_HANDOVER_ANNOTATION "platform.cozystack.io/handover-requested-by"
+/* A hand-over request is live while its text changed within this many
+ * lease durations of the holder's clock (its writer rewrites it once a
+ * lease). */
+#define LOCK_REQUEST_LIVES 2.0
 /* The longest a held lock goes without reading the Lease back while a
  * migration runs (shorter for a lease under 4 s: an eighth of it). */
 #define LOCK_CHECK_S 0.5
@@ -100,6 +125,16 @@ enum lock_role {
     LOCK_ROLE_NONE = 0,     /* neither asks nor yields (skip) */
     LOCK_ROLE_PRE_APPLY,    /* the upgrade: asks a background holder to hand over */
     LOCK_ROLE_BACKGROUND,   /* yields to the upgrade */
+};
+
+/* A hand-over request as the Lease carries it (text is cluster input:
+ * escape it before printing). */
+struct lock_request {
+    char text[512];         /* the annotation's value, cut to fit */
+    int valid;              /* it parsed: {"by": IDENTITY, "step": SLUG, "n": N} */
+    char by[256], step[64];
+    long n;
+    int live;               /* its text changed within LOCK_REQUEST_LIVES leases of our clock */
 };
 
 /* lock_acquire's *busy: why it did not get the lock. */
@@ -120,26 +155,36 @@ struct lock {
                              * removes our finalizer */
     char mark[64];          /* the ledger uid the Lease records, "" when none */
     char want_mark[64];     /* a uid for the next renewal to record */
-    char obs[400];          /* acquire: holder|renewTime|resourceVersion as last seen */
+    char obs[400];          /* acquire: holder|renewTime|leaseTransitions as last seen */
     double obs_at;          /* monotonic: when it was first seen so */
+    int obs_moves;          /* acquire: how often we saw the holder renew */
+    char step[64];          /* waiting pre-apply: the step our request names ("": none) */
+    double asked_at;        /* monotonic: our last request write (0: none) */
+    long asked_n;           /* the count of our last request */
+    double free_asked_at;   /* waiting background: when we first found it free with a request */
+    char req_text[512];     /* the request text as last seen */
+    double req_at;          /* monotonic: when it was first seen so */
+    struct lock_request req; /* held: the request as last seen */
     char lost[512];         /* why it was lost, when it was */
-    char handover[256];     /* held: who asked for the Lease ("" = nobody) */
     int asked;              /* waiting: our hand-over request was written */
     _Atomic(long long) *watch;  /* shared with children: lock_watch */
 };
 
-/* Tries for up to wait_s seconds. Returns 0 when held; -1 with err naming the
- * holder when someone else kept it (*busy = LOCK_BUSY), when a background
- * runner found the upgrade holding or asking for it (*busy = LOCK_YIELD, at
- * once for a pre-apply holder), or with the API error or the stop signal
- * that ended the wait (*busy = LOCK_ERROR). */
+/* Tries for up to wait_s seconds. step: a pre-apply runner's first pending
+ * step, which its hand-over requests name (NULL or "": it asks for none).
+ * Returns 0 when held; -1 with err naming the holder when someone else
+ * kept it (*busy = LOCK_BUSY), when a background runner found the upgrade
+ * holding it (*busy = LOCK_YIELD, at once for a pre-apply holder that
+ * renews), or with the API error or the stop signal that ended the wait
+ * (*busy = LOCK_ERROR). */
 int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const char *name,
-                 enum lock_role role, int duration_s, double wait_s, int *busy, char *err,
-                 size_t errlen);
-/* Held by a background runner: who asked for the Lease (the identity of the
- * pre-apply runner waiting), as the last confirmation read it; NULL when
- * nobody did or the role is not background. */
-const char *lock_handover(const struct lock *lk);
+                 enum lock_role role, const char *step, int duration_s, double wait_s, int *busy,
+                 char *err, size_t errlen);
+/* Held by a background runner: the hand-over request on the Lease as the
+ * last confirmation read it, whether valid and live or not (the caller
+ * honours a valid, live one bound to a pending step); NULL when there is
+ * none, it is our own, or the role is not background. */
+const struct lock_request *lock_handover(const struct lock *lk);
 /* 0 while held (renewed, or read back and found ours), -1 when lost (err
  * says why). */
 int lock_confirm(struct lock *lk, char *err, size_t errlen);
@@ -165,7 +210,8 @@ int lock_read_ledger_mark(struct rest_client *c, const char *ns, const char *nam
  * the upgrade holds or asks for the lock). exists 0 when there is none. */
 struct lock_peek {
     int exists;
-    char holder[256], role[32], handover[256], renew[40];
+    char holder[256], role[32], renew[40];
+    struct lock_request req;    /* the hand-over request ("" text: none) */
     double duration;
 };
 /* 0, or -1 with err when it cannot be read. */

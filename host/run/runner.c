@@ -313,6 +313,42 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
     return 0;
 }
 
+/* Whether a hand-over request on the Lease we hold is one to honour: a
+ * live runner's (lock.c judged its shape and its age) for a step the
+ * upgrade has pending: not a background migration, no record in the
+ * ledger we hold (no other runner writes it meanwhile). Says once why
+ * one is ignored. */
+static int handover_honoured(struct ctx *c, const struct lock_request *rq)
+{
+    char why[300] = "";
+    const struct migration *m = rq->valid ? tree_find(&c->t, rq->step) : NULL;
+    const struct record *r = rq->valid ? ledger_find(&c->l, rq->step) : NULL;
+    if (!rq->valid)
+        snprintf(why, sizeof why, "it is not a runner's request ({\"by\": IDENTITY, \"step\": "
+                 "SLUG, \"n\": N})");
+    else if (!rq->live)
+        snprintf(why, sizeof why, "its writer stopped asking (unchanged for %g lease durations)",
+                 LOCK_REQUEST_LIVES);
+    else if (m && strcmp(m->tier, "background") == 0)
+        snprintf(why, sizeof why, "it names %s, a background migration, not a step of the "
+                 "upgrade", rq->step);
+    else if (r)
+        snprintf(why, sizeof why, "its step %s is recorded already (%s): nothing of the upgrade "
+                 "is pending there", rq->step, rec_state_name(r->state));
+    if (!*why)
+        return 1;
+    char key[sizeof c->ignored];
+    snprintf(key, sizeof key, "%s|%s", rq->valid ? rq->by : "", why);
+    if (strcmp(key, c->ignored) != 0) {
+        char text[sizeof rq->text * 4];
+        text_escape(rq->text, strlen(rq->text), text, sizeof text, 0);
+        log_warn("lock: ignoring the hand-over request on the Lease %s/%s (%s): %s; the "
+                 "background tier goes on", c->loc.ns, c->o->k.lease_name, text, why);
+        snprintf(c->ignored, sizeof c->ignored, "%s", key);
+    }
+    return 0;
+}
+
 static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int *failed_warn)
 {
     const struct runner_opts *o = c->o;
@@ -331,10 +367,10 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         return rc;
     /* The upgrade asked for the lock: hand it over here, between two
      * migrations (the one before is recorded), never inside one. */
-    const char *asked = o->k.dry_run ? NULL : lock_handover(&c->lk);
-    if (asked) {
+    const struct lock_request *rq = o->k.dry_run ? NULL : lock_handover(&c->lk);
+    if (rq && handover_honoured(c, rq)) {
         char by[256];
-        snprintf(by, sizeof by, "%s", asked);
+        snprintf(by, sizeof by, "%s", rq->by);
         int released = lock_release(&c->lk) == 0;
         out_line("yielded the runner lock to the upgrade (pre-apply runner %s asked for it) %s%s, "
                  "before %s: %s; the next dispatch runs the rest", by,
@@ -685,7 +721,8 @@ static int take_lock(struct ctx *c)
     const struct runner_opts *o = c->o;
     char err[ERRLINE_MAX];
     int busy = 0;
-    if (lock_acquire(&c->lk, c->rest, o->k.ledger_namespace, o->k.lease_name, lock_role(c),
+    const char *step = o->only ? o->only : c->ask_step;
+    if (lock_acquire(&c->lk, c->rest, o->k.ledger_namespace, o->k.lease_name, lock_role(c), step,
                      o->lease_duration, o->lock_timeout, &busy, err, sizeof err) != 0) {
         if (stop_signal())
             return say_stopped(c, "while waiting for the runner lock %s/%s: nothing ran",
@@ -736,13 +773,14 @@ static int idle_unlocked(struct ctx *c, struct plan *p)
 {
     char err[ERRLINE_MAX], mark[64] = "";
     ledger_free(&c->l);
-    if (ledger_read(&c->loc, &c->l, err, sizeof err) != LEDGER_OK || !c->l.exists ||
-        !c->l.protected_)
+    if (ledger_read(&c->loc, &c->l, err, sizeof err) != LEDGER_OK || !c->l.exists)
         return 0;
     now_rfc3339(c->now);
     plan_free(p);
+    /* planned even when the run goes the locked way: its first step is
+     * what a hand-over request names */
     if (plan_build(&c->t, &c->l, &c->po, p) != 0 || p->refuse || p->corrupt || p->fresh_install ||
-        p->nseed || work_steps(p))
+        p->nseed || work_steps(p) || !c->l.protected_)
         return 0;
     if (lock_read_ledger_mark(c->rest, c->loc.ns, c->o->k.lease_name, mark, sizeof mark, err,
                               sizeof err) != 0 || strcmp(mark, c->l.uid) != 0)
@@ -771,6 +809,11 @@ int runner_run(const struct runner_opts *o)
     }
     if (!o->k.dry_run && !o->only && idle_unlocked(&c, &p))
         goto out;
+    /* The step a hand-over request names: the first this run has to do, as
+     * a read without the lock plans it (lock.h "hand-over"). */
+    for (size_t i = 0; i < p.n && !*c.ask_step; i++)
+        if (p.s[i].kind == STEP_RUN || p.s[i].kind == STEP_RECORD_REVOKED)
+            snprintf(c.ask_step, sizeof c.ask_step, "%s", p.s[i].slug);
     if ((rc = lock_and_plan(&c, &p)) != 0 || c.yielded || (rc = seed(&c, &p)) != 0)
         goto out;
     /* A ledger that cannot be trusted was refused by the planner before

@@ -35,6 +35,8 @@ struct ctx {
     size_t nran;
     char identity[256];     /* who the runner acts as, for skipped records (record.by) */
     int yielded;            /* the background run handed the lock to the upgrade */
+    char ask_step[64];      /* pre-apply: the step a hand-over request names (lock.h) */
+    char ignored[600];      /* the last hand-over request said to be ignored */
 };
 
 /* ---- runner.c ---- */
