@@ -86,6 +86,9 @@ local function concurrent(resource, list_opts, fn, res, n)
 
   local function step(co, ok, ret)
     local w = running[co]
+    -- the pool answers only the coroutines a sweep adopted (kube.core is
+    -- the stdlib's alone), and a nested sweep runs sequentially
+    if not w then error('fleet.each: an answer came back for a coroutine this sweep did not start', 0) end
     if ok and ret == core.PENDING and coroutine.status(co) == 'suspended' then return end
     if ok and coroutine.status(co) == 'suspended' then
       -- fn yielded for a reason of its own: nobody will resume it

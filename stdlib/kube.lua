@@ -471,6 +471,9 @@ end
 
 -- sleep(seconds): waits, never past the migration's deadline.
 M.sleep = core.sleep
+-- now() -> seconds on the monotonic clock (one clock for every process on
+-- the machine): for a migration's own timing.
+M.now = core.now
 -- The number of TCP/TLS connections this migration opened (1 with keep-alive;
 -- the pool fleet.each's concurrent requests share opens its own).
 M.connections = core.connects

@@ -243,6 +243,7 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
         return 0;
     case OPT_LOCAL: r->k.cfg.local = 1; return 0;
     case OPT_DRY_RUN: r->k.dry_run = 1; return 0;
+    case OPT_STDLIB_INTERNALS: r->k.stdlib_internals = 1; return 0;
     case OPT_ONLY: r->only = arg; return 0;
     case OPT_DIR: r->dir = arg; return 0;
     case OPT_WORKDIR: c->workdir = arg; return 0;

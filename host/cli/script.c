@@ -37,10 +37,13 @@ const char help_lua[] =
     "  --timeout DURATION  deadline for the script (default {TIMEOUT})\n"
     "  --memory MIB        memory cap for the Lua state (default {MEMORY})\n"
     "  --dry-run           send every write with dryRun=All (or DRY_RUN=1 or true;\n"
-    "                      0, false or empty is a real run, anything else exit 2)\n";
+    "                      0, false or empty is a real run, anything else exit 2)\n"
+    "  --stdlib-internals  FILE may also require the stdlib's private kube.core (the\n"
+    "                      engine's own specs; a migration never can)\n";
 
 const struct option opts_lua[] = {
     CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
+    OPT("stdlib-internals", no_argument, OPT_STDLIB_INTERNALS),
     OPT("timeout", required_argument, OPT_TIMEOUT),
     OPT("memory", required_argument, OPT_MEMORY), END,
 };

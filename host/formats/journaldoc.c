@@ -53,6 +53,9 @@ cJSON *journal_log_json(const struct journal_log *shared)
         j->changed = j->writes;
     if (j->unknown > j->writes - j->changed)
         j->unknown = j->writes - j->changed;
+    /* no more than a pool holds, and the one sent alone */
+    if (j->pending > 1024)
+        j->pending = 1024;
     for (size_t i = 0; i < j->kept; i++) {
         struct journal_entry *e = &j->e[i];
         e->verb[sizeof e->verb - 1] = e->resource[sizeof e->resource - 1] = '\0';
@@ -70,9 +73,11 @@ static cJSON *log_json(const struct journal_log *j)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(o, "entries");
-    if (!o || !arr || !cJSON_AddNumberToObject(o, "writes", (double)j->writes) ||
+    size_t unknown = j->unknown + j->pending;
+    if (!o || !arr || !cJSON_AddNumberToObject(o, "writes", (double)(j->writes + j->pending)) ||
         !cJSON_AddNumberToObject(o, "changed", (double)j->changed) ||
-        (j->unknown && !cJSON_AddNumberToObject(o, "unknown", (double)j->unknown)) ||
+        (unknown && !cJSON_AddNumberToObject(o, "unknown", (double)unknown)) ||
+        (j->pending && !cJSON_AddNumberToObject(o, "unanswered", (double)j->pending)) ||
         (j->writes > j->kept && !cJSON_AddNumberToObject(o, "more", (double)(j->writes - j->kept)))) {
         cJSON_Delete(o);
         return NULL;

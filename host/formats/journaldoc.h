@@ -31,12 +31,18 @@ struct journal_log {
     int active;                  /* a journal exists (the kube module was opened) */
     size_t kept;
     size_t writes, changed, unknown;
+    size_t pending;              /* writes sent whose answer is not journaled yet: however
+                                  * the migration ends, each counts as a write of unknown
+                                  * outcome ("unanswered") */
     struct journal_entry e[JOURNAL_KEEP];
 };
 
-/* {"writes":N,"changed":N,"unknown":N,"entries":[...],"more":N} from a
- * log, possibly one another process wrote (its strings and counts are
- * checked, not trusted): NULL when the log is not active, or on OOM. */
+/* {"writes":N,"changed":N,"unknown":N,"unanswered":N,"entries":[...],
+ * "more":N} from a log, possibly one another process wrote (its strings
+ * and counts are checked, not trusted): NULL when the log is not active,
+ * or on OOM. The writes still pending count in writes and unknown, and
+ * alone in unanswered (they have no entry: "more" counts the entries left
+ * out of the list, not them). */
 cJSON *journal_log_json(const struct journal_log *log);
 
 /* The journal's JSON text cut to fit in cap bytes (NUL included): the

@@ -402,9 +402,9 @@ void record_shrink(struct record *r)
         double listed = cJSON_IsArray(entries) ? cJSON_GetArraySize(entries) : 0;
         double more = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "more"));
         cJSON *c = cJSON_CreateObject();
-        static const char *const counts[] = {"writes", "changed", "unknown"};
+        static const char *const counts[] = {"writes", "changed", "unknown", "unanswered"};
         int ok = j && c;
-        for (size_t i = 0; ok && i < 3; i++) {
+        for (size_t i = 0; ok && i < sizeof counts / sizeof *counts; i++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, counts[i]);
             ok = !cJSON_IsNumber(v) || cJSON_AddNumberToObject(c, counts[i], v->valuedouble);
         }

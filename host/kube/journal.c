@@ -194,6 +194,17 @@ void journal_add(struct journal *j, const char *method, const char *verb, const 
     lg->writes++;
 }
 
+void journal_pending(struct journal *j, int delta)
+{
+    if (!j)
+        return;
+    struct journal_log *lg = j->log;
+    if (delta > 0)
+        lg->pending++;
+    else if (lg->pending > 0)
+        lg->pending--;
+}
+
 cJSON *journal_json(const struct journal *j)
 {
     return journal_log_json(j->log);

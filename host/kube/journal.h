@@ -11,7 +11,8 @@
  * Recipe (lua/kube_request.c): after every successful read,
  * journal_seen(path, body); before a write, journal_rv(path) for the
  * resourceVersion it had (NULL: read it first if you need to know); after
- * the write, journal_add. The supervisor (run/child.c) reads the shared log
+ * the write, journal_add (journal_pending brackets the time the write is on
+ * the wire). The supervisor (run/child.c) reads the shared log
  * with journal_log_json. */
 #ifndef COZY_JOURNAL_H
 #define COZY_JOURNAL_H
@@ -54,6 +55,11 @@ const char *journal_rv(const struct journal *j, const char *path);
 void journal_add(struct journal *j, const char *method, const char *verb, const char *path,
                  long status, const cJSON *answer, const char *rv_before, int changed_hint,
                  int dry_run, const char *fields);
+/* A write is about to leave (delta +1), or its answer is journaled or it
+ * did not leave after all (-1). Until then it counts as a write of
+ * unknown outcome however the migration ends (a deadline, a kill): a
+ * request on the wire may land whether or not its answer ever comes. */
+void journal_pending(struct journal *j, int delta);
 /* The journal's JSON form (journaldoc.h). NULL on OOM. */
 cJSON *journal_json(const struct journal *j);
 #endif

@@ -21,6 +21,9 @@ struct kube_options {
     int max_attempts;               /* per request, including the first */
     double retry_budget;            /* seconds across all attempts */
     int concurrency;                /* fleet.each's requests in flight at once (1..64) */
+    int stdlib_internals;           /* `lua --stdlib-internals` alone (the engine's own
+                                     * specs): the script may require the stdlib's private
+                                     * modules (kube.core); never under run, exec or preview */
 };
 
 /* The defaults of defaults.h (the ledger's names, the request timeout, the

@@ -285,7 +285,10 @@ static void drive(struct rest_pool *p)
     reap(p);
 }
 
-int rest_pool_next(struct rest_pool *p, void **tag, int *rc, struct rest_result *out)
+/* Hands out the next done request, waiting until end (monotonic; HUGE_VAL:
+ * for ever). 1, or 0 when the pool is empty or end came first. */
+static int next_until(struct rest_pool *p, double end, void **tag, int *rc,
+                      struct rest_result *out)
 {
     for (;;) {
         if (hand_out(p, tag, rc, out))
@@ -298,8 +301,24 @@ int rest_pool_next(struct rest_pool *p, void **tag, int *rc, struct rest_result 
         drive(p);
         if (first_done(p))
             continue;
+        double left = end - now_mono();
+        if (left <= 0)
+            return 0;
+        if (left * 1000 < wait_ms)
+            wait_ms = (long)ceil(left * 1000);
         curl_multi_poll(p->multi, NULL, 0, (int)wait_ms, NULL);
     }
+}
+
+int rest_pool_next(struct rest_pool *p, void **tag, int *rc, struct rest_result *out)
+{
+    return next_until(p, HUGE_VAL, tag, rc, out);
+}
+
+int rest_pool_next_within(struct rest_pool *p, double max_s, void **tag, int *rc,
+                          struct rest_result *out)
+{
+    return next_until(p, now_mono() + max_s, tag, rc, out);
 }
 
 int rest_pool_collect(struct rest_pool *p, void **tag, int *rc, struct rest_result *out)

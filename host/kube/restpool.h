@@ -35,6 +35,10 @@ int rest_pool_submit(struct rest_pool *p, const char *method, const char *path,
  * result and return value in *rc; release out with rest_result_free), or 0
  * when the pool holds nothing. */
 int rest_pool_next(struct rest_pool *p, void **tag, int *rc, struct rest_result *out);
+/* rest_pool_next waiting at most max_s seconds: 0 also when nothing was
+ * done by then (what is in flight stays in the pool). */
+int rest_pool_next_within(struct rest_pool *p, double max_s, void **tag, int *rc,
+                          struct rest_result *out);
 /* rest_pool_next without waiting: moves what is in flight on as far as it
  * goes now and hands out one that is done (1), or returns 0. */
 int rest_pool_collect(struct rest_pool *p, void **tag, int *rc, struct rest_result *out);

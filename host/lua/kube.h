@@ -20,6 +20,13 @@ void kube_push_private(struct lua_State *L);
 
 /* What the host asks the module once the script has run (the host context
  * carries inputs only). */
+/* The script is over, its state still open: the writes it left in flight
+ * (fleet.each's, cut by the deadline or an error) are awaited for at most
+ * KUBE_SETTLE_S and journaled as their answers say; any still unanswered
+ * stays counted as a write of unknown outcome (journal.h). Makes no Lua
+ * call. A no-op when the module was never opened. */
+#define KUBE_SETTLE_S 0.5
+void kube_settle(struct lua_State *L);
 /* The script is over (its state is closing): a finalizer may not talk to
  * the cluster any more. A no-op when the module was never opened. */
 void kube_end(struct lua_State *L);

@@ -84,6 +84,10 @@ struct req {
     int have_res;
     int pool_rc;                /* sent through the pool: rest_do's return value */
     char rv_before[64];         /* the object's resourceVersion before a write ("": unknown) */
+    /* a write in the pool: what its journal entry needs should the script
+     * end before its answer is handed back (kube_settle) */
+    char *jpath;
+    char jmethod[8], jverb[24];
 };
 void kube_req_release(struct req *q);
 /* Pushes a new, empty box. May raise (memory). */

@@ -23,8 +23,10 @@
 #include "base/defaults.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/util.h"
 #include "kube/dryrun.h"
 #include "kube/guard.h"
+#include "lua/kube.h"
 #include "lua/luajson.h"
 
 /* Writes each line of text (newline-separated) as the migration's own
@@ -143,6 +145,7 @@ void kube_req_release(struct req *q)
     cJSON_Delete(q->jbody);
     cJSON_Delete(q->before);
     free(q->path.p);
+    free(q->jpath);
     if (q->have_res)
         rest_result_free(&q->res);
     memset(q, 0, sizeof *q);
@@ -323,6 +326,9 @@ static enum wire_rc wire(struct host_ctx *hc, struct kube_client *c, const struc
     enum wire_rc rc = wire_ready(hc, w, &o, gv, why, whylen);
     if (rc != WIRE_OK)
         return rc;
+    /* from here a write may land: counted until its answer is journaled */
+    if (strcmp(w->method, "GET") != 0)
+        journal_pending(&c->journal, 1);
     rc = rest_do(c->rest, w->method, o.path, w->accept, w->ctype, o.body, o.body_len, w->safe,
                  o.left, out) == 0 ? WIRE_OK : WIRE_FAILED;
     wire_out_free(&o);
@@ -504,11 +510,14 @@ static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client 
                               sizeof fields) > 0;
         kube_say_lines(text);
     }
-    if (mutating)
+    if (mutating) {
+        /* entry first, then the pending count down: a kill between the
+         * two counts it twice (once unknown), never not at all */
         journal_add(&c->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
                     rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,
                     hc->kube.dry_run, fields);
-    else if (rc == 0)
+        journal_pending(&c->journal, -1);
+    } else if (rc == 0)
         journal_seen(&c->journal, path0, q->res.json);
     if (rc == 0 && ov && kube_preview_after(L, c, ov, q, method, path0, qidx) != 0)
         return lua_error(L);
@@ -639,6 +648,29 @@ int kube_l_await(lua_State *L)
     return 1;
 }
 
+void kube_settle(lua_State *L)
+{
+    struct kube_client *c = kube_client_of(L);
+    const struct host_ctx *hc = host_ctx(L);
+    if (!c || !c->pool || !hc)
+        return;
+    double end = now_mono() + KUBE_SETTLE_S;
+    void *tag;
+    int rc;
+    struct rest_result res;
+    while (rest_pool_next_within(c->pool, end - now_mono(), &tag, &rc, &res)) {
+        /* the box is alive: core.PENDING holds it until the state closes */
+        struct req *q = tag;
+        if (q && q->jpath) {
+            journal_add(&c->journal, q->jmethod, *q->jverb ? q->jverb : NULL, q->jpath,
+                        rc == 0 ? res.status : res.err.code, rc == 0 ? res.json : NULL,
+                        *q->rv_before ? q->rv_before : NULL, -1, hc->kube.dry_run, "");
+            journal_pending(&c->journal, -1);
+        }
+        rest_result_free(&res);
+    }
+}
+
 /* Pushes core.PENDING (the value a thread waiting in the pool yields). */
 void kube_push_pending(lua_State *L)
 {
@@ -728,9 +760,20 @@ int kube_l_request(lua_State *L)
         enum wire_rc wrc = wire_ready(hc, &w, &o, &gv, why, sizeof why);
         if (wrc != WIRE_OK)
             return raise_refusal(L, hc, c, wrc, gv, why, verb, snd.method, path0);
+        if (mutating) {
+            if (!(q->jpath = strdup(path0))) {
+                wire_out_free(&o);
+                return luaL_error(L, "kube: out of memory");
+            }
+            snprintf(q->jmethod, sizeof q->jmethod, "%s", w.method);
+            snprintf(q->jverb, sizeof q->jverb, "%s", verb ? verb : "");
+            journal_pending(&c->journal, 1);
+        }
         int sub = rest_pool_submit(c->pool, w.method, o.path, w.accept, w.ctype, o.body,
                                    o.body_len, w.safe, o.left, q);
         wire_out_free(&o);
+        if (sub != 0 && mutating)
+            journal_pending(&c->journal, -1); /* not sent: it goes out alone below */
         if (sub == 0) {
             /* PENDING keeps the box (and through it the waiting thread)
              * until core.await puts the answer in it: the pool writes into

@@ -93,6 +93,9 @@ _Noreturn void lua_child_main(const struct lua_child *l)
         snprintf(err, sizeof err, "cannot create the Lua state within the memory cap");
     } else {
         st = sandbox_run_file(sb, l->path, err, sizeof err);
+        /* writes a deadline or an error left in flight: awaited a moment,
+         * journaled, or counted unanswered (before the journal is read) */
+        kube_settle(sandbox_state(sb));
     }
     /* Output before the status, so the parent has it all by the time it
      * reads the verdict (it drains the pipe until EOF anyway). */

@@ -10,7 +10,8 @@
  * a count hook on every thread (coroutines are created and resumed through
  * the sandbox's own functions, which arm them) that fires on every
  * instruction once the deadline passed.
- * Must never: expose io, debug, package, os.execute/getenv/remove, load a
+ * Must never: expose io, debug, package, os.execute/getenv/remove, a
+ * private stdlib module (kube.core) to a script, load a
  * binary chunk or a C library, let a script's pcall end a timeout, run a
  * stdlib module on the script's globals, or hand a script a module table
  * the stdlib itself uses (the stdlib requires its own instances). The
@@ -65,6 +66,15 @@ static const luaL_Reg native_modules[] = {
     {"log", luaopen_log},
     {NULL, NULL},
 };
+
+/* The stdlib's own modules: only a stdlib module's require serves them. A
+ * script that held kube.core could adopt a coroutine of its own into the
+ * request pool (its writes then land uncounted, and the next fleet.each
+ * meets a thread it never made), or read the host's counters. */
+static int private_module(const char *name)
+{
+    return strcmp(name, "kube.core") == 0;
+}
 
 /* Registry keys: the pristine globals captured when the state is built,
  * and the two module caches (what the script's require returned, and the
@@ -362,7 +372,8 @@ static void push_stdlib_env(lua_State *L)
     }
     lua_pop(L, 1);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &STDLIB_LOADED_KEY);
-    lua_pushcclosure(L, l_require, 1);
+    lua_pushboolean(L, 1); /* the stdlib's require: its private modules too */
+    lua_pushcclosure(L, l_require, 2);
     lua_setfield(L, -2, "require");
 }
 
@@ -427,12 +438,19 @@ static int open_kube(lua_State *L)
 /* require(name): a native module, or stdlib/<name>.lua loaded as text in a
  * pristine environment. Upvalue 1 is the cache it serves from: the script's,
  * or (in a stdlib module's environment) the stdlib's own, so no table a
- * stdlib module uses is one a script was handed. */
+ * stdlib module uses is one a script was handed. Upvalue 2 is true for the
+ * stdlib's require, which alone serves the private modules (a script's
+ * does under `lua --stdlib-internals`, for the engine's own specs). */
 static int l_require(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
     lua_settop(L, 1);
     int cache = lua_upvalueindex(1);
+    const struct host_ctx *hc = host_ctx(L);
+    if (private_module(name) && !lua_toboolean(L, lua_upvalueindex(2)) &&
+        !(hc && hc->kube.stdlib_internals))
+        return luaL_error(L, "module '%s' not found: it is the stdlib's own; a migration "
+                          "reaches the cluster through the kube module", name);
     if (lua_getfield(L, cache, name) != LUA_TNIL)
         return 1;
     lua_pop(L, 1);
@@ -650,7 +668,8 @@ static int open_sandbox_libs(lua_State *L)
     lua_pop(L, 2);
     capture_pristine(L);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &SCRIPT_LOADED_KEY);
-    lua_pushcclosure(L, l_require, 1);
+    lua_pushboolean(L, 0); /* a script's require: no private module */
+    lua_pushcclosure(L, l_require, 2);
     lua_setglobal(L, "require");
     return 0;
 }

@@ -31,12 +31,12 @@ describe('a kubeconfig user with both token and tokenFile', function()
   -- Lists namespaces, and prints the outcome of each attempt as a JSON line.
   local function probe(times, pause)
     return h.lua(string.format([[
-local kube, core, json = require('kube'), require('kube.core'), require('json')
+local kube, json = require('kube'), require('json')
 local out = {}
 for i = 1, %d do
   local ok, err = pcall(function() for _ in kube.list('namespaces', { limit = 1 }) do break end end)
   out[#out + 1] = ok and 'ok' or (type(err) == 'table' and err.reason or tostring(err))
-  if i < %d then core.sleep(%g) end
+  if i < %d then kube.sleep(%g) end
 end
 print(json.encode(out))
 ]], times, times, pause), '--kubeconfig', kubeconfig)

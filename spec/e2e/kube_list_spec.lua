@@ -157,7 +157,7 @@ describe('#e2e kube.list', function()
       table.sort(names)
       print(json.encode({ names = json.array(names), dup = dup }))
     ]])
-    os.execute(string.format('(%s lua %s >%s 2>%s; echo $? >%s) &', h.q(h.bin), h.q(f), h.q(dir .. '/out'),
+    os.execute(string.format('(%s lua --stdlib-internals %s >%s 2>%s; echo $? >%s) &', h.q(h.bin), h.q(f), h.q(dir .. '/out'),
       h.q(dir .. '/err'), h.q(dir .. '/rc')))
     for _ = 1, 300 do
       if h.slurp(dir .. '/out'):find('PAGE1') or h.slurp(dir .. '/rc') ~= '' then break end

@@ -174,8 +174,10 @@ function M.unique()
 end
 
 -- kube_script(vars, body [, flags...]) runs body in the sandbox with kube,
--- json and kube.core (as core) required and each of vars defined as a local
--- string; the script's last stdout line, when JSON, is decoded into res.json.
+-- json and kube.core (as core: the stdlib's own module, which a migration
+-- cannot require; `lua --stdlib-internals` lets the engine's specs) required
+-- and each of vars defined as a local string; the script's last stdout
+-- line, when JSON, is decoded into res.json.
 function M.kube_script(vars, body, ...)
   local names = {}
   for k in pairs(vars) do names[#names + 1] = k end
@@ -183,7 +185,7 @@ function M.kube_script(vars, body, ...)
   local pre = { "local kube = require('kube')", "local json = require('json')",
     "local core = require('kube.core')" }
   for _, k in ipairs(names) do pre[#pre + 1] = string.format('local %s = %q', k, vars[k]) end
-  local res = M.lua(table.concat(pre, '\n') .. '\n' .. body, ...)
+  local res = M.lua(table.concat(pre, '\n') .. '\n' .. body, '--stdlib-internals', ...)
   local last = res.out:match('([^\n]*)\n?$')
   if last and last ~= '' then res.json = require('json').decode(last) end
   return res

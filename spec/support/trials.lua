@@ -277,10 +277,9 @@ function M.spans(ns, n, secs, prefix)
     lines[#lines + 1] = slug
     scripts[slug] = string.format([[
 local kube = require('kube')
-local core = require('kube.core')
-local t0 = core.now()
+local t0 = kube.now()
 kube.sleep(%s)
-local t1 = core.now()
+local t1 = kube.now()
 kube.create('configmaps', { metadata = { generateName = 'span-', labels = { ['trial/span'] = %q } },
   data = { slug = %q, from = string.format('%%.6f', t0), to = string.format('%%.6f', t1) } }, { namespace = %q })]],
       tostring(secs), slug, slug, ns)

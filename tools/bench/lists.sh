@@ -20,14 +20,13 @@ for n in $sizes; do
 	read -r create_s _ < <(curlloop send "$work/list-create" -)
 	cat >"$work/iterate.lua" <<LUA
 local kube = require('kube')
-local core = require('kube.core')
-local t0, n, bytes = core.now(), 0, 0
+local t0, n, bytes = kube.now(), 0, 0
 for cm in kube.list('configmaps', { namespace = '$lns' }) do
   n = n + 1
   bytes = bytes + #cm.data.payload
 end
 assert(n == $n, 'iterated ' .. n)
-print(string.format('%.3f', core.now() - t0))
+print(string.format('%.3f', kube.now() - t0))
 LUA
 	say "lists: iterating $n ConfigMaps three ways"
 	lua_kb=$(peak_rss "$work/iter.out" "$bin" lua --timeout 30m "$work/iterate.lua")

@@ -23,18 +23,21 @@
 //	method=GET|POST|...|*   which requests it applies to (default *)
 //	path=PREFIX             URL path prefix (default: any)
 //	query=SUBSTRING         raw query must contain it (e.g. continue=)
-//	action=ACTION           429 | 503 | reset | reset-after | status (default 503)
+//	action=ACTION           429 | 503 | reset | reset-after | slow-after | status (default 503)
 //	code=NNN                the status for action=status (a Status object body)
 //	retry-after=N           seconds in Retry-After for 429/503 (429 default 1)
 //	skip=N                  let the first N matching requests through first
 //	count=N                 fault at most N requests (0 = no limit)
 //	rate=F                  fault a matching request with probability F (default 1)
 //	every=N                 fault every Nth matching request only
+//	delay=F                 seconds slow-after holds the answer back (default 1)
 //
 // "reset" reads the whole request, then closes the client connection (TCP
 // RST) without forwarding it;
 // "reset-after" forwards the request, waits for the apiserver's response,
-// then closes the client connection without sending it. The first rule that
+// then closes the client connection without sending it; "slow-after"
+// forwards it too and sends the apiserver's response only `delay` seconds
+// later (a write that landed, whose answer is late). The first rule that
 // matches and fires decides.
 //
 // Control endpoints on the same listener:
@@ -89,13 +92,14 @@ type rule struct {
 	count      int
 	rate       float64
 	every      int
+	delay      time.Duration
 
 	matched int // matching requests seen
 	fired   int // faults injected
 }
 
 func parseRule(spec string) (*rule, error) {
-	r := &rule{spec: spec, method: "*", action: "503", rate: 1, retryAfter: -1}
+	r := &rule{spec: spec, method: "*", action: "503", rate: 1, retryAfter: -1, delay: time.Second}
 	for _, kv := range strings.Split(spec, ",") {
 		kv = strings.TrimSpace(kv)
 		if kv == "" {
@@ -115,7 +119,7 @@ func parseRule(spec string) (*rule, error) {
 			r.query = v
 		case "action":
 			switch v {
-			case "429", "503", "reset", "reset-after", "status":
+			case "429", "503", "reset", "reset-after", "slow-after", "status":
 				r.action = v
 			default:
 				return nil, fmt.Errorf("fault %q: unknown action %q", spec, v)
@@ -132,6 +136,10 @@ func parseRule(spec string) (*rule, error) {
 			r.rate, err = strconv.ParseFloat(v, 64)
 		case "every":
 			r.every, err = strconv.Atoi(v)
+		case "delay":
+			var secs float64
+			secs, err = strconv.ParseFloat(v, 64)
+			r.delay = time.Duration(secs * float64(time.Second))
 		default:
 			return nil, fmt.Errorf("fault %q: unknown key %q", spec, k)
 		}
@@ -287,6 +295,26 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			resp.Body.Close()
 		}
 		abort(r)
+	case "slow-after":
+		out := p.outgoing(r)
+		resp, err := p.transport.RoundTrip(out)
+		if err != nil {
+			abort(r)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		select {
+		case <-time.After(ru.delay):
+		case <-r.Context().Done():
+			return
+		}
+		for k, vs := range resp.Header {
+			for _, v := range vs {
+				w.Header().Add(k, v)
+			}
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
 	}
 }
 
