@@ -7,8 +7,9 @@
  * Recipe: log.c hands every fatal line to termlog_fatal; the runner hands
  * each failed migration to termlog_failure. Each call rewrites the file
  * whole, so what is there when the process ends (or is killed) is the
- * latest account: the fatal line first, then the failed migrations, newest
- * last, at most TERMLOG_MAX bytes (Kubernetes keeps no more). The file is
+ * latest account: the fatal line first, then "(N earlier failed migrations
+ * not shown)" when some do not fit, then the newest failed migrations that
+ * do, newest last, at most TERMLOG_MAX bytes (Kubernetes keeps no more). The file is
  * written only when it exists and is writable (the kubelet makes it in a
  * container; nothing is created elsewhere). Env COZY_TERMINATION_LOG names
  * another path (specs). Best effort: a failure to write is silent, since

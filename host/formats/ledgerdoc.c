@@ -193,6 +193,99 @@ void ledger_mark_nul(const char *body, size_t len, struct ledger *l)
     }
 }
 
+/* One entry of FAILURES_ANNOTATION into f: 0, or -1 when it is not one
+ * (a bad slug, a missing or non-string field). */
+static int failure_of(const cJSON *kv, struct ledger_failure *f)
+{
+    static const char *const names[] = {"tier", "at", "reason", "message", "runner"};
+    char *const dst[] = {f->tier, f->at, f->reason, f->message, f->runner};
+    const size_t len[] = {sizeof f->tier, sizeof f->at, sizeof f->reason, sizeof f->message,
+                          sizeof f->runner};
+    memset(f, 0, sizeof *f);
+    if (!kv->string || strlen(kv->string) >= sizeof f->slug || !slug_valid(kv->string) ||
+        !cJSON_IsObject(kv))
+        return -1;
+    snprintf(f->slug, sizeof f->slug, "%s", kv->string);
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(kv, names[i]);
+        if (!cJSON_IsString(v))
+            return -1;
+        snprintf(dst[i], len[i], "%s", v->valuestring);
+        utf8_clip(dst[i]);
+    }
+    return 0;
+}
+
+/* FAILURES_ANNOTATION's text into l (what does not parse is left out). */
+static void failures_of(const char *text, struct ledger *l)
+{
+    cJSON *o = cJSON_Parse(text);
+    const cJSON *kv;
+    const cJSON *obj = cJSON_IsObject(o) ? o : NULL;
+    cJSON_ArrayForEach(kv, obj) {
+        struct ledger_failure f;
+        if (failure_of(kv, &f) != 0)
+            continue;
+        if (l->nfailures == LEDGER_FAILURES_KEEP) {
+            memmove(l->failures, l->failures + 1, (LEDGER_FAILURES_KEEP - 1) * sizeof f);
+            l->nfailures--;
+        }
+        l->failures[l->nfailures++] = f;
+    }
+    cJSON_Delete(o);
+}
+
+const struct ledger_failure *ledger_find_failure(const struct ledger *l, const char *slug)
+{
+    for (size_t i = 0; i < l->nfailures; i++)
+        if (strcmp(l->failures[i].slug, slug) == 0)
+            return &l->failures[i];
+    return NULL;
+}
+
+static cJSON *failure_json(const struct ledger_failure *f)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "tier", f->tier) ||
+        !cJSON_AddStringToObject(o, "at", f->at) || !cJSON_AddStringToObject(o, "reason", f->reason) ||
+        !cJSON_AddStringToObject(o, "message", f->message) ||
+        !cJSON_AddStringToObject(o, "runner", f->runner)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *ledger_failures_with(const struct ledger *l, const struct ledger_failure *f,
+                           int (*recorded)(void *ud, const char *slug), void *ud)
+{
+    struct ledger_failure all[LEDGER_FAILURES_KEEP + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < l->nfailures; i++) {
+        const char *slug = l->failures[i].slug;
+        if (strcmp(slug, f->slug) != 0 && !ledger_find(l, slug) && !(recorded && recorded(ud, slug)))
+            all[n++] = l->failures[i];
+    }
+    all[n] = *f;
+    utf8_clip(all[n].message);
+    n++;
+    size_t from = n > LEDGER_FAILURES_KEEP ? n - LEDGER_FAILURES_KEEP : 0;
+    cJSON *o = cJSON_CreateObject();
+    for (size_t i = from; o && i < n; i++) {
+        cJSON *e = failure_json(&all[i]);
+        if (!e || !cJSON_AddItemToObject(o, all[i].slug, e)) {
+            cJSON_Delete(e);
+            cJSON_Delete(o);
+            o = NULL;
+        }
+    }
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    char *out = text ? strdup(text) : NULL;
+    cJSON_free(text);
+    return out;
+}
+
 int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
@@ -207,6 +300,13 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
         cJSON_GetObjectItemCaseSensitive(meta, "annotations"), KEEP_ANNOTATION);
     l->protected_ = cJSON_IsString(label) && strcmp(label->valuestring, "true") == 0 &&
                     cJSON_IsString(keep) && strcmp(keep->valuestring, "keep") == 0;
+    const cJSON *failed = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(meta, "annotations"), FAILURES_ANNOTATION);
+    if (cJSON_IsString(failed)) {
+        failures_of(failed->valuestring, l);
+        l->failures_bytes = strlen(FAILURES_ANNOTATION) + strlen(failed->valuestring);
+        l->bytes += l->failures_bytes;
+    }
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(cm, "data");
     const cJSON *kv;
     /* One allocation for every record: a record is some 22 KiB, nearly all

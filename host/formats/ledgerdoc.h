@@ -16,6 +16,22 @@
 
 #define LEDGER_LIMIT (1024 * 1024)   /* the apiserver's object size limit */
 
+/* The last failure of each pending slug (an on-error=abort failure records
+ * nothing, so a record cannot say it): an annotation of the ledger, JSON
+ * {"<slug>": {"tier","at","reason","message","runner"}}, written by the
+ * runner under its lock, at most LEDGER_FAILURES_KEEP slugs (the newest),
+ * each message cut to LEDGER_FAILURE_MESSAGE bytes. Cluster input: parsed
+ * here, and a bad entry is left out. */
+#define FAILURES_ANNOTATION "platform.cozystack.io/pending-failures"
+#define LEDGER_FAILURES_KEEP 4
+#define LEDGER_FAILURE_MESSAGE 240
+
+struct ledger_failure {
+    char slug[64], tier[16], at[40], reason[64];
+    char message[LEDGER_FAILURE_MESSAGE + 1];
+    char runner[256];
+};
+
 struct ledger_entry {
     char *slug;
     size_t bytes;           /* read: its key and value as the object limit counts them */
@@ -33,12 +49,17 @@ struct ledger {
     size_t n;
     int sorted;             /* e is in strictly increasing slug order (the
                              * apiserver's): ledger_find bisects */
-    size_t bytes;           /* keys + values of data: what the object limit counts */
+    size_t bytes;           /* keys + values of data, and FAILURES_ANNOTATION: what the
+                             * object limit counts */
     size_t binary_keys;     /* keys under binaryData (the engine reads data alone: any
                              * makes the ledger untrustworthy), and the first one */
     char binary_key[128];
     char uid[64];           /* for Events about it, and the Lease's mark (lock.h) */
     int protected_;         /* it carries the no-delete label and the keep annotation */
+    struct ledger_failure failures[LEDGER_FAILURES_KEEP]; /* FAILURES_ANNOTATION, oldest
+                                                             * first */
+    size_t nfailures;
+    size_t failures_bytes;  /* the annotation's key and value (counted in bytes) */
 };
 
 /* The growth budget (README "The ledger"). Past LEDGER_SHRINK_AT a failed
@@ -60,6 +81,16 @@ void ledger_free(struct ledger *l);
  * to a NUL byte, and "{...}\u0000junk" would read as the object alone): its
  * record becomes REC_UNKNOWN, or `version` bad. */
 void ledger_mark_nul(const char *body, size_t len, struct ledger *l);
+
+/* The last failure of slug the annotation keeps, or NULL. */
+const struct ledger_failure *ledger_find_failure(const struct ledger *l, const char *slug);
+/* FAILURES_ANNOTATION's value for l's failures with f added (replacing one
+ * of its slug), the slugs that have a record in l, or that recorded(ud,
+ * slug) says were recorded since l was read, left out, and the oldest past
+ * LEDGER_FAILURES_KEEP; f's strings are cut to fit. malloc'd (free), or
+ * NULL when out of memory. */
+char *ledger_failures_with(const struct ledger *l, const struct ledger_failure *f,
+                           int (*recorded)(void *ud, const char *slug), void *ud);
 
 /* The size the n records take in the object (key and value bytes). */
 size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n);

@@ -306,6 +306,20 @@ enum ledger_rc ledger_protect(struct ledger_loc *at, char *err, size_t errlen)
     return patch(at, p, err, errlen);
 }
 
+enum ledger_rc ledger_note_failures(struct ledger_loc *at, const char *text, char *err,
+                                    size_t errlen)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
+    cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
+    if (!ann || !cJSON_AddStringToObject(ann, FAILURES_ANNOTATION, text)) {
+        cJSON_Delete(p);
+        snprintf(err, errlen, "out of memory");
+        return LEDGER_ERROR;
+    }
+    return patch(at, p, err, errlen);
+}
+
 /* The most Events in flight at once: a run that makes them faster than
  * the apiserver answers waits for the oldest (memory stays bounded). */
 #define EVENTS_IN_FLIGHT 16

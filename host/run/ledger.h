@@ -1,7 +1,8 @@
 /* ledger.h: the ConfigMap that records what ran, on the cluster (its
  * document, records and key prefix are formats/ledgerdoc.h's). Owns reading
  * it (absent vs every other error), the only writes the engine ever makes to
- * it (a create at fresh install, strategic merge patches of `m.*` keys), and
+ * it (a create at fresh install, strategic merge patches of `m.*` keys, the
+ * protection and the last failures of pending slugs in its metadata), and
  * the Events about it (sent without waiting for their answers).
  *
  * Recipe: fill a ledger_loc (the connection, namespace, name); ledger_read;
@@ -72,6 +73,12 @@ enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen);
  * no-delete label and the keep annotation: one merge patch of its metadata.
  * LEDGER_OK, LEDGER_GONE, LEDGER_ERROR or LEDGER_UNAVAILABLE. */
 enum ledger_rc ledger_protect(struct ledger_loc *at, char *err, size_t errlen);
+
+/* Sets the ledger's FAILURES_ANNOTATION (ledgerdoc.h) to text: one merge
+ * patch of its metadata, conditional on at->rv as a record's is. The codes
+ * of ledger_write. */
+enum ledger_rc ledger_note_failures(struct ledger_loc *at, const char *text, char *err,
+                                    size_t errlen);
 
 /* An Event on the ledger (uid may be ""), so `kubectl describe` shows the
  * history. Best effort: a failure is logged, never returned. It is put on

@@ -131,7 +131,8 @@ struct row {
     const char *state;          /* the record's, "pending" or "blocked" */
     const char *batch, *tier, *sum, *lib;
     const char *blocked;        /* why, when blocked */
-    int needs_person;           /* failed, blocked or unreadable */
+    const struct ledger_failure *failure; /* pending, its last failure kept on the ledger */
+    int needs_person;           /* failed, blocked, unreadable, or pending after a failure */
     char detail[1200];          /* for --failed: what is wrong */
 };
 
@@ -155,6 +156,13 @@ static void fill_row(const struct status_view *v, const struct report_opts *o, c
     } else if (w->r && w->r->state == REC_FAILED) {
         w->needs_person = 1;
         snprintf(w->detail, sizeof w->detail, "%s: %s", w->r->reason, w->r->message);
+    } else if (!w->r && (w->failure = ledger_find_failure(v->l, slug))) {
+        /* an on-error=abort failure records nothing: the runner kept it */
+        const struct ledger_failure *f = w->failure;
+        w->needs_person = 1;
+        snprintf(w->detail, sizeof w->detail, "not recorded (on-error=abort), last failed at %s: "
+                 "%s: %s (kept by runner %s in the ledger's annotation %s)", f->at, f->reason,
+                 f->message, f->runner, FAILURES_ANNOTATION);
     } else if (w->r && w->r->state == REC_UNKNOWN) {
         w->needs_person = 1;
         char repair[800];
@@ -172,6 +180,20 @@ static const char *bg_state(const struct status_view *v, const char *slug)
         if (strcmp(v->bg[i].slug, slug) == 0)
             return v->bg[i].state;
     return NULL;
+}
+
+/* "last_failure": the failure the runner kept for a pending slug, and
+ * where it came from. 0 when out of memory. */
+static int add_failure(cJSON *j, const struct ledger_failure *f)
+{
+    cJSON *o = cJSON_AddObjectToObject(j, "last_failure");
+    return o && cJSON_AddStringToObject(o, "at", f->at) &&
+           cJSON_AddStringToObject(o, "tier", f->tier) &&
+           cJSON_AddStringToObject(o, "reason", f->reason) &&
+           cJSON_AddStringToObject(o, "message", f->message) &&
+           cJSON_AddStringToObject(o, "runner", f->runner) &&
+           cJSON_AddStringToObject(o, "recorded", "no (on-error=abort records nothing)") &&
+           cJSON_AddStringToObject(o, "source", "the ledger's annotation " FAILURES_ANNOTATION);
 }
 
 /* One status row as JSON. NULL when out of memory. */
@@ -192,7 +214,8 @@ static cJSON *status_json(const struct status_view *v, const struct row *w)
         (r && *r->message && !cJSON_AddStringToObject(j, "message", r->message)) ||
         (r && *r->by && !cJSON_AddStringToObject(j, "by", r->by)) ||
         (w->blocked && !cJSON_AddStringToObject(j, "blocked", w->blocked)) ||
-        (bg && !cJSON_AddStringToObject(j, "background", bg))) {
+        (bg && !cJSON_AddStringToObject(j, "background", bg)) ||
+        (w->failure && !add_failure(j, w->failure))) {
         cJSON_Delete(j);
         return NULL;
     }
@@ -341,6 +364,7 @@ int report_record(const struct status_view *v, const char *slug, const struct re
         free(text);
         if (!j || !cJSON_AddStringToObject(j, "migration", slug) ||
             (!r && !cJSON_AddStringToObject(j, "state", w->state)) ||
+            (w->failure && !add_failure(j, w->failure)) ||
             (r && r->state == REC_UNKNOWN && !cJSON_AddStringToObject(j, "problem", r->problem)) ||
             !cJSON_AddStringToObject(j, "checksum", w->sum) ||
             !cJSON_AddStringToObject(j, "lib_checksum", w->lib) ||
@@ -360,6 +384,10 @@ int report_record(const struct status_view *v, const char *slug, const struct re
         out_line("batch:       %s", w->batch);
         out_line("tier:        %s", w->tier);
         out_line("record:      none");
+        if (w->failure) {
+            char buf[4 * sizeof w->detail];
+            out_line("last failure: %s", escaped(w->detail, buf, sizeof buf));
+        }
         free(w);
         return 0;
     }

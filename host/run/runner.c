@@ -251,6 +251,68 @@ static int skipped_step(struct ctx *c, const struct step *s, size_t k, size_t n)
 
 /* ---- run ---------------------------------------------------------------- */
 
+static const char *ran_in_run(void *ud, const char *slug);
+
+/* Whether this run recorded slug (ok, or failed under on-error=warn). */
+static int recorded_in_run(void *ud, const char *slug)
+{
+    const char *how = ran_in_run(ud, slug);
+    return how && strcmp(how, "blocked") != 0;
+}
+
+/* An on-error=abort failure of the upgrade records nothing (it runs again
+ * next time), so no record can say why it failed: its reason is kept on
+ * the ledger (FAILURES_ANNOTATION, ledgerdoc.h) while the slug is pending,
+ * for status --failed. Under the lock, like a record; best effort: a
+ * failure to keep it is said, and the run ends as it would anyway. */
+static void keep_failure(struct ctx *c, const struct step *s, const struct record *r)
+{
+    if (c->o->k.dry_run || !c->l.exists || c->lock_lost)
+        return;
+    struct ledger_failure f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.slug, sizeof f.slug, "%s", s->slug);
+    snprintf(f.tier, sizeof f.tier, "%s", s->tier);
+    snprintf(f.at, sizeof f.at, "%s", r->at);
+    snprintf(f.reason, sizeof f.reason, "%s", r->reason);
+    snprintf(f.message, sizeof f.message, "%.*s", (int)sizeof f.message - 1, r->message);
+    snprintf(f.runner, sizeof f.runner, "%s", c->lk.holder);
+    char *text = ledger_failures_with(&c->l, &f, recorded_in_run, c);
+    if (!text) {
+        log_warn("out of memory keeping the failure of %s on the ledger", s->slug);
+        return;
+    }
+    size_t bytes = strlen(FAILURES_ANNOTATION) + strlen(text);
+    char err[ERRLINE_MAX];
+    enum ledger_rc rc = LEDGER_FULL;
+    if (c->ledger_bytes - c->l.failures_bytes + bytes + LEDGER_RESERVE <= LEDGER_LIMIT) {
+        if (lock_confirm(&c->lk, err, sizeof err) != 0) {
+            c->lock_lost = 1;
+            log_error("%s", err);
+            free(text);
+            return;
+        }
+        c->loc.deadline = now_mono() + lock_left(&c->lk);
+        char what[200];
+        snprintf(what, sizeof what, "keeping the failure of %s on the ledger", s->slug);
+        int tries = 0, xrc = 0;
+        while ((rc = ledger_note_failures(&c->loc, text, err, sizeof err)) == LEDGER_CONFLICT)
+            if (!after_conflict(c, what, &tries, &xrc))
+                break;
+    } else {
+        snprintf(err, sizeof err, "the ledger is near its size limit");
+    }
+    if (rc == LEDGER_OK) {
+        c->ledger_bytes += bytes - c->l.failures_bytes;
+        c->l.failures_bytes = bytes;
+    } else if (rc != LEDGER_CONFLICT) {
+        log_warn("could not keep the failure of %s on the ledger %s/%s (%s): status --failed "
+                 "will not show it; the Event MigrationFailed and this log do", s->slug, c->loc.ns,
+                 c->loc.name, err);
+    }
+    free(text);
+}
+
 /* What follows a migration's end: the lock, the progress line, the record,
  * the Event. 0 or an exit code. */
 static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, struct record *r,
@@ -297,6 +359,8 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
      * (dispatch.h) count the attempts; abort still stops what follows. */
     int background = strcmp(s->tier, "background") == 0;
     if (abort && !background) {
+        if (!ledger_find(&c->l, s->slug))
+            keep_failure(c, s, r);
         log_fatal("%s failed and its on-error is abort: stopping; %s", s->slug,
                   next_time(c, s->slug));
         return EXIT_FAILED;

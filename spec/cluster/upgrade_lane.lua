@@ -218,12 +218,14 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     assert.matches('lane-needs-prerequisite', ev[#ev].message, 1, true)
     assert.matches('lane-prerequisite is missing', ev[#ev].message, 1, true)
     assert.is_nil(record('lane-needs-prerequisite'))
-    -- status --failed lists what needs a person from the ledger: an abort
-    -- records nothing, so it has nothing to show; `status` shows the slug pending
+    -- an abort records nothing, but the runner keeps its last failure on
+    -- the ledger: status --failed lists it (exit 1), saying where it came
+    -- from; `status` shows the slug pending
     local tree = LANE .. '/trees/v1.2.0'
     local failed = cozy('status --failed --dir ' .. h.q(tree))
-    assert.are.equal(0, failed.code, failed.out .. failed.err)
-    assert.not_matches('lane-needs-prerequisite', failed.out, 1, true)
+    assert.are.equal(1, failed.code, failed.out .. failed.err)
+    assert.matches('lane%-needs%-prerequisite%s+pending .*lane%-prerequisite is missing', failed.out)
+    assert.matches("in the ledger's annotation platform.cozystack.io/pending-failures", failed.out, 1, true)
     local status = h.must(cozy('status --dir ' .. h.q(tree)))
     assert.matches('lane%-needs%-prerequisite%s+pending', status.out)
     local f = assert(io.open(LANE .. '/abort-status.txt', 'w'))
