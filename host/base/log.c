@@ -4,8 +4,12 @@
  * any character, and always valid UTF-8. Diagnostics go to stderr, results
  * to stdout. A script's output is data: escaped in text, a value under
  * `output` (or a log line rebuilt from its level and msg) in JSON, never
- * keys of its own. Must never let another part of the host pick a format or
- * a stream of its own. The `log` Lua module over it is lua/log_lua.c. */
+ * keys of its own. In text, every line is one line: control bytes in what
+ * it carries (a record's reason, a Lease holder's identity, an annotation,
+ * any text from the cluster) are escaped here, the one place every line
+ * passes, so none can start a line of its own or move the cursor. Must
+ * never let another part of the host pick a format or a stream of its own.
+ * The `log` Lua module over it is lua/log_lua.c. */
 #include "base/log.h"
 
 #include <cjson/cJSON.h>
@@ -29,6 +33,24 @@ void log_set_level(enum log_level l) { min_level = l; }
 void log_set_prefix(const char *p) { snprintf(prefix, sizeof prefix, "%s", p ? p : ""); }
 
 static const char *names[] = {"debug", "info", "warn", "error"};
+
+/* s[0..n) as one line of text: itself when it has nothing to escape (the
+ * common case costs a scan), else escaped into *own (malloc'd; the caller
+ * frees it) by text_escape. Never NULL: without memory, a placeholder. */
+static const char *plain(const char *s, size_t n, char **own)
+{
+    *own = NULL;
+    size_t i = 0;
+    while (i < n && ((unsigned char)s[i] >= 0x20 || s[i] == '\t') && (unsigned char)s[i] < 0x7f)
+        i++;
+    if (i == n && !s[n])
+        return s;
+    size_t cap = 6 * n + 1;
+    if (!(*own = malloc(cap)))
+        return "(a line that could not be escaped: out of memory)";
+    text_escape(s, n, *own, cap, 0);
+    return *own;
+}
 
 /* The printed text of v, made valid UTF-8 (cJSON copies string bytes as
  * they are, and a script's output may hold any): malloc'd, or NULL. */
@@ -80,7 +102,20 @@ static cJSON *json_record(const char *level, const char *migration, const char *
     return o;
 }
 
-static void emit(enum log_level l, const char *msg)
+static void emit_line(enum log_level l, const char *msg, size_t n)
+{
+    char *own;
+    const char *line = plain(msg, n, &own);
+    if (*prefix)
+        fprintf(stderr, "%s %s: %s\n", names[l], prefix, line);
+    else
+        fprintf(stderr, "%s: %s\n", names[l], line);
+    free(own);
+}
+
+/* split: a message of several lines (a script's log call) is said as that
+ * many lines, each with its level; otherwise it is one line. */
+static void emit(enum log_level l, const char *msg, int split)
 {
     if (l < min_level)
         return;
@@ -90,10 +125,13 @@ static void emit(enum log_level l, const char *msg)
         json_line(STDERR_FILENO, o);
         cJSON_Delete(o);
         return;
-    } else if (*prefix) {
-        fprintf(stderr, "%s %s: %s\n", names[l], prefix, msg);
-    } else {
-        fprintf(stderr, "%s: %s\n", names[l], msg);
+    }
+    for (const char *p = msg;;) {
+        size_t n = split ? strcspn(p, "\n") : strlen(p);
+        emit_line(l, p, n);
+        if (!p[n])
+            break;
+        p += n + 1;
     }
     fflush(stderr);
 }
@@ -112,7 +150,9 @@ void log_fatal(const char *fmt, ...)
         cJSON_Delete(o);
         return;
     }
-    fprintf(stderr, "cozy-migrate: %s\n", buf);
+    char *own;
+    fprintf(stderr, "cozy-migrate: %s\n", plain(buf, strlen(buf), &own));
+    free(own);
     fflush(stderr);
 }
 
@@ -134,10 +174,13 @@ void log_usage(const char *cmd, const char *fmt, ...)
         cJSON_Delete(o);
         return;
     }
+    char *own;
+    const char *line = plain(buf, strlen(buf), &own);
     if (cmd)
-        fprintf(stderr, "cozy-migrate: %s: %s (see 'cozy-migrate %s --help')\n", cmd, buf, cmd);
+        fprintf(stderr, "cozy-migrate: %s: %s (see 'cozy-migrate %s --help')\n", cmd, line, cmd);
     else
-        fprintf(stderr, "cozy-migrate: %s (see 'cozy-migrate --help')\n", buf);
+        fprintf(stderr, "cozy-migrate: %s (see 'cozy-migrate --help')\n", line);
+    free(own);
     fflush(stderr);
 }
 
@@ -210,7 +253,9 @@ void out_line(const char *fmt, ...)
         cJSON_Delete(o);
         return;
     }
-    fputs(buf, stdout);
+    char *own;
+    fputs(plain(buf, strlen(buf), &own), stdout);
+    free(own);
     fputc('\n', stdout);
     fflush(stdout);
 }
@@ -230,12 +275,12 @@ void out_json(const cJSON *v, int pretty)
 
 void log_msg(enum log_level l, const char *msg)
 {
-    emit(l, msg);
+    emit(l, msg, 1);
 }
 
 void log_say(const char *line)
 {
-    emit(LOG_WARN, line);
+    emit(LOG_WARN, line, 1);
 }
 
 void logf_(enum log_level l, const char *fmt, ...)
@@ -247,5 +292,5 @@ void logf_(enum log_level l, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    emit(l, buf);
+    emit(l, buf, 0);
 }

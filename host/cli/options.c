@@ -225,7 +225,6 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
 {
     struct runner_opts *r = &c->r;
     double d;
-    char *end;
     switch (id) {
     case OPT_KUBECONFIG:
     case OPT_CONTEXT:
@@ -357,9 +356,11 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
             return -1;
         r->lease_duration = d < 1 ? 1 : (int)d;
         return 0;
+    /* Numbers are read exactly (parse_decimal: digits only, no sign, space
+     * or leading zero): strtol would take ' 8' or '+8' for 8. */
     case OPT_MEMORY: {
-        long mb = strtol(arg, &end, 10);
-        if (*end || end == arg || mb < 1 || mb > 65536) {
+        long mb;
+        if (parse_decimal(arg, 65536, &mb) != 0 || mb < 1) {
             log_usage(c->cmd, "--memory: '%s' is not a size in MiB (1..65536)", arg);
             return -1;
         }
@@ -367,8 +368,8 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
         return 0;
     }
     case OPT_CONCURRENCY: {
-        long n = strtol(arg, &end, 10);
-        if (*end || end == arg || n < 1 || n > REST_POOL_MAX) {
+        long n;
+        if (parse_decimal(arg, REST_POOL_MAX, &n) != 0 || n < 1) {
             log_usage(c->cmd, "--concurrency: '%s' is not a number from 1 to %d", arg,
                       REST_POOL_MAX);
             return -1;
@@ -377,8 +378,8 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
         return 0;
     }
     case OPT_MAX_ATTEMPTS: {
-        long n = strtol(arg, &end, 10);
-        if (*end || end == arg || n < 1 || n > 1000) {
+        long n;
+        if (parse_decimal(arg, 1000, &n) != 0 || n < 1) {
             log_usage(c->cmd, "--max-attempts: '%s' is not a number from 1 to 1000", arg);
             return -1;
         }
