@@ -1,8 +1,9 @@
 /* leasewatch.c: the lease watch (see leasewatch.h): a thread of the
  * migration's group leader that kills the whole group once the runner's
  * hold on the lock can no longer be vouched for (the runner renews the
- * shared word; a stopped or wedged runner does not). Polling is cheap and
- * needs nothing from the parent. */
+ * shared word; a stopped or wedged runner does not), and at once when the
+ * runner's Lease watcher (run/lockwatch.h) sets the word in the past.
+ * Polling is cheap and needs nothing from the parent. */
 #include "base/leasewatch.h"
 
 #include <pthread.h>
@@ -11,7 +12,9 @@
 
 #include "base/util.h"
 
-#define WATCH_EVERY_NS (50 * 1000 * 1000)
+/* The runner's Lease watcher sets the word in the past on a loss: the
+ * group is killed within this of the event reaching the runner. */
+#define WATCH_EVERY_NS (10 * 1000 * 1000)
 
 static void *watch_until(void *arg)
 {

@@ -352,7 +352,21 @@ struct http_xfer {
     struct curl_slist *hdrs;
     struct upload up;
     struct http_response *r;
+    int (*on_data)(const char *p, size_t n, void *ud); /* a stream's (http_stream_start) */
+    void *data_ud;
 };
+
+/* A stream's body: a 2xx answer's goes to its reader as it comes; any
+ * other is kept for its Status. */
+static size_t on_stream(char *p, size_t size, size_t n, void *ud)
+{
+    struct http_xfer *x = ud;
+    long status = 0;
+    curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+    if (status < 200 || status > 299)
+        return on_body(p, size, n, x->r);
+    return x->on_data(p, size * n, x->data_ud) == 0 ? size * n : 0;
+}
 
 /* Sets h up for one request into r (x keeps what h points to until
  * xfer_finish). Returns 0, or -1 with r filled (nothing is sent then). */
@@ -420,6 +434,7 @@ static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const
     bad |= curl_easy_setopt(h, CURLOPT_URL, url) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_WRITEDATA, r) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_HEADERDATA, r) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_DEBUGDATA, r) != CURLE_OK;
@@ -553,6 +568,24 @@ struct http_xfer *http_xfer_start(struct http_client *c, CURL *h, const char *me
             xfer_finish(c, x, (CURLcode)e);
         r->transport_error = e;
         free(x);
+        return NULL;
+    }
+    return x;
+}
+
+struct http_xfer *http_stream_start(struct http_client *c, CURL *h, const char *path,
+                                    double timeout_s,
+                                    int (*on_data)(const char *p, size_t n, void *ud), void *ud,
+                                    struct http_response *r)
+{
+    struct http_xfer *x = http_xfer_start(c, h, "GET", path, NULL, NULL, NULL, 0, 1, timeout_s, r);
+    if (!x)
+        return NULL;
+    x->on_data = on_data;
+    x->data_ud = ud;
+    if (curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, x) != CURLE_OK) {
+        http_xfer_end(c, x, CURLE_BAD_FUNCTION_ARGUMENT);
         return NULL;
     }
     return x;

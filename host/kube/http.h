@@ -64,6 +64,16 @@ struct http_xfer *http_xfer_start(struct http_client *c, CURL *h, const char *me
                                   const char *body, size_t body_len, int replayable,
                                   double timeout_s, struct http_response *resp);
 int http_xfer_end(struct http_client *c, struct http_xfer *x, int curl_code);
+/* A streamed GET (a watch): the transfer of http_xfer_start, except that
+ * each piece of a 2xx answer's body goes to on_data as it arrives, never
+ * kept (a non-2xx body is kept in resp as usual, for its Status). on_data
+ * returns 0 to go on, non-zero to end the transfer (a CURLE_WRITE_ERROR).
+ * End it with http_xfer_end. h must serve streams only, or be set up again
+ * by http_xfer_start. */
+struct http_xfer *http_stream_start(struct http_client *c, CURL *h, const char *path,
+                                    double timeout_s,
+                                    int (*on_data)(const char *p, size_t n, void *ud), void *ud,
+                                    struct http_response *resp);
 /* Connections libcurl opened so far (1 when keep-alive works). */
 long http_connects(struct http_client *c);
 /* Requests handed to libcurl so far (every attempt counts). */

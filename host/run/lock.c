@@ -3,9 +3,11 @@
  * Owns the Lease's writes and what their answers mean: a create, a takeover
  * once expired on our own clock, renewals and the release, each a
  * compare-and-swap on the resourceVersion we last saw, so two runners can
- * never both believe they hold it; reading the Lease back before each
- * migration and record, and whenever a write's outcome is unknown (a
- * retried request may have been applied by its first attempt); the
+ * never both believe they hold it; the watch on it (lockwatch.h: what its
+ * events mean, and taking its word in place of a read-back while it is
+ * live and caught up); reading the Lease back before each migration and
+ * record when the watch cannot vouch, and whenever a write's outcome is
+ * unknown (a retried request may have been applied by its first attempt); the
  * finalizer that keeps a deleted Lease in place while we hold it, and its
  * removal once we stop; the ledger mark; the hand-over (the holder's role,
  * a pre-apply waiter's request, lock.h); and the shared watch word children
@@ -266,9 +268,7 @@ static int settle(struct lock *lk, struct view *v, char *err, size_t errlen)
 
 static void set_watch(struct lock *lk)
 {
-    if (lk->watch)
-        atomic_store(lk->watch,
-                     (long long)((lk->confirmed_at + lk->duration_s - lk->margin) * 1e6));
+    lockwatch_push(lk->lw, (long long)((lk->confirmed_at + lk->duration_s - lk->margin) * 1e6));
 }
 
 /* The request text v carries, on our clock: its clock restarts whenever
@@ -296,6 +296,7 @@ static void saw_mark(struct lock *lk, const struct view *v)
 static void confirmed(struct lock *lk, double sent_at, const struct view *v)
 {
     lk->confirmed_at = sent_at;
+    snprintf(lk->confirmed_renew, sizeof lk->confirmed_renew, "%s", lk->sent);
     lk->checked_at = now_mono();
     if (*v->rv)
         snprintf(lk->rv, sizeof lk->rv, "%s", v->rv);
@@ -476,6 +477,7 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
     cJSON_Delete(b);
     if (w == WROTE_OK) {
         confirmed(lk, sent_at, &got);
+        lk->created = !v.exists;
         return 0;
     }
     /* A 409 (another runner was first) or an unknown outcome: the Lease
@@ -485,6 +487,7 @@ static int try_acquire(struct lock *lk, char *err, size_t errlen)
     int s = settle(lk, &got, err, errlen);
     if (s == 1) {
         confirmed(lk, sent_at, &got);
+        lk->created = !v.exists;
         return 0;
     }
     if (s == -2)
@@ -506,6 +509,36 @@ static void withdraw(struct lock *lk)
     parse_request(v.handover, &rq);
     if (rq.valid && strcmp(rq.by, lk->holder) == 0)
         write_request(lk, &v, -1);
+}
+
+/* The watcher's judge (lockwatch.h), run in its copy of lk: an event of our
+ * Lease as judge() would take a read-back of it. 1 when the hold is lost. */
+static int watch_judge(void *ud, const char *type, const cJSON *object, struct lockwatch_view *w)
+{
+    const struct lock *lk = ud;
+    (void)type;
+    w->finish_delete = 0;
+    if (!object) {
+        snprintf(w->why, sizeof w->why, "the Lease was deleted (its finalizer removed)");
+        return 1;
+    }
+    struct view v;
+    view_of(lk, object, &v);
+    snprintf(w->rv, sizeof w->rv, "%s", v.rv);
+    snprintf(w->renew, sizeof w->renew, "%s", v.renew);
+    snprintf(w->mark, sizeof w->mark, "%s", v.mark);
+    snprintf(w->handover, sizeof w->handover, "%s", v.handover);
+    if (strcmp(v.holder, lk->holder) != 0) {
+        snprintf(w->why, sizeof w->why, "it is held by %.300s now", *v.holder ? v.holder : "nobody");
+        return 1;
+    }
+    if (v.deleting) {
+        w->finish_delete = 1;
+        snprintf(w->why, sizeof w->why, "the Lease was deleted while held (by a migration or a "
+                 "person)");
+        return 1;
+    }
+    return 0;
 }
 
 int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const char *name,
@@ -539,9 +572,7 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
         snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
     snprintf(lk->holder, sizeof lk->holder, "%s/%ld/%ld/%s", host, (long)getpid(),
              (long)time(NULL), hex);
-    void *page = mmap(NULL, sizeof(*lk->watch), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                      -1, 0);
-    lk->watch = page == MAP_FAILED ? NULL : page;
+    lk->lw = lockwatch_new();
     double end = now_mono() + wait_s;
     int said = 0;
     for (;;) {
@@ -549,6 +580,11 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
         if (rc == 0) {
             lk->held = 1;
             *busy = 0;
+            /* From here the Lease is watched (lock.h "watch"): its events
+             * stand in for the read-backs. */
+            snprintf(lk->watch_from, sizeof lk->watch_from, "%s", lk->confirmed_renew);
+            if (lockwatch_start(lk->lw, rest_config(c), ns, name, lk->rv, watch_judge, lk) != 0)
+                log_warn("lock: cannot watch the lease %s/%s; reading it back instead", ns, name);
             return 0;
         }
         if (rc > 0 && stop_signal())
@@ -558,9 +594,8 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
             stop_defer(1);
             withdraw(lk);
             stop_defer(0);
-            if (lk->watch)
-                munmap((void *)lk->watch, sizeof(*lk->watch));
-            lk->watch = NULL;
+            lockwatch_free(lk->lw);
+            lk->lw = NULL;
             return -1;
         }
         if (!said) {
@@ -585,14 +620,15 @@ double lock_left(const struct lock *lk)
     return lk->held ? lk->confirmed_at + lk->duration_s - lk->margin - now_mono() : 0;
 }
 
-const _Atomic(long long) *lock_watch(const struct lock *lk) { return lk->watch; }
+const _Atomic(long long) *lock_watch(const struct lock *lk) { return lockwatch_word(lk->lw); }
 
 static int lose(struct lock *lk, char *err, size_t errlen, const char *why)
 {
     lk->held = 0;
     snprintf(lk->lost, sizeof lk->lost, "%s", why);
-    if (lk->watch)
-        atomic_store(lk->watch, 1); /* in the past: children stop now */
+    if (lk->lw)
+        atomic_store(lockwatch_word(lk->lw), 1); /* in the past: children stop now */
+    lockwatch_stop(lk->lw);
     snprintf(err, errlen, "lost the runner lock %s/%s: %s", lk->ns, lk->name, why);
     return -1;
 }
@@ -626,6 +662,48 @@ static int judge(struct lock *lk, const struct view *v, char *err, size_t errlen
     }
     saw_mark(lk, v);
     return 0;
+}
+
+/* What the watch says, in place of a read-back: -1 lost (said in err), 1
+ * live and caught up with our own last write (what it saw is taken: the
+ * resourceVersion, the mark, the hand-over request), 0 when it cannot
+ * vouch (starting, broken, or behind: the caller reads the Lease back). */
+static int watch_verdict(struct lock *lk, char *err, size_t errlen)
+{
+    if (!lk->lw)
+        return 0;
+    struct lockwatch_view w;
+    lockwatch_view(lk->lw, &w);
+    if (w.state == LW_LOST) {
+        if (w.finish_delete) {
+            lk->finish_delete = 1;
+            snprintf(lk->rv, sizeof lk->rv, "%s", w.rv);
+        }
+        return lose(lk, err, errlen, w.why);
+    }
+    if (w.state != LW_LIVE)
+        return 0;
+    /* Our own last write shows in the watch (or is the one it started
+     * after): everything since is in the view too. */
+    int caught_up = strcmp(w.renew, lk->confirmed_renew) == 0 ||
+                    strcmp(lk->confirmed_renew, lk->watch_from) == 0;
+    if (!caught_up) {
+        double now = now_mono();
+        if (now - lk->confirmed_at > LOCK_WATCH_LAG_S && now - lk->restart_asked > LOCK_WATCH_LAG_S) {
+            lockwatch_restart(lk->lw);
+            lk->restart_asked = now;
+        }
+        return 0;
+    }
+    struct view v;
+    memset(&v, 0, sizeof v);
+    snprintf(v.mark, sizeof v.mark, "%s", w.mark);
+    snprintf(v.handover, sizeof v.handover, "%s", w.handover);
+    if (*w.rv)
+        snprintf(lk->rv, sizeof lk->rv, "%s", w.rv);
+    saw_mark(lk, &v);
+    lk->checked_at = now_mono();
+    return 1;
 }
 
 /* Reads the Lease back now. 0 while ours, -1 when lost; a read that fails
@@ -712,9 +790,14 @@ int lock_renew(struct lock *lk, char *err, size_t errlen)
 {
     if (not_lapsed(lk, err, errlen) != 0)
         return -1;
+    int watched = watch_verdict(lk, err, errlen);
+    if (watched < 0)
+        return -1;
     double now = now_mono();
     if (now - lk->confirmed_at >= lk->duration_s / 4.0)
         return renew_now(lk, err, errlen);
+    if (watched)
+        return 0;
     double every = lk->duration_s / 8.0 < LOCK_CHECK_S ? lk->duration_s / 8.0 : LOCK_CHECK_S;
     if (now - lk->checked_at >= every)
         return check_now(lk, err, errlen);
@@ -725,8 +808,12 @@ int lock_confirm(struct lock *lk, char *err, size_t errlen)
 {
     if (not_lapsed(lk, err, errlen) != 0)
         return -1;
+    int watched = watch_verdict(lk, err, errlen);
+    if (watched < 0)
+        return -1;
     int rc = now_mono() - lk->confirmed_at >= lk->duration_s / 4.0 ? renew_now(lk, err, errlen)
-                                                                   : check_now(lk, err, errlen);
+             : watched ? 0
+                       : check_now(lk, err, errlen);
     if (rc != 0)
         return -1;
     return held_while_it_lasts(lk, err, errlen);
@@ -811,6 +898,8 @@ int lock_release(struct lock *lk)
 {
     int rc = 0;
     stop_defer(1);
+    /* our own release must not read to the watcher as a loss */
+    lockwatch_stop(lk->lw);
     double budget = stop_signal() ? RELEASE_STOPPING_S : DEFAULT_RETRY_BUDGET_S;
     /* Each try is conditional on the resourceVersion we know; a conflict
      * (a plain delete moved it, or a person edited the Lease) is read back
@@ -840,8 +929,7 @@ int lock_release(struct lock *lk)
     lk->held = 0;
     lk->finish_delete = 0;
     stop_defer(0);
-    if (lk->watch)
-        munmap((void *)lk->watch, sizeof(*lk->watch));
-    lk->watch = NULL;
+    lockwatch_free(lk->lw);
+    lk->lw = NULL;
     return rc;
 }

@@ -24,25 +24,44 @@
  *             resourceVersion: of two runners racing, one wins). A Lease with
  *             no holder is free at once. Waits up to wait_s while another
  *             holds it; a stop signal (stop.h) ends the wait.
+ *   watch     held, the Lease is watched (lockwatch.h): a watcher process
+ *             streams its events from the resourceVersion of our confirmed
+ *             write and judges each as a read-back would be judged. A loss
+ *             (another holder, deleted, force-deleted, being deleted) sets
+ *             the shared word (below) in the past at once, so the
+ *             migration in flight is killed within one round trip of the
+ *             event; the runner learns it at its next confirmation or tick.
+ *             While the watch is live and has shown our own last write, it
+ *             stands in for the read-backs: no GET per migration on the
+ *             happy path. Starting, broken, or behind by more than
+ *             LOCK_WATCH_LAG_S (then told to start afresh), the runner
+ *             reads the Lease back as before.
  *   confirm   lock_confirm before starting each migration and before each
  *             record write: renews when a quarter of the lease has passed,
- *             otherwise reads the Lease back. Lost when another holds it, it
+ *             otherwise takes the watch's word, or reads the Lease back
+ *             when the watch cannot vouch. Lost when another holds it, it
  *             is gone (deleted with its finalizer removed) or being deleted
  *             (a plain delete: the finalizer keeps it), or no renewal was
  *             confirmed within the duration less the margin. A failure
  *             means: stop, kill what runs, record nothing more, exit 5.
  *   renew     lock_renew from the wait loop (child_spec.tick): the same,
- *             paced: a renewal every quarter of the lease, a read-back at
- *             most every LOCK_CHECK_S between them, so a deleted Lease stops
- *             a running migration within about that. Every renewal is a
- *             compare-and-swap patch; one whose outcome is unknown (a reset,
- *             a 5xx, a 409 after a retry) is decided by reading the Lease
- *             back: ours if it holds our holder and our renewTime.
- *   watch     lock_watch: the deadline a migration's process group may live
+ *             paced: a renewal every quarter of the lease, and, while the
+ *             watch cannot vouch, a read-back at most every LOCK_CHECK_S
+ *             between them. Every renewal is a compare-and-swap patch; one
+ *             whose outcome is unknown (a reset, a 5xx, a 409 after a
+ *             retry) is decided by reading the Lease back: ours if it holds
+ *             our holder and our renewTime.
+ *   deadline  lock_watch: the deadline a migration's process group may live
  *             to without a newer confirmation, in shared memory its children
- *             read; a runner that stops (SIGSTOP, a hung syscall) cannot
- *             leave its migration running past the lease (child.c kills the
- *             group itself).
+ *             read (base/leasewatch.h); a runner that stops (SIGSTOP, a hung
+ *             syscall) cannot leave its migration running past the lease
+ *             (child.c kills the group itself), and the watcher's loss moves
+ *             it into the past: one mechanism stops a migration.
+ *   new Lease A run that had to create the Lease while the ledger exists
+ *             (someone deleted it, maybe by force under a live holder)
+ *             waits LOCK_NEW_LEASE_GRACE_S, renewing, before its first
+ *             migration (runner.c): the old holder stops its migration
+ *             within that, by its watch or its read-backs.
  *   ledger    lock_note_ledger once the ledger is read or created: the Lease
  *             records the ledger's uid (annotation LOCK_LEDGER_ANNOTATION),
  *             so a later run that finds the ledger absent knows this cluster
@@ -95,9 +114,11 @@
  * in the same second, still differ).
  *
  * Guaranteed: while lock_confirm succeeds, no other runner holds the Lease,
- * unless a person removed its finalizer and deleted it: then a runner that
- * starts at once may overlap the migration in flight for up to LOCK_CHECK_S
- * (the next read-back stops it; it is not recorded). Not guaranteed: that a
+ * unless a person removed its finalizer and deleted it: then the holder's
+ * migration in flight is killed within a round trip of the deletion by its
+ * watch (LOCK_CHECK_S by its read-backs while the watch is broken), and a
+ * runner that creates the Lease anew waits LOCK_NEW_LEASE_GRACE_S before
+ * its first migration, so the two do not overlap. Not guaranteed: that a
  * migration interrupted by a crash or a lost lock did not change anything;
  * it runs again next time, which is why migrations must be idempotent. */
 #ifndef COZY_LOCK_H
@@ -105,6 +126,7 @@
 #include <stdatomic.h>
 
 #include "kube/rest.h"
+#include "run/lockwatch.h"
 
 /* The finalizer every Lease this runner writes carries. */
 #define LOCK_FINALIZER "platform.cozystack.io/runner-lock"
@@ -117,6 +139,15 @@
  * lease durations of the holder's clock (its writer rewrites it once a
  * lease). */
 #define LOCK_REQUEST_LIVES 2.0
+/* How long the watch may take to show our own renewal before the runner
+ * takes it for behind (and reads the Lease back meanwhile). */
+#define LOCK_WATCH_LAG_S 1.0
+/* A run that had to create the Lease while the ledger shows earlier runs
+ * (someone deleted it, maybe under a live holder, by force) waits this long
+ * before its first migration: a holder notices within a round trip of the
+ * deletion by its watch, and within LOCK_CHECK_S by its read-backs when the
+ * watch is broken, and stops its migration first. */
+#define LOCK_NEW_LEASE_GRACE_S (2 * LOCK_CHECK_S)
 /* The longest a held lock goes without reading the Lease back while a
  * migration runs (shorter for a lease under 4 s: an eighth of it). */
 #define LOCK_CHECK_S 0.5
@@ -167,7 +198,11 @@ struct lock {
     struct lock_request req; /* held: the request as last seen */
     char lost[512];         /* why it was lost, when it was */
     int asked;              /* waiting: our hand-over request was written */
-    _Atomic(long long) *watch;  /* shared with children: lock_watch */
+    struct lockwatch *lw;   /* the page the watcher and the children share (lockwatch.h) */
+    char confirmed_renew[40]; /* renewTime of our last confirmed write */
+    char watch_from[40];    /* renewTime of the write the watch started after */
+    double restart_asked;   /* monotonic: when we last asked the watcher to start afresh */
+    int created;            /* acquire: we created the Lease (there was none) */
 };
 
 /* Tries for up to wait_s seconds. step: a pre-apply runner's first pending

@@ -820,6 +820,38 @@ static int lock_and_plan(struct ctx *c, struct plan *p)
         return rc;
     for (size_t i = 0; i < p->nwarnings; i++)
         log_warn("%s", p->warnings[i]);
+    if (c->o->k.dry_run)
+        return 0;
+    /* No Lease, while the ledger carries the protection a runner gives it
+     * as soon as it holds the lock (below): a runner held the Lease before
+     * (it outlives every run), so someone deleted it, maybe by force under
+     * a live holder. That holder notices within a round trip (its watch) or
+     * a read-back; its migration in flight is given that long to stop
+     * before this run starts one (lock.h). */
+    if (c->lk.created && c->l.exists && c->l.protected_) {
+        log_info("lock: there was no lease %s/%s, yet a runner held it on this ledger before: it "
+                 "was deleted; waiting %gs so that a runner still holding it stops first",
+                 c->o->k.ledger_namespace, c->o->k.lease_name, LOCK_NEW_LEASE_GRACE_S);
+        char err[ERRLINE_MAX];
+        /* held meanwhile: renewed as a short lease needs */
+        for (double end = now_mono() + LOCK_NEW_LEASE_GRACE_S; now_mono() < end && !stop_signal();) {
+            if (lock_renew(&c->lk, err, sizeof err) != 0) {
+                c->lock_lost = 1;
+                log_error("%s", err);
+                log_fatal("stopping before any migration: this runner no longer holds the lock "
+                          "(exit 5)");
+                return EXIT_LOCK;
+            }
+            double left = end - now_mono();
+            rest_sleep(left < 0.05 ? left : 0.05);
+        }
+    }
+    /* Protected before anything runs, so that "protected" says a runner
+     * held the lock on this ledger (the wait above), even one whose Lease
+     * was deleted during its first migration. */
+    if (c->l.exists && !c->l.protected_ && ((rc = hold(c, "labelling the ledger")) != 0 ||
+                                            (rc = protect_once(c)) != 0))
+        return rc;
     return 0;
 }
 

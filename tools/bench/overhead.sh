@@ -15,7 +15,10 @@
 # same 500 migrations run by it too, side by side. Targets: <= 5 ms a
 # migration; at most 1.2x the raw cost of the request a migration must wait
 # for (its record write, replayed raw); at least 1.8x faster than the
-# baseline. BENCH_EMPTY (500), BENCH_BASELINE (unset: not compared).
+# baseline; and (issue 31) a migration, as measured inside the run (its
+# share of the run's time from start to exit), at most 1.2x what it cannot
+# do without: its record write and its child, measured in the same run.
+# BENCH_EMPTY (500), BENCH_BASELINE (unset: not compared).
 empty=${BENCH_EMPTY:-500}
 ov_tree=$(new_tree)
 for ((i = 1; i <= empty; i++)); do add_lua "$ov_tree" "$(printf 'empty-%04d' "$i")" ""; done
@@ -80,11 +83,20 @@ awk -v n="$empty" -v wall="$ov_s" -v rm="$raw_meta" -v rf="$raw_full" -v rs="$ra
 	}' "$work/reqtime.out"
 per=$(awk -v n="$empty" -v w="$ov_s" 'BEGIN { printf "%.2f", w / n * 1000 }')
 lease_ms=$(awk -v n="$empty" '$1 == "lease" { printf "%.2f", $3 / n * 1000 }' "$work/reqtime.out")
-lease_why="the Lease read back before each migration and each record (DESIGN step 1) is ${lease_ms:-?} ms a migration"
+lease_why="the Lease costs ${lease_ms:-?} ms a migration (watched: no read-back per migration)"
 target "(d) <= 5 ms per empty migration" "$(awk -v p="$per" 'BEGIN { print (p <= 5 ? "met" : "MISSED") }')" "$per ms" "$lease_why"
 vs_raw=$(awk -v n="$empty" -v w="$ov_s" -v r="$raw_smp" 'BEGIN { printf "%.2f", (w / n) / r }')
 target "(d) a migration <= 1.2x its record write replayed raw" \
 	"$(awk -v r="$vs_raw" 'BEGIN { print (r <= 1.2 ? "met" : "MISSED") }')" "${vs_raw}x" "$lease_why; then the child: fork, sandbox, reap"
+read -r inside_ms parts_ms vs_parts < <(awk -v n="$empty" '
+	{ s[$1] = $3 }
+	END { in_ms = s["total"] / n * 1000; p = (s["record"] + s["child"]) / n * 1000
+	      printf "%.2f %.2f %.2f\n", in_ms, p, (p > 0 ? in_ms / p : 0) }' "$work/reqtime.out")
+rest_ms=$(awk -v i="$inside_ms" -v p="$parts_ms" 'BEGIN { printf "%.2f", i - p }')
+target "(d) a migration <= 1.2x (its record write + its child), inside the run" \
+	"$(awk -v r="$vs_parts" 'BEGIN { print (r <= 1.2 ? "met" : "MISSED") }')" \
+	"${inside_ms} ms against ${parts_ms} ms: ${vs_parts}x" \
+	"the rest is ${rest_ms} ms a migration, of it the Lease ${lease_ms:-?} ms (its watch answers the confirmations)"
 if [[ -n $base_s ]]; then
 	vs_base=$(awk -v b="$base_s" -v w="$ov_s" 'BEGIN { printf "%.2f", b / w }')
 	target "(d) >= 1.8x faster than the baseline engine" \

@@ -7,7 +7,10 @@
  *   fork() .. waitpid()       one migration's child: fork, fresh sandbox,
  *                             the script, exit, reap ("child"; requests the
  *                             runner makes meanwhile, a lease renewal, are
- *                             counted in their own category instead)
+ *                             counted in their own category instead). The
+ *                             Lease's watcher (run/lockwatch.c, a child named
+ *                             cozy-lockwatch that lives as long as the lock)
+ *                             is no migration: it is counted nowhere.
  *   curl_easy_perform()       one HTTP request, sorted by what it is for:
  *                             "record" (PATCH of the ledger ConfigMap),
  *                             "ledger-read" (GET of it), "event" (POST of an
@@ -59,6 +62,30 @@ static double now(void)
 }
 
 static int mine(void) { return getpid() == self; }
+
+/* Whether pid is the Lease's watcher (its name, while it lives or is a
+ * zombie not yet reaped). */
+static int watcher(pid_t pid)
+{
+    char p[64], name[32] = "";
+    snprintf(p, sizeof p, "/proc/%d/comm", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return 0;
+    if (!fgets(name, sizeof name, f))
+        name[0] = '\0';
+    fclose(f);
+    return strncmp(name, "cozy-lockwatch", 14) == 0;
+}
+
+/* Migrations' children alive now (the watcher left out). */
+static int migrations_running(void)
+{
+    int n = 0;
+    for (int i = 0; i < MAXKIDS; i++)
+        n += kids[i].pid && !watcher(kids[i].pid);
+    return n;
+}
 
 __attribute__((constructor)) static void start(void)
 {
@@ -121,7 +148,7 @@ CURLcode curl_easy_perform(CURL *h)
     count[last]++;
     secs[last] += dt;
     /* a lease renewal made while a child runs is the lease's, not the child's */
-    if (inflight)
+    if (inflight && migrations_running())
         secs[C_CHILD] -= dt;
     if (reqlog)
         fprintf(reqlog, "%s %.6f %s %s\n", names[last], dt, method ? method : "?", url ? url : "?");
@@ -165,12 +192,15 @@ pid_t waitpid(pid_t pid, int *status, int options)
     static pid_t (*real)(pid_t, int *, int);
     if (!real)
         real = (pid_t(*)(pid_t, int *, int))dlsym(RTLD_NEXT, "waitpid");
+    int lockwatch = pid > 0 && mine() && watcher(pid);
     pid_t w = real(pid, status, options);
     if (w > 0 && mine()) {
         for (int i = 0; i < MAXKIDS; i++)
             if (kids[i].pid == w) {
-                count[C_CHILD]++;
-                secs[C_CHILD] += now() - kids[i].at;
+                if (!lockwatch) {
+                    count[C_CHILD]++;
+                    secs[C_CHILD] += now() - kids[i].at;
+                }
                 kids[i].pid = 0;
                 inflight--;
                 break;
