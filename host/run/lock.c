@@ -583,6 +583,7 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
             /* From here the Lease is watched (lock.h "watch"): its events
              * stand in for the read-backs. */
             snprintf(lk->watch_from, sizeof lk->watch_from, "%s", lk->confirmed_renew);
+            lk->watch_started = now_mono();
             if (lockwatch_start(lk->lw, rest_config(c), ns, name, lk->rv, watch_judge, lk) != 0)
                 log_warn("lock: cannot watch the lease %s/%s; reading it back instead", ns, name);
             return 0;
@@ -680,6 +681,14 @@ static int watch_verdict(struct lock *lk, char *err, size_t errlen)
             snprintf(lk->rv, sizeof lk->rv, "%s", w.rv);
         }
         return lose(lk, err, errlen, w.why);
+    }
+    if (w.state == LW_GONE && lk->held &&
+        (w.opened > 0 || now_mono() - lk->watch_started > LOCK_WATCH_RESTART_S)) {
+        /* ended: a new one from our last write, at once when it had been
+         * watching (someone killed it), paced when it could not run */
+        lk->watch_started = now_mono();
+        snprintf(lk->watch_from, sizeof lk->watch_from, "%s", lk->confirmed_renew);
+        lockwatch_start(lk->lw, rest_config(lk->c), lk->ns, lk->name, lk->rv, watch_judge, lk);
     }
     if (w.state != LW_LIVE)
         return 0;

@@ -142,6 +142,10 @@
 /* How long the watch may take to show our own renewal before the runner
  * takes it for behind (and reads the Lease back meanwhile). */
 #define LOCK_WATCH_LAG_S 1.0
+/* A watcher that ended is started anew at once when it had opened a
+ * stream (someone killed it), else at most this often (it cannot run);
+ * meanwhile the runner reads the Lease back. */
+#define LOCK_WATCH_RESTART_S 5.0
 /* A run that had to create the Lease while the ledger shows earlier runs
  * (someone deleted it, maybe under a live holder, by force) waits this long
  * before its first migration: a holder notices within a round trip of the
@@ -202,6 +206,7 @@ struct lock {
     char confirmed_renew[40]; /* renewTime of our last confirmed write */
     char watch_from[40];    /* renewTime of the write the watch started after */
     double restart_asked;   /* monotonic: when we last asked the watcher to start afresh */
+    double watch_started;   /* monotonic: when the watcher was last started */
     int created;            /* acquire: we created the Lease (there was none) */
 };
 

@@ -71,6 +71,18 @@ static void publish(struct lockwatch *w, const struct lockwatch_view *v)
 
 void lockwatch_view(struct lockwatch *w, struct lockwatch_view *out)
 {
+    /* A watcher that died (killed by someone, or it ended itself) feeds
+     * the page no more: it is reaped and the view says so, never live. */
+    if (w->pid && waitpid(w->pid, NULL, WNOHANG) == w->pid) {
+        w->pid = 0;
+        struct lockwatch_view v;
+        memcpy(&v, &w->view, sizeof v);
+        if (v.state != LW_LOST) {
+            v.state = LW_GONE;
+            snprintf(v.why, sizeof v.why, "the watcher ended");
+            publish(w, &v);
+        }
+    }
     for (;;) {
         unsigned a = atomic_load(&w->seq);
         atomic_thread_fence(memory_order_seq_cst);
@@ -221,7 +233,7 @@ static _Noreturn void watcher_main(struct watcher *s, const struct kube_config *
 int lockwatch_start(struct lockwatch *w, const struct kube_config *cfg, const char *ns,
                     const char *name, const char *rv, lockwatch_judge judge, void *ud)
 {
-    if (!w || w->pid)
+    if (!w || w->pid || atomic_load(&w->word) == 1)
         return -1;
     struct watcher s;
     memset(&s, 0, sizeof s);
@@ -229,7 +241,7 @@ int lockwatch_start(struct lockwatch *w, const struct kube_config *cfg, const ch
     s.runner = getpid();
     s.judge = judge;
     s.ud = ud;
-    s.v.state = LW_STARTING;
+    s.v.state = LW_STARTING; /* opened from 0: this watcher's streams */
     snprintf(s.v.rv, sizeof s.v.rv, "%s", rv);
     s.restarts = atomic_load(&w->restarts);
     publish(w, &s.v);

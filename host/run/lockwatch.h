@@ -63,7 +63,8 @@ void lockwatch_push(struct lockwatch *w, long long until_us);
  * the runner's memory. 0, or -1 (no watcher: the runner reads back). */
 int lockwatch_start(struct lockwatch *w, const struct kube_config *cfg, const char *ns,
                     const char *name, const char *rv, lockwatch_judge judge, void *ud);
-/* A consistent copy of what the watcher last published. */
+/* A consistent copy of what the watcher last published; LW_GONE once it
+ * has ended (it is reaped here), LW_LOST kept. */
 void lockwatch_view(struct lockwatch *w, struct lockwatch_view *out);
 /* Asks the watcher to read the Lease afresh and open a new stream (the
  * runner found it behind). */

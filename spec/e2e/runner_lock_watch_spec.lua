@@ -77,6 +77,18 @@ describe('#e2e the watched Lease', function()
         h.must(h.kubectl(string.format('patch lease %s -n %s --type merge -p %s', runner.LEASE, ns,
           h.q('{"spec":{"holderIdentity":"thief","leaseDurationSeconds":300}}'))))
       end },
+    { what = 'force-deleted after someone killed its watcher (a new one is started)',
+      said = 'the Lease was deleted (its finalizer removed)',
+      before = function(runner_pid)
+        local r = h.must(h.run('pgrep -P ' .. runner_pid .. ' -x cozy-lockwatch'))
+        h.must(h.run('kill -9 ' .. r.out:match('%d+')))
+        h.sleep(2)
+      end,
+      act = function(ns)
+        h.must(h.kubectl(string.format('patch lease %s -n %s --type merge -p %s', runner.LEASE, ns,
+          h.q('{"metadata":{"finalizers":null}}'))))
+        h.must(h.kubectl(string.format('delete lease %s -n %s --wait=false', runner.LEASE, ns)))
+      end },
   }) do
     it('stops the migration in flight within a round trip when its Lease is ' .. case.what, function()
       local ns = runner.new_ns()
@@ -90,6 +102,7 @@ describe('#e2e the watched Lease', function()
         h.q(h.bin), h.q(dir), ns, h.q(p.kubeconfig), out, out, out))
       assert.is_true(h.eventually(60, function() return (last_beat(log) or 0) > 0 end), 'the migration did not start')
       h.sleep(2) -- well into it, the watch long open
+      if case.before then case.before(h.slurp(out .. '/pid'):match('%d+')) end
       case.act(ns)
       local acted = tonumber(h.must(h.run('date +%s.%N')).out)
       assert.is_true(h.eventually(30, function() return h.slurp(out .. '/e'):find('cozy-migrate:', 1, true) ~= nil end),

@@ -187,12 +187,19 @@ local function live(pid)
   return st ~= nil and st ~= 'Z' and st ~= 'X'
 end
 
--- children(pid): the pids of pid's live children (/proc), as a list.
+-- lockwatch(pid): whether pid is a runner's Lease watcher (run/lockwatch.c:
+-- a child of the runner for as long as it holds the lock, never a migration).
+function M.lockwatch(pid)
+  return h.slurp(string.format('/proc/%s/comm', pid)):match('^cozy%-lockwatch') ~= nil
+end
+
+-- children(pid): the pids of pid's live children (/proc), as a list, a
+-- runner's Lease watcher left out (its children are then its migrations').
 function M.children(pid)
   local out = {}
   local s = h.slurp(string.format('/proc/%s/task/%s/children', pid, pid))
   for c in s:gmatch('%d+') do
-    if live(c) then out[#out + 1] = c end
+    if live(c) and not M.lockwatch(c) then out[#out + 1] = c end
   end
   return out
 end
