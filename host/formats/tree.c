@@ -35,7 +35,7 @@ static void hex(const unsigned char *d, unsigned n, char out[65])
     out[64] = '\0';
 }
 
-static int sha256_text(const char *buf, size_t len, char out[65])
+int sha256_text(const char *buf, size_t len, char out[65])
 {
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned dn = 0;
@@ -168,6 +168,21 @@ int sha256_dir(const char *dir, char out[65], char *err, size_t errlen)
     return rc;
 }
 
+int tree_list_files(const char *dir, char ***list, size_t *n, char *err, size_t errlen)
+{
+    *list = NULL;
+    *n = 0;
+    int rc = list_files(dir, "", list, n, err, errlen);
+    if (rc == 0 && *n > 1)
+        qsort(*list, *n, sizeof **list, cmp_path);
+    if (rc != 0) {
+        free_names(*list, *n);
+        *list = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 void tree_free(struct tree *t)
 {
     for (size_t i = 0; i < t->n; i++) {
@@ -271,7 +286,7 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
         *why = '\0';
         if (all[i][0] == '.') {
             snprintf(why, sizeof why, "not a migration (a dotfile); %s/ holds only <slug>%s%s", rel,
-                     ext, shell ? ", legacy-map and lib/" : "");
+                     ext, shell ? ", legacy-map, " LEGACY_DIGESTS " and lib/" : "");
         } else if (stat(full, &st) != 0) {
             struct stat lst;
             int link = lstat(full, &lst) == 0 && S_ISLNK(lst.st_mode);
@@ -294,9 +309,10 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
         }
     }
     /* Then the regular files: each a <slug><ext> (legacy-sh/ also holds
-     * legacy-map). */
+     * legacy-map and the digest list of its import). */
     for (size_t i = 0; rc == 0 && i < na; i++) {
-        if (!keep[i] || (shell && strcmp(all[i], "legacy-map") == 0))
+        if (!keep[i] || (shell && (strcmp(all[i], "legacy-map") == 0 ||
+                                   strcmp(all[i], LEGACY_DIGESTS) == 0)))
             continue;
         snprintf(full, sizeof full, "%s/%s", dir, all[i]);
         snprintf(relpath, sizeof relpath, "%s/%s", rel, all[i]);

@@ -93,5 +93,10 @@ void tree_free(struct tree *t);
  * digest of nothing; anything below it that cannot be read fails, with
  * "PATH: why" in err. */
 int sha256_file(const char *path, char out[65]);
+int sha256_text(const char *buf, size_t len, char out[65]);
+/* The regular files below dir (legacy-sh/lib/: what sha256_dir digests),
+ * relative to it, sorted as whole paths; a missing dir has none. 0, or -1
+ * with "PATH: why" in err. Free each name and the array. */
+int tree_list_files(const char *dir, char ***list, size_t *n, char *err, size_t errlen);
 int sha256_dir(const char *dir, char out[65], char *err, size_t errlen);
 #endif
