@@ -577,7 +577,10 @@ static int validate(struct tree *t, char *err, size_t errlen)
         size_t bi, ei;
         long order = locate(t, m->slug, &bi, &ei);
         if (order < 0) {
-            snprintf(err, errlen, "%s: slug '%s' is in no batch of the manifest", m->path, m->slug);
+            snprintf(err, errlen, "%s: slug '%s' is in no batch of the manifest: `cozy-migrate "
+                     "order` makes migrations/order.d from HEAD, so commit the script, then run "
+                     "order again (a --local run needs neither: it puts what no commit carries "
+                     "in the untagged batch)", m->path, m->slug);
             return -1;
         }
         m->batch = bi;
@@ -647,12 +650,48 @@ const char *tree_order_d(const char *root, char *buf, size_t len)
     return buf;
 }
 
+/* A copy of m (0, or -1 when out of memory, dst then empty). */
+static int manifest_copy(struct manifest *dst, const struct manifest *m)
+{
+    memset(dst, 0, sizeof *dst);
+    if (m->n && !(dst->b = calloc(m->n, sizeof *dst->b)))
+        return -1;
+    for (size_t b = 0; b < m->n; b++, dst->n++) {
+        struct batch *d = &dst->b[b];
+        const struct batch *sb = &m->b[b];
+        if (!(d->name = strdup(sb->name)) || !(d->path = strdup(sb->path)) ||
+            (sb->n && !(d->e = calloc(sb->n, sizeof *d->e)))) {
+            dst->n++;
+            manifest_free(dst);
+            return -1;
+        }
+        for (size_t i = 0; i < sb->n; i++, d->n++) {
+            d->e[i] = sb->e[i];
+            if (!(d->e[i].slug = strdup(sb->e[i].slug))) {
+                dst->n++;
+                manifest_free(dst);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
+{
+    return tree_load_with(root, NULL, t, err, errlen);
+}
+
+int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
+                   size_t errlen)
 {
     if (tree_load_scripts(root, t, err, errlen) != 0)
         return -1;
     char path[4096];
-    int rc = manifest_load(tree_order_d(root, path, sizeof path), &t->man, err, errlen);
+    int rc = m ? manifest_copy(&t->man, m) : manifest_load(tree_order_d(root, path, sizeof path),
+                                                          &t->man, err, errlen);
+    if (rc != 0 && m)
+        snprintf(err, errlen, "out of memory");
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/migrations/revoked", root);
         rc = revoked_load(path, &t->revoked, err, errlen);

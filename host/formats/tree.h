@@ -75,6 +75,10 @@ const char *tree_order_d(const char *root, char *buf, size_t len);
 /* Loads ROOT (holding migrations/ and legacy-sh/) and validates it. Returns
  * 0, or -1 with one line in err naming the file and line or the slug. */
 int tree_load(const char *root, struct tree *t, char *err, size_t errlen);
+/* The same with the manifest m (copied) in place of ROOT's order.d: a
+ * --local run's, made from the working tree (release/order.h order_local). */
+int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
+                   size_t errlen);
 /* Loads only the scripts and their headers, without a manifest (the linter
  * and `new` work on a tree that has none). */
 int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen);
