@@ -765,6 +765,12 @@ int fresh_cluster(struct ctx *c, int predict)
                      "one, and changes nothing here", c->loc.ns, c->loc.name);
         return 0;
     }
+    /* A ledger the Lease says existed was deleted: no fresh cluster; the
+     * run refuses it under the lock (exit 12), whatever it is told. */
+    char mark[64] = "";
+    if (lock_read_ledger_mark(c->rest, c->loc.ns, o->k.lease_name, mark, sizeof mark, err,
+                              sizeof err) == 0 && *mark)
+        return 0;
     int ns = ledger_namespace_exists(&c->loc, err, sizeof err);
     if (!local) {
         if (ns != 0)

@@ -205,6 +205,21 @@ describe('#e2e --local on a development cluster without a ledger', function()
       h.contains(res.out, 'nothing to run')
     end)
 
+    it('never takes a deleted ledger for a fresh cluster: the Lease remembers it (12)', function()
+      local ns = ns_name('fresh-deleted')
+      h.must(h.kubectl('create namespace ' .. ns))
+      h.kcreate({ apiVersion = 'coordination.k8s.io/v1', kind = 'Lease',
+        metadata = { name = LEDGER .. '-lock', namespace = ns,
+          annotations = { ['platform.cozystack.io/ledger-uid'] = 'uid-of-the-deleted-ledger' } },
+        spec = {} }, 'lease')
+      for _, extra in ipairs({ {}, { '--as-installed-at', 'latest' } }) do
+        local res = in_dir(r.dir, 'run', '--local', '--namespace', ns, table.unpack(extra))
+        assert.are.equal(12, res.code, res.out .. res.err)
+        h.lacks(res.err, 'a cluster this engine never ran on')
+      end
+      assert.is_nil(ledger(ns))
+    end)
+
     it('refuses a release the manifest does not have, naming those it has, before writing anything', function()
       local ns = ns_name('fresh-bad')
       local res = in_dir(r.dir, 'run', '--local', '--create-namespace', '--as-installed-at', 'v2.0.0', '--namespace', ns)
