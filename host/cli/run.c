@@ -4,7 +4,9 @@
  * preview.h), which does the work. */
 #include "cli/cli.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/exitcodes.h"
 #include "base/log.h"
@@ -107,10 +109,13 @@ const struct option opts_run[] = {
 /* --local: the runner reads the working tree's manifest (order_local), so
  * a script no commit carries yet runs without `order`; then fn, and the
  * manifest is freed. A manifest that cannot be made is fatal, except for
- * status (need 0), which then shows the ledger alone. */
+ * status (need 0), which then shows the ledger alone, as it does quietly
+ * where there is no tree at all (no migrations/: a laptop's home). */
 static int with_local_tree(struct cli *c, int need, int (*fn)(const struct runner_opts *o))
 {
-    if (c->r.k.cfg.local) {
+    char mig[4200];
+    snprintf(mig, sizeof mig, "%s/migrations", c->r.dir);
+    if (c->r.k.cfg.local && (need || access(mig, F_OK) == 0)) {
         char note[1200], err[2048];
         int rc = order_local(c->r.dir, &c->local_man, note, sizeof note, err, sizeof err);
         if (rc != 0 && need) {
