@@ -21,7 +21,7 @@ enum opt_id {
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
     OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV, OPT_FORCE,
     OPT_REASON, OPT_FAILED, OPT_IMAGE, OPT_REQUIRE_DIGEST, OPT_CHECK, OPT_SERVICE_ACCOUNT,
-    OPT_CONCURRENCY,
+    OPT_CONCURRENCY, OPT_AS_INSTALLED_AT, OPT_CREATE_NAMESPACE,
 };
 
 /* The options every command that talks to the cluster takes (their help is
@@ -84,6 +84,9 @@ struct cli {
     int require_digest;
     /* dispatch */
     const char *service_account;
+    /* --local: the working tree's manifest (order_local), the runner's to read */
+    struct manifest local_man;
+    int have_local_man;
     unsigned char seen[64];         /* options given so far (id - 256): each at most once */
 };
 

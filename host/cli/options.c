@@ -242,6 +242,17 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
             r->k.cfg.context = arg;
         return 0;
     case OPT_LOCAL: r->k.cfg.local = 1; return 0;
+    case OPT_CREATE_NAMESPACE: r->create_namespace = 1; return 0;
+    case OPT_AS_INSTALLED_AT:
+        /* a batch's release (as order names batches), latest or none */
+        if (!*arg || strlen(arg) > 100 || has_control(arg) || strchr(arg, ' ')) {
+            log_usage(c->cmd, "--as-installed-at: '%s' is not a release (v1.2.0, legacy, a "
+                      "batch name such as 00002-v1.2.0, latest or none)",
+                      shown(arg, (char[160]){0}, 160));
+            return -1;
+        }
+        r->installed_at = arg;
+        return 0;
     case OPT_DRY_RUN: r->k.dry_run = 1; return 0;
     case OPT_ONLY: r->only = arg; return 0;
     case OPT_DIR: r->dir = arg; return 0;
@@ -621,6 +632,12 @@ int runner_finish(struct cli *c, int argc, char **argv, int first)
         log_usage(c->cmd, "MIGRATIONS_IMAGE='%s' is not an image reference: one line of at most "
                   "%d bytes, no control characters (it is recorded in every record)",
                   shown(o->image, buf, sizeof buf), IMAGE_MAX);
+        return EXIT_USAGE;
+    }
+    if ((o->installed_at || o->create_namespace) && !o->k.cfg.local) {
+        log_usage(c->cmd, "%s is for a --local run against a development cluster (the hook's "
+                  "fresh install records every migration skipped-fresh-install)",
+                  o->installed_at ? "--as-installed-at" : "--create-namespace");
         return EXIT_USAGE;
     }
     if (!o->dir)

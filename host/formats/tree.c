@@ -35,7 +35,7 @@ static void hex(const unsigned char *d, unsigned n, char out[65])
     out[64] = '\0';
 }
 
-static int sha256_text(const char *buf, size_t len, char out[65])
+int sha256_text(const char *buf, size_t len, char out[65])
 {
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned dn = 0;
@@ -168,6 +168,21 @@ int sha256_dir(const char *dir, char out[65], char *err, size_t errlen)
     return rc;
 }
 
+int tree_list_files(const char *dir, char ***list, size_t *n, char *err, size_t errlen)
+{
+    *list = NULL;
+    *n = 0;
+    int rc = list_files(dir, "", list, n, err, errlen);
+    if (rc == 0 && *n > 1)
+        qsort(*list, *n, sizeof **list, cmp_path);
+    if (rc != 0) {
+        free_names(*list, *n);
+        *list = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 void tree_free(struct tree *t)
 {
     for (size_t i = 0; i < t->n; i++) {
@@ -271,7 +286,7 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
         *why = '\0';
         if (all[i][0] == '.') {
             snprintf(why, sizeof why, "not a migration (a dotfile); %s/ holds only <slug>%s%s", rel,
-                     ext, shell ? ", legacy-map and lib/" : "");
+                     ext, shell ? ", legacy-map, " LEGACY_DIGESTS " and lib/" : "");
         } else if (stat(full, &st) != 0) {
             struct stat lst;
             int link = lstat(full, &lst) == 0 && S_ISLNK(lst.st_mode);
@@ -294,9 +309,10 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
         }
     }
     /* Then the regular files: each a <slug><ext> (legacy-sh/ also holds
-     * legacy-map). */
+     * legacy-map and the digest list of its import). */
     for (size_t i = 0; rc == 0 && i < na; i++) {
-        if (!keep[i] || (shell && strcmp(all[i], "legacy-map") == 0))
+        if (!keep[i] || (shell && (strcmp(all[i], "legacy-map") == 0 ||
+                                   strcmp(all[i], LEGACY_DIGESTS) == 0)))
             continue;
         snprintf(full, sizeof full, "%s/%s", dir, all[i]);
         snprintf(relpath, sizeof relpath, "%s/%s", rel, all[i]);
@@ -561,7 +577,10 @@ static int validate(struct tree *t, char *err, size_t errlen)
         size_t bi, ei;
         long order = locate(t, m->slug, &bi, &ei);
         if (order < 0) {
-            snprintf(err, errlen, "%s: slug '%s' is in no batch of the manifest", m->path, m->slug);
+            snprintf(err, errlen, "%s: slug '%s' is in no batch of the manifest: `cozy-migrate "
+                     "order` makes migrations/order.d from HEAD, so commit the script, then run "
+                     "order again (a --local run needs neither: it puts what no commit carries "
+                     "in the untagged batch)", m->path, m->slug);
             return -1;
         }
         m->batch = bi;
@@ -631,12 +650,48 @@ const char *tree_order_d(const char *root, char *buf, size_t len)
     return buf;
 }
 
+/* A copy of m (0, or -1 when out of memory, dst then empty). */
+static int manifest_copy(struct manifest *dst, const struct manifest *m)
+{
+    memset(dst, 0, sizeof *dst);
+    if (m->n && !(dst->b = calloc(m->n, sizeof *dst->b)))
+        return -1;
+    for (size_t b = 0; b < m->n; b++, dst->n++) {
+        struct batch *d = &dst->b[b];
+        const struct batch *sb = &m->b[b];
+        if (!(d->name = strdup(sb->name)) || !(d->path = strdup(sb->path)) ||
+            (sb->n && !(d->e = calloc(sb->n, sizeof *d->e)))) {
+            dst->n++;
+            manifest_free(dst);
+            return -1;
+        }
+        for (size_t i = 0; i < sb->n; i++, d->n++) {
+            d->e[i] = sb->e[i];
+            if (!(d->e[i].slug = strdup(sb->e[i].slug))) {
+                dst->n++;
+                manifest_free(dst);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
+{
+    return tree_load_with(root, NULL, t, err, errlen);
+}
+
+int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
+                   size_t errlen)
 {
     if (tree_load_scripts(root, t, err, errlen) != 0)
         return -1;
     char path[4096];
-    int rc = manifest_load(tree_order_d(root, path, sizeof path), &t->man, err, errlen);
+    int rc = m ? manifest_copy(&t->man, m) : manifest_load(tree_order_d(root, path, sizeof path),
+                                                          &t->man, err, errlen);
+    if (rc != 0 && m)
+        snprintf(err, errlen, "out of memory");
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/migrations/revoked", root);
         rc = revoked_load(path, &t->revoked, err, errlen);

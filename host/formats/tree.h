@@ -75,6 +75,10 @@ const char *tree_order_d(const char *root, char *buf, size_t len);
 /* Loads ROOT (holding migrations/ and legacy-sh/) and validates it. Returns
  * 0, or -1 with one line in err naming the file and line or the slug. */
 int tree_load(const char *root, struct tree *t, char *err, size_t errlen);
+/* The same with the manifest m (copied) in place of ROOT's order.d: a
+ * --local run's, made from the working tree (release/order.h order_local). */
+int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
+                   size_t errlen);
 /* Loads only the scripts and their headers, without a manifest (the linter
  * and `new` work on a tree that has none). */
 int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen);
@@ -93,5 +97,10 @@ void tree_free(struct tree *t);
  * digest of nothing; anything below it that cannot be read fails, with
  * "PATH: why" in err. */
 int sha256_file(const char *path, char out[65]);
+int sha256_text(const char *buf, size_t len, char out[65]);
+/* The regular files below dir (legacy-sh/lib/: what sha256_dir digests),
+ * relative to it, sorted as whole paths; a missing dir has none. 0, or -1
+ * with "PATH: why" in err. Free each name and the array. */
+int tree_list_files(const char *dir, char ***list, size_t *n, char *err, size_t errlen);
 int sha256_dir(const char *dir, char out[65], char *err, size_t errlen);
 #endif

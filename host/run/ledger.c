@@ -214,6 +214,46 @@ enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e
     return LEDGER_OK;
 }
 
+int ledger_namespace_exists(struct ledger_loc *at, char *err, size_t errlen)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s", at->ns);
+    struct rest_result r;
+    if (rest_do(at->rest, "GET", path, NULL, NULL, NULL, 0, 1, HUGE_VAL, &r) == 0) {
+        rest_result_free(&r);
+        return 1;
+    }
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(r.err.details, "kind");
+    int absent = r.err.code == 404 && strcmp(r.err.reason, "NotFound") == 0 &&
+                 cJSON_IsString(kind) && strcmp(kind->valuestring, "namespaces") == 0;
+    char m[REST_ERRSTR_MAX];
+    rest_error_string(&r.err, m, sizeof m);
+    snprintf(err, errlen, "reading namespace %s: %s", at->ns, m);
+    rest_result_free(&r);
+    return absent ? 0 : -1;
+}
+
+enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t errlen)
+{
+    cJSON *ns = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(ns, "metadata");
+    if (!meta || !cJSON_AddStringToObject(ns, "apiVersion", "v1") ||
+        !cJSON_AddStringToObject(ns, "kind", "Namespace") ||
+        !cJSON_AddStringToObject(meta, "name", at->ns)) {
+        cJSON_Delete(ns);
+        snprintf(err, errlen, "out of memory");
+        return LEDGER_ERROR;
+    }
+    long code;
+    int too_long;
+    int rc = send(at, "POST", "/api/v1/namespaces", NULL, "application/json", ns, err, errlen,
+                  &code, &too_long);
+    cJSON_Delete(ns);
+    if (rc != 0)
+        return code == 409 ? LEDGER_EXISTS : LEDGER_ERROR;
+    return LEDGER_OK;
+}
+
 /* One patch of the ledger's keys (consumed), conditional on at->rv: the
  * apiserver applies it only to the ledger this runner last saw. A strategic
  * merge patch (the ConfigMap is a built-in type): for data's flat map of

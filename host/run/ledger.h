@@ -59,6 +59,14 @@ enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
  * LEDGER_ERROR. */
 enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e,
                              size_t n, char *err, size_t errlen);
+/* Whether the ledger's namespace exists: 1, 0 (NotFound of that namespace:
+ * a cluster no hook ever ran on), or -1 (any other answer, with err: the
+ * caller goes on, and the request that needs the namespace says what is
+ * wrong). */
+int ledger_namespace_exists(struct ledger_loc *at, char *err, size_t errlen);
+/* Creates the ledger's namespace (a local run told --create-namespace).
+ * LEDGER_OK, LEDGER_EXISTS, or LEDGER_ERROR with err. */
+enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t errlen);
 /* Writes the n records with one strategic merge patch. Never touches `version`,
  * never deletes; conditional on at->rv when known (then updated from the
  * answer). LEDGER_OK, LEDGER_GONE (404), LEDGER_FULL, LEDGER_CONFLICT,

@@ -251,10 +251,16 @@ int preview_run(const struct runner_opts *o)
         would_record(&v, p->seed[i].slug, rec_state_name(p->seed[i].rec.state), NULL);
     size_t n = 0, k = 0;
     for (size_t i = 0; i < p->n; i++)
-        if (p->s[i].kind != STEP_SKIP && !(p->fresh_install && !o->only))
+        if (p->s[i].kind != STEP_SKIP && !(p->fresh_install && !o->only && !*p->installed_at))
             n++;
     if (!o->output_json) {
-        if (p->fresh_install)
+        if (p->fresh_install && *p->installed_at)
+            out_line("fresh install %s%s (--as-installed-at): the run would create the ledger "
+                     "recording %zu migrations as skipped-fresh-install, then run what follows",
+                     strcmp(p->installed_at, "none") ? "as installed at " :
+                     "with no release installed", strcmp(p->installed_at, "none") ?
+                     p->installed_at : "", p->nseed);
+        else if (p->fresh_install)
             out_line("fresh install: the run would create the ledger recording %zu migrations as "
                      "skipped-fresh-install and run %s", p->nseed, o->only ? "only --only" : "nothing");
         else if (p->nseed)
@@ -268,7 +274,7 @@ int preview_run(const struct runner_opts *o)
     int blind = 0;
     for (size_t i = 0; i < p->n && !stopped; i++) {
         const struct step *s = &p->s[i];
-        if (s->kind == STEP_SKIP || (p->fresh_install && !o->only))
+        if (s->kind == STEP_SKIP || (p->fresh_install && !o->only && !*p->installed_at))
             continue;
         k++;
         if (stop_signal())

@@ -523,10 +523,15 @@ static int seed(struct ctx *c, struct plan *p)
 {
     const struct runner_opts *o = c->o;
     char err[ERRLINE_MAX];
+    char as[300] = "";
+    if (*p->installed_at)
+        snprintf(as, sizeof as, " %s%s (--as-installed-at %s)",
+                 strcmp(p->installed_at, "none") ? "as installed at " : "with no release installed",
+                 strcmp(p->installed_at, "none") ? p->installed_at : "", o->installed_at);
     if (p->fresh_install) {
         if (o->k.dry_run) {
-            out_line("fresh install: would create the ledger %s/%s recording %zu migrations as "
-                     "skipped-fresh-install", c->loc.ns, c->loc.name, p->nseed);
+            out_line("fresh install%s: would create the ledger %s/%s recording %zu migrations as "
+                     "skipped-fresh-install", as, c->loc.ns, c->loc.name, p->nseed);
             return 0;
         }
         int held = hold(c, "creating the ledger");
@@ -557,10 +562,15 @@ static int seed(struct ctx *c, struct plan *p)
             }
             return seed(c, p);
         }
-        out_line("fresh install: created the ledger %s/%s, recorded %zu migrations as "
-                 "skipped-fresh-install; %s%s",
-                 c->loc.ns, c->loc.name, p->nseed, o->only ? "running only --only " : "nothing to run",
-                 o->only ? o->only : "");
+        if (*p->installed_at)
+            out_line("fresh install%s: created the ledger %s/%s, recorded %zu migrations as "
+                     "skipped-fresh-install; %zu to run", as, c->loc.ns, c->loc.name, p->nseed,
+                     work_steps(p));
+        else
+            out_line("fresh install: created the ledger %s/%s, recorded %zu migrations as "
+                     "skipped-fresh-install; %s%s",
+                     c->loc.ns, c->loc.name, p->nseed, o->only ? "running only --only " : "nothing to run",
+                     o->only ? o->only : "");
         if (read_ledger(c) == 0) {
             event(c, "Normal", "LedgerCreated", "fresh install: %zu migrations recorded as "
                   "skipped-fresh-install", p->nseed);
@@ -631,14 +641,15 @@ int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *hav
                                .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
                                .max_attempts = o->max_attempts,
                                .image = o->image, .now = c->now, .force = o->force,
-                               .skip = o->skip, .nskip = o->nskip, .skip_reason = o->skip_reason};
+                               .skip = o->skip, .nskip = o->nskip, .skip_reason = o->skip_reason,
+                               .installed_at = o->installed_at};
     char err[ERRLINE_MAX];
     /* Without a manifest there is no tree to show (status reads the ledger
      * alone, quietly); a tree that is there but broken is said. */
     char man_dir[4200];
     tree_order_d(o->dir, man_dir, sizeof man_dir);
-    int loaded = (need_tree || access(man_dir, F_OK) == 0) &&
-                 tree_load(o->dir, &c->t, err, sizeof err) == 0;
+    int loaded = (need_tree || o->manifest || access(man_dir, F_OK) == 0) &&
+                 tree_load_with(o->dir, o->manifest, &c->t, err, sizeof err) == 0;
     if (have_tree)
         *have_tree = loaded;
     if (!loaded && need_tree) {
@@ -671,7 +682,128 @@ static enum lock_role lock_role(const struct ctx *c)
 int runner_load_plan(struct ctx *c, const struct runner_opts *o, struct plan *p)
 {
     int rc = open_ctx(c, o, 1, NULL);
+    if (rc == 0)
+        rc = fresh_cluster(c, 1);
     return rc ? rc : read_and_plan(c, p);
+}
+
+/* The line a local run on a cluster without a ledger stops with (exit 2):
+ * what the hook would do there, and the choices, counted from the plans
+ * each would make. */
+static void explain_fresh(struct ctx *c, int ns_missing)
+{
+    const struct runner_opts *o = c->o;
+    struct ledger none;
+    memset(&none, 0, sizeof none);
+    struct plan hook, latest;
+    struct plan_opts po = c->po;
+    po.installed_at = NULL;
+    int ok = plan_build(&c->t, &none, &po, &hook) == 0;
+    po.installed_at = "latest";
+    ok = plan_build(&c->t, &none, &po, &latest) == 0 && ok;
+    size_t total = hook.nseed, untagged = 0, run = work_steps(&latest);
+    char names[300] = "", untagged_names[300] = "", releases[300] = "";
+    size_t at = 0, ut = 0, rt = 0;
+    for (size_t i = 0; ok && i < latest.n; i++)
+        if (latest.s[i].kind != STEP_SKIP && at < sizeof names)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "",
+                                   latest.s[i].slug);
+    for (size_t b = 0; b < c->t.man.n; b++) {
+        const struct batch *bt = &c->t.man.b[b];
+        if (strcmp(bt->name, UNTAGGED_BATCH) == 0) {
+            for (size_t i = 0; i < bt->n && ut < sizeof untagged_names; i++, untagged++)
+                ut += (size_t)snprintf(untagged_names + ut, sizeof untagged_names - ut, "%s%s",
+                                       i ? ", " : "", bt->e[i].slug);
+        } else if (rt < sizeof releases) {
+            rt += (size_t)snprintf(releases + rt, sizeof releases - rt, "%s%s", rt ? ", " : "",
+                                   strchr(bt->name, '-') + 1);
+        }
+    }
+    char mine[400] = "";
+    if (untagged)
+        snprintf(mine, sizeof mine, " (the untagged too: %s)", untagged_names);
+    char latest_does[700];
+    if (*latest.installed_at && strcmp(latest.installed_at, "none") != 0)
+        snprintf(latest_does, sizeof latest_does, "records the %zu migration%s of the batches up "
+                 "to %s and runs the %zu after (%s)", latest.nseed, latest.nseed == 1 ? "" : "s",
+                 latest.installed_at, run, *names ? names : "none");
+    else
+        snprintf(latest_does, sizeof latest_does, "(no release yet) records none and runs %zu "
+                 "(%s)", run, *names ? names : "none");
+    char nsline[300] = "";
+    if (ns_missing)
+        snprintf(nsline, sizeof nsline, "; add --create-namespace to create namespace %s",
+                 o->k.ledger_namespace);
+    log_fatal("--local: the ledger %s/%s is absent%s%s: a cluster this engine never ran on. The "
+              "hook would record %s %zu migration%s there skipped-fresh-install and run none%s; a "
+              "local run asks how the cluster was installed instead: --as-installed-at latest %s; "
+              "--as-installed-at none runs every one%s%s%s%s (nothing was written)",
+              c->loc.ns, c->loc.name, ns_missing ? ", and so is its namespace " : "",
+              ns_missing ? o->k.ledger_namespace : "", total == 1 ? "its" : "all", total,
+              total == 1 ? "" : "s", mine, latest_does, *releases ? "; or name a release (" : "",
+              releases, *releases ? ")" : "", nsline);
+    plan_free(&hook);
+    plan_free(&latest);
+}
+
+int fresh_cluster(struct ctx *c, int predict)
+{
+    const struct runner_opts *o = c->o;
+    int local = o->k.cfg.local;
+    char err[ERRLINE_MAX];
+    if (!local && !predict)
+        return 0; /* the hook's run: its namespace exists before it runs */
+    struct ledger l;
+    enum ledger_rc lr = ledger_read(&c->loc, &l, err, sizeof err);
+    int exists = l.exists;
+    ledger_free(&l);
+    if (lr != LEDGER_OK)
+        return 0; /* the run's own read says what is wrong */
+    if (exists) {
+        if (o->installed_at)
+            log_info("the ledger %s/%s exists: --as-installed-at applies to a cluster without "
+                     "one, and changes nothing here", c->loc.ns, c->loc.name);
+        return 0;
+    }
+    /* A ledger the Lease says existed was deleted: no fresh cluster; the
+     * run refuses it under the lock (exit 12), whatever it is told. */
+    char mark[64] = "";
+    if (lock_read_ledger_mark(c->rest, c->loc.ns, o->k.lease_name, mark, sizeof mark, err,
+                              sizeof err) == 0 && *mark)
+        return 0;
+    int ns = ledger_namespace_exists(&c->loc, err, sizeof err);
+    if (!local) {
+        if (ns != 0)
+            return 0;
+        log_fatal("namespace %s does not exist on this cluster, so the run would fail (exit 6): "
+                  "its lock and the ledger live there, and the hook's namespace exists before "
+                  "it runs (helm install --create-namespace); against a development cluster, "
+                  "see run --local --create-namespace", o->k.ledger_namespace);
+        return EXIT_CLUSTER;
+    }
+    if (!o->installed_at) {
+        explain_fresh(c, ns == 0);
+        return EXIT_USAGE;
+    }
+    if (ns != 0)
+        return 0;
+    if (!o->create_namespace) {
+        log_fatal("--local: namespace %s does not exist on this cluster: the ledger and the "
+                  "runner's lock live there; add --create-namespace to create it (or --namespace "
+                  "NS for one that exists)", o->k.ledger_namespace);
+        return EXIT_USAGE;
+    }
+    if (predict) {
+        out_line("would create namespace %s (--create-namespace)", o->k.ledger_namespace);
+        return 0;
+    }
+    enum ledger_rc cr = ledger_namespace_create(&c->loc, err, sizeof err);
+    if (cr != LEDGER_OK && cr != LEDGER_EXISTS) {
+        log_fatal("creating namespace %s: %s", o->k.ledger_namespace, err);
+        return EXIT_CLUSTER;
+    }
+    out_line("created namespace %s (--create-namespace)", o->k.ledger_namespace);
+    return 0;
 }
 
 double runner_timeout(const struct runner_opts *o, const struct migration *m)
@@ -769,14 +901,17 @@ int runner_run(const struct runner_opts *o)
         log_fatal("%s", err);
         goto out;
     }
+    if ((rc = fresh_cluster(&c, o->k.dry_run)) != 0)
+        goto out;
     if (!o->k.dry_run && !o->only && idle_unlocked(&c, &p))
         goto out;
     if ((rc = lock_and_plan(&c, &p)) != 0 || c.yielded || (rc = seed(&c, &p)) != 0)
         goto out;
     /* A ledger that cannot be trusted was refused by the planner before
      * anything ran; what is left here is the repair (--only, SKIP) of a bad
-     * record, the others reported in the warnings above. */
-    if (!p.fresh_install || o->only)
+     * record, the others reported in the warnings above. A fresh install
+     * runs nothing, unless a local run said how the cluster was installed. */
+    if (!p.fresh_install || o->only || *p.installed_at)
         rc = run_steps(&c, &p);
 out:
     /* A stop that cut a request short ends here, with its line. */

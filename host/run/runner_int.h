@@ -52,6 +52,14 @@ int read_and_plan(struct ctx *c, struct plan *p);
  * exit code, c and p ready to free (the warnings in p are the caller's to
  * say). */
 int runner_load_plan(struct ctx *c, const struct runner_opts *o, struct plan *p);
+/* Before the lock, on a cluster without a ledger (its namespace looked at
+ * too): a --local run says what the hook would do there and stops (exit 2)
+ * unless told --as-installed-at, and needs --create-namespace where the
+ * namespace is missing (which it then creates, or, predicting, says it
+ * would). predict (plan, a dry run, preview) also says a missing namespace
+ * without --local (the run would fail, exit 6). A real run without --local
+ * (the hook) asks nothing. 0 or an exit code, said. */
+int fresh_cluster(struct ctx *c, int predict);
 /* The tables' options from the runner's. */
 struct report_opts report_opts(const struct runner_opts *o);
 /* A migration's timeout: --timeout, else its header's, else
