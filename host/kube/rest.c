@@ -299,6 +299,7 @@ int rest_try_finish(struct rest_try *t, struct http_response *r, struct rest_res
     out->status = r->status;
     out->body = r->body;
     out->len = r->len;
+    snprintf(out->content_type, sizeof out->content_type, "%s", r->content_type);
     r->body = NULL;
     if (r->transport_error) {
         snprintf(out->err.reason, sizeof out->err.reason, "%s",

@@ -35,6 +35,7 @@ struct rest_result {
     cJSON *json;                /* parsed body when it is JSON, owned */
     char *body;                 /* raw body, owned, NUL-terminated (mem_free) */
     size_t len;
+    char content_type[128];     /* the answer's Content-Type ("" when none) */
     struct rest_error err;      /* filled when rest_do returns -1 */
 };
 

@@ -22,6 +22,7 @@
 #include "base/exitcodes.h"
 #include "formats/journaldoc.h"
 #include "kube/kubeconfig.h"
+#include "kube/gateway.h"
 #include "kube/kubeconfig_private.h"
 #include "run/shellenv.h"
 #include "base/log.h"
@@ -139,15 +140,40 @@ static int renew_tick(void *ud)
 
 /* ---- operator control: what a shell child reaches, requires, skips ----- */
 
-/* A private kubeconfig of the runner's context, for a shell child (kp
- * removes it afterwards). 0, or -1 after reporting. */
-static int shell_kubeconfig(struct ctx *c, struct kube_private *kp)
+/* A shell child's way to the cluster: the runner's gateway on a loopback
+ * port of its own, a fresh token, and a private kubeconfig naming them and
+ * nothing else (kp removes it afterwards; the caller closes gw->listen_fd).
+ * 0, or -1 after reporting: the migration does not run, and nothing falls
+ * back to the runner's own credentials. */
+static int shell_gateway(struct ctx *c, const struct step *s, struct child_gateway *gw,
+                         struct gateway_cred *cred, struct kube_private *kp)
 {
     char err[ERRLINE_MAX];
-    if (kubeconfig_private_write(rest_config(c->rest), kp, err, sizeof err) != 0) {
-        log_fatal("%s", err);
+    int port;
+    gw->listen_fd = -1;
+    if (gateway_cred_new(cred, err, sizeof err) != 0) {
+        log_fatal("%s: %s", s->slug, err);
         return -1;
     }
+    if (gateway_listen(&gw->listen_fd, &port, err, sizeof err) != 0) {
+        log_fatal("%s: %s", s->slug, err);
+        gateway_cred_free(cred);
+        return -1;
+    }
+    if (kubeconfig_private_gateway(port, cred->token, cred->cert_pem,
+                                   rest_config(c->rest)->namespace, kp, err, sizeof err) != 0) {
+        log_fatal("%s: %s", s->slug, err);
+        close(gw->listen_fd);
+        gw->listen_fd = -1;
+        gateway_cred_free(cred);
+        return -1;
+    }
+    gw->cred = cred;
+    /* Legacy script N stamps N+1 (kube/stamp.h). */
+    gw->stamp_allowed = 0;
+    for (size_t i = 0; i < c->t.legacy.n; i++)
+        if (strcmp(c->t.legacy.e[i].slug, s->slug) == 0)
+            gw->stamp_allowed = c->t.legacy.e[i].number + 1;
     return 0;
 }
 
@@ -169,6 +195,7 @@ static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeco
         .dry_run_var = c->o->k.dry_run && s->m ? s->m->h.dry_run_var : NULL,
         .pass_env = c->o->pass_env,
         .kubeconfig = kubeconfig,
+        .gateway = 1,
     };
     return shell_env_build(e, &in);
 }
@@ -317,11 +344,6 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
 {
     const struct runner_opts *o = c->o;
     const struct migration *m = s->m;
-    if (o->k.dry_run && m->is_shell && !*m->h.dry_run_var) {
-        progress(k, n, s->tier, s->slug, "not dry-runnable (shell, no dry-run= header), not executed",
-                 -1, NULL);
-        return 0;
-    }
     int rc = room_for(c, s);
     if (rc != 0)
         return rc;
@@ -345,15 +367,20 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         c->yielded = 1;
         return 0;
     }
-    /* a shell child's kubectl reaches the runner's cluster only, as the
-     * runner's identity */
+    /* a shell child's kubectl reaches the runner's cluster only through
+     * the runner's gateway, the same door as a Lua migration's requests */
     struct kube_private kp;
     memset(&kp, 0, sizeof kp);
-    if (m->is_shell && shell_kubeconfig(c, &kp) != 0)
+    struct child_gateway gw = {.listen_fd = -1};
+    struct gateway_cred cred;
+    memset(&cred, 0, sizeof cred);
+    if (m->is_shell && shell_gateway(c, s, &gw, &cred, &kp) != 0)
         return EXIT_CLUSTER;
     struct shell_env se;
     if (m->is_shell && shell_env_for(c, s, kp.path, &se) != 0) {
         kubeconfig_private_remove(&kp);
+        close(gw.listen_fd);
+        gateway_cred_free(&cred);
         log_fatal("%s: the environment for its shell does not fit", s->slug);
         return EXIT_FAILED;
     }
@@ -378,6 +405,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         .tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S,
         .ud = c,
         .remove_on_orphan = *kp.path ? kp.path : NULL, /* operator */
+        .gateway = m->is_shell ? &gw : NULL,
     };
     if (!log_json())
         out_line("[%zu/%zu] %s %s ... running%s%s%s", k, n, s->tier, s->slug,
@@ -385,6 +413,9 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     struct child_result res;
     child_run(&spec, &res);
     kubeconfig_private_remove(&kp);
+    gateway_cred_free(&cred);
+    if (gw.listen_fd >= 0)
+        close(gw.listen_fd);
     if (stop_signal()) {
         /* Whatever it reported, it ran while the runner was told to stop:
          * nothing is recorded for it. */
@@ -408,9 +439,22 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         journal_summary((size_t)r.writes, (size_t)r.changed, summary, sizeof summary);
         cJSON_Delete(jn);
     }
+    c->stamp = -1;
+    if (ok && res.stamped) {
+        snprintf(r.stamp, sizeof r.stamp, "version=%ld", res.stamp);
+        c->stamp = res.stamp;
+    }
     if (!ok) {
         snprintf(r.reason, sizeof r.reason, "%s", res.reason ? res.reason : "Failed");
         snprintf(r.message, sizeof r.message, "%s", res.message);
+        /* A shell that failed after the door refused one of its requests:
+         * the refusal is what an operator needs to read. */
+        if (*res.gw_refusal && strcmp(r.reason, "ExitCode") == 0) {
+            snprintf(r.reason, sizeof r.reason, "%s", res.gw_refusal_reason);
+            snprintf(r.message, sizeof r.message, "%.100s after the runner's gateway refused %.700s%s",
+                     res.message, res.gw_refusal,
+                     res.gw_refused > 1 ? " (and more, counted in the output)" : "");
+        }
         utf8_clip(r.message);
         if (res.tail) {
             size_t tl = strlen(res.tail);

@@ -35,6 +35,8 @@ struct ctx {
     size_t nran;
     char identity[256];     /* who the runner acts as, for skipped records (record.by) */
     int yielded;            /* the background run handed the lock to the upgrade */
+    long stamp;             /* the legacy stamp the next ok record carries out (`version`,
+                             * kube/stamp.h); -1: none */
 };
 
 /* ---- runner.c ---- */

@@ -53,7 +53,8 @@ int shell_env_build(struct shell_env *e, const struct shell_env_in *in)
         snprintf(cur, sizeof cur, "%ld", in->version);
     int bad = 0;
     for (const char *const *k = keep; *k; k++)
-        if (!(in->kubeconfig && strcmp(*k, "KUBECONFIG") == 0))
+        if (!(in->kubeconfig && strcmp(*k, "KUBECONFIG") == 0) &&
+            !(in->gateway && strncmp(*k, "KUBERNETES_SERVICE_", 19) == 0))
             bad |= env_add(e, *k, getenv(*k));
     const char *list = in->pass_env;
     while (list && *list) {
