@@ -356,6 +356,8 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
     int ok = rc == DOOR_OK;
     door_after(&g->door, w->method, verb_of(w->method, w->ctype), path, ok,
                ok ? res.status : res.err.code, ok ? res.json : NULL, &prior);
+    int merged = ok && g->ov && res.json && strcmp(w->method, "GET") == 0 &&
+                 cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(res.json, "items"));
     if (ok && g->ov) {
         char perr[512];
         if (gatepreview_after(g->ov, w->method, path, w->path, prior.before, &res, perr,
@@ -368,8 +370,13 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
     enum MHD_Result mr;
     if (res.status == 0)
         mr = status_reply(con, 503, "ServiceUnavailable", res.err.message);
-    else if (g->ov && ok && res.json && strcmp(w->method, "GET") == 0)
-        mr = json_reply(con, (unsigned)res.status, res.json); /* merged with the overlay */
+    else if (merged) {
+        /* the page as merged with the overlay, in the type it came in */
+        char *text = cJSON_PrintUnformatted(res.json);
+        mr = text ? reply(con, (unsigned)res.status, res.content_type, text, strlen(text))
+                  : status_reply(con, 500, "InternalError", "out of memory");
+        cJSON_free(text);
+    }
     else
         mr = reply(con, (unsigned)res.status, res.content_type, res.body ? res.body : "", res.len);
     rest_result_free(&res);
@@ -562,6 +569,14 @@ struct gateway *gateway_start(const struct gateway_opts *o, char *err, size_t er
             close(o->listen_fd);
             return NULL;
         }
+    } else if (o->ko->dry_run && !(g->ov = overlay_empty())) {
+        /* A plain dry run keeps the script's own dry-run answers for the
+         * script alone: kubectl reads back what it wrote (`delete` waits
+         * for the object to be gone, which a dry-run delete never makes
+         * it). */
+        snprintf(err, errlen, "the runner's gateway: out of memory");
+        close(o->listen_fd);
+        return NULL;
     }
     g->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                 MHD_USE_POLL | MHD_USE_TLS,
@@ -598,7 +613,7 @@ int gateway_finish(struct gateway *g, char *err, size_t errlen)
     atomic_store(&g->closing, 1);
     pthread_mutex_lock(&g->mu);
     int rc = 0;
-    if (g->ov && overlay_changed(g->ov) &&
+    if (g->ov && g->o.overlay_path && overlay_changed(g->ov) &&
         overlay_save(g->ov, g->o.overlay_path, err, errlen) != 0)
         rc = -1;
     g->o.shared->peak_rss_kb = peak_rss_kb();

@@ -180,7 +180,7 @@ static int shell_gateway(struct ctx *c, const struct step *s, struct child_gatew
 /* The environment of step s's shell (shellenv.h), its KUBECONFIG the
  * private file at kubeconfig. 0, or -1 when it does not fit. */
 static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeconfig,
-                         struct shell_env *e)
+                         int dry_run, struct shell_env *e)
 {
     long top = 0;
     for (size_t i = 0; i < c->t.legacy.n; i++)
@@ -192,12 +192,36 @@ static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeco
         .has_version = c->l.has_version,
         .version = c->l.version,
         .top_legacy = top,
-        .dry_run_var = c->o->k.dry_run && s->m ? s->m->h.dry_run_var : NULL,
+        .dry_run_var = dry_run && s->m ? s->m->h.dry_run_var : NULL,
         .pass_env = c->o->pass_env,
         .kubeconfig = kubeconfig,
         .gateway = 1,
     };
     return shell_env_build(e, &in);
+}
+
+int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct shell_launch *sl)
+{
+    memset(sl, 0, sizeof *sl);
+    sl->gw.listen_fd = -1;
+    if (shell_gateway(c, s, &sl->gw, &sl->cred, &sl->kp) != 0)
+        return EXIT_CLUSTER;
+    if (shell_env_for(c, s, sl->kp.path, dry_run, &sl->se) != 0) {
+        shell_launch_free(sl);
+        log_fatal("%s: the environment for its shell does not fit", s->slug);
+        return EXIT_FAILED;
+    }
+    snprintf(sl->workdir, sizeof sl->workdir, "%s/legacy-sh", c->t.root);
+    return 0;
+}
+
+void shell_launch_free(struct shell_launch *sl)
+{
+    kubeconfig_private_remove(&sl->kp);
+    gateway_cred_free(&sl->cred);
+    if (sl->gw.listen_fd >= 0)
+        close(sl->gw.listen_fd);
+    sl->gw.listen_fd = -1;
 }
 
 /* What happens next after a failure that records nothing, said truly:
@@ -369,29 +393,17 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     }
     /* a shell child's kubectl reaches the runner's cluster only through
      * the runner's gateway, the same door as a Lua migration's requests */
-    struct kube_private kp;
-    memset(&kp, 0, sizeof kp);
-    struct child_gateway gw = {.listen_fd = -1};
-    struct gateway_cred cred;
-    memset(&cred, 0, sizeof cred);
-    if (m->is_shell && shell_gateway(c, s, &gw, &cred, &kp) != 0)
-        return EXIT_CLUSTER;
-    struct shell_env se;
-    if (m->is_shell && shell_env_for(c, s, kp.path, &se) != 0) {
-        kubeconfig_private_remove(&kp);
-        close(gw.listen_fd);
-        gateway_cred_free(&cred);
-        log_fatal("%s: the environment for its shell does not fit", s->slug);
-        return EXIT_FAILED;
-    }
-    char workdir[4096];
-    snprintf(workdir, sizeof workdir, "%s/legacy-sh", c->t.root);
+    struct shell_launch sl;
+    memset(&sl, 0, sizeof sl);
+    sl.gw.listen_fd = -1;
+    if (m->is_shell && (rc = shell_launch_prep(c, s, o->k.dry_run, &sl)) != 0)
+        return rc;
     struct child_spec spec = {
         .slug = s->slug,
         .path = m->path,
         .is_shell = m->is_shell,
-        .workdir = m->is_shell ? workdir : NULL,
-        .env = m->is_shell ? se.v : NULL,
+        .workdir = m->is_shell ? sl.workdir : NULL,
+        .env = m->is_shell ? sl.se.v : NULL,
         .env_only = 1,
         .timeout_s = runner_timeout(o, m),
         .grace_s = o->grace,
@@ -404,18 +416,15 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
          * paces both). */
         .tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S,
         .ud = c,
-        .remove_on_orphan = *kp.path ? kp.path : NULL, /* operator */
-        .gateway = m->is_shell ? &gw : NULL,
+        .remove_on_orphan = *sl.kp.path ? sl.kp.path : NULL, /* operator */
+        .gateway = m->is_shell ? &sl.gw : NULL,
     };
     if (!log_json())
         out_line("[%zu/%zu] %s %s ... running%s%s%s", k, n, s->tier, s->slug,
                  *s->why ? " (" : "", s->why, *s->why ? ")" : "");
     struct child_result res;
     child_run(&spec, &res);
-    kubeconfig_private_remove(&kp);
-    gateway_cred_free(&cred);
-    if (gw.listen_fd >= 0)
-        close(gw.listen_fd);
+    shell_launch_free(&sl);
     if (stop_signal()) {
         /* Whatever it reported, it ran while the runner was told to stop:
          * nothing is recorded for it. */

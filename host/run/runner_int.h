@@ -9,7 +9,11 @@
 
 #include "formats/ledgerdoc.h"
 #include "formats/tree.h"
+#include "kube/gateway.h"
+#include "kube/kubeconfig_private.h"
 #include "kube/rest.h"
+#include "run/child.h"
+#include "run/shellenv.h"
 #include "run/ledger.h"
 #include "run/lock.h"
 #include "run/plan.h"
@@ -59,6 +63,21 @@ struct report_opts report_opts(const struct runner_opts *o);
 /* A migration's timeout: --timeout, else its header's, else
  * DEFAULT_TIMEOUT_S. */
 double runner_timeout(const struct runner_opts *o, const struct migration *m);
+
+/* What a shell migration runs with (run and preview alike): the runner's
+ * gateway (its credentials, listening socket), the private kubeconfig
+ * naming it, the shell's environment and working directory. */
+struct shell_launch {
+    struct child_gateway gw;
+    struct gateway_cred cred;
+    struct kube_private kp;
+    struct shell_env se;
+    char workdir[4096];
+};
+/* Prepares sl for step s (dry_run: the header's dry-run variable is set).
+ * 0, or an exit code after saying why (the migration must not run). */
+int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct shell_launch *sl);
+void shell_launch_free(struct shell_launch *sl);
 
 /* ---- recording.c ---- */
 
