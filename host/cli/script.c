@@ -98,16 +98,18 @@ const char help_exec[] =
     "  --timeout DURATION  wall-clock deadline (default {TIMEOUT})\n"
     "  --grace DURATION    TERM -> KILL delay at the deadline (default {GRACE})\n"
     "  --memory MIB        memory cap of the Lua state (default {MEMORY})\n"
-    "  --dry-run           Lua: send every write with dryRun=All\n"
+    "  --dry-run           send every write with dryRun=All (a shell's through its gateway)\n"
     "  --workdir DIR       shell: working directory\n"
     "  --env NAME=VALUE    shell: extra environment entry (repeatable)\n"
     "  --tick DURATION     count ticks at this interval (reported as ticks)\n"
     "  --quiet             do not stream the output\n"
     "\n"
-    "A shell FILE gets KUBECONFIG set to a private kubeconfig of the one\n"
-    "context the cluster options resolve to, as under 'run' (exit 6 when\n"
-    "options given resolve to none; without any, an unresolvable\n"
-    "configuration leaves the environment as it is).\n";
+    "A shell FILE reaches the cluster the options resolve to only through the\n"
+    "runner's loopback gateway, as under 'run': KUBECONFIG names the gateway,\n"
+    "its certificate and a fresh token, and nothing else (exit 6 when options\n"
+    "given resolve to none; without any, an unresolvable configuration leaves\n"
+    "the environment as it is). The result then carries `gateway`: requests,\n"
+    "refusals, the gateway's peak memory.\n";
 
 const struct option opts_exec[] = {
     CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
