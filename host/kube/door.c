@@ -185,8 +185,8 @@ enum door_rc door_send(const struct door *d, const struct door_req *w, struct re
     enum door_rc rc = door_ready(d, w, &o, gv, why, whylen);
     if (rc != DOOR_OK)
         return rc;
-    rc = rest_do(d->rest, w->method, o.path, w->accept, w->ctype, o.body, o.body_len, w->safe,
-                 o.left, out) == 0 ? DOOR_OK : DOOR_FAILED;
+    rc = rest_do_ex(d->rest, w->method, o.path, w->accept, w->ctype, o.body, o.body_len, w->safe,
+                    o.left, w->headers, w->flags, out) == 0 ? DOOR_OK : DOOR_FAILED;
     door_out_free(&o);
     return rc;
 }
@@ -194,7 +194,7 @@ enum door_rc door_send(const struct door *d, const struct door_req *w, struct re
 cJSON *door_get_json(const struct door *d, const char *path, const char *accept,
                      struct rest_error *err)
 {
-    struct door_req w = {"GET", path, accept, NULL, NULL, 0, 1};
+    struct door_req w = {"GET", path, accept, NULL, NULL, 0, 1, NULL, 0};
     struct rest_result r;
     enum guard_verdict gv;
     char why[512];

@@ -45,6 +45,8 @@ struct door_req {
     const char *body;
     size_t body_len;
     int safe;                       /* its repetition is harmless (door_safe) */
+    const char *const *headers;     /* extra request headers a relay hands on (NULL: none) */
+    int flags;                      /* REST_RAW, REST_KEEP_HEADERS (rest.h) */
 };
 
 enum door_rc {

@@ -82,6 +82,37 @@ int gateway_listen(int *fd, int *port, char *err, size_t errlen)
 
 /* ---- answers ------------------------------------------------------------ */
 
+/* Adds "Name: value\n" lines (the answer's caching headers) to r. */
+static void add_headers(struct MHD_Response *r, const char *lines)
+{
+    for (const char *p = lines; p && *p;) {
+        size_t n = strcspn(p, "\n");
+        const char *colon = memchr(p, ':', n);
+        if (colon && colon[1] == ' ') {
+            char name[64], value[512];
+            snprintf(name, sizeof name, "%.*s", (int)(colon - p), p);
+            snprintf(value, sizeof value, "%.*s", (int)(n - (size_t)(colon - p) - 2), colon + 2);
+            MHD_add_response_header(r, name, value);
+        }
+        p += n + (p[n] == '\n');
+    }
+}
+
+static enum MHD_Result reply_with(struct MHD_Connection *con, unsigned code, const char *ctype,
+                                  const char *headers, const char *body, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
+                                                             MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    if (ctype && *ctype)
+        MHD_add_response_header(r, "Content-Type", ctype);
+    add_headers(r, headers);
+    enum MHD_Result rc = MHD_queue_response(con, code, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
 static enum MHD_Result reply(struct MHD_Connection *con, unsigned code, const char *ctype,
                              const char *body, size_t len)
 {
@@ -172,6 +203,17 @@ static int streams(const char *path, const char *query)
         p += n + (p[n] == '&');
     }
     return strstr(path, "/watch/") != NULL;
+}
+
+/* A discovery read (/api, /api/v1, /apis, /apis/G, /apis/G/V): nothing the
+ * journal, the guard or the overlay reads. */
+static int discovery(const char *path)
+{
+    int segs = 0;
+    for (const char *p = path; *p; p++)
+        segs += *p == '/';
+    return (strncmp(path, "/api", 4) == 0 && (path[4] == '\0' || (path[4] == '/' && segs <= 2))) ||
+           (strncmp(path, "/apis", 5) == 0 && (path[5] == '\0' || (path[5] == '/' && segs <= 3)));
 }
 
 /* How the journal names a write. */
@@ -378,7 +420,8 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
         cJSON_free(text);
     }
     else
-        mr = reply(con, (unsigned)res.status, res.content_type, res.body ? res.body : "", res.len);
+        mr = reply_with(con, (unsigned)res.status, res.content_type, res.headers,
+                        res.body ? res.body : "", res.len);
     rest_result_free(&res);
     return mr;
 }
@@ -414,7 +457,24 @@ static enum MHD_Result answer(struct gateway *g, struct MHD_Connection *con, con
     const char *ctype = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Type");
     const char *upgrade = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Upgrade");
     struct door_req w = {method, r->uri, accept, r->len || strcmp(method, "GET") != 0 ? ctype : NULL,
-                         r->len ? r->body : NULL, r->len, 0};
+                         r->len ? r->body : NULL, r->len, 0, NULL, 0};
+    /* kubectl's HTTP cache (OpenAPI documents, discovery) works through the
+     * gateway as it does direct: its validators go up, the answer's caching
+     * headers come back, and such a body is handed on unparsed. */
+    char inm[300] = "", ims[200] = "";
+    const char *fwd[3] = {NULL, NULL, NULL};
+    int nf = 0;
+    if (strcmp(method, "GET") == 0) {
+        const char *v = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "If-None-Match");
+        if (v && snprintf(inm, sizeof inm, "If-None-Match: %s", v) < (int)sizeof inm)
+            fwd[nf++] = inm;
+        v = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "If-Modified-Since");
+        if (v && snprintf(ims, sizeof ims, "If-Modified-Since: %s", v) < (int)sizeof ims)
+            fwd[nf++] = ims;
+        w.headers = nf ? fwd : NULL;
+        w.flags = REST_KEEP_HEADERS |
+                  (door_nonresource_read(method, r->uri) || discovery(path) ? REST_RAW : 0);
+    }
     enum MHD_Result mr;
     const struct kube_options *ko = g->o.ko;
     if (upgrade) {

@@ -509,7 +509,7 @@ int kube_l_request(lua_State *L)
     snprintf(q->rv_before, sizeof q->rv_before, "%s", prior.rv_before);
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
     struct door_req w = {snd.method, q->path.p, a.accept, snd.ctype, q->body, snd.body_len,
-                         snd.safe};
+                         snd.safe, NULL, 0};
     if (!ov && pooled(L, c)) {
         struct door_out o;
         enum door_rc wrc = door_ready(&d, &w, &o, &gv, why, sizeof why);
