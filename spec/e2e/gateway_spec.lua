@@ -99,6 +99,20 @@ kubectl get namespace default -o jsonpath='{.metadata.name}{"\n"}'
     assert.are_not.equal(rv, cm.metadata.resourceVersion, 'the records were written')
   end)
 
+  it('that cannot be set up stops the run with one line, and the script never runs without it', function()
+    local ns = runner.new_ns()
+    local marker = h.tmpdir() .. '/ran'
+    local dir = legacy_tree({ { 'needs-cluster', 'touch ' .. h.q(marker) .. '\nkubectl get namespace default' } }, 'abort')
+    runner.make_ledger(ns, { version = '1' })
+    local res = runner.run(dir, ns, env({ TMPDIR = '/nonexistent/cozy-gateway' }))
+    assert.are.equal(6, res.code, res.out .. res.err)
+    local line = res.err:gsub('\n$', '')
+    assert.is_nil(line:find('\n'), 'one line: ' .. res.err)
+    contains(line, 'needs-cluster: ')
+    assert.is_nil(io.open(marker), 'the script ran')
+    assert.is_nil(runner.records(ns)['needs-cluster'], 'nothing recorded')
+  end)
+
   it('absorbs a legacy stamp only to the number the legacy map allows', function()
     local ns = runner.new_ns()
     local stamp = 'kubectl -n "$NAMESPACE" create configmap ' .. runner.LEDGER ..
