@@ -11,6 +11,7 @@
  * in the ledger or in this run, or write in dry run. */
 #include "run/runner_int.h"
 
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "run/child.h"
 #include "base/defaults.h"
 #include "base/exitcodes.h"
+#include "base/paths.h"
 #include "formats/journaldoc.h"
 #include "kube/kubeconfig.h"
 #include "kube/gateway.h"
@@ -140,34 +142,38 @@ static int renew_tick(void *ud)
 
 /* ---- operator control: what a shell child reaches, requires, skips ----- */
 
-/* A shell child's way to the cluster: the runner's gateway on a loopback
- * port of its own, a fresh token, and a private kubeconfig naming them and
- * nothing else (kp removes it afterwards; the caller closes gw->listen_fd).
+/* A shell child's way to the cluster: the runner's gateway on the run's
+ * loopback socket, a fresh token and certificate, and a private kubeconfig
+ * naming them and nothing else (kp removes it afterwards; the socket is the
+ * run's, closed with it).
  * 0, or -1 after reporting: the migration does not run, and nothing falls
  * back to the runner's own credentials. */
 static int shell_gateway(struct ctx *c, const struct step *s, struct child_gateway *gw,
                          struct gateway_cred *cred, struct kube_private *kp)
 {
     char err[ERRLINE_MAX];
-    int port;
     gw->listen_fd = -1;
     if (gateway_cred_new(cred, err, sizeof err) != 0) {
         log_fatal("%s: %s", s->slug, err);
         return -1;
     }
-    if (gateway_listen(&gw->listen_fd, &port, err, sizeof err) != 0) {
+    if (c->gw_fd < 0 && gateway_listen(&c->gw_fd, &c->gw_port, err, sizeof err) != 0) {
         log_fatal("%s: %s", s->slug, err);
         gateway_cred_free(cred);
         return -1;
     }
-    if (kubeconfig_private_gateway(port, cred->token, cred->cert_pem,
+    if (!*c->gw_cache) {
+        snprintf(c->gw_cache, sizeof c->gw_cache, "%s/cozy-kubecache-XXXXXX", paths_tmpdir());
+        if (!mkdtemp(c->gw_cache))
+            c->gw_cache[0] = '\0'; /* kubectl then caches where it would */
+    }
+    if (kubeconfig_private_gateway(c->gw_port, cred->token, cred->cert_pem,
                                    rest_config(c->rest)->namespace, kp, err, sizeof err) != 0) {
         log_fatal("%s: %s", s->slug, err);
-        close(gw->listen_fd);
-        gw->listen_fd = -1;
         gateway_cred_free(cred);
         return -1;
     }
+    gw->listen_fd = c->gw_fd;
     gw->cred = cred;
     /* Legacy script N stamps N+1 (kube/stamp.h). */
     gw->stamp_allowed = 0;
@@ -196,6 +202,7 @@ static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeco
         .pass_env = c->o->pass_env,
         .kubeconfig = kubeconfig,
         .gateway = 1,
+        .cache_dir = *c->gw_cache ? c->gw_cache : NULL,
     };
     return shell_env_build(e, &in);
 }
@@ -219,9 +226,7 @@ void shell_launch_free(struct shell_launch *sl)
 {
     kubeconfig_private_remove(&sl->kp);
     gateway_cred_free(&sl->cred);
-    if (sl->gw.listen_fd >= 0)
-        close(sl->gw.listen_fd);
-    sl->gw.listen_fd = -1;
+    sl->gw.listen_fd = -1; /* the run's: ctx_free closes it */
 }
 
 /* What happens next after a failure that records nothing, said truly:
@@ -666,8 +671,24 @@ static int seed(struct ctx *c, struct plan *p)
     return 0;
 }
 
+/* nftw: removes what it is given (depth first, symlinks not followed). */
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    /* best effort: what cannot go stays in a private temporary directory */
+    (void)(flag == FTW_DP ? rmdir(path) : unlink(path));
+    return 0;
+}
+
 void ctx_free(struct ctx *c)
 {
+    if (c->gw_fd >= 0)
+        close(c->gw_fd);
+    c->gw_fd = -1;
+    if (*c->gw_cache)
+        (void)nftw(c->gw_cache, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    c->gw_cache[0] = '\0';
     free(c->ran);
     lock_release(&c->lk);
     ledger_free(&c->l);
@@ -679,6 +700,7 @@ void ctx_free(struct ctx *c)
 int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
 {
     memset(c, 0, sizeof *c);
+    c->gw_fd = -1;
     c->o = o;
     c->po = (struct plan_opts){.tier = o->tier, .tier_given = o->tier_given, .only = o->only,
                                .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,

@@ -41,6 +41,13 @@ struct ctx {
     int yielded;            /* the background run handed the lock to the upgrade */
     long stamp;             /* the legacy stamp the next ok record carries out (`version`,
                              * kube/stamp.h); -1: none */
+    int gw_fd, gw_port;     /* the shell gateways' loopback socket, bound at the run's first
+                             * shell migration and kept (-1: none yet), so kubectl's caches,
+                             * keyed by server address, stay warm from one script to the
+                             * next; each migration's gateway has its own token and
+                             * certificate and answers only its own */
+    char gw_cache[4200];    /* KUBECACHEDIR of the run's shells (a private directory,
+                             * removed with the run); "" until made */
 };
 
 /* ---- runner.c ---- */

@@ -30,6 +30,7 @@ struct shell_env_in {
     int gateway;                 /* the shell reaches the cluster through the runner's
                                   * gateway only: the in-cluster service address is not
                                   * passed, so kubectl has no other way */
+    const char *cache_dir;       /* KUBECACHEDIR: kubectl's caches for the run; NULL: none */
 };
 
 /* Fills e. 0, or -1 when it does not fit (SHELL_ENV_MAX entries, buf). */
