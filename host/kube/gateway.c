@@ -127,23 +127,39 @@ static enum MHD_Result reply(struct MHD_Connection *con, unsigned code, const ch
     return rc;
 }
 
+/* s as the inside of a JSON string, into out (cut to fit). */
+static void json_escape(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; *s && o + 7 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)ch;
+        } else if (ch < 0x20) {
+            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", ch);
+        } else {
+            out[o++] = (char)ch;
+        }
+    }
+    out[o] = '\0';
+}
+
 /* A Status as the apiserver writes one, which kubectl prints as
- * "Error from server (REASON): MESSAGE". */
+ * "Error from server (REASON): MESSAGE". Built without cJSON: it is
+ * answered from connection threads outside the gateway's lock, and cJSON's
+ * allocations go through the process's one memory count (base/mem.h). */
 static enum MHD_Result status_reply(struct MHD_Connection *con, unsigned code, const char *reason,
                                     const char *msg)
 {
-    cJSON *s = cJSON_CreateObject();
-    char *text = NULL;
-    if (s && cJSON_AddStringToObject(s, "kind", "Status") &&
-        cJSON_AddStringToObject(s, "apiVersion", "v1") && cJSON_AddObjectToObject(s, "metadata") &&
-        cJSON_AddStringToObject(s, "status", "Failure") &&
-        cJSON_AddStringToObject(s, "message", msg) && cJSON_AddStringToObject(s, "reason", reason) &&
-        cJSON_AddNumberToObject(s, "code", code))
-        text = cJSON_PrintUnformatted(s);
-    cJSON_Delete(s);
-    enum MHD_Result rc = text ? reply(con, code, "application/json", text, strlen(text)) : MHD_NO;
-    cJSON_free(text);
-    return rc;
+    char m[1400], r[128], text[1700];
+    json_escape(msg, m, sizeof m);
+    json_escape(reason, r, sizeof r);
+    int n = snprintf(text, sizeof text, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                     "\"status\":\"Failure\",\"message\":\"%s\",\"reason\":\"%s\",\"code\":%u}",
+                     m, r, code);
+    return reply(con, code, "application/json", text, n > 0 && (size_t)n < sizeof text ? (size_t)n
+                                                                                        : strlen(text));
 }
 
 static enum MHD_Result json_reply(struct MHD_Connection *con, unsigned code, const cJSON *body)
