@@ -3,7 +3,7 @@
 # runs them again under AddressSanitizer + UndefinedBehaviorSanitizer.
 
 CC      ?= gcc
-PKGS    := lua5.4 libcurl libcjson yaml-0.1 libcrypto
+PKGS    := lua5.4 libcurl libcjson yaml-0.1 libcrypto libmicrohttpd
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wformat=2 \
            -Wno-unused-parameter -pthread -Ihost

@@ -7,6 +7,7 @@
 #include <lualib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/defaults.h"
 #include "base/exitcodes.h"
@@ -15,6 +16,7 @@
 #include "base/stop.h"
 #include "base/util.h"
 #include "formats/manifest.h"
+#include "kube/gateway.h"
 #include "kube/kubeconfig.h"
 #include "kube/kubeconfig_private.h"
 #include "lua/hostctx.h"
@@ -96,16 +98,18 @@ const char help_exec[] =
     "  --timeout DURATION  wall-clock deadline (default {TIMEOUT})\n"
     "  --grace DURATION    TERM -> KILL delay at the deadline (default {GRACE})\n"
     "  --memory MIB        memory cap of the Lua state (default {MEMORY})\n"
-    "  --dry-run           Lua: send every write with dryRun=All\n"
+    "  --dry-run           send every write with dryRun=All (a shell's through its gateway)\n"
     "  --workdir DIR       shell: working directory\n"
     "  --env NAME=VALUE    shell: extra environment entry (repeatable)\n"
     "  --tick DURATION     count ticks at this interval (reported as ticks)\n"
     "  --quiet             do not stream the output\n"
     "\n"
-    "A shell FILE gets KUBECONFIG set to a private kubeconfig of the one\n"
-    "context the cluster options resolve to, as under 'run' (exit 6 when\n"
-    "options given resolve to none; without any, an unresolvable\n"
-    "configuration leaves the environment as it is).\n";
+    "A shell FILE reaches the cluster the options resolve to only through the\n"
+    "runner's loopback gateway, as under 'run': KUBECONFIG names the gateway,\n"
+    "its certificate and a fresh token, and nothing else (exit 6 when options\n"
+    "given resolve to none; without any, an unresolvable configuration leaves\n"
+    "the environment as it is). The result then carries `gateway`: requests,\n"
+    "refusals, the gateway's peak memory.\n";
 
 const struct option opts_exec[] = {
     CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
@@ -123,27 +127,40 @@ static int count_tick(void *ud)
 }
 
 /* A shell script reaches the cluster the options name (--kubeconfig,
- * --context), as under `run`: "KUBECONFIG=<a private kubeconfig of that one
- * context>" in env (kp removes it afterwards). 0 set; 1 left as it is (no
- * option given and nothing resolves: there is no cluster to narrow to, and
- * a script that needs none still runs); -1 after reporting. */
-static int exec_kubeconfig(const struct kube_config_opts *ko, struct kube_private *kp, char *env,
-                           size_t len)
+ * --context), as under `run`: through the runner's gateway, its private
+ * kubeconfig naming the gateway alone ("KUBECONFIG=..." in env; kp removes
+ * it afterwards, the caller closes gw->listen_fd). 0 set; 1 left as it is
+ * (no option given and nothing resolves: there is no cluster to narrow to,
+ * and a script that needs none still runs); -1 after reporting. */
+static int exec_gateway(const struct kube_config_opts *ko, struct child_gateway *gw,
+                        struct gateway_cred *cred, struct kube_private *kp, char *env, size_t len)
 {
     struct kube_config kc;
     char err[ERRLINE_MAX];
+    int port;
+    gw->listen_fd = -1;
     if (kubeconfig_resolve(ko, &kc, err, sizeof err) != 0) {
         if (!ko->kubeconfig && !ko->context && !ko->local)
             return 1;
         log_fatal("exec: %s", err);
         return -1;
     }
-    int w = kubeconfig_private_write(&kc, kp, err, sizeof err);
+    int w = -1;
+    if (gateway_cred_new(cred, err, sizeof err) == 0 &&
+        gateway_listen(&gw->listen_fd, &port, err, sizeof err) == 0)
+        w = kubeconfig_private_gateway(port, cred->token, cred->cert_pem, kc.namespace, kp, err,
+                                       sizeof err);
     kubeconfig_free(&kc);
     if (w != 0) {
         log_fatal("exec: %s", err);
+        if (gw->listen_fd >= 0)
+            close(gw->listen_fd);
+        gw->listen_fd = -1;
+        gateway_cred_free(cred);
         return -1;
     }
+    gw->cred = cred;
+    gw->stamp_allowed = 0; /* exec never touches the ledger */
     snprintf(env, len, "KUBECONFIG=%s", kp->path);
     return 0;
 }
@@ -167,12 +184,18 @@ int cmd_exec(struct cli *c, int argc, char **argv, int first)
     struct kube_private kp;
     memset(&kp, 0, sizeof kp);
     char kc_env[sizeof kp.path + 16];
+    struct child_gateway gw = {.listen_fd = -1};
+    struct gateway_cred cred;
+    memset(&cred, 0, sizeof cred);
+    int through_gateway = 0;
     if (shell) {
-        int k = exec_kubeconfig(&c->r.k.cfg, &kp, kc_env, sizeof kc_env);
+        int k = exec_gateway(&c->r.k.cfg, &gw, &cred, &kp, kc_env, sizeof kc_env);
         if (k < 0)
             return EXIT_CLUSTER;
-        if (k == 0)
+        if (k == 0) {
             c->env[c->nenv++] = kc_env; /* last: it wins over an --env KUBECONFIG */
+            through_gateway = 1;
+        }
     }
     long ticks = 0;
     struct child_spec spec = {
@@ -189,10 +212,15 @@ int cmd_exec(struct cli *c, int argc, char **argv, int first)
         .tick_every = c->tick,
         .ud = &ticks,
         .quiet = c->quiet,
+        .gateway = through_gateway ? &gw : NULL,
+        .remove_on_orphan = through_gateway ? kp.path : NULL,
     };
     struct child_result res;
     child_run(&spec, &res);
     kubeconfig_private_remove(&kp);
+    gateway_cred_free(&cred);
+    if (gw.listen_fd >= 0)
+        close(gw.listen_fd);
     cJSON *j = child_result_json(&res, ticks);
     if (j) {
         out_json(j, 0);

@@ -6,9 +6,12 @@
  * ledger an older chart rendered); merge patches of `data.m.*`; and telling
  * a ledger deleted under a write (404) or full (FieldValueTooLong) from
  * other refusals. Must never read-modify-write the object, use
- * client-side apply, write `version`, or delete a key: legacy scripts still
- * `kubectl apply` the `version` key, and keys written by merge patch are not
- * in last-applied-configuration, so they survive that apply. */
+ * client-side apply, or delete a key, and write `version` only as a legacy
+ * script's stamp the gateway absorbed (in the same patch as that script's
+ * ok record). Keys written by merge patch are not in
+ * last-applied-configuration, so they also survive a `kubectl apply` of
+ * `version` that reaches the apiserver some other way (an older runner, a
+ * person). */
 #include "run/ledger.h"
 
 #include <math.h>
@@ -320,9 +323,18 @@ enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen)
 enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                             char *err, size_t errlen)
 {
+    return ledger_write_stamped(at, e, n, -1, err, errlen);
+}
+
+enum ledger_rc ledger_write_stamped(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
+                                    long version, char *err, size_t errlen)
+{
     cJSON *p = cJSON_CreateObject();
     cJSON *d = ledger_records_data(e, n);
-    if (!p || !d || !cJSON_AddItemToObject(p, "data", d)) {
+    char v[32];
+    snprintf(v, sizeof v, "%ld", version);
+    if (!p || !d || !cJSON_AddItemToObject(p, "data", d) ||
+        (version >= 0 && !cJSON_AddStringToObject(d, "version", v))) {
         cJSON_Delete(p);
         cJSON_Delete(d);
         snprintf(err, errlen, "out of memory");

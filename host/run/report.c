@@ -83,8 +83,6 @@ void report_plan(const struct tree *t, const struct ledger *l, const struct plan
         if (p->fresh_install && !o->only && !*p->installed_at)
             break;
         const char *why = *s->why ? s->why : s->kind == STEP_RUN ? "pending" : "revoked, no record";
-        if (s->kind == STEP_RUN && s->m && s->m->is_shell && !*s->m->h.dry_run_var && o->dry_run)
-            why = "pending (shell: not dry-runnable)";
         out_line(PLAN_ROW, action_name(s->kind), s->tier, s->batch, s->slug, why);
     }
 }

@@ -11,6 +11,7 @@
  * in the ledger or in this run, or write in dry run. */
 #include "run/runner_int.h"
 
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +21,10 @@
 #include "run/child.h"
 #include "base/defaults.h"
 #include "base/exitcodes.h"
+#include "base/paths.h"
 #include "formats/journaldoc.h"
 #include "kube/kubeconfig.h"
+#include "kube/gateway.h"
 #include "kube/kubeconfig_private.h"
 #include "run/shellenv.h"
 #include "base/log.h"
@@ -139,22 +142,51 @@ static int renew_tick(void *ud)
 
 /* ---- operator control: what a shell child reaches, requires, skips ----- */
 
-/* A private kubeconfig of the runner's context, for a shell child (kp
- * removes it afterwards). 0, or -1 after reporting. */
-static int shell_kubeconfig(struct ctx *c, struct kube_private *kp)
+/* A shell child's way to the cluster: the runner's gateway on the run's
+ * loopback socket, a fresh token and certificate, and a private kubeconfig
+ * naming them and nothing else (kp removes it afterwards; the socket is the
+ * run's, closed with it).
+ * 0, or -1 after reporting: the migration does not run, and nothing falls
+ * back to the runner's own credentials. */
+static int shell_gateway(struct ctx *c, const struct step *s, struct child_gateway *gw,
+                         struct gateway_cred *cred, struct kube_private *kp)
 {
     char err[ERRLINE_MAX];
-    if (kubeconfig_private_write(rest_config(c->rest), kp, err, sizeof err) != 0) {
-        log_fatal("%s", err);
+    gw->listen_fd = -1;
+    if (gateway_cred_new(cred, err, sizeof err) != 0) {
+        log_fatal("%s: %s", s->slug, err);
         return -1;
     }
+    if (c->gw_fd < 0 && gateway_listen(&c->gw_fd, &c->gw_port, err, sizeof err) != 0) {
+        log_fatal("%s: %s", s->slug, err);
+        gateway_cred_free(cred);
+        return -1;
+    }
+    if (!*c->gw_cache) {
+        snprintf(c->gw_cache, sizeof c->gw_cache, "%s/cozy-kubecache-XXXXXX", paths_tmpdir());
+        if (!mkdtemp(c->gw_cache))
+            c->gw_cache[0] = '\0'; /* kubectl then caches where it would */
+    }
+    if (kubeconfig_private_gateway(c->gw_port, cred->token, cred->cert_pem,
+                                   rest_config(c->rest)->namespace, kp, err, sizeof err) != 0) {
+        log_fatal("%s: %s", s->slug, err);
+        gateway_cred_free(cred);
+        return -1;
+    }
+    gw->listen_fd = c->gw_fd;
+    gw->cred = cred;
+    /* Legacy script N stamps N+1 (kube/stamp.h). */
+    gw->stamp_allowed = 0;
+    for (size_t i = 0; i < c->t.legacy.n; i++)
+        if (strcmp(c->t.legacy.e[i].slug, s->slug) == 0)
+            gw->stamp_allowed = c->t.legacy.e[i].number + 1;
     return 0;
 }
 
 /* The environment of step s's shell (shellenv.h), its KUBECONFIG the
  * private file at kubeconfig. 0, or -1 when it does not fit. */
 static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeconfig,
-                         struct shell_env *e)
+                         int dry_run, struct shell_env *e)
 {
     long top = 0;
     for (size_t i = 0; i < c->t.legacy.n; i++)
@@ -166,11 +198,35 @@ static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeco
         .has_version = c->l.has_version,
         .version = c->l.version,
         .top_legacy = top,
-        .dry_run_var = c->o->k.dry_run && s->m ? s->m->h.dry_run_var : NULL,
+        .dry_run_var = dry_run && s->m ? s->m->h.dry_run_var : NULL,
         .pass_env = c->o->pass_env,
         .kubeconfig = kubeconfig,
+        .gateway = 1,
+        .cache_dir = *c->gw_cache ? c->gw_cache : NULL,
     };
     return shell_env_build(e, &in);
+}
+
+int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct shell_launch *sl)
+{
+    memset(sl, 0, sizeof *sl);
+    sl->gw.listen_fd = -1;
+    if (shell_gateway(c, s, &sl->gw, &sl->cred, &sl->kp) != 0)
+        return EXIT_CLUSTER;
+    if (shell_env_for(c, s, sl->kp.path, dry_run, &sl->se) != 0) {
+        shell_launch_free(sl);
+        log_fatal("%s: the environment for its shell does not fit", s->slug);
+        return EXIT_FAILED;
+    }
+    snprintf(sl->workdir, sizeof sl->workdir, "%s/legacy-sh", c->t.root);
+    return 0;
+}
+
+void shell_launch_free(struct shell_launch *sl)
+{
+    kubeconfig_private_remove(&sl->kp);
+    gateway_cred_free(&sl->cred);
+    sl->gw.listen_fd = -1; /* the run's: ctx_free closes it */
 }
 
 /* What happens next after a failure that records nothing, said truly:
@@ -317,11 +373,6 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
 {
     const struct runner_opts *o = c->o;
     const struct migration *m = s->m;
-    if (o->k.dry_run && m->is_shell && !*m->h.dry_run_var) {
-        progress(k, n, s->tier, s->slug, "not dry-runnable (shell, no dry-run= header), not executed",
-                 -1, NULL);
-        return 0;
-    }
     int rc = room_for(c, s);
     if (rc != 0)
         return rc;
@@ -345,26 +396,19 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         c->yielded = 1;
         return 0;
     }
-    /* a shell child's kubectl reaches the runner's cluster only, as the
-     * runner's identity */
-    struct kube_private kp;
-    memset(&kp, 0, sizeof kp);
-    if (m->is_shell && shell_kubeconfig(c, &kp) != 0)
-        return EXIT_CLUSTER;
-    struct shell_env se;
-    if (m->is_shell && shell_env_for(c, s, kp.path, &se) != 0) {
-        kubeconfig_private_remove(&kp);
-        log_fatal("%s: the environment for its shell does not fit", s->slug);
-        return EXIT_FAILED;
-    }
-    char workdir[4096];
-    snprintf(workdir, sizeof workdir, "%s/legacy-sh", c->t.root);
+    /* a shell child's kubectl reaches the runner's cluster only through
+     * the runner's gateway, the same door as a Lua migration's requests */
+    struct shell_launch sl;
+    memset(&sl, 0, sizeof sl);
+    sl.gw.listen_fd = -1;
+    if (m->is_shell && (rc = shell_launch_prep(c, s, o->k.dry_run, &sl)) != 0)
+        return rc;
     struct child_spec spec = {
         .slug = s->slug,
         .path = m->path,
         .is_shell = m->is_shell,
-        .workdir = m->is_shell ? workdir : NULL,
-        .env = m->is_shell ? se.v : NULL,
+        .workdir = m->is_shell ? sl.workdir : NULL,
+        .env = m->is_shell ? sl.se.v : NULL,
         .env_only = 1,
         .timeout_s = runner_timeout(o, m),
         .grace_s = o->grace,
@@ -377,14 +421,15 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
          * paces both). */
         .tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S,
         .ud = c,
-        .remove_on_orphan = *kp.path ? kp.path : NULL, /* operator */
+        .remove_on_orphan = *sl.kp.path ? sl.kp.path : NULL, /* operator */
+        .gateway = m->is_shell ? &sl.gw : NULL,
     };
     if (!log_json())
         out_line("[%zu/%zu] %s %s ... running%s%s%s", k, n, s->tier, s->slug,
                  *s->why ? " (" : "", s->why, *s->why ? ")" : "");
     struct child_result res;
     child_run(&spec, &res);
-    kubeconfig_private_remove(&kp);
+    shell_launch_free(&sl);
     if (stop_signal()) {
         /* Whatever it reported, it ran while the runner was told to stop:
          * nothing is recorded for it. */
@@ -408,9 +453,22 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         journal_summary((size_t)r.writes, (size_t)r.changed, summary, sizeof summary);
         cJSON_Delete(jn);
     }
+    c->stamp = -1;
+    if (ok && res.stamped) {
+        snprintf(r.stamp, sizeof r.stamp, "version=%ld", res.stamp);
+        c->stamp = res.stamp;
+    }
     if (!ok) {
         snprintf(r.reason, sizeof r.reason, "%s", res.reason ? res.reason : "Failed");
         snprintf(r.message, sizeof r.message, "%s", res.message);
+        /* A shell that failed after the door refused one of its requests:
+         * the refusal is what an operator needs to read. */
+        if (*res.gw_refusal && strcmp(r.reason, "ExitCode") == 0) {
+            snprintf(r.reason, sizeof r.reason, "%s", res.gw_refusal_reason);
+            snprintf(r.message, sizeof r.message, "%.100s after the runner's gateway refused %.700s%s",
+                     res.message, res.gw_refusal,
+                     res.gw_refused > 1 ? " (and more, counted in the output)" : "");
+        }
         utf8_clip(r.message);
         if (res.tail) {
             size_t tl = strlen(res.tail);
@@ -623,8 +681,24 @@ static int seed(struct ctx *c, struct plan *p)
     return 0;
 }
 
+/* nftw: removes what it is given (depth first, symlinks not followed). */
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    /* best effort: what cannot go stays in a private temporary directory */
+    (void)(flag == FTW_DP ? rmdir(path) : unlink(path));
+    return 0;
+}
+
 void ctx_free(struct ctx *c)
 {
+    if (c->gw_fd >= 0)
+        close(c->gw_fd);
+    c->gw_fd = -1;
+    if (*c->gw_cache)
+        (void)nftw(c->gw_cache, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    c->gw_cache[0] = '\0';
     free(c->ran);
     lock_release(&c->lk);
     ledger_free(&c->l);
@@ -636,6 +710,7 @@ void ctx_free(struct ctx *c)
 int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
 {
     memset(c, 0, sizeof *c);
+    c->gw_fd = -1;
     c->o = o;
     c->po = (struct plan_opts){.tier = o->tier, .tier_given = o->tier_given, .only = o->only,
                                .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,

@@ -9,7 +9,11 @@
 
 #include "formats/ledgerdoc.h"
 #include "formats/tree.h"
+#include "kube/gateway.h"
+#include "kube/kubeconfig_private.h"
 #include "kube/rest.h"
+#include "run/child.h"
+#include "run/shellenv.h"
 #include "run/ledger.h"
 #include "run/lock.h"
 #include "run/plan.h"
@@ -35,6 +39,15 @@ struct ctx {
     size_t nran;
     char identity[256];     /* who the runner acts as, for skipped records (record.by) */
     int yielded;            /* the background run handed the lock to the upgrade */
+    long stamp;             /* the legacy stamp the next ok record carries out (`version`,
+                             * kube/stamp.h); -1: none */
+    int gw_fd, gw_port;     /* the shell gateways' loopback socket, bound at the run's first
+                             * shell migration and kept (-1: none yet), so kubectl's caches,
+                             * keyed by server address, stay warm from one script to the
+                             * next; each migration's gateway has its own token and
+                             * certificate and answers only its own */
+    char gw_cache[4200];    /* KUBECACHEDIR of the run's shells (a private directory,
+                             * removed with the run); "" until made */
 };
 
 /* ---- runner.c ---- */
@@ -65,6 +78,21 @@ struct report_opts report_opts(const struct runner_opts *o);
 /* A migration's timeout: --timeout, else its header's, else
  * DEFAULT_TIMEOUT_S. */
 double runner_timeout(const struct runner_opts *o, const struct migration *m);
+
+/* What a shell migration runs with (run and preview alike): the runner's
+ * gateway (its credentials, listening socket), the private kubeconfig
+ * naming it, the shell's environment and working directory. */
+struct shell_launch {
+    struct child_gateway gw;
+    struct gateway_cred cred;
+    struct kube_private kp;
+    struct shell_env se;
+    char workdir[4096];
+};
+/* Prepares sl for step s (dry_run: the header's dry-run variable is set).
+ * 0, or an exit code after saying why (the migration must not run). */
+int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct shell_launch *sl);
+void shell_launch_free(struct shell_launch *sl);
 
 /* ---- recording.c ---- */
 
