@@ -78,4 +78,8 @@ void lint_add(struct lint *l, const char *rel, int line, const char *rule, const
 int lint_rule_history(struct lint *l);
 int lint_rule_changed(struct lint *l);
 void lint_history_free(struct lint *l);
+
+/* lint_api.c: the fields a Lua migration uses of the modules it requires
+ * exist (an exit code). */
+int lint_rule_api(struct lint *l);
 #endif
