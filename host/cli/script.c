@@ -5,6 +5,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "base/paths.h"
 #include "base/stop.h"
 #include "base/util.h"
+#include "formats/header.h"
 #include "formats/manifest.h"
 #include "kube/kubeconfig.h"
 #include "kube/kubeconfig_private.h"
@@ -26,6 +28,41 @@
 #include "run/child.h"
 #include "run/migrate_lua.h"
 
+/* ---- the header of a FILE ---------------------------------------------- */
+
+/* lua and exec run FILE as the runner would: a header, when FILE has one,
+ * is read by the runner's parser (a misspelt key, a bad timeout= is exit 3
+ * naming FILE:LINE), and its timeout= is the deadline unless --timeout
+ * says otherwise; *why then says where the deadline comes from. A file with
+ * no header line at all (a scratch script, not a migration) runs with the
+ * defaults. 0, or EXIT_PACKAGING after one line. */
+static int file_header(struct cli *c, const char *file, int lua, char *why, size_t whylen)
+{
+    size_t len;
+    char *text = read_file(file, &len);
+    if (!text) {
+        log_fatal("%s: %s: %s", c->cmd, file, strerror(errno));
+        return EXIT_USAGE;
+    }
+    struct header h;
+    char err[ERRLINE_MAX];
+    int rc = header_parse(file, text, len, lua, &h, err, sizeof err);
+    free(text);
+    *why = '\0';
+    if (rc != 0 && !h.missing) {
+        log_fatal("%s: %s", c->cmd, err);
+        return EXIT_PACKAGING;
+    }
+    if (!c->timeout_set) {
+        if (rc == 0 && h.timeout > 0)
+            c->r.timeout = h.timeout;
+        header_timeout_why(rc == 0 ? &h : NULL, rc == 0 ? file : NULL, 0, why, whylen);
+    }
+    if (rc == 0)
+        header_free(&h);
+    return 0;
+}
+
 /* ---- lua FILE ---------------------------------------------------------- */
 
 const char help_lua[] =
@@ -33,12 +70,16 @@ const char help_lua[] =
     "\n"
     "Runs FILE in the migration sandbox (string, table, math, utf8, coroutine,\n"
     "os.time/clock/date, and the stdlib: kube, json, yaml, log, ...), with the\n"
-    "kube module connected to the cluster. Exit 0 when the script returns,\n"
-    "1 when it fails (error, timeout, memory cap), 2 when FILE is not a readable\n"
-    "file, 6 when the cluster config cannot be resolved.\n"
+    "kube module connected to the cluster. A header in FILE is read as the\n"
+    "runner reads it: its timeout= is the deadline (unless --timeout), and a\n"
+    "header that does not parse (a misspelt key) is exit 3; a file without one\n"
+    "runs with the defaults. Exit 0 when the script returns, 1 when it fails\n"
+    "(error, timeout, memory cap), 2 when FILE is not a readable file, 6 when\n"
+    "the cluster config cannot be resolved.\n"
     "\n"
     "Options:\n"
-    "  --timeout DURATION  deadline for the script (default {TIMEOUT})\n"
+    "  --timeout DURATION  deadline for the script (default: the header's timeout=,\n"
+    "                      else {TIMEOUT})\n"
     "  --memory MIB        memory cap for the Lua state (default {MEMORY})\n"
     "  --dry-run           send every write with dryRun=All (or DRY_RUN=1 or true;\n"
     "                      0, false or empty is a real run, anything else exit 2)\n";
@@ -61,10 +102,14 @@ int cmd_lua(struct cli *c, int argc, char **argv, int first)
     /* In a supervised child like a migration: the parent's kill is the
      * backstop for time spent in C or in finalizers. */
     const char *file = argv[first];
+    char why[4400];
+    if ((rc = file_header(c, file, 1, why, sizeof why)) != 0)
+        return rc;
     struct child_spec spec = {
         .slug = file,
         .path = file,
         .timeout_s = c->r.timeout,
+        .timeout_why = *why ? why : NULL,
         .lua_mem_limit = c->r.memory,
         .kube = &c->r.k,
         .passthrough = 1,
@@ -91,13 +136,17 @@ const char help_exec[] =
     "Runs one migration FILE the way the runner does: in a supervised child\n"
     "process with its own process group, its output streamed to stderr as\n"
     "'[SLUG] line'. FILE ending in .sh runs in bash, anything else in the Lua\n"
-    "sandbox. Prints the result as one JSON line on stdout (outcome, reason,\n"
+    "sandbox; a header in FILE is read as the runner reads it (its timeout= is\n"
+    "the deadline unless --timeout says otherwise; one that does not parse is\n"
+    "exit 3), a file without one runs with the defaults. Prints the result as\n"
+    "one JSON line on stdout (outcome, reason,\n"
     "message, exit_code, signal, duration_ms, tail, ticks). Never touches the\n"
     "ledger. Exit 0 when the outcome is ok, 1 otherwise, 2 on usage errors (a\n"
     "SLUG that is not a slug, a FILE that is not a readable file).\n"
     "\n"
     "Options:\n"
-    "  --timeout DURATION  wall-clock deadline (default {TIMEOUT})\n"
+    "  --timeout DURATION  wall-clock deadline (default: the header's timeout=,\n"
+    "                      else {TIMEOUT})\n"
     "  --grace DURATION    TERM -> KILL delay at the deadline (default {GRACE})\n"
     "  --memory MIB        memory cap of the Lua state (default {MEMORY})\n"
     "  --dry-run           Lua: send every write with dryRun=All\n"
@@ -168,6 +217,9 @@ int cmd_exec(struct cli *c, int argc, char **argv, int first)
     if (env_dry_run(c) != 0 || env_namespace(c) != 0 || script_file(c, argv[first + 1]) != 0)
         return EXIT_USAGE;
     int shell = ends_with(argv[first + 1], ".sh");
+    char why[4400];
+    if ((rc = file_header(c, argv[first + 1], !shell, why, sizeof why)) != 0)
+        return rc;
     struct kube_private kp;
     memset(&kp, 0, sizeof kp);
     char kc_env[sizeof kp.path + 16];
@@ -186,6 +238,7 @@ int cmd_exec(struct cli *c, int argc, char **argv, int first)
         .workdir = c->workdir,
         .env = c->nenv ? c->env : NULL,
         .timeout_s = c->r.timeout,
+        .timeout_why = *why ? why : NULL,
         .grace_s = c->r.grace,
         .lua_mem_limit = c->r.memory,
         .kube = &c->r.k,

@@ -504,11 +504,14 @@ static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client 
                               sizeof fields) > 0;
         kube_say_lines(text);
     }
-    if (mutating)
+    if (mutating) {
+        size_t changed = c->journal.log->changed;
         journal_add(&c->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
                     rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,
                     hc->kube.dry_run, fields);
-    else if (rc == 0)
+        if (c->journal.log->changed > changed)
+            kube_count_change(L);
+    } else if (rc == 0)
         journal_seen(&c->journal, path0, q->res.json);
     if (rc == 0 && ov && kube_preview_after(L, c, ov, q, method, path0, qidx) != 0)
         return lua_error(L);

@@ -359,6 +359,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     }
     char workdir[4096];
     snprintf(workdir, sizeof workdir, "%s/legacy-sh", c->t.root);
+    char why[4400];
     struct child_spec spec = {
         .slug = s->slug,
         .path = m->path,
@@ -367,6 +368,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         .env = m->is_shell ? se.v : NULL,
         .env_only = 1,
         .timeout_s = runner_timeout(o, m),
+        .timeout_why = header_timeout_why(&m->h, m->path, o->timeout, why, sizeof why),
         .grace_s = o->grace,
         .lua_mem_limit = o->memory,
         .kube = &o->k,

@@ -57,7 +57,8 @@ function M.header(x)
   return hd
 end
 
--- run(slug_or_path [, {kubeconfig=, env=}]) -> res
+-- run(slug_or_path [, {kubeconfig=, env=}]) -> res, once the cluster has
+-- said it is disposable (support.disposable)
 -- res holds exec's JSON line (outcome, reason, message, exit_code, tail,
 -- duration_ms, and journal once the host reports one) plus code (exec's
 -- exit status), out and output (everything the migration printed or
@@ -69,7 +70,9 @@ function M.run(x, opts)
   local env = {}
   for k, v in pairs(opts.env or {}) do env[k] = v end
   if opts.kubeconfig then env.KUBECONFIG = opts.kubeconfig end
-  local res = h.cozy('exec', '--timeout', string.format('%gs', hd.timeout or 600), slug, path, { env = env })
+  require('support.disposable').assert(opts.kubeconfig)
+  -- exec reads the header itself, so a timeout names the header's line
+  local res = h.cozy('exec', slug, path, { env = env })
   local line = res.out:match('([^\n]+)\n?$')
   local ok, d = pcall(json.decode, line or '')
   if not (ok and type(d) == 'table' and d.outcome) then
@@ -219,7 +222,8 @@ end
 -- assert_idempotent(slug_or_path [, watched [, {expect=, kubeconfig=, env=}]])
 -- -> first, second
 -- Runs the migration twice; both runs must end with opts.expect (default
--- 'ok'). The second run's write journal must show no changed object,
+-- 'ok'), and the first may not hold a fleet.each whose fn changed objects
+-- without returning true (its summary would undercount them). The second run's write journal must show no changed object,
 -- anywhere, naming each one that did; and when watched resources are named,
 -- none of their objects' resourceVersions may move either (a check made
 -- with kubectl, not with the module under test).
@@ -229,6 +233,11 @@ function M.assert_idempotent(x, watched, opts)
   watched = watched or {}
   local first = M.run(x, opts)
   assert(first.outcome == expect, string.format('first run: expected %s; %s', expect, explain(first)))
+  -- a fleet whose fn changed objects without returning true undercounts
+  -- what a run did: fleet.each says so, and so does this
+  local quiet = (first.output or ''):match('[^\n]*fn returned nothing %(or false%) for [^\n]*')
+  assert(not quiet, 'first run: fleet.each counted changes its fn did not report (return true from fn when ' ..
+    'it changes an object):\n  ' .. tostring(quiet))
   local before = #watched > 0 and M.snapshot(watched) or nil
   assert(before == nil or next(before) ~= nil,
     'assert_idempotent: the watched resources hold no object; nothing would be compared')
