@@ -625,6 +625,30 @@ void ctx_free(struct ctx *c)
     rest_free(c->rest);
 }
 
+/* A header that does not parse fails only what would run that script:
+ * the whole tier (run, plan, preview: DESIGN "What run does", step 2), or
+ * --only of that very slug. --only of another slug, skip (it runs
+ * nothing) and status (it reads) go on, saying which headers are broken.
+ * 0, or -1 after the fatal line. */
+static int headers_gate(struct ctx *c, const struct runner_opts *o, int need_tree)
+{
+    const struct migration *bad = tree_first_bad(&c->t);
+    if (need_tree == TREE_NEEDED && !o->only) {
+        log_fatal("%s", bad->header_err);
+        return -1;
+    }
+    const struct migration *own = o->only ? tree_find(&c->t, o->only) : NULL;
+    if (need_tree == TREE_NEEDED && own && own->header_err) {
+        log_fatal("%s", own->header_err);
+        return -1;
+    }
+    for (size_t i = 0; i < c->t.n; i++)
+        if (c->t.m[i].header_err)
+            log_warn("%s (it fails only its own runs; `run` of the whole tier refuses it)",
+                     c->t.m[i].header_err);
+    return 0;
+}
+
 int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
 {
     memset(c, 0, sizeof *c);
@@ -640,7 +664,7 @@ int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *hav
     char man_dir[4200];
     tree_order_d(o->dir, man_dir, sizeof man_dir);
     int loaded = (need_tree || access(man_dir, F_OK) == 0) &&
-                 tree_load(o->dir, &c->t, err, sizeof err) == 0;
+                 tree_load_partial(o->dir, &c->t, err, sizeof err) == 0;
     if (have_tree)
         *have_tree = loaded;
     if (!loaded && need_tree) {
@@ -649,6 +673,8 @@ int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *hav
     }
     if (!loaded && access(man_dir, F_OK) == 0)
         log_warn("%s (showing the ledger alone)", err);
+    if (loaded && c->t.nbad && headers_gate(c, o, need_tree) != 0)
+        return EXIT_PACKAGING;
     if (!(c->rest = connect_cluster(o)))
         return EXIT_CLUSTER;
     c->loc = (struct ledger_loc){.rest = c->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
@@ -796,7 +822,7 @@ int runner_skip(const struct runner_opts *o)
     struct plan p;
     memset(&p, 0, sizeof p);
     char err[ERRLINE_MAX];
-    int rc = open_ctx(&c, o, 1, NULL);
+    int rc = open_ctx(&c, o, TREE_NEEDED_ANY_HEADER, NULL);
     if (rc != 0)
         goto out;
     c.po.skip_only = 1;
