@@ -62,8 +62,11 @@ local function settle(res, resource, obj, index, ok, ret, wrote)
     elseif (wrote or 0) > 0 then
       res.changed = res.changed + 1
       res.from_writes = (res.from_writes or 0) + 1
+      -- the first five in list order, whatever order they finished in
       res.quiet = res.quiet or {}
-      if #res.quiet < 5 then res.quiet[#res.quiet + 1] = where(obj) end
+      res.quiet[#res.quiet + 1] = { index = index, name = where(obj) }
+      table.sort(res.quiet, function(a, b) return a.index < b.index end)
+      res.quiet[6] = nil
     end
     return
   end
@@ -73,6 +76,12 @@ local function settle(res, resource, obj, index, ok, ret, wrote)
   res.failures[#res.failures + 1] = f
   res.failed = res.failed + 1
   log.warn('%s %s: %s', resource, where(obj), f.message)
+end
+
+local function names_of(quiet)
+  local names = {}
+  for i, q in ipairs(quiet) do names[i] = q.name end
+  return names
 end
 
 -- One object at a time: fn's requests go out as it makes them.
@@ -179,7 +188,7 @@ function M.each(resource, opts, fn)
   if res.from_writes then
     log.warn('%s: fn returned nothing (or false) for %d object(s) its writes changed (%s%s): counted as ' ..
       'changed from the write journal; return true from fn when it changes an object', resource,
-      res.from_writes, table.concat(res.quiet, ', '), res.from_writes > #res.quiet and ', ...' or '')
+      res.from_writes, table.concat(names_of(res.quiet), ', '), res.from_writes > #res.quiet and ', ...' or '')
     log.info('%s: %d seen, %d changed (%d counted from the writes), %d failed', resource, res.seen, res.changed,
       res.from_writes, res.failed)
   else
