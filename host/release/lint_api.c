@@ -157,6 +157,15 @@ static void add_own(struct api_scan *sc, const char *name, const char *field)
         snprintf(sc->own[sc->nown++], sizeof sc->own[0], "%.60s.%.60s", name, field);
 }
 
+/* At a function's '(': its parameters, consumed from r up to ')', shadow
+ * whatever they are named after. */
+static void params(struct api_scan *sc, struct luatok_reader *r, struct luatok *t)
+{
+    while (luatok_next(r, t) != LT_EOF && t->kind != LT_ERROR && !luatok_is(t, ")"))
+        if (t->kind == LT_NAME)
+            unbind(sc, t->text);
+}
+
 /* After `local`: its name list (attributes skipped) is consumed from r;
  * one name bound to require('mod') is a binding, any other name is
  * shadowed. t is left at the token after the list. */
@@ -169,6 +178,8 @@ static void local_statement(const struct lint *l, struct api_scan *sc, struct lu
     if (luatok_is(t, "function")) {
         if (luatok_next(r, t) == LT_NAME)
             unbind(sc, t->text);
+        if (luatok_next(r, t) == LT_OP && luatok_is(t, "("))
+            params(sc, r, t);
         return;
     }
     while (t->kind == LT_NAME && !keyword(t)) {
@@ -219,11 +230,8 @@ static void function_statement(struct api_scan *sc, struct luatok_reader *r, str
             }
         }
     }
-    if (!luatok_is(t, "("))
-        return;
-    while (luatok_next(r, t) != LT_EOF && t->kind != LT_ERROR && !luatok_is(t, ")"))
-        if (t->kind == LT_NAME)
-            unbind(sc, t->text);
+    if (luatok_is(t, "("))
+        params(sc, r, t);
 }
 
 static void check_script(struct lint *l, const char *rel, const char *text, size_t len)
