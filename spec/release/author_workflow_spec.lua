@@ -56,6 +56,13 @@ describe('#e2e the author workflow in a repository of its own', function()
     h.contains(res.out, '1 success / 0 failures / 0 errors / 0 pending')
   end)
 
+  it('says which package brings busted when it is missing (exit 10)', function()
+    local res = within('env LUA_PATH_5_4=/nonexistent/?.lua ' .. h.q(bin) .. ' spec')
+    assert.are.equal(10, res.code, res.out .. res.err)
+    h.one_line(res.err)
+    h.contains(res.err, 'busted is not installed for Lua 5.4 (Debian and Ubuntu: apt-get install lua-busted')
+  end)
+
   it('lint passes the scaffolded tree', function()
     local res = h.must(within(h.q(bin) .. ' lint'), 'lint')
     h.contains(res.err, 'lint: 1 script, no problems')

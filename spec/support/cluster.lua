@@ -528,7 +528,7 @@ function M.kubeconfig(o)
     users = json.array { { name = 'spec', user = { token = o.token } } },
     contexts = json.array { { name = 'spec', context = { cluster = cluster.name, user = 'spec' } } },
   }
-  return h.write(h.tmpdir() .. '/kubeconfig', json.encode(cfg))
+  return require('support.disposable').derived(h.write(h.tmpdir() .. '/kubeconfig', json.encode(cfg)))
 end
 
 -- cleanup(resource...) lifts every policy still in place, purges the given

@@ -138,12 +138,23 @@ function M.preflight()
   return res, why
 end
 
+-- derived(path) -> path: a kubeconfig the harness wrote for the cluster in
+-- $KUBECONFIG (another identity, cluster.kubeconfig{}; a proxy in front of
+-- it): it shares that cluster's verdict, since it may hold no right to read
+-- the mark, or fail on purpose.
+function M.derived(path)
+  local run = h.this_run()
+  run.derived = run.derived or {}
+  run.derived[path] = true
+  return path
+end
+
 -- assert([kubeconfig]) raises the refusal (one line) unless the cluster is
--- disposable. A kubeconfig for the same server as $KUBECONFIG (another
--- identity, as cluster.kubeconfig{} writes) shares its verdict; it may hold
--- no right to read the marker at all.
+-- disposable. A kubeconfig derived() from $KUBECONFIG, or for the same
+-- server, shares its verdict.
 function M.assert(kubeconfig)
   local main = os.getenv('KUBECONFIG') or ''
+  if kubeconfig and (h.this_run().derived or {})[kubeconfig] then kubeconfig = nil end
   if kubeconfig and kubeconfig ~= main and main ~= '' then
     local _, server = M.where(kubeconfig)
     local _, main_server = M.where(main)

@@ -70,6 +70,9 @@ function M.run(x, opts)
   local env = {}
   for k, v in pairs(opts.env or {}) do env[k] = v end
   if opts.kubeconfig then env.KUBECONFIG = opts.kubeconfig end
+  -- never the cluster of ~/.kube/config by default: exec would take it
+  assert(h.has_cluster() or opts.kubeconfig, 'KUBECONFIG is not set: the specs run against a disposable ' ..
+    'cluster in KUBECONFIG (a kind cluster, or tools/testenv)')
   require('support.disposable').assert(opts.kubeconfig)
   -- exec reads the header itself, so a timeout names the header's line
   local res = h.cozy('exec', slug, path, { env = env })
