@@ -28,6 +28,9 @@ enum {
     EXIT_DENIED = 14,       /* a write the runner needs (the ledger) was denied by admission
                                or policy (a webhook, a ValidatingAdmissionPolicy), while
                                RBAC allows it: the server's message says which */
+    EXIT_NOT_DISPOSABLE = 15, /* `spec`: the cluster in KUBECONFIG does not say it is
+                                 disposable (a testenv, a kind cluster, or one marked
+                                 by --i-own-this-cluster): no spec ran */
     /* A stop signal (TERM, INT, HUP) exits 128 + the signal (stop.h). */
 };
 #endif

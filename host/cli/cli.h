@@ -140,12 +140,13 @@ int cmd_lua(struct cli *c, int argc, char **argv, int first);
 int cmd_exec(struct cli *c, int argc, char **argv, int first);
 int cmd_config(struct cli *c, int argc, char **argv, int first);
 int cmd_spec(struct cli *c, int argc, char **argv, int first);
-/* release.c: order, lint, new, import-legacy */
-extern const struct option opts_order[], opts_lint[], opts_new[], opts_import[];
-extern const char help_order[], help_new[], help_import[];
+/* release.c: order, lint, new, stubs, import-legacy */
+extern const struct option opts_order[], opts_lint[], opts_new[], opts_stubs[], opts_import[];
+extern const char help_order[], help_new[], help_stubs[], help_import[];
 int cmd_order(struct cli *c, int argc, char **argv, int first);
 int cmd_lint(struct cli *c, int argc, char **argv, int first);
 int cmd_new(struct cli *c, int argc, char **argv, int first);
+int cmd_stubs(struct cli *c, int argc, char **argv, int first);
 int cmd_import_legacy(struct cli *c, int argc, char **argv, int first);
 /* lint's help: its rules come from the linter's table (lint_rules). */
 void help_lint(void);

@@ -5,7 +5,8 @@
  * batch entry neither shipped nor retired, a slug in two batches or two
  * tiers, a bad header, a revoked or legacy slug the manifest does not know,
  * a `requires` on a slug that is absent, ordered later, itself, revoked or
- * in the other tier, a legacy script the legacy-map does not number or an
+ * in the other tier (a bad header only fails its own migration under
+ * tree_load_partial), a legacy script the legacy-map does not number or an
  * 00000-legacy batch that is not the map in its order, a missing
  * `revoked`, and any entry of a script directory that is not a readable
  * script (a subdirectory, a dotfile, a dangling or looping symlink, an
@@ -56,8 +57,10 @@ int sha256_file(const char *path, char out[65])
     return rc;
 }
 
-/* A script read once for both its header and its checksum. */
-static int read_script(const char *path, int lua, struct migration *m, char *err, size_t errlen)
+/* A script read once for both its header and its checksum. partial: a
+ * header that does not parse is kept in m->header_err, not a failure. */
+static int read_script(const char *path, int lua, int partial, struct migration *m, char *err,
+                       size_t errlen)
 {
     size_t len;
     char *text = read_file(path, &len);
@@ -66,6 +69,15 @@ static int read_script(const char *path, int lua, struct migration *m, char *err
         return -1;
     }
     int rc = header_parse(path, text, len, lua, &m->h, err, errlen);
+    if (rc != 0 && partial) {
+        if (!(m->header_err = strdup(err))) {
+            snprintf(err, errlen, "out of memory");
+            free(text);
+            return -1;
+        }
+        *err = '\0';
+        rc = 0;
+    }
     if (rc == 0 && sha256_text(text, len, m->sha256) != 0) {
         snprintf(err, errlen, "%s: cannot compute its checksum", path);
         rc = -1;
@@ -188,6 +200,7 @@ void tree_free(struct tree *t)
     for (size_t i = 0; i < t->n; i++) {
         free(t->m[i].slug);
         free(t->m[i].path);
+        free(t->m[i].header_err);
         header_free(&t->m[i].h);
     }
     free(t->m);
@@ -336,6 +349,7 @@ struct loading {
     struct tree *t;
     const char *tier;
     int shell;
+    int partial;
     char *err;
     size_t errlen;
 };
@@ -378,18 +392,21 @@ static int load_entry(void *ud, const struct tree_entry *e)
         return -1;
     }
     t->n++;
-    return read_script(e->path, !ld->shell, m, ld->err, ld->errlen);
+    int rc = read_script(e->path, !ld->shell, ld->partial, m, ld->err, ld->errlen);
+    if (rc == 0 && m->header_err)
+        t->nbad++;
+    return rc;
 }
 
 /* Adds every script of one directory. */
-static int scan(struct tree *t, const char *rel, const char *tier, int shell, char *err,
-                size_t errlen)
+static int scan(struct tree *t, const char *rel, const char *tier, int shell, int partial,
+                char *err, size_t errlen)
 {
-    struct loading ld = {t, tier, shell, err, errlen};
+    struct loading ld = {t, tier, shell, partial, err, errlen};
     return tree_scan_dir(t->root, rel, shell, load_entry, &ld, err, errlen);
 }
 
-int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen)
+static int load_scripts(const char *root, struct tree *t, int partial, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
     *err = '\0';
@@ -397,9 +414,9 @@ int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (scan(t, "migrations/pre-apply", "pre-apply", 0, err, errlen) != 0 ||
-        scan(t, "migrations/background", "background", 0, err, errlen) != 0 ||
-        scan(t, "legacy-sh", "pre-apply", 1, err, errlen) != 0) {
+    if (scan(t, "migrations/pre-apply", "pre-apply", 0, partial, err, errlen) != 0 ||
+        scan(t, "migrations/background", "background", 0, partial, err, errlen) != 0 ||
+        scan(t, "legacy-sh", "pre-apply", 1, partial, err, errlen) != 0) {
         tree_free(t);
         return -1;
     }
@@ -677,15 +694,23 @@ static int manifest_copy(struct manifest *dst, const struct manifest *m)
     return 0;
 }
 
-int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
+int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen)
 {
-    return tree_load_with(root, NULL, t, err, errlen);
+    return load_scripts(root, t, 0, err, errlen);
 }
 
-int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
-                   size_t errlen)
+const struct migration *tree_first_bad(const struct tree *t)
 {
-    if (tree_load_scripts(root, t, err, errlen) != 0)
+    for (size_t i = 0; i < t->n; i++)
+        if (t->m[i].header_err)
+            return &t->m[i];
+    return NULL;
+}
+
+static int load(const char *root, const struct manifest *m, struct tree *t, int partial,
+                char *err, size_t errlen)
+{
+    if (load_scripts(root, t, partial, err, errlen) != 0)
         return -1;
     char path[4096];
     int rc = m ? manifest_copy(&t->man, m) : manifest_load(tree_order_d(root, path, sizeof path),
@@ -706,4 +731,20 @@ int tree_load_with(const char *root, const struct manifest *m, struct tree *t, c
     if (rc != 0)
         tree_free(t);
     return rc;
+}
+
+int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
+{
+    return load(root, NULL, t, 0, err, errlen);
+}
+
+int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
+                   size_t errlen)
+{
+    return load(root, m, t, 1, err, errlen);
+}
+
+int tree_load_partial(const char *root, struct tree *t, char *err, size_t errlen)
+{
+    return load(root, NULL, t, 1, err, errlen);
 }

@@ -31,6 +31,7 @@ struct http_client {
     long requests;
     struct curl_slist *connect_to;
     char *proxy;            /* proxy-url as libcurl takes it */
+    char proxy_shown[300];  /* ... as an error names it: the URL without its user part */
     char tls_hint[900];     /* which kubeconfig fields a TLS failure points to */
     void (*say)(const char *line);
     const char *const *next_headers; /* http_set_next: for the next request only */
@@ -316,6 +317,13 @@ struct http_client *http_client_new(const struct kube_config *cfg, void (*say)(c
         snprintf(c->proxy, n, "%s%s", socks ? "socks5h://" : "", socks ? cfg->proxy_url + 9
                                                                         : cfg->proxy_url);
         bad |= curl_easy_setopt(h, CURLOPT_PROXY, c->proxy) != CURLE_OK;
+        /* A proxy URL may carry a password: an error shows it without. */
+        const char *sep = strstr(cfg->proxy_url, "://"), *at = strrchr(cfg->proxy_url, '@');
+        if (sep && at && at > sep)
+            snprintf(c->proxy_shown, sizeof c->proxy_shown, "%.*s://***@%.200s",
+                     (int)(sep - cfg->proxy_url), cfg->proxy_url, at + 1);
+        else
+            snprintf(c->proxy_shown, sizeof c->proxy_shown, "%.280s", cfg->proxy_url);
         bad |= curl_easy_setopt(h, CURLOPT_NOPROXY, "") != CURLE_OK;
     }
     if (bad) {
@@ -513,6 +521,14 @@ static int xfer_finish(struct http_client *c, struct http_xfer *x, CURLcode rc)
                                                             "signed by the CA, or not for this name)"
                                                           : "",
                      c->tls_hint);
+        else if (c->proxy && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_PROXY ||
+                              rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR ||
+                              rc == CURLE_GOT_NOTHING))
+            /* Every request goes through the proxy: its failure is the
+             * proxy's until shown otherwise, and kubectl's words do not
+             * say so. */
+            snprintf(r->error, sizeof r->error, "proxy-url %s (the kubeconfig's proxy to "
+                     "%.200s) failed: %s", c->proxy_shown, c->server, curl_easy_strerror(rc));
         else
             snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
         curl_off_t upn = 0;

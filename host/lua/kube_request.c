@@ -293,8 +293,11 @@ static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client 
     struct door d = door_of(hc, c);
     struct door_prior prior = {.before = q->before};
     snprintf(prior.rv_before, sizeof prior.rv_before, "%s", q->rv_before);
+    size_t changed = c->journal.log->changed;
     door_after(&d, method, verb, path0, rc == 0, rc == 0 ? q->res.status : q->res.err.code,
                rc == 0 ? q->res.json : NULL, &prior);
+    if (c->journal.log->changed > changed)
+        kube_count_change(L);
     if (rc == 0 && ov && kube_preview_after(L, c, ov, q, method, path0, qidx) != 0)
         return lua_error(L);
     if (rc != 0) {

@@ -803,6 +803,10 @@ const struct lint_rule lint_rules[] = {
      "`shellcheck -x` on shell migrations and `legacy-sh/lib/`; what the legacy digest list "
      "covers is frozen, so only its errors count (`-S error`, as bash runs it), never style it "
      "can never fix"},
+    {"api", NULL, lint_rule_api,
+     "every field a Lua migration uses of a module it binds with `local x = require('kube')` "
+     "(or helm, fleet, flux, log, json, yaml) is one that module has: read from the modules as "
+     "the sandbox loads them, the list the editor stubs come from (`kube.pach` is a finding)"},
     {"luacheck", NULL, rule_luacheck,
      "`luacheck` with the sandbox's globals, made from its allow-list (no `io`, `debug`, "
      "`package`; `os` only `time`, `clock`, `date`, `difftime`)"},

@@ -91,4 +91,7 @@ void lint_read_frozen(struct lint *l);
 int lint_is_frozen(const struct lint *l, const char *rel);
 int lint_rule_frozen(struct lint *l);
 void lint_frozen_free(struct lint *l);
+/* lint_api.c: the fields a Lua migration uses of the modules it requires
+ * exist (an exit code). */
+int lint_rule_api(struct lint *l);
 #endif

@@ -473,7 +473,10 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
         format_duration(spec->timeout_s, d, sizeof d);
         res->outcome = CHILD_TIMEOUT;
         res->reason = "Timeout";
-        set_msg(res, "timed out after %s", d);
+        if (spec->timeout_why)
+            set_msg(res, "timed out after %s (%s)", d, spec->timeout_why);
+        else
+            set_msg(res, "timed out after %s", d);
         return 0;
     }
     if (failed_rec && strcmp(reason, "SpawnError") == 0) {

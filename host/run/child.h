@@ -32,6 +32,8 @@ struct child_spec {
     char *const *env;            /* shell: extra NAME=VALUE entries, NULL-terminated, may be NULL */
     int env_only;                /* shell: env is the whole environment (nothing inherited) */
     double timeout_s;            /* wall clock; TERM to the process group at the deadline; 0 = none */
+    const char *timeout_why;     /* where timeout_s comes from, for the timeout's message
+                                  * ("timeout=1s, FILE:2"); NULL = unsaid */
     double grace_s;              /* TERM -> KILL delay (0 -> DEFAULT_GRACE_S) */
     size_t lua_mem_limit;        /* bytes, Lua only (0 -> DEFAULT_MEMORY_MB) */
     const struct kube_options *kube; /* the kube module's options, or the gateway's (NULL ->

@@ -177,6 +177,7 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
         cJSON_AddStringToObject(v->ran, s->slug, "ok");
         return 0;
     }
+    char whence[4400];
     struct child_spec spec = {
         .slug = s->slug,
         .path = m->path,
@@ -185,6 +186,7 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
         .env = m->is_shell ? sl.se.v : NULL,
         .env_only = 1,
         .timeout_s = runner_timeout(o, m),
+        .timeout_why = header_timeout_why(&m->h, m->path, o->timeout, whence, sizeof whence),
         .grace_s = o->grace,
         .lua_mem_limit = o->memory,
         .kube = &v->k,

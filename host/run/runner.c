@@ -403,6 +403,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     sl.gw.listen_fd = -1;
     if (m->is_shell && (rc = shell_launch_prep(c, s, o->k.dry_run, &sl)) != 0)
         return rc;
+    char why[4400];
     struct child_spec spec = {
         .slug = s->slug,
         .path = m->path,
@@ -411,6 +412,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         .env = m->is_shell ? sl.se.v : NULL,
         .env_only = 1,
         .timeout_s = runner_timeout(o, m),
+        .timeout_why = header_timeout_why(&m->h, m->path, o->timeout, why, sizeof why),
         .grace_s = o->grace,
         .lua_mem_limit = o->memory,
         .kube = &o->k,
@@ -707,6 +709,30 @@ void ctx_free(struct ctx *c)
     rest_free(c->rest);
 }
 
+/* A header that does not parse fails only what would run that script:
+ * the whole tier (run, plan, preview: DESIGN "What run does", step 2), or
+ * --only of that very slug. --only of another slug, skip (it runs
+ * nothing) and status (it reads) go on, saying which headers are broken.
+ * 0, or -1 after the fatal line. */
+static int headers_gate(struct ctx *c, const struct runner_opts *o, int need_tree)
+{
+    const struct migration *bad = tree_first_bad(&c->t);
+    if (need_tree == TREE_NEEDED && !o->only) {
+        log_fatal("%s", bad->header_err);
+        return -1;
+    }
+    const struct migration *own = o->only ? tree_find(&c->t, o->only) : NULL;
+    if (need_tree == TREE_NEEDED && own && own->header_err) {
+        log_fatal("%s", own->header_err);
+        return -1;
+    }
+    for (size_t i = 0; i < c->t.n; i++)
+        if (c->t.m[i].header_err)
+            log_warn("%s (it fails only its own runs; `run` of the whole tier refuses it)",
+                     c->t.m[i].header_err);
+    return 0;
+}
+
 int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
 {
     memset(c, 0, sizeof *c);
@@ -733,6 +759,8 @@ int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *hav
     }
     if (!loaded && access(man_dir, F_OK) == 0)
         log_warn("%s (showing the ledger alone)", err);
+    if (loaded && c->t.nbad && headers_gate(c, o, need_tree) != 0)
+        return EXIT_PACKAGING;
     if (!(c->rest = connect_cluster(o)))
         return EXIT_CLUSTER;
     c->loc = (struct ledger_loc){.rest = c->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
@@ -1004,7 +1032,7 @@ int runner_skip(const struct runner_opts *o)
     struct plan p;
     memset(&p, 0, sizeof p);
     char err[ERRLINE_MAX];
-    int rc = open_ctx(&c, o, 1, NULL);
+    int rc = open_ctx(&c, o, TREE_NEEDED_ANY_HEADER, NULL);
     if (rc != 0)
         goto out;
     c.po.skip_only = 1;

@@ -52,9 +52,17 @@ struct ctx {
 
 /* ---- runner.c ---- */
 
+/* How much of the tree a command needs (open_ctx). */
+enum {
+    TREE_OPTIONAL = 0,          /* status: a tree that does not load is reported and left
+                                 * empty; a bad header is reported */
+    TREE_NEEDED = 1,            /* run, plan, preview: a bad header is fatal, or with --only
+                                 * fatal only when it is that slug's */
+    TREE_NEEDED_ANY_HEADER = 2, /* skip: runs no script, so a bad header is reported */
+};
 /* The tree first (a bad one exits before any cluster contact), then the
  * connection. Returns 0 or an exit code, with c ready to free either way.
- * need_tree 0: a tree that does not load is reported and left empty. */
+ * need_tree: TREE_OPTIONAL, TREE_NEEDED or TREE_NEEDED_ANY_HEADER. */
 int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree);
 void ctx_free(struct ctx *c);
 /* Reads the ledger and plans; a refusal is reported. 0 or an exit code. */
