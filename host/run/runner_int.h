@@ -58,6 +58,14 @@ struct report_opts report_opts(const struct runner_opts *o);
  * DEFAULT_TIMEOUT_S. */
 double runner_timeout(const struct runner_opts *o, const struct migration *m);
 
+/* ---- indexcheck.c ---- */
+
+/* The index the chart gave the hook (runner_opts.index_json) against the
+ * tree and image: 0 (none given, or they agree), or EXIT_RELEASED after a
+ * line per difference and an Event (EXIT_PACKAGING when it cannot be read
+ * whole). */
+int index_check_release(struct ctx *c);
+
 /* ---- recording.c ---- */
 
 int read_ledger(struct ctx *c);
