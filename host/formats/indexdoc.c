@@ -490,15 +490,15 @@ int index_from_configmap(const char *name, const cJSON *cm, const char *raw, siz
                     "keys %s, %s and the retry policy alone)", INDEX_KEY, INDEX_KEY_IMAGE);
     if (!cJSON_IsObject(data))
         return fail(err, errlen, name, "the ConfigMap has no data");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(data, INDEX_KEY);
+    if (!text)
+        return fail(err, errlen, name, "the ConfigMap has no key %s (the chart renders it from "
+                    "files/cozy-migrate-index.json)", INDEX_KEY);
     if (keys_known(name, "the ConfigMap's data", data, keys, err, errlen) != 0)
         return -1;
     for (const cJSON *k = data->child; k; k = k->next)
         if (!cJSON_IsString(k))
             return fail(err, errlen, name, "key %s is not a string", k->string);
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(data, INDEX_KEY);
-    if (!text)
-        return fail(err, errlen, name, "the ConfigMap has no key %s (the chart renders it from "
-                    "files/cozy-migrate-index.json)", INDEX_KEY);
     struct nul_seen nul = {{0}, 0, 0};
     if (raw)
         configmap_nul_values(raw, rawlen, nul_value, &nul);

@@ -900,7 +900,9 @@ static cJSON *make_job(struct ctx *c, const struct dispatch_opts *d, const struc
         owner = NULL;
     }
     cJSON *tmeta = object_at(tmpl, "metadata");
-    const char *job_sa = str_at(pod, "serviceAccountName", NULL);
+    char job_sa[256];
+    const char *given_sa = str_at(pod, "serviceAccountName", NULL);
+    snprintf(job_sa, sizeof job_sa, "%s", given_sa ? given_sa : sa);
     int failed = !meta || !ann || !owner || !tmeta || set_str(job, "apiVersion", "batch/v1") ||
                  set_str(job, "kind", "Job") || set_str(meta, "name", name) ||
                  set_str(meta, "namespace", c->ns) ||
@@ -918,7 +920,7 @@ static cJSON *make_job(struct ctx *c, const struct dispatch_opts *d, const struc
                          ceil(base + v->pick->timeout_s + DEFAULT_GRACE_S)) ||
                  (!cJSON_IsNumber(ttl) && set_num(spec, "ttlSecondsAfterFinished", DEFAULT_JOB_TTL_S)) ||
                  set_str(pod, "restartPolicy", "Never") ||
-                 set_str(pod, "serviceAccountName", job_sa ? job_sa : sa) ||
+                 set_str(pod, "serviceAccountName", job_sa) ||
                  set_str(ctr, "name", CONTAINER) || set_str(ctr, "image", c->o->image) ||
                  set_env(ctr, "ONLY", v->pick->slug) || set_env(ctr, "MIGRATIONS_IMAGE", c->o->image) ||
                  restricted(pod, ctr);
@@ -1138,10 +1140,11 @@ static int create_job(struct ctx *c, const struct dispatch_opts *d, const struct
             log_fatal("dispatch: creating Job %s/%s for %s: %s", c->ns, name, v->pick->slug, m);
             long code = r.err.code;
             rest_result_free(&r);
-            /* 422 Invalid, or 403 of an admission policy while RBAC allows it */
-            return code == 422 || (code == 403 && strstr(m, "ValidatingAdmissionPolicy"))
-                       ? EXIT_DENIED
-                       : EXIT_CLUSTER;
+            /* 422: the release's template makes no valid Job; 403 of an
+             * admission policy while RBAC allows it: denied */
+            return code == 422 ? EXIT_PACKAGING
+                   : code == 403 && strstr(m, "ValidatingAdmissionPolicy") ? EXIT_DENIED
+                                                                          : EXIT_CLUSTER;
         }
         const char *uid = str_at(r.json, "metadata", "uid");
         out_line("dispatch: %s Job %s for background migration %s (attempt %ld of %d): %s", would,
