@@ -2,7 +2,7 @@
  * option table (each option at most once, a flag never taken as another's
  * value), the one handler of every option with its validation, each default
  * from defaults.h, the environment the hook sets (NAMESPACE, ONLY, DRY_RUN,
- * SKIP, SKIP_REASON, PASS_ENV, MIGRATIONS_IMAGE), and --help with those
+ * SKIP, SKIP_REASON, PASS_ENV, MIGRATIONS_IMAGE, MIGRATIONS_INDEX), and --help with those
  * defaults filled in, so no help text repeats one as a literal. */
 #include "cli/cli.h"
 
