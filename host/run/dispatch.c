@@ -137,20 +137,30 @@ static int read_index(struct ctx *c)
     return rc;
 }
 
-struct mismatch {
-    char text[1400];            /* the Event's message: the differences, cut */
-    size_t at;
+/* The differences an index comparison names: one alone goes into the
+ * fatal line (an image that differs is one line), several are a line each
+ * before it; the Event gets them all, cut. */
+struct said {
+    char text[1400];
+    size_t at, n;
+    char first[900];
 };
 
-static void mismatch_line(void *ud, const char *line)
+static void say(void *ud, const char *line)
 {
-    struct mismatch *m = ud;
-    log_error("%s: %s", INDEX_NAME, line);
-    if (m->at + 4 < sizeof m->text)
-        m->at += (size_t)snprintf(m->text + m->at, sizeof m->text - m->at, "%s%s",
-                                  m->at ? "; " : "", line);
-    if (m->at >= sizeof m->text)
-        m->at = sizeof m->text - 1;
+    struct said *s = ud;
+    if (s->n == 0)
+        snprintf(s->first, sizeof s->first, "%s", line);
+    else if (s->n == 1)
+        log_error("%s: %s", INDEX_NAME, s->first);
+    if (s->n >= 1)
+        log_error("%s: %s", INDEX_NAME, line);
+    s->n++;
+    if (s->at + 4 < sizeof s->text)
+        s->at += (size_t)snprintf(s->text + s->at, sizeof s->text - s->at, "%s%s",
+                                  s->at ? "; " : "", line);
+    if (s->at >= sizeof s->text)
+        s->at = sizeof s->text - 1;
 }
 
 /* The live index against the tree and image this dispatcher runs: every
@@ -174,16 +184,16 @@ static int check_index(struct ctx *c)
         log_fatal("out of memory");
         return EXIT_FAILED;
     }
-    struct mismatch m = {"", 0};
-    size_t n = index_compare(&c->ix, &want, o->dir, mismatch_line, &m);
+    struct said m = {"", 0, 0, ""};
+    size_t n = index_compare(&c->ix, &want, o->dir, say, &m);
     index_free(&want);
     if (!n)
         return 0;
     log_fatal("dispatch: nothing dispatched: the index %s/%s differs from the tree and image this "
-              "dispatcher runs (%s, %s) in %zu place%s: a Job is built only from what the release "
-              "shipped (regenerate the chart's index with 'cozy-migrate index', or run the "
-              "dispatcher of the release that made it)", c->ns, INDEX_NAME, o->dir, o->image, n,
-              n == 1 ? "" : "s");
+              "dispatcher runs (%s, %s) in %zu place%s%s%s: a Job is built only from what the "
+              "release shipped (regenerate the chart's index with 'cozy-migrate index', or run "
+              "the dispatcher of the release that made it)", c->ns, INDEX_NAME, o->dir, o->image,
+              n, n == 1 ? "" : "s", n == 1 ? ": " : "", n == 1 ? m.first : "");
     if (!o->k.dry_run) {
         struct event_about about = {"v1", "ConfigMap", c->ns, INDEX_NAME, c->index_uid};
         char name[160], msg[1600];

@@ -20,15 +20,25 @@
 #include "formats/indexdoc.h"
 #include "kube/event.h"
 
+/* The differences an index comparison names: one alone goes into the
+ * fatal line (an image that differs is one line), several are a line each
+ * before it; the Event gets them all, cut. */
 struct said {
     char text[1400];
-    size_t at;
+    size_t at, n;
+    char first[900];
 };
 
 static void say(void *ud, const char *line)
 {
     struct said *s = ud;
-    log_error("%s: %s", INDEX_ENV, line);
+    if (s->n == 0)
+        snprintf(s->first, sizeof s->first, "%s", line);
+    else if (s->n == 1)
+        log_error("%s: %s", INDEX_ENV, s->first);
+    if (s->n >= 1)
+        log_error("%s: %s", INDEX_ENV, line);
+    s->n++;
     if (s->at + 4 < sizeof s->text)
         s->at += (size_t)snprintf(s->text + s->at, sizeof s->text - s->at, "%s%s",
                                   s->at ? "; " : "", line);
@@ -53,17 +63,17 @@ int index_check_release(struct ctx *c)
         log_fatal("out of memory");
         return EXIT_FAILED;
     }
-    struct said s = {"", 0};
+    struct said s = {"", 0, 0, ""};
     size_t n = index_compare(&got, &want, o->dir, say, &s);
     index_free(&got);
     index_free(&want);
     if (!n)
         return 0;
     log_fatal("the index the chart rendered (%s) differs from the tree and image this runner runs "
-              "(%s, %s) in %zu place%s: the render gate decided on it, so nothing ran (exit 9). "
-              "Ship the chart with this image's index (cozy-migrate index --image REF > "
+              "(%s, %s) in %zu place%s%s%s: the render gate decided on it, so nothing ran (exit "
+              "9). Ship the chart with this image's index (cozy-migrate index --image REF > "
               "files/cozy-migrate-index.json)", INDEX_ENV, o->dir, o->image ? o->image : "no image",
-              n, n == 1 ? "" : "s");
+              n, n == 1 ? "" : "s", n == 1 ? ": " : "", n == 1 ? s.first : "");
     if (!o->k.dry_run) {
         /* the ledger may not exist yet (a fresh install): the Event names
          * it all the same, and `kubectl get events` shows it */
