@@ -21,7 +21,8 @@ enum opt_id {
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
     OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV, OPT_FORCE,
     OPT_REASON, OPT_FAILED, OPT_IMAGE, OPT_REQUIRE_DIGEST, OPT_CHECK, OPT_SERVICE_ACCOUNT,
-    OPT_CONCURRENCY, OPT_AS_INSTALLED_AT, OPT_CREATE_NAMESPACE,
+    OPT_CONCURRENCY, OPT_AS_INSTALLED_AT, OPT_CREATE_NAMESPACE, OPT_RETRY_BACKOFF,
+    OPT_RETRY_BACKOFF_MAX,
 };
 
 /* The options every command that talks to the cluster takes (their help is
@@ -82,6 +83,7 @@ struct cli {
     /* index */
     const char *image, *check;
     int require_digest;
+    double retry_backoff, retry_backoff_max;    /* 0: the default */
     /* dispatch */
     const char *service_account;
     /* --local: the working tree's manifest (order_local), the runner's to read */

@@ -2,7 +2,7 @@
  * option table (each option at most once, a flag never taken as another's
  * value), the one handler of every option with its validation, each default
  * from defaults.h, the environment the hook sets (NAMESPACE, ONLY, DRY_RUN,
- * SKIP, SKIP_REASON, PASS_ENV, MIGRATIONS_IMAGE), and --help with those
+ * SKIP, SKIP_REASON, PASS_ENV, MIGRATIONS_IMAGE, MIGRATIONS_INDEX), and --help with those
  * defaults filled in, so no help text repeats one as a literal. */
 #include "cli/cli.h"
 
@@ -111,6 +111,7 @@ void cli_init(struct cli *c, const struct command *cmd, char **env)
     c->r.max_attempts = DEFAULT_MAX_ATTEMPTS;
     c->r.memory = (size_t)DEFAULT_MEMORY_MB << 20;
     c->r.image = getenv("MIGRATIONS_IMAGE");
+    c->r.index_json = getenv("MIGRATIONS_INDEX");
     c->r.pass_env = getenv("PASS_ENV");
     const char *only = getenv("ONLY");
     c->r.only = only && *only ? only : NULL;
@@ -324,6 +325,16 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
     case OPT_IMAGE: c->image = arg; return 0;
     case OPT_REQUIRE_DIGEST: c->require_digest = 1; return 0;
     case OPT_CHECK: c->check = arg; return 0;
+    case OPT_RETRY_BACKOFF:
+    case OPT_RETRY_BACKOFF_MAX: {
+        double *at = id == OPT_RETRY_BACKOFF ? &c->retry_backoff : &c->retry_backoff_max;
+        if (parse_duration(arg, at) != 0 || *at <= 0) {
+            log_usage(c->cmd, "--%s: '%s' is not a duration like 10m",
+                      id == OPT_RETRY_BACKOFF ? "retry-backoff" : "retry-backoff-max", arg);
+            return -1;
+        }
+        return 0;
+    }
     case OPT_SERVICE_ACCOUNT:
         if (!k8s_name_valid(arg)) {
             log_usage(c->cmd, "--service-account: '%s' is not a ServiceAccount name",

@@ -67,12 +67,14 @@ const char help_run[] =
     "\n"
     "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN (1 or true;\n"
     "0, false or empty), PASS_ENV, SKIP=slug[,slug] with SKIP_REASON (record them\n"
-    "skipped by the operator first). Each flag at most once.\n"
+    "skipped by the operator first), MIGRATIONS_INDEX (the hook: the index the\n"
+    "chart was rendered from, compared whole with this tree and image before\n"
+    "anything runs). Each flag at most once.\n"
     "Exit codes: 0 ok, 1 a migration failed or was blocked, 2 usage, 3 invalid\n"
     "packaging, 4 retention floor, 5 lock not acquired, 6 cluster unreachable or\n"
-    "forbidden, 7 untrustworthy ledger (nothing ran), 11 refused by what the\n"
-    "ledger records (SKIP of a slug recorded ok; --only of a legacy slug without\n"
-    "--force).\n";
+    "forbidden, 7 untrustworthy ledger (nothing ran), 9 MIGRATIONS_INDEX differs\n"
+    "from this tree or image (nothing ran), 11 refused by what the ledger records\n"
+    "(SKIP of a slug recorded ok; --only of a legacy slug without --force).\n";
 
 const char help_plan[] =
     "Usage: cozy-migrate plan [options]\n"

@@ -995,7 +995,7 @@ int runner_run(const struct runner_opts *o)
     memset(&p, 0, sizeof p);
     char err[ERRLINE_MAX];
     int rc = open_ctx(&c, o, 1, NULL);
-    if (rc != 0)
+    if (rc != 0 || (rc = index_check_release(&c)) != 0)
         goto out;
     /* A request the image cannot serve is refused before waiting for the
      * lock another runner may hold. */

@@ -25,6 +25,8 @@ struct runner_opts {
     double grace;               /* TERM -> KILL */
     int max_attempts;           /* background retry bound */
     const char *image;          /* recorded; MIGRATIONS_IMAGE */
+    const char *index_json;     /* the index the chart gave the hook (MIGRATIONS_INDEX): run
+                                 * compares it with its tree and image first */
     int output_json;            /* status -o json */
     size_t memory;              /* Lua memory cap, bytes */
     const char *pass_env;       /* shell: comma-separated variables passed through

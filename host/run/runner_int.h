@@ -102,6 +102,14 @@ struct shell_launch {
 int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct shell_launch *sl);
 void shell_launch_free(struct shell_launch *sl);
 
+/* ---- indexcheck.c ---- */
+
+/* The index the chart gave the hook (runner_opts.index_json) against the
+ * tree and image: 0 (none given, or they agree), or EXIT_RELEASED after a
+ * line per difference and an Event (EXIT_PACKAGING when it cannot be read
+ * whole). */
+int index_check_release(struct ctx *c);
+
 /* ---- recording.c ---- */
 
 int read_ledger(struct ctx *c);
