@@ -37,7 +37,7 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 FROM ${DEBIAN_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
       gcc make pkg-config git ca-certificates \
-      liblua5.4-dev libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev \
+      liblua5.4-dev libcurl4-openssl-dev libcjson-dev libyaml-dev libssl-dev libmicrohttpd-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # The binary first, from the C sources alone, so a change to the migrations
@@ -62,7 +62,7 @@ FROM ${RUNTIME_IMAGE}
 # has no `set -o pipefail`; jq, coreutils (base64, timeout), sed and awk are
 # what the legacy scripts call.
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      liblua5.4-0 libcurl4 libcjson1 libyaml-0-2 libssl3 ca-certificates \
+      liblua5.4-0 libcurl4 libcjson1 libyaml-0-2 libssl3 libmicrohttpd12 ca-certificates \
       bash jq coreutils sed mawk \
     && rm -rf /var/lib/apt/lists/* \
     && ln -sf bash /bin/sh \

@@ -3,7 +3,7 @@
 # runs them again under AddressSanitizer + UndefinedBehaviorSanitizer.
 
 CC      ?= gcc
-PKGS    := lua5.4 libcurl libcjson yaml-0.1 libcrypto
+PKGS    := lua5.4 libcurl libcjson yaml-0.1 libcrypto libmicrohttpd
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wformat=2 \
            -Wno-unused-parameter -pthread -Ihost
@@ -65,8 +65,10 @@ lint: all
 	build/cozy-migrate lint --dir . --history
 
 # The image's filesystem (Dockerfile), laid out under DESTDIR: the binary in
-# $(PREFIX)/share/cozy-migrate/bin (it finds stdlib/ and the tree next to
-# itself) with $(PREFIX)/bin/cozy-migrate linking to it. MIGRATIONS_TREE is
+# $(PREFIX)/share/cozy-migrate/bin (it finds stdlib/, the spec harness in
+# spec/support/ and the tree next to itself) with $(PREFIX)/bin/cozy-migrate
+# linking to it. The harness is what a platform repository's specs require
+# (`cozy-migrate spec`; busted itself is the system's, Debian lua-busted). MIGRATIONS_TREE is
 # the checkout whose migrations/ and legacy-sh/ ship (a platform repository,
 # or this one); its order.d/ is generated from its git history (ORDER_FLAGS
 # --check-prefix for a release), or taken as prepared when it has none.
@@ -85,6 +87,10 @@ SHARE            = $(DESTDIR)$(PREFIX)/share/cozy-migrate
 # chart holds it in deploy/helm/files; a platform tree names its own, or
 # none (empty: nothing to check).
 INDEX_FILE      ?= $(if $(filter .,$(MIGRATIONS_TREE)),deploy/helm/files/cozy-migrate-index.json,)
+# The spec harness a platform's specs use (README "The spec harness"); the
+# rest of spec/support/ is this repository's own test tooling.
+HARNESS          = spec/support/helpers.lua spec/support/cluster.lua spec/support/migration.lua \
+                   spec/support/disposable.lua spec/support/output.lua
 
 manifest: build/cozy-migrate
 	@if git -C "$(MIGRATIONS_TREE)" rev-parse --git-dir >/dev/null 2>&1; then \
@@ -103,8 +109,10 @@ install: build/cozy-migrate
 	install -d "$(SHARE)/bin" "$(DESTDIR)$(PREFIX)/bin"
 	install -m 0755 build/cozy-migrate "$(SHARE)/bin/cozy-migrate"
 	ln -sfn ../share/cozy-migrate/bin/cozy-migrate "$(DESTDIR)$(PREFIX)/bin/cozy-migrate"
-	rm -rf "$(SHARE)/stdlib" "$(SHARE)/migrations" "$(SHARE)/legacy-sh"
+	rm -rf "$(SHARE)/stdlib" "$(SHARE)/spec" "$(SHARE)/migrations" "$(SHARE)/legacy-sh"
 	cp -R stdlib "$(SHARE)/stdlib"
+	install -d "$(SHARE)/spec/support"
+	install -m 0644 $(HARNESS) "$(SHARE)/spec/support/"
 	cp -R "$(MIGRATIONS_TREE)/migrations" "$(SHARE)/migrations"
 	cp -R "$(MIGRATIONS_TREE)/legacy-sh" "$(SHARE)/legacy-sh"
 	@$(MAKE) --no-print-directory manifest ORDER_OUT="$(SHARE)/migrations/order.d"

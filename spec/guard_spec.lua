@@ -258,3 +258,32 @@ describe('the ledger guard', function()
       '/api/v1/namespaces/default/services/https:kubernetes:443/proxy/api/v1/namespaces/cozy-system/configmaps')
   end)
 end)
+
+-- kubectl's typed clients send a create as Kubernetes protobuf (`kubectl
+-- create configmap`): the guard reads the name out of it (host/kube/
+-- k8sproto.c), with protobuf's own rule for a repeated message (it merges:
+-- the last name wins), and refuses a body it cannot read whole.
+describe('the ledger guard, given a protobuf create', function()
+  local PB = 'application/vnd.kubernetes.protobuf'
+  local function ld(tag, s) assert(#s < 128) return string.char(tag, #s) .. s end
+  local function meta(name) return ld(0x0a, ld(0x0a, name)) end
+  local function envelope(object)
+    return 'k8s\0' .. ld(0x0a, ld(0x0a, 'v1') .. ld(0x12, 'ConfigMap')) .. ld(0x12, object)
+  end
+
+  it('refuses one naming the ledger', function()
+    assert.are.equal('LedgerProtected', (migrate.guard('POST', CM, envelope(meta('cozystack-version')), PB)))
+  end)
+  it('allows one naming anything else', function()
+    assert.are.equal('allow', (migrate.guard('POST', CM, envelope(meta('ran-legacy-1')), PB)))
+  end)
+  it('reads the name the server reads when metadata comes twice', function()
+    local body = envelope(meta('harmless') .. meta('cozystack-version'))
+    assert.are.equal('LedgerProtected', (migrate.guard('POST', CM, body, PB)))
+  end)
+  it('refuses a body it cannot read whole', function()
+    local body = envelope(meta('cozystack-version'))
+    assert.are.equal('BadBody', (migrate.guard('POST', CM, body:sub(1, #body - 3), PB)))
+    assert.are.equal('BadBody', (migrate.guard('POST', CM, 'not protobuf', PB)))
+  end)
+end)

@@ -56,6 +56,61 @@ describe('the planner', function()
     end)
   end)
 
+  describe('on a cluster without a ledger, for a local run told how it was installed (--as-installed-at)', function()
+    it('seeds the batches up to that release skipped-fresh-install and runs what follows', function()
+      local p = assert(migrate.plan(dir, nil, { installed_at = 'v1.0.0' }))
+      assert.is_true(p.fresh_install)
+      assert.are.equal('00001-v1.0.0', p.installed_at)
+      assert.are.same({
+        ['old-one'] = 'skipped-fresh-install', ['old-two'] = 'skipped-fresh-install',
+        ['old-gone'] = 'skipped-fresh-install', alpha = 'skipped-fresh-install',
+        beta = 'skipped-fresh-install', gamma = 'skipped-fresh-install',
+      }, seeded(p))
+      assert.are.same({ 'delta' }, runs(p))
+      assert.are.equal('00001-v1.0.0', p.seed.alpha.batch)
+      -- the whole batch name says the same
+      assert.are.same({ 'delta' }, runs(assert(migrate.plan(dir, nil, { installed_at = '00001-v1.0.0' }))))
+    end)
+
+    it('takes latest for the last batch but the untagged one, and none for an empty ledger', function()
+      local p = assert(migrate.plan(dir, nil, { installed_at = 'latest' }))
+      assert.are.equal('00002-v1.1.0', p.installed_at)
+      assert.are.same({}, runs(p))
+      local with_untagged = fixture.tree({
+        batches = { { '00001-v1.0.0', { 'alpha' } }, { '99999-untagged', { 'mine' } } },
+        scripts = { alpha = {}, mine = {} },
+      })
+      p = assert(migrate.plan(with_untagged, nil, { installed_at = 'latest' }))
+      assert.are.same({ alpha = 'skipped-fresh-install' }, seeded(p))
+      assert.are.same({ 'mine' }, runs(p))
+      p = assert(migrate.plan(with_untagged, nil, { installed_at = 'none' }))
+      assert.are.equal('none', p.installed_at)
+      assert.are.same({}, seeded(p))
+      assert.are.same({ 'alpha', 'mine' }, runs(p))
+    end)
+
+    it('refuses a release older than the retention floor, as an upgrade from it would be', function()
+      -- gamma shipped in v1.0.0 and is retired now: a cluster installed at legacy never ran it
+      local p = assert(migrate.plan(dir, nil, { installed_at = 'legacy' }))
+      assert.are.equal(4, p.refuse)
+      assert.matches("no record of 'gamma'", p.refuse_msg)
+    end)
+
+    it('refuses a release the manifest does not have, naming those it has (2)', function()
+      local p = assert(migrate.plan(dir, nil, { installed_at = 'v9.9.9' }))
+      assert.are.equal(2, p.refuse)
+      assert.matches('--as-installed-at v9.9.9: no batch of the manifest is that release; it has: ' ..
+        'legacy, v1.0.0, v1.1.0, latest', p.refuse_msg, 1, true)
+      assert.are.same({}, seeded(p))
+    end)
+
+    it('changes nothing once the ledger exists', function()
+      local p = assert(migrate.plan(dir, fixture.ledger({}, 4), { installed_at = 'v1.1.0' }))
+      assert.is_false(p.fresh_install)
+      assert.is_nil(p.installed_at)
+    end)
+  end)
+
   describe('with a legacy version', function()
     it('seeds every legacy-map entry below the version and refuses a cluster below the floor', function()
       local p = assert(migrate.plan(dir, fixture.ledger({}, 3), {}))

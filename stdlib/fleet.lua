@@ -20,9 +20,10 @@ local function where(obj)
   return tostring(m.name)
 end
 
--- The parts of an error a caller may branch on, whatever was raised.
+-- The parts of an error a caller may branch on, whatever was raised; a
+-- kube error's message names the script's line, the verb and the object.
 local function describe(err)
-  local f = { message = tostring(err) }
+  local f = { message = core.error_text(err) }
   if type(err) == 'table' then
     f.code, f.reason = err.code, err.reason
     f.error = err
@@ -37,7 +38,9 @@ end
 -- opts.best_effort: log the failures as an error instead of raising.
 -- fn(obj) returns true when it changed the object, false or nil when the
 -- object was already as wanted; anything else counts as a failure, so a
--- forgotten return cannot pass for "unchanged".
+-- forgotten return cannot pass for "unchanged". A fn that returned nothing
+-- although one of its writes changed an object is counted as changed all
+-- the same (res.from_writes), and the summary says so.
 -- Raises (unless best_effort) an error value with code 0, reason
 -- 'FleetFailed', a message listing each failed object, and `failed`: a list
 -- of {namespace=, name=, message=, code=, reason=, error=}. An error from the
@@ -45,13 +48,26 @@ end
 -- The result of one fn(obj) call into res: counted, or a failure naming
 -- the object (at its place in the list, so a concurrent sweep reports the
 -- same list a sequential one would).
-local function settle(res, resource, obj, index, ok, ret)
+-- wrote: how many of fn's writes changed an object; a fn that returned
+-- nothing (or false) after such a write changed its object all the same,
+-- and is counted so, from the writes (and said, at the end).
+local function settle(res, resource, obj, index, ok, ret, wrote)
   if ok and ret ~= true and ret ~= false and ret ~= nil then
     ok, ret = false, string.format('fleet.each: fn returned a %s; return true (changed) or false (unchanged)',
       type(ret))
   end
   if ok then
-    if ret then res.changed = res.changed + 1 end
+    if ret then
+      res.changed = res.changed + 1
+    elseif (wrote or 0) > 0 then
+      res.changed = res.changed + 1
+      res.from_writes = (res.from_writes or 0) + 1
+      -- the first five in list order, whatever order they finished in
+      res.quiet = res.quiet or {}
+      res.quiet[#res.quiet + 1] = { index = index, name = where(obj) }
+      table.sort(res.quiet, function(a, b) return a.index < b.index end)
+      res.quiet[6] = nil
+    end
     return
   end
   local f = describe(ret)
@@ -62,11 +78,19 @@ local function settle(res, resource, obj, index, ok, ret)
   log.warn('%s %s: %s', resource, where(obj), f.message)
 end
 
+local function names_of(quiet)
+  local names = {}
+  for i, q in ipairs(quiet) do names[i] = q.name end
+  return names
+end
+
 -- One object at a time: fn's requests go out as it makes them.
 local function sequential(resource, list_opts, fn, res)
   for obj in kube.list(resource, list_opts) do
     res.seen = res.seen + 1
-    settle(res, resource, obj, res.seen, pcall(fn, obj))
+    local before = core.changed_by()
+    local ok, ret = pcall(fn, obj)
+    settle(res, resource, obj, res.seen, ok, ret, core.changed_by() - before)
   end
 end
 
@@ -96,7 +120,7 @@ local function concurrent(resource, list_opts, fn, res, n)
       ok, ret = false, 'fleet.each: fn yielded outside a kube request; coroutines inside fn must be its own'
     end
     running[co], inflight = nil, inflight - 1
-    settle(res, resource, w.obj, w.index, ok, ret)
+    settle(res, resource, w.obj, w.index, ok, ret, core.changed_by(co))
   end
 
   local function wait_one()
@@ -164,7 +188,16 @@ function M.each(resource, opts, fn)
   end
   for _, f in ipairs(res.failures) do f.index = nil end
 
-  log.info('%s: %d seen, %d changed, %d failed', resource, res.seen, res.changed, res.failed)
+  if res.from_writes then
+    log.warn('%s: fn returned nothing (or false) for %d object(s) its writes changed (%s%s): counted as ' ..
+      'changed from the write journal; return true from fn when it changes an object', resource,
+      res.from_writes, table.concat(names_of(res.quiet), ', '), res.from_writes > #res.quiet and ', ...' or '')
+    log.info('%s: %d seen, %d changed (%d counted from the writes), %d failed', resource, res.seen, res.changed,
+      res.from_writes, res.failed)
+  else
+    log.info('%s: %d seen, %d changed, %d failed', resource, res.seen, res.changed, res.failed)
+  end
+  res.quiet = nil
   if res.failed == 0 then return res end
 
   local lines = { string.format('%s: %d of %d objects failed (%d changed):', resource, res.failed,

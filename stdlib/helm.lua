@@ -95,6 +95,132 @@ function M.adopt(resource, name, opts)
   return kube.patch(resource, name, patch, { namespace = ns }), true
 end
 
+-- handover_patch(obj, opts) -> patch | nil, err
+-- What handover would send for obj as it is: the merge patch (without the
+-- resourceVersion handover adds), nil when obj is already handed over, or
+-- nil and an error value when handover refuses it (see handover).
+function M.handover_patch(obj, opts)
+  local meta = type(obj) == 'table' and type(obj.metadata) == 'table' and obj.metadata or {}
+  local ann, labels = meta.annotations or {}, meta.labels or {}
+  local owner, owner_ns = M.owner(obj)
+  local want, patch_labels = {}, nil
+  local function owned_by(release, ns)
+    return owner == release and (ns == nil or owner_ns == ns)
+  end
+  if owner and owned_by(opts.to, opts.to_namespace) then
+    -- already handed over: only keep may be missing
+  elseif owner and owned_by(opts.from, opts.from_namespace) then
+    want[M.RELEASE_NAME] = opts.to
+    want[M.RELEASE_NAMESPACE] = opts.to_namespace
+  elseif not owner and opts.unowned then
+    -- nobody owns it: adopted into `to` as helm.adopt would
+    local ns = opts.to_namespace or meta.namespace
+    if not nonempty(ns) then
+      error('helm.handover: opts.to_namespace is required to take an unowned object outside a namespace', 3)
+    end
+    want[M.RELEASE_NAME] = opts.to
+    want[M.RELEASE_NAMESPACE] = ns
+    if labels[M.MANAGED_BY] ~= 'Helm' then patch_labels = { [M.MANAGED_BY] = 'Helm' } end
+  else
+    local what = string.format('%s%s', meta.namespace and (meta.namespace .. '/') or '', meta.name or '?')
+    local from = opts.from .. (opts.from_namespace and (' (namespace ' .. opts.from_namespace .. ')') or '')
+    if not owner then
+      return nil, core.make_error { code = 0, reason = 'NotOwned', object = what,
+        message = string.format("helm.handover: %s is owned by no release, not by '%s': left as it is " ..
+          '(opts.unowned = true takes it into %s)', what, from, opts.to) }
+    end
+    return nil, core.make_error { code = 0, reason = 'OwnedByAnother', object = what,
+      owner = owner, owner_namespace = owner_ns,
+      message = string.format("helm.handover: %s is owned by release '%s'%s, neither '%s' nor '%s': " ..
+        'left as it is', what, owner, owner_ns and (' (namespace ' .. owner_ns .. ')') or '', from, opts.to) }
+  end
+  if opts.keep then want[M.RESOURCE_POLICY] = 'keep' end
+  local patch_ann
+  for k, v in pairs(want) do
+    if ann[k] ~= v then
+      patch_ann = patch_ann or {}
+      patch_ann[k] = v
+    end
+  end
+  if not patch_ann and not patch_labels then return nil end
+  return { metadata = { annotations = patch_ann, labels = patch_labels } }
+end
+
+-- A patch that took place, as far as the server shows: every value sent is
+-- on now (for a repeat whose first attempt landed and whose answer was lost).
+local function holds(now, patch)
+  local meta = type(now) == 'table' and now.metadata or {}
+  for part, values in pairs(patch.metadata) do
+    if part ~= 'resourceVersion' then
+      for k, v in pairs(values) do
+        if (meta[part] or {})[k] ~= v then return false end
+      end
+    end
+  end
+  return true
+end
+
+-- handover(resource, name_or_object, opts) -> object, changed
+-- Moves an object from Helm release opts.from to release opts.to, the
+-- platform's commonest legacy step ("release A's annotations to release B's,
+-- only if A owns it"):
+--   owned by `from`   release-name becomes `to` (release-namespace too when
+--                     opts.to_namespace is given; otherwise both releases
+--                     live in one namespace and it stays), plus keep
+--   owned by `to`     already handed over: only a missing keep is added
+--   owned by nobody   with opts.unowned, adopted into `to` as helm.adopt
+--                     does (name, namespace, managed-by label); otherwise
+--                     refused, reason NotOwned
+--   owned by another  refused, reason OwnedByAnother (err.owner names it)
+-- A refusal is raised as an error value (code 0, reason, message naming the
+-- object and its owner) before any write: a migration that must go on
+-- branches on err.reason under pcall. opts.from_namespace: `from` owns the
+-- object only when release-namespace is that too. opts.keep: also
+-- helm.sh/resource-policy=keep (an existing keep is never removed).
+-- opts.namespace: the object's namespace when a name is given.
+-- One merge patch of only what differs, carrying the resourceVersion that
+-- was judged, so the server applies it only to the object as read: if the
+-- object changed in between (a Conflict), it is read again and judged again
+-- (up to 5 times). Given the object itself, it sends no request at all
+-- when the object is already handed over. A missing object raises NotFound
+-- (code 404); a refused patch, the apiserver's error.
+function M.handover(resource, name, opts)
+  opts = opts or {}
+  for _, k in ipairs({ 'from', 'to' }) do
+    if not nonempty(opts[k]) then
+      error('helm.handover: opts.' .. k .. ' (a release name) is required', 2)
+    end
+  end
+  if opts.from == opts.to and opts.from_namespace == opts.to_namespace then
+    error('helm.handover: opts.from and opts.to name the same release', 2)
+  end
+  local obj = name
+  if type(name) == 'table' then name = obj.metadata and obj.metadata.name end
+  if not nonempty(name) then error('helm.handover: an object name or an object is required', 2) end
+  local ns = opts.namespace or (type(obj) == 'table' and obj.metadata.namespace) or nil
+  local function read()
+    local o = kube.get(resource, name, { namespace = ns })
+    if o == nil then
+      fail('NotFound', string.format('helm.handover: %s "%s"%s not found', resource, name,
+        ns and (' in namespace ' .. ns) or ''), 404)
+    end
+    return o
+  end
+  if type(obj) ~= 'table' then obj = read() end
+  for attempt = 1, 5 do
+    local patch, err = M.handover_patch(obj, opts)
+    if err then error(err, 0) end
+    if not patch then return obj, false end
+    patch.metadata.resourceVersion = obj.metadata.resourceVersion
+    local ok, res = pcall(kube.patch, resource, name, patch, { namespace = ns })
+    if ok then return res, true end
+    if not kube.is_conflict(res) or attempt == 5 then error(res, 0) end
+    obj = read()
+    -- a repeat refused because its first attempt landed: ours
+    if res.after_retry and holds(obj, patch) then return obj, true end
+  end
+end
+
 -- purge_release(name, namespace) -> number of Secrets deleted
 -- Deletes the Helm storage Secrets of release `name` (labels owner=helm,
 -- name=<release>; one per revision) so that the next install of that name

@@ -14,8 +14,10 @@ enum {
     EXIT_LEDGER = 7,        /* the ledger holds something that cannot be trusted */
     EXIT_HISTORY = 8,       /* release commands: the git history cannot answer (shallow
                                clone, missing release tag, not a repository) */
-    EXIT_RELEASED = 9,      /* release commands: it would change what a release shipped
-                               (manifest not a prefix, slug taken or reused) */
+    EXIT_RELEASED = 9,      /* it would change what a release shipped: the release
+                               commands (manifest not a prefix, slug taken or reused,
+                               index --check), and run (the hook) or dispatch given an
+                               index that differs from the tree and image they run */
     EXIT_TOOL = 10,         /* release commands: a required tool (git, shellcheck,
                                luacheck) is not installed */
     EXIT_REFUSED = 11,      /* what the ledger records forbids the request: `skip` of a
@@ -28,6 +30,9 @@ enum {
     EXIT_DENIED = 14,       /* a write the runner needs (the ledger) was denied by admission
                                or policy (a webhook, a ValidatingAdmissionPolicy), while
                                RBAC allows it: the server's message says which */
+    EXIT_NOT_DISPOSABLE = 15, /* `spec`: the cluster in KUBECONFIG does not say it is
+                                 disposable (a testenv, a kind cluster, or one marked
+                                 by --i-own-this-cluster): no spec ran */
     /* A stop signal (TERM, INT, HUP) exits 128 + the signal (stop.h). */
 };
 #endif

@@ -9,6 +9,31 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The first of <exe>UPS[i] that exists, resolved, in dir; 0, or -1. */
+static int beside_exe(const char *const *ups, char *dir, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            for (int i = 0; ups[i]; i++) {
+                char cand[PATH_MAX + 32];
+                snprintf(cand, sizeof cand, "%s%s", exe, ups[i]);
+                char *real = realpath(cand, NULL);
+                if (real) {
+                    snprintf(dir, len, "%s", real);
+                    free(real);
+                    return 0;
+                }
+            }
+        }
+    }
+    return -1;
+}
+
 const char *paths_stdlib(void)
 {
     static char dir[PATH_MAX];
@@ -17,28 +42,30 @@ const char *paths_stdlib(void)
         snprintf(dir, sizeof dir, "%s", env);
         return dir;
     }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            /* build/cozy-migrate and build/asan/cozy-migrate in a checkout */
-            const char *ups[] = {"/../stdlib", "/../../stdlib", NULL};
-            for (int i = 0; ups[i]; i++) {
-                char cand[PATH_MAX + 32];
-                snprintf(cand, sizeof cand, "%s%s", exe, ups[i]);
-                char *real = realpath(cand, NULL);
-                if (real) {
-                    snprintf(dir, sizeof dir, "%s", real);
-                    free(real);
-                    return dir;
-                }
-            }
-        }
+    /* build/cozy-migrate and build/asan/cozy-migrate in a checkout */
+    static const char *const ups[] = {"/../stdlib", "/../../stdlib", NULL};
+    if (beside_exe(ups, dir, sizeof dir) != 0)
+        snprintf(dir, sizeof dir, "/usr/share/cozy-migrate/stdlib");
+    return dir;
+}
+
+const char *paths_harness(void)
+{
+    static char dir[PATH_MAX];
+    const char *env = getenv("COZY_HARNESS");
+    if (env && *env) {
+        snprintf(dir, sizeof dir, "%s", env);
+        return dir;
     }
-    snprintf(dir, sizeof dir, "/usr/share/cozy-migrate/stdlib");
+    /* Where the harness's own module is, not merely a spec/ directory: a
+     * checkout's build/ and an install's share/cozy-migrate/bin alike. */
+    static const char *const ups[] = {"/../spec/support/migration.lua",
+                                      "/../../spec/support/migration.lua", NULL};
+    if (beside_exe(ups, dir, sizeof dir) == 0) {
+        dir[strlen(dir) - strlen("/support/migration.lua")] = '\0';
+        return dir;
+    }
+    snprintf(dir, sizeof dir, "/usr/share/cozy-migrate/spec");
     return dir;
 }
 

@@ -1,7 +1,8 @@
 /* paths.h: where the engine finds what it ships and where it may write:
  * the stdlib the sandbox loads, the tree (migrations/, legacy-sh/) it runs
- * by default, and the directory for private temporary files. The one place
- * that reads COZY_STDLIB, COZY_MIGRATIONS_DIR and TMPDIR. */
+ * by default, the spec harness `cozy-migrate spec` puts on package.path,
+ * and the directory for private temporary files. The one place that reads
+ * COZY_STDLIB, COZY_MIGRATIONS_DIR, COZY_HARNESS and TMPDIR. */
 #ifndef COZY_PATHS_H
 #define COZY_PATHS_H
 
@@ -13,6 +14,12 @@ const char *paths_stdlib(void);
  * directory holding the stdlib (the image's /usr/share/cozy-migrate, or
  * the checkout above build/), else ".". Returns a static buffer. */
 const char *paths_tree(void);
+/* The directory holding the spec harness (support/migration.lua and the
+ * modules beside it): $COZY_HARNESS, else <exe>/../spec (a checkout's
+ * spec/, or the share/cozy-migrate/spec `make install` lays out), else
+ * <exe>/../../spec (build/asan/), else /usr/share/cozy-migrate/spec.
+ * Returns a static buffer. */
+const char *paths_harness(void);
 /* $TMPDIR when set and not empty, else /tmp. */
 const char *paths_tmpdir(void);
 #endif

@@ -21,7 +21,8 @@ enum opt_id {
     OPT_TICK, OPT_QUIET, OPT_REPO, OPT_OUT, OPT_REV, OPT_CHECK_PREFIX, OPT_AGAINST,
     OPT_HISTORY, OPT_ON_ERROR, OPT_FROM, OPT_NAMES, OPT_RETRY_FOR, OPT_PASS_ENV, OPT_FORCE,
     OPT_REASON, OPT_FAILED, OPT_IMAGE, OPT_REQUIRE_DIGEST, OPT_CHECK, OPT_SERVICE_ACCOUNT,
-    OPT_CONCURRENCY, OPT_STDLIB_INTERNALS,
+    OPT_CONCURRENCY, OPT_AS_INSTALLED_AT, OPT_CREATE_NAMESPACE, OPT_RETRY_BACKOFF,
+    OPT_RETRY_BACKOFF_MAX, OPT_STDLIB_INTERNALS,
 };
 
 /* The options every command that talks to the cluster takes (their help is
@@ -82,8 +83,12 @@ struct cli {
     /* index */
     const char *image, *check;
     int require_digest;
+    double retry_backoff, retry_backoff_max;    /* 0: the default */
     /* dispatch */
     const char *service_account;
+    /* --local: the working tree's manifest (order_local), the runner's to read */
+    struct manifest local_man;
+    int have_local_man;
     unsigned char seen[64];         /* options given so far (id - 256): each at most once */
 };
 
@@ -137,12 +142,13 @@ int cmd_lua(struct cli *c, int argc, char **argv, int first);
 int cmd_exec(struct cli *c, int argc, char **argv, int first);
 int cmd_config(struct cli *c, int argc, char **argv, int first);
 int cmd_spec(struct cli *c, int argc, char **argv, int first);
-/* release.c: order, lint, new, import-legacy */
-extern const struct option opts_order[], opts_lint[], opts_new[], opts_import[];
-extern const char help_order[], help_new[], help_import[];
+/* release.c: order, lint, new, stubs, import-legacy */
+extern const struct option opts_order[], opts_lint[], opts_new[], opts_stubs[], opts_import[];
+extern const char help_order[], help_new[], help_stubs[], help_import[];
 int cmd_order(struct cli *c, int argc, char **argv, int first);
 int cmd_lint(struct cli *c, int argc, char **argv, int first);
 int cmd_new(struct cli *c, int argc, char **argv, int first);
+int cmd_stubs(struct cli *c, int argc, char **argv, int first);
 int cmd_import_legacy(struct cli *c, int argc, char **argv, int first);
 /* lint's help: its rules come from the linter's table (lint_rules). */
 void help_lint(void);

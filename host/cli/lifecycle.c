@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/defaults.h"
@@ -21,25 +22,35 @@ const char help_index[] =
     "\n"
     "The migrations index of the packaged tree DIR (migrations/ with its order.d,\n"
     "legacy-sh/), read with the runner's own loader: the image reference given, the\n"
-    "slugs of each tier in manifest order (a background slug with its\n"
-    "timeout, on-error and requires) and the revoked slugs. The chart includes it\n"
-    "as files/cozy-migrate-index.json and renders it into the ConfigMap\n"
-    INDEX_NAME ": its render gate and `dispatch` read it.\n"
-    "-o json (default) prints the file; -o configmap the ConfigMap manifest (YAML).\n"
+    "slugs of each tier in manifest order, each with its timeout, on-error and\n"
+    "requires, and the revoked slugs. The chart includes it as\n"
+    "files/cozy-migrate-index.json, sums its pre-apply timeouts into the hook's\n"
+    "deadline, gives it to the hook (env " INDEX_ENV ") and renders it into the\n"
+    "ConfigMap " INDEX_NAME ": its render gate and `dispatch` read it.\n"
+    "-o json (default) prints the file; -o configmap the ConfigMap manifest (YAML,\n"
+    "with the retry policy).\n"
     "\n"
-    "--check FILE compares FILE (the file, or a ConfigMap holding it: the chart's\n"
-    "rendering, or `kubectl get configmap " INDEX_NAME " -o yaml`)\n"
-    "with the tree, and names each slug that differs.\n"
+    "--check FILE reads FILE whole (the file, or a ConfigMap holding it: the chart's\n"
+    "rendering, or `kubectl get configmap " INDEX_NAME " -o yaml`;\n"
+    "one document, one object: anything after it is refused, naming its byte\n"
+    "offset) and compares every field with the tree's, naming each difference: the\n"
+    "slugs, their order, timeouts, on-error and requires; the image, with --image\n"
+    "REF or else the MIGRATIONS_IMAGE this runs in (with neither, an index that\n"
+    "names an image differs); and a ConfigMap's retry policy, with the flags below\n"
+    "or their defaults.\n"
     "\n"
     "Options:\n"
-    "  --dir DIR          the tree (default: the image's, as for run)\n"
-    "  --image REF        the image the release runs: repo:tag or repo@sha256:...\n"
-    "  --require-digest   a release: REF (or FILE's image) must be a digest\n"
-    "  --namespace NS     the ConfigMap's namespace (default $NAMESPACE or {NAMESPACE})\n"
+    "  --dir DIR                the tree (default: the image's, as for run)\n"
+    "  --image REF              the image the release runs: repo:tag or repo@sha256:...\n"
+    "  --require-digest         a release: REF (or FILE's image) must be a digest\n"
+    "  --namespace NS           the ConfigMap's namespace (default $NAMESPACE or {NAMESPACE})\n"
+    "  --max-attempts N         the ConfigMap's " INDEX_KEY_ATTEMPTS " (default {MAX_ATTEMPTS})\n"
+    "  --retry-backoff D        its " INDEX_KEY_BACKOFF " (default {BACKOFF})\n"
+    "  --retry-backoff-max D    its " INDEX_KEY_BACKOFF_MAX " (default {BACKOFF_MAX})\n"
     "\n"
     "Exit codes: 0 written (or FILE agrees), 2 usage (a bad --image, a tag with\n"
-    "--require-digest), 3 the tree or FILE cannot be read, 9 FILE disagrees with\n"
-    "the tree (each difference named).\n";
+    "--require-digest), 3 the tree or FILE cannot be read (whole), 9 FILE disagrees\n"
+    "with the tree, the image or the retry policy (each difference named).\n";
 
 const struct option opts_index[] = {
     TOOL_OPTS, OPT("dir", required_argument, OPT_DIR),
@@ -47,7 +58,10 @@ const struct option opts_index[] = {
     OPT("require-digest", no_argument, OPT_REQUIRE_DIGEST),
     OPT("check", required_argument, OPT_CHECK),
     OPT("output", required_argument, OPT_OUTPUT),
-    OPT("namespace", required_argument, OPT_NAMESPACE), END,
+    OPT("namespace", required_argument, OPT_NAMESPACE),
+    OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
+    OPT("retry-backoff", required_argument, OPT_RETRY_BACKOFF),
+    OPT("retry-backoff-max", required_argument, OPT_RETRY_BACKOFF_MAX), END,
 };
 
 int cmd_index(struct cli *c, int argc, char **argv, int first)
@@ -68,6 +82,15 @@ int cmd_index(struct cli *c, int argc, char **argv, int first)
     struct index_opts io = {.dir = c->r.dir ? c->r.dir : paths_tree(), .image = c->image,
                             .require_digest = c->require_digest, .check = c->check,
                             .configmap = configmap, .ns = c->r.k.ledger_namespace};
+    /* --check compares the image whatever was given: the one named, else
+     * the one this runs in */
+    io.check_image = c->image ? c->image : c->r.image && *c->r.image ? c->r.image : NULL;
+    index_policy_default(&io.pol);
+    io.pol.max_attempts = c->r.max_attempts;
+    if (c->retry_backoff > 0)
+        io.pol.backoff = c->retry_backoff;
+    if (c->retry_backoff_max > 0)
+        io.pol.backoff_max = c->retry_backoff_max;
     return index_cmd(&io);
 }
 
@@ -76,31 +99,43 @@ const char help_dispatch[] =
     "\n"
     "One reconcile of the background tier, run by the chart's CronJob\n"
     "(concurrencyPolicy Forbid), by hand, or by another orchestrator. Reads the\n"
-    "index (ConfigMap " INDEX_NAME "), the ledger, the runner lock and\n"
-    "the Jobs it made, and: does nothing while one of its Jobs runs or the upgrade\n"
-    "holds the lock; otherwise creates one Job for the first pending background\n"
-    "slug in manifest order (ONLY=<slug>, the index's image, the chart's Job\n"
-    "template). Pending: no record, or failed with attempts under the bound\n"
-    "(index key " INDEX_KEY_ATTEMPTS ", default {MAX_ATTEMPTS}) once the retry backoff\n"
-    "passed: " INDEX_KEY_BACKOFF " (default {BACKOFF}) after the first failed attempt,\n"
-    "doubling with each, at most " INDEX_KEY_BACKOFF_MAX " (default {BACKOFF_MAX}).\n"
-    "Never writes the ledger: the runner in the Job records. An Event per Job it\n"
-    "creates and per slug past its attempts; one line saying what it did and why.\n"
+    "index (ConfigMap " INDEX_NAME ") whole and compares it with its own tree\n"
+    "(--dir) and image (MIGRATIONS_IMAGE): any difference is refused (exit 9, an\n"
+    "Event, no Job). Then reads the ledger, the runner lock and the Jobs it made\n"
+    "(an ownerReference to the ledger and its uid in a label; others with its\n"
+    "labels are reported once and ignored), and: does nothing while one of its\n"
+    "Jobs runs or the upgrade holds the lock; otherwise creates one Job for the\n"
+    "first pending background slug in manifest order (ONLY=<slug>, its own image,\n"
+    "the release's template: env " DISPATCH_TEMPLATE_ENV " of its own spec, or the\n"
+    "built-in one, made restricted). Pending: no record, or failed with attempts\n"
+    "under the bound (index key " INDEX_KEY_ATTEMPTS ", default {MAX_ATTEMPTS}) once the\n"
+    "retry backoff passed: " INDEX_KEY_BACKOFF " (default {BACKOFF}) after the first failed\n"
+    "attempt, doubling with each, at most " INDEX_KEY_BACKOFF_MAX " (default {BACKOFF_MAX});\n"
+    "a Job failed on an exit no retry changes (" DISPATCH_FINAL_EXITS ") leaves its\n"
+    "slug to a person. Never writes the ledger: the runner in the Job records. An\n"
+    "Event per Job it creates and per slug past its attempts; one line saying\n"
+    "what it did and why.\n"
     "\n"
     "Options:\n"
     "  --dry-run                say what it would create, create nothing\n"
-    "  --service-account NAME   the Jobs' identity when the index has no Job template\n"
+    "  --dir DIR                its own tree (default: the image's)\n"
+    "  --service-account NAME   the Jobs' identity when the template names none\n"
     "                           (default " DEFAULT_JOB_SERVICE_ACCOUNT ")\n"
     "  --ledger NAME            the ledger ConfigMap (default {LEDGER})\n"
     "\n"
-    "Exit codes: 0 a Job created or nothing to do, 2 usage, 3 no index or one that\n"
-    "cannot be read, 6 cluster unreachable or forbidden, 7 the ledger cannot be\n"
-    "trusted (nothing dispatched).\n";
+    "Environment: MIGRATIONS_IMAGE (required: the image it runs as), NAMESPACE,\n"
+    DISPATCH_TEMPLATE_ENV ".\n"
+    "\n"
+    "Exit codes: 0 a Job created or nothing to do, 2 usage (no MIGRATIONS_IMAGE),\n"
+    "3 no index or one that cannot be read whole, a tree or template it cannot\n"
+    "use, 6 cluster unreachable or forbidden, 7 the ledger cannot be trusted, 9\n"
+    "the index differs from its tree or image, 12 the ledger was deleted (the\n"
+    "Lease records it), 14 a Job refused by admission: nothing dispatched.\n";
 
 const struct option opts_dispatch[] = {
     CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
     OPT("service-account", required_argument, OPT_SERVICE_ACCOUNT),
-    OPT("ledger", required_argument, OPT_LEDGER), END,
+    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
 };
 
 int cmd_dispatch(struct cli *c, int argc, char **argv, int first)
@@ -111,6 +146,8 @@ int cmd_dispatch(struct cli *c, int argc, char **argv, int first)
     c->r.only = NULL; /* env ONLY is a dispatched Job's, not the dispatcher's */
     if ((rc = runner_finish(c, argc, argv, first)) != 0)
         return rc;
-    struct dispatch_opts d = {.service_account = c->service_account};
+    const char *tmpl = getenv(DISPATCH_TEMPLATE_ENV);
+    struct dispatch_opts d = {.service_account = c->service_account,
+                              .job_template = tmpl && *tmpl ? tmpl : NULL};
     return dispatch_run(&c->r, &d);
 }

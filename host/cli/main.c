@@ -43,6 +43,9 @@ static const struct command commands[] = {
      opts_lint, NULL, NULL, help_lint, cmd_lint, 0, 0, NULL},
     {"new", "new SLUG", "scaffold a Lua migration and its spec",
      opts_new, NULL, help_new, NULL, cmd_new, 0, 1, NULL},
+    {"stubs", "stubs", "write the editor files of a tree: LuaLS stubs of the modules,\n"
+     ".luarc.json, .luacheckrc",
+     opts_stubs, NULL, help_stubs, NULL, cmd_stubs, 0, 0, NULL},
     {"import-legacy", "import-legacy", "bring numbered shell migrations into legacy-sh/",
      opts_import, NULL, help_import, NULL, cmd_import_legacy, 0, 0, NULL},
     {"index", "index", "the migrations index a chart ships (--check FILE: does it agree?)",

@@ -2,7 +2,7 @@
  * option table (each option at most once, a flag never taken as another's
  * value), the one handler of every option with its validation, each default
  * from defaults.h, the environment the hook sets (NAMESPACE, ONLY, DRY_RUN,
- * SKIP, SKIP_REASON, PASS_ENV, MIGRATIONS_IMAGE), and --help with those
+ * SKIP, SKIP_REASON, PASS_ENV, MIGRATIONS_IMAGE, MIGRATIONS_INDEX), and --help with those
  * defaults filled in, so no help text repeats one as a literal. */
 #include "cli/cli.h"
 
@@ -111,6 +111,7 @@ void cli_init(struct cli *c, const struct command *cmd, char **env)
     c->r.max_attempts = DEFAULT_MAX_ATTEMPTS;
     c->r.memory = (size_t)DEFAULT_MEMORY_MB << 20;
     c->r.image = getenv("MIGRATIONS_IMAGE");
+    c->r.index_json = getenv("MIGRATIONS_INDEX");
     c->r.pass_env = getenv("PASS_ENV");
     const char *only = getenv("ONLY");
     c->r.only = only && *only ? only : NULL;
@@ -241,6 +242,17 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
             r->k.cfg.context = arg;
         return 0;
     case OPT_LOCAL: r->k.cfg.local = 1; return 0;
+    case OPT_CREATE_NAMESPACE: r->create_namespace = 1; return 0;
+    case OPT_AS_INSTALLED_AT:
+        /* a batch's release (as order names batches), latest or none */
+        if (!*arg || strlen(arg) > 100 || has_control(arg) || strchr(arg, ' ')) {
+            log_usage(c->cmd, "--as-installed-at: '%s' is not a release (v1.2.0, legacy, a "
+                      "batch name such as 00002-v1.2.0, latest or none)",
+                      shown(arg, (char[160]){0}, 160));
+            return -1;
+        }
+        r->installed_at = arg;
+        return 0;
     case OPT_DRY_RUN: r->k.dry_run = 1; return 0;
     case OPT_STDLIB_INTERNALS: r->k.stdlib_internals = 1; return 0;
     case OPT_ONLY: r->only = arg; return 0;
@@ -313,6 +325,16 @@ static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
     case OPT_IMAGE: c->image = arg; return 0;
     case OPT_REQUIRE_DIGEST: c->require_digest = 1; return 0;
     case OPT_CHECK: c->check = arg; return 0;
+    case OPT_RETRY_BACKOFF:
+    case OPT_RETRY_BACKOFF_MAX: {
+        double *at = id == OPT_RETRY_BACKOFF ? &c->retry_backoff : &c->retry_backoff_max;
+        if (parse_duration(arg, at) != 0 || *at <= 0) {
+            log_usage(c->cmd, "--%s: '%s' is not a duration like 10m",
+                      id == OPT_RETRY_BACKOFF ? "retry-backoff" : "retry-backoff-max", arg);
+            return -1;
+        }
+        return 0;
+    }
     case OPT_SERVICE_ACCOUNT:
         if (!k8s_name_valid(arg)) {
             log_usage(c->cmd, "--service-account: '%s' is not a ServiceAccount name",
@@ -623,6 +645,12 @@ int runner_finish(struct cli *c, int argc, char **argv, int first)
         log_usage(c->cmd, "MIGRATIONS_IMAGE='%s' is not an image reference: one line of at most "
                   "%d bytes, no control characters (it is recorded in every record)",
                   shown(o->image, buf, sizeof buf), IMAGE_MAX);
+        return EXIT_USAGE;
+    }
+    if ((o->installed_at || o->create_namespace) && !o->k.cfg.local) {
+        log_usage(c->cmd, "%s is for a --local run against a development cluster (the hook's "
+                  "fresh install records every migration skipped-fresh-install)",
+                  o->installed_at ? "--as-installed-at" : "--create-namespace");
         return EXIT_USAGE;
     }
     if (!o->dir)

@@ -1,7 +1,9 @@
-/* release.c: the release commands: order, lint, new, import-legacy. Own
- * their option tables, their --help and their operands; the work is
- * release/'s. lint's luacheck globals are handed down from the sandbox's
- * own allow-list (lua/sandbox.h), which release/ cannot see. */
+/* release.c: the release commands: order, lint, new, stubs, import-legacy.
+ * Own their option tables, their --help and their operands; the work is
+ * release/'s. What release/ cannot see is handed down from lua/: lint's
+ * luacheck globals (the sandbox's own allow-list, lua/sandbox.h) and the
+ * modules' fields (lua/modapi.h) for lint's api rule and the editor stubs
+ * `new` and `stubs` write. */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "lua/modapi.h"
 #include "lua/sandbox.h"
 #include "release/import.h"
 #include "release/lint.h"
@@ -104,21 +107,97 @@ const struct option opts_lint[] = {
     END,
 };
 
+/* The modules' fields as lint's api rule takes them (pointing into api). */
+struct lint_api {
+    struct lint_module m[16];
+    const char **names;
+};
+
+static int lint_api_of(const struct modapi *api, struct lint_api *la)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < api->n; i++)
+        total += api->m[i].n;
+    if (!(la->names = calloc(total + 1, sizeof *la->names)))
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < api->n && i < 16; i++) {
+        la->m[i] = (struct lint_module){.name = api->m[i].name, .fields = la->names + k,
+                                        .nfields = api->m[i].n};
+        for (size_t f = 0; f < api->m[i].n; f++)
+            la->names[k++] = api->m[i].f[f].name;
+    }
+    return 0;
+}
+
 int cmd_lint(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
     if (no_operands(c, argc, argv, first))
         return EXIT_USAGE;
-    /* luacheck checks against the globals the sandbox really gives */
+    /* luacheck checks against the globals the sandbox really gives, and
+     * the api rule against the fields its modules really have */
+    char err[2048];
+    struct modapi api;
+    if (modapi_load(NULL, &api, err, sizeof err) != 0) {
+        log_fatal("lint: the stdlib does not load: %s", err);
+        return EXIT_PACKAGING;
+    }
+    struct lint_api la = {0};
     char *rc_text = sandbox_luacheck_std();
-    if (!rc_text) {
+    if (!rc_text || lint_api_of(&api, &la) != 0) {
         log_fatal("lint: out of memory");
+        free(rc_text);
+        modapi_free(&api);
         return EXIT_FAILED;
     }
     struct lint_opts lo2 = {.dir = c->r.dir ? c->r.dir : ".", .against = c->against,
-                            .history = c->history, .luacheckrc = rc_text};
+                            .history = c->history, .luacheckrc = rc_text, .modules = la.m,
+                            .nmodules = api.n < 16 ? api.n : 16};
     rc = lint_run(&lo2);
+    free(la.names);
     free(rc_text);
+    modapi_free(&api);
+    return rc;
+}
+
+/* The editor files of the modules as the sandbox loads them: 0, or -1
+ * after saying why (free with editor_free). */
+struct editor {
+    struct editor_files e;
+    char *stubs[16];
+    char *std;
+};
+
+static void editor_free(struct editor *ed)
+{
+    for (size_t i = 0; i < 16; i++)
+        free(ed->stubs[i]);
+    free(ed->std);
+}
+
+static int editor_of(struct editor *ed, const char *cmd)
+{
+    memset(ed, 0, sizeof *ed);
+    char err[2048];
+    struct modapi api;
+    if (modapi_load(NULL, &api, err, sizeof err) != 0) {
+        log_fatal("%s: the stdlib does not load: %s", cmd, err);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < api.n && i < 16 && rc == 0; i++)
+        if (!(ed->stubs[i] = modapi_stub(&api.m[i])))
+            rc = -1;
+    if (rc == 0 && !(ed->std = sandbox_luacheck_std()))
+        rc = -1;
+    ed->e = (struct editor_files){.modules = modapi_modules, .stubs = ed->stubs,
+                                  .n = api.n < 16 ? api.n : 16, .luacheck_std = ed->std};
+    modapi_free(&api);
+    if (rc != 0) {
+        log_fatal("%s: out of memory", cmd);
+        editor_free(ed);
+    }
     return rc;
 }
 
@@ -127,12 +206,15 @@ const char help_new[] =
     "                        [--dir DIR]\n"
     "\n"
     "Writes migrations/<tier>/SLUG.lua with its header and\n"
-    "spec/migrations/SLUG_spec.lua, a spec that runs it against the cluster in\n"
-    "KUBECONFIG twice and asserts the second run changed no object's\n"
-    "resourceVersion. The pair passes `lint` and `spec` as written, and an empty\n"
-    "migrations/revoked is created when the tree has none. Refuses an invalid\n"
-    "slug or a --dir that is not a directory (2), and a slug the tree already\n"
-    "has or a release tag carried (9: a slug is never reused).\n"
+    "spec/migrations/SLUG_spec.lua, a spec that runs it against the disposable\n"
+    "cluster in KUBECONFIG twice (with the harness shipped with cozy-migrate)\n"
+    "and asserts the second run changed no object. Makes what else the tree\n"
+    "lacks: migrations/revoked, legacy-sh/legacy-map, a .gitignore line for the\n"
+    "generated migrations/order.d/, and the editor files `stubs` writes. The\n"
+    "tree then passes `spec`, `lint` and `make install` as written. Never\n"
+    "overwrites a file. Refuses an invalid slug or a --dir that is not a\n"
+    "directory (2), and a slug the tree already has or a release tag carried\n"
+    "(9: a slug is never reused).\n"
     "\n"
     "Options:\n"
     "  --tier TIER       pre-apply (default) or background\n"
@@ -154,9 +236,49 @@ int cmd_new(struct cli *c, int argc, char **argv, int first)
         log_usage(c->cmd, "expected a SLUG");
         return EXIT_USAGE;
     }
+    struct editor ed;
+    if (editor_of(&ed, c->cmd) != 0)
+        return EXIT_FAILED;
     struct scaffold_opts so = {.dir = c->r.dir ? c->r.dir : ".", .slug = slug, .tier = c->r.tier,
-                               .on_error = c->on_error ? c->on_error : "abort"};
-    return scaffold_new(&so);
+                               .on_error = c->on_error ? c->on_error : "abort", .editor = &ed.e};
+    int rc = scaffold_new(&so);
+    editor_free(&ed);
+    return rc;
+}
+
+const char help_stubs[] =
+    "Usage: cozy-migrate stubs [--dir DIR]\n"
+    "\n"
+    "Writes the editor files of a migrations tree: .cozy-migrate/meta/<module>.lua,\n"
+    "a LuaLS `---@meta` stub of each module a migration requires (kube, helm,\n"
+    "fleet, flux, log, json, yaml), made from the modules as this binary's\n"
+    "sandbox loads them (the fields `lint`'s api rule knows, each function with\n"
+    "its parameters and the comment above it), replaced on every run; and, when\n"
+    "missing, .luarc.json (LuaLS: Lua 5.4, the stubs, busted's globals) and\n"
+    ".luacheckrc (migrations: the sandbox's globals; spec/: busted's). `new`\n"
+    "writes the same when they are missing. Run it again after an upgrade.\n"
+    "\n"
+    "Options:\n"
+    "  --dir DIR         the tree root (default .)\n";
+
+const struct option opts_stubs[] = {TOOL_OPTS, OPT("dir", required_argument, OPT_DIR), END};
+
+int cmd_stubs(struct cli *c, int argc, char **argv, int first)
+{
+    if (no_operands(c, argc, argv, first))
+        return EXIT_USAGE;
+    const char *dir = c->r.dir ? c->r.dir : ".";
+    struct editor ed;
+    if (editor_of(&ed, c->cmd) != 0)
+        return EXIT_FAILED;
+    char err[4400];
+    int rc = EXIT_OK;
+    if (scaffold_editor(dir, &ed.e, 1, err, sizeof err) != 0) {
+        log_fatal("stubs: %s", err);
+        rc = EXIT_FAILED;
+    }
+    editor_free(&ed);
+    return rc;
 }
 
 const char help_import[] =

@@ -4,11 +4,14 @@
  * preview.h), which does the work. */
 #include "cli/cli.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "formats/manifest.h"
+#include "release/order.h"
 #include "run/preview.h"
 #include "run/runner.h"
 
@@ -40,11 +43,23 @@ const char help_run[] =
     "  --force              with --only: run a legacy migration whose script stamps a\n"
     "                       `version` older than the ledger's, or one whose requires\n"
     "                       are not recorded ok\n"
+    "  --as-installed-at R  with --local, on a cluster without a ledger (a fresh kind\n"
+    "                       cluster): record the migrations of every batch up to release R\n"
+    "                       skipped-fresh-install, as a fresh install at R would have, then\n"
+    "                       run what follows; R is a release (v1.2.0, legacy), a batch\n"
+    "                       name, latest (the last but the untagged one) or none\n"
+    "  --create-namespace   with --local: create the ledger's namespace when it is missing\n"
     "  --pass-env A,B       variables passed to shell migrations (env PASS_ENV); they get\n"
     "                       NAMESPACE, MIGRATION_SLUG, CURRENT_VERSION, TARGET_VERSION, PATH,\n"
     "                       HOME, locale and proxy settings, and nothing else of the runner's;\n"
     "                       never KUBECONFIG, KUBERNETES_SERVICE_*, the proxies or those four\n"
     "                       (the cluster identity is the runner's)\n"
+    "\n"
+    "With --local the tree is the working tree (--dir, default .): order.d/, with\n"
+    "every script no batch lists (uncommitted, or newer than `order`) added to the\n"
+    "untagged batch; without order.d/, what `order` would make of the working tree.\n"
+    "On a cluster without a ledger, a --local run says what the hook would do and\n"
+    "stops (exit 2) unless told --as-installed-at.\n"
     "\n"
     "A migration runs only when every slug it requires is recorded ok, legacy or\n"
     "skipped-fresh-install (or ran ok earlier in the run); otherwise it is blocked:\n"
@@ -52,12 +67,14 @@ const char help_run[] =
     "\n"
     "Environment: NAMESPACE, ONLY, MIGRATIONS_IMAGE (recorded), DRY_RUN (1 or true;\n"
     "0, false or empty), PASS_ENV, SKIP=slug[,slug] with SKIP_REASON (record them\n"
-    "skipped by the operator first). Each flag at most once.\n"
+    "skipped by the operator first), MIGRATIONS_INDEX (the hook: the index the\n"
+    "chart was rendered from, compared whole with this tree and image before\n"
+    "anything runs). Each flag at most once.\n"
     "Exit codes: 0 ok, 1 a migration failed or was blocked, 2 usage, 3 invalid\n"
     "packaging, 4 retention floor, 5 lock not acquired, 6 cluster unreachable or\n"
-    "forbidden, 7 untrustworthy ledger (nothing ran), 11 refused by what the\n"
-    "ledger records (SKIP of a slug recorded ok; --only of a legacy slug without\n"
-    "--force).\n";
+    "forbidden, 7 untrustworthy ledger (nothing ran), 9 MIGRATIONS_INDEX differs\n"
+    "from this tree or image (nothing ran), 11 refused by what the ledger records\n"
+    "(SKIP of a slug recorded ok; --only of a legacy slug without --force).\n";
 
 const char help_plan[] =
     "Usage: cozy-migrate plan [options]\n"
@@ -86,8 +103,43 @@ const struct option opts_run[] = {
     OPT("grace", required_argument, OPT_GRACE),
     OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
     OPT("force", no_argument, OPT_FORCE), OPT("pass-env", required_argument, OPT_PASS_ENV),
-    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR),
+    OPT("as-installed-at", required_argument, OPT_AS_INSTALLED_AT),
+    OPT("create-namespace", no_argument, OPT_CREATE_NAMESPACE), END,
 };
+
+/* --local: the runner reads the working tree's manifest (order_local), so
+ * a script no commit carries yet runs without `order`; then fn, and the
+ * manifest is freed. A manifest that cannot be made is fatal, except for
+ * status (need 0), which then shows the ledger alone, as it does quietly
+ * where there is no tree at all (no migrations/: a laptop's home). */
+static int with_local_tree(struct cli *c, int need, int (*fn)(const struct runner_opts *o))
+{
+    char mig[4200];
+    snprintf(mig, sizeof mig, "%s/migrations", c->r.dir);
+    if (c->r.k.cfg.local && (need || access(mig, F_OK) == 0)) {
+        char note[1200], err[2048];
+        int rc = order_local(c->r.dir, &c->local_man, note, sizeof note, err, sizeof err);
+        if (rc != 0 && need) {
+            log_fatal("--local: %s", err);
+            return rc;
+        }
+        if (rc != 0) {
+            log_warn("--local: %s (showing the ledger alone)", err);
+        } else {
+            c->have_local_man = 1;
+            c->r.manifest = &c->local_man;
+            if (*note)
+                log_info("%s", note);
+        }
+    }
+    int rc = fn(&c->r);
+    if (c->have_local_man)
+        manifest_free(&c->local_man);
+    c->have_local_man = 0;
+    c->r.manifest = NULL;
+    return rc;
+}
 
 int cmd_run(struct cli *c, int argc, char **argv, int first)
 {
@@ -96,7 +148,7 @@ int cmd_run(struct cli *c, int argc, char **argv, int first)
         return EXIT_USAGE;
     if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
         return rc;
-    return runner_run(&c->r);
+    return with_local_tree(c, 1, runner_run);
 }
 
 int cmd_plan(struct cli *c, int argc, char **argv, int first)
@@ -106,7 +158,7 @@ int cmd_plan(struct cli *c, int argc, char **argv, int first)
         return EXIT_USAGE;
     if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
         return rc;
-    return runner_plan(&c->r);
+    return with_local_tree(c, 1, runner_plan);
 }
 
 const char help_preview[] =
@@ -125,13 +177,16 @@ const char help_preview[] =
     "  --tier TIER          pre-apply (default) or background\n"
     "  --only SLUG          preview re-running exactly this migration\n"
     "  -o, --output FMT     text (default) or json (one document, for a CI gate)\n"
-    "  --timeout, --memory, --ledger, --dir as for run\n";
+    "  --timeout, --memory, --ledger, --dir, --as-installed-at, --create-namespace\n"
+    "                       as for run\n";
 
 const struct option opts_preview[] = {
     CLUSTER_OPTS, OPT("tier", required_argument, OPT_TIER), OPT("only", required_argument, OPT_ONLY),
     OPT("output", required_argument, OPT_OUTPUT), OPT("timeout", required_argument, OPT_TIMEOUT),
     OPT("memory", required_argument, OPT_MEMORY), OPT("ledger", required_argument, OPT_LEDGER),
-    OPT("dir", required_argument, OPT_DIR), END,
+    OPT("dir", required_argument, OPT_DIR),
+    OPT("as-installed-at", required_argument, OPT_AS_INSTALLED_AT),
+    OPT("create-namespace", no_argument, OPT_CREATE_NAMESPACE), END,
 };
 
 int cmd_preview(struct cli *c, int argc, char **argv, int first)
@@ -140,7 +195,7 @@ int cmd_preview(struct cli *c, int argc, char **argv, int first)
     /* what run would be told: SKIP and SKIP_REASON too */
     if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
         return rc;
-    return preview_run(&c->r);
+    return with_local_tree(c, 1, preview_run);
 }
 
 const char help_status[] =
@@ -179,7 +234,7 @@ int cmd_status(struct cli *c, int argc, char **argv, int first)
         }
         c->r.status_slug = slug;
     }
-    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_status(&c->r);
+    return (rc = runner_finish(c, argc, argv, first)) ? rc : with_local_tree(c, 0, runner_status);
 }
 
 const char help_skip[] =
@@ -236,5 +291,5 @@ int cmd_skip(struct cli *c, int argc, char **argv, int first)
     c->r.only = NULL; /* env ONLY is the hook's, not the skip command's */
     c->r.skip = slug;
     c->r.nskip = 1;
-    return (rc = runner_finish(c, argc, argv, first)) ? rc : runner_skip(&c->r);
+    return (rc = runner_finish(c, argc, argv, first)) ? rc : with_local_tree(c, 1, runner_skip);
 }

@@ -5,8 +5,13 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/defaults.h"
 #include "base/exitcodes.h"
@@ -14,13 +19,50 @@
 #include "base/paths.h"
 #include "base/stop.h"
 #include "base/util.h"
+#include "formats/header.h"
 #include "formats/manifest.h"
+#include "kube/gateway.h"
 #include "kube/kubeconfig.h"
 #include "kube/kubeconfig_private.h"
 #include "lua/hostctx.h"
 #include "lua/sandbox.h"
 #include "run/child.h"
 #include "run/migrate_lua.h"
+
+/* ---- the header of a FILE ---------------------------------------------- */
+
+/* lua and exec run FILE as the runner would: a header, when FILE has one,
+ * is read by the runner's parser (a misspelt key, a bad timeout= is exit 3
+ * naming FILE:LINE), and its timeout= is the deadline unless --timeout
+ * says otherwise; *why then says where the deadline comes from. A file with
+ * no header line at all (a scratch script, not a migration) runs with the
+ * defaults. 0, or EXIT_PACKAGING after one line. */
+static int file_header(struct cli *c, const char *file, int lua, char *why, size_t whylen)
+{
+    size_t len;
+    char *text = read_file(file, &len);
+    if (!text) {
+        log_fatal("%s: %s: %s", c->cmd, file, strerror(errno));
+        return EXIT_USAGE;
+    }
+    struct header h;
+    char err[ERRLINE_MAX];
+    int rc = header_parse(file, text, len, lua, &h, err, sizeof err);
+    free(text);
+    *why = '\0';
+    if (rc != 0 && !h.missing) {
+        log_fatal("%s: %s", c->cmd, err);
+        return EXIT_PACKAGING;
+    }
+    if (!c->timeout_set) {
+        if (rc == 0 && h.timeout > 0)
+            c->r.timeout = h.timeout;
+        header_timeout_why(rc == 0 ? &h : NULL, rc == 0 ? file : NULL, 0, why, whylen);
+    }
+    if (rc == 0)
+        header_free(&h);
+    return 0;
+}
 
 /* ---- lua FILE ---------------------------------------------------------- */
 
@@ -29,12 +71,16 @@ const char help_lua[] =
     "\n"
     "Runs FILE in the migration sandbox (string, table, math, utf8, coroutine,\n"
     "os.time/clock/date, and the stdlib: kube, json, yaml, log, ...), with the\n"
-    "kube module connected to the cluster. Exit 0 when the script returns,\n"
-    "1 when it fails (error, timeout, memory cap), 2 when FILE is not a readable\n"
-    "file, 6 when the cluster config cannot be resolved.\n"
+    "kube module connected to the cluster. A header in FILE is read as the\n"
+    "runner reads it: its timeout= is the deadline (unless --timeout), and a\n"
+    "header that does not parse (a misspelt key) is exit 3; a file without one\n"
+    "runs with the defaults. Exit 0 when the script returns, 1 when it fails\n"
+    "(error, timeout, memory cap), 2 when FILE is not a readable file, 6 when\n"
+    "the cluster config cannot be resolved.\n"
     "\n"
     "Options:\n"
-    "  --timeout DURATION  deadline for the script (default {TIMEOUT})\n"
+    "  --timeout DURATION  deadline for the script (default: the header's timeout=,\n"
+    "                      else {TIMEOUT})\n"
     "  --memory MIB        memory cap for the Lua state (default {MEMORY})\n"
     "  --dry-run           send every write with dryRun=All (or DRY_RUN=1 or true;\n"
     "                      0, false or empty is a real run, anything else exit 2)\n"
@@ -60,10 +106,14 @@ int cmd_lua(struct cli *c, int argc, char **argv, int first)
     /* In a supervised child like a migration: the parent's kill is the
      * backstop for time spent in C or in finalizers. */
     const char *file = argv[first];
+    char why[4400];
+    if ((rc = file_header(c, file, 1, why, sizeof why)) != 0)
+        return rc;
     struct child_spec spec = {
         .slug = file,
         .path = file,
         .timeout_s = c->r.timeout,
+        .timeout_why = *why ? why : NULL,
         .lua_mem_limit = c->r.memory,
         .kube = &c->r.k,
         .passthrough = 1,
@@ -90,25 +140,31 @@ const char help_exec[] =
     "Runs one migration FILE the way the runner does: in a supervised child\n"
     "process with its own process group, its output streamed to stderr as\n"
     "'[SLUG] line'. FILE ending in .sh runs in bash, anything else in the Lua\n"
-    "sandbox. Prints the result as one JSON line on stdout (outcome, reason,\n"
+    "sandbox; a header in FILE is read as the runner reads it (its timeout= is\n"
+    "the deadline unless --timeout says otherwise; one that does not parse is\n"
+    "exit 3), a file without one runs with the defaults. Prints the result as\n"
+    "one JSON line on stdout (outcome, reason,\n"
     "message, exit_code, signal, duration_ms, tail, ticks). Never touches the\n"
     "ledger. Exit 0 when the outcome is ok, 1 otherwise, 2 on usage errors (a\n"
     "SLUG that is not a slug, a FILE that is not a readable file).\n"
     "\n"
     "Options:\n"
-    "  --timeout DURATION  wall-clock deadline (default {TIMEOUT})\n"
+    "  --timeout DURATION  wall-clock deadline (default: the header's timeout=,\n"
+    "                      else {TIMEOUT})\n"
     "  --grace DURATION    TERM -> KILL delay at the deadline (default {GRACE})\n"
     "  --memory MIB        memory cap of the Lua state (default {MEMORY})\n"
-    "  --dry-run           Lua: send every write with dryRun=All\n"
+    "  --dry-run           send every write with dryRun=All (a shell's through its gateway)\n"
     "  --workdir DIR       shell: working directory\n"
     "  --env NAME=VALUE    shell: extra environment entry (repeatable)\n"
     "  --tick DURATION     count ticks at this interval (reported as ticks)\n"
     "  --quiet             do not stream the output\n"
     "\n"
-    "A shell FILE gets KUBECONFIG set to a private kubeconfig of the one\n"
-    "context the cluster options resolve to, as under 'run' (exit 6 when\n"
-    "options given resolve to none; without any, an unresolvable\n"
-    "configuration leaves the environment as it is).\n";
+    "A shell FILE reaches the cluster the options resolve to only through the\n"
+    "runner's loopback gateway, as under 'run': KUBECONFIG names the gateway,\n"
+    "its certificate and a fresh token, and nothing else (exit 6 when options\n"
+    "given resolve to none; without any, an unresolvable configuration leaves\n"
+    "the environment as it is). The result then carries `gateway`: requests,\n"
+    "refusals, the gateway's peak memory.\n";
 
 const struct option opts_exec[] = {
     CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
@@ -126,27 +182,40 @@ static int count_tick(void *ud)
 }
 
 /* A shell script reaches the cluster the options name (--kubeconfig,
- * --context), as under `run`: "KUBECONFIG=<a private kubeconfig of that one
- * context>" in env (kp removes it afterwards). 0 set; 1 left as it is (no
- * option given and nothing resolves: there is no cluster to narrow to, and
- * a script that needs none still runs); -1 after reporting. */
-static int exec_kubeconfig(const struct kube_config_opts *ko, struct kube_private *kp, char *env,
-                           size_t len)
+ * --context), as under `run`: through the runner's gateway, its private
+ * kubeconfig naming the gateway alone ("KUBECONFIG=..." in env; kp removes
+ * it afterwards, the caller closes gw->listen_fd). 0 set; 1 left as it is
+ * (no option given and nothing resolves: there is no cluster to narrow to,
+ * and a script that needs none still runs); -1 after reporting. */
+static int exec_gateway(const struct kube_config_opts *ko, struct child_gateway *gw,
+                        struct gateway_cred *cred, struct kube_private *kp, char *env, size_t len)
 {
     struct kube_config kc;
     char err[ERRLINE_MAX];
+    int port;
+    gw->listen_fd = -1;
     if (kubeconfig_resolve(ko, &kc, err, sizeof err) != 0) {
         if (!ko->kubeconfig && !ko->context && !ko->local)
             return 1;
         log_fatal("exec: %s", err);
         return -1;
     }
-    int w = kubeconfig_private_write(&kc, kp, err, sizeof err);
+    int w = -1;
+    if (gateway_cred_new(cred, err, sizeof err) == 0 &&
+        gateway_listen(&gw->listen_fd, &port, err, sizeof err) == 0)
+        w = kubeconfig_private_gateway(port, cred->token, cred->cert_pem, kc.namespace, kp, err,
+                                       sizeof err);
     kubeconfig_free(&kc);
     if (w != 0) {
         log_fatal("exec: %s", err);
+        if (gw->listen_fd >= 0)
+            close(gw->listen_fd);
+        gw->listen_fd = -1;
+        gateway_cred_free(cred);
         return -1;
     }
+    gw->cred = cred;
+    gw->stamp_allowed = 0; /* exec never touches the ledger */
     snprintf(env, len, "KUBECONFIG=%s", kp->path);
     return 0;
 }
@@ -167,15 +236,24 @@ int cmd_exec(struct cli *c, int argc, char **argv, int first)
     if (env_dry_run(c) != 0 || env_namespace(c) != 0 || script_file(c, argv[first + 1]) != 0)
         return EXIT_USAGE;
     int shell = ends_with(argv[first + 1], ".sh");
+    char why[4400];
+    if ((rc = file_header(c, argv[first + 1], !shell, why, sizeof why)) != 0)
+        return rc;
     struct kube_private kp;
     memset(&kp, 0, sizeof kp);
     char kc_env[sizeof kp.path + 16];
+    struct child_gateway gw = {.listen_fd = -1};
+    struct gateway_cred cred;
+    memset(&cred, 0, sizeof cred);
+    int through_gateway = 0;
     if (shell) {
-        int k = exec_kubeconfig(&c->r.k.cfg, &kp, kc_env, sizeof kc_env);
+        int k = exec_gateway(&c->r.k.cfg, &gw, &cred, &kp, kc_env, sizeof kc_env);
         if (k < 0)
             return EXIT_CLUSTER;
-        if (k == 0)
+        if (k == 0) {
             c->env[c->nenv++] = kc_env; /* last: it wins over an --env KUBECONFIG */
+            through_gateway = 1;
+        }
     }
     long ticks = 0;
     struct child_spec spec = {
@@ -185,6 +263,7 @@ int cmd_exec(struct cli *c, int argc, char **argv, int first)
         .workdir = c->workdir,
         .env = c->nenv ? c->env : NULL,
         .timeout_s = c->r.timeout,
+        .timeout_why = *why ? why : NULL,
         .grace_s = c->r.grace,
         .lua_mem_limit = c->r.memory,
         .kube = &c->r.k,
@@ -192,10 +271,15 @@ int cmd_exec(struct cli *c, int argc, char **argv, int first)
         .tick_every = c->tick,
         .ud = &ticks,
         .quiet = c->quiet,
+        .gateway = through_gateway ? &gw : NULL,
+        .remove_on_orphan = through_gateway ? kp.path : NULL,
     };
     struct child_result res;
     child_run(&spec, &res);
     kubeconfig_private_remove(&kp);
+    gateway_cred_free(&cred);
+    if (gw.listen_fd >= 0)
+        close(gw.listen_fd);
     cJSON *j = child_result_json(&res, ticks);
     if (j) {
         out_json(j, 0);
@@ -251,19 +335,101 @@ int cmd_config(struct cli *c, int argc, char **argv, int first)
 }
 
 const char help_spec[] =
-    "Usage: cozy-migrate spec [busted options] [PATHS...]\n"
+    "Usage: cozy-migrate spec [--i-own-this-cluster] [busted options] [PATHS...]\n"
     "\n"
     "Runs busted inside the host, so specs can require the same native\n"
-    "modules (kube.core, json, yaml, log) and stdlib the migrations use, and\n"
-    "the spec-only `migrate` module (the runner's parsers and planner).\n"
-    "Every argument is passed to busted; see 'cozy-migrate spec --help-busted'.\n";
+    "modules (kube.core, json, yaml, log) and stdlib the migrations use, the\n"
+    "spec-only `migrate` module (the runner's parsers and planner), and the\n"
+    "spec harness shipped with the engine (support.migration, support.cluster,\n"
+    "support.helpers: share/cozy-migrate/spec beside the binary, or\n"
+    "$COZY_HARNESS). busted is the system's (Debian: lua-busted; exit 10 when\n"
+    "it is missing); a repository's own spec/ comes first on the path.\n"
+    "\n"
+    "With KUBECONFIG set the specs run against that cluster only when it says\n"
+    "it is disposable: a testenv (tools/testenv marks itself), a kind cluster\n"
+    "(every node's providerID is kind://), or a cluster marked once by\n"
+    "--i-own-this-cluster; the harness keeps the mark as the ConfigMap\n"
+    "kube-system/cozy-migrate-disposable. Any other cluster: no spec runs,\n"
+    "exit 15. The harness never deletes, strips or overwrites a CRD or an\n"
+    "object this run did not create.\n"
+    "\n"
+    "Every other argument is passed to busted; see\n"
+    "'cozy-migrate spec --help-busted'.\n";
+
+/* 16 hex digits no other run shares: what the harness labels the objects
+ * this run creates with (support.cluster), so it never takes another
+ * run's, or the cluster's own, for its own. */
+static void run_id(char out[17])
+{
+    unsigned char b[8] = {0};
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f)
+        fclose(f);
+    if (n != sizeof b) {
+        unsigned long long x = (unsigned long long)getpid() * 1000003ULL ^ (unsigned long long)time(NULL);
+        memcpy(b, &x, sizeof b);
+    }
+    for (size_t i = 0; i < sizeof b; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+/* The harness's view of this run, as require('migrate').run: loaded before
+ * busted's first file, so every file (each insulated) sees the one table:
+ * id, bin (this binary), harness (its directory, or nil), own_cluster.
+ * May raise (memory). */
+static void push_run(lua_State *L, const char *harness, int own)
+{
+    luaL_requiref(L, "migrate", luaopen_migrate, 0);
+    lua_createtable(L, 0, 4);
+    char id[17];
+    run_id(id);
+    lua_pushstring(L, id);
+    lua_setfield(L, -2, "id");
+    char *exe = realpath("/proc/self/exe", NULL);
+    if (exe) {
+        lua_pushstring(L, exe);
+        lua_setfield(L, -2, "bin");
+        free(exe);
+    }
+    if (harness) {
+        lua_pushstring(L, harness);
+        lua_setfield(L, -2, "harness");
+    }
+    lua_pushboolean(L, own);
+    lua_setfield(L, -2, "own_cluster");
+    lua_setfield(L, -2, "run");
+    lua_pop(L, 1);
+}
+
+/* Before any spec file: the cluster in KUBECONFIG must say it is
+ * disposable (support.disposable decides, with kubectl, as every later
+ * check does). The harness modules it loads are dropped again, so busted's
+ * lpath (a repository's own spec/ first) decides what the files get. */
+static const char SPEC_MAIN[] =
+    "local has_harness = ...\n"
+    "local kc = os.getenv('KUBECONFIG')\n"
+    "if has_harness and kc and kc ~= '' then\n"
+    "  local ok, why = require('support.disposable').preflight()\n"
+    "  for _, m in ipairs({ 'support.disposable', 'support.helpers' }) do package.loaded[m] = nil end\n"
+    "  if not ok then return false, why end\n"
+    "end\n"
+    "require('busted.runner')({ standalone = false })\n"
+    "return true\n";
 
 int cmd_spec(struct cli *c, int argc, char **argv, int first)
 {
-    (void)first; /* every argument is busted's */
-    if (argc > 1 && strcmp(argv[1], "--help") == 0) {
-        help_print(help_spec);
-        return EXIT_OK;
+    (void)first; /* every argument but ours is busted's */
+    int own = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if (strcmp(argv[i], "--help") == 0) {
+            help_print(help_spec);
+            return EXIT_OK;
+        }
+        if (strcmp(argv[i], "--i-own-this-cluster") == 0)
+            own = 1;
     }
     struct host_ctx hc = {.kube = c->r.k};
     lua_State *L = sandbox_new_unrestricted(paths_stdlib(), &hc);
@@ -271,25 +437,61 @@ int cmd_spec(struct cli *c, int argc, char **argv, int first)
         log_fatal("cannot create the Lua state");
         return EXIT_FAILED;
     }
-    /* The runner's parsers and planner: for specs only, never in a sandbox. */
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-    lua_pushcfunction(L, luaopen_migrate);
-    lua_setfield(L, -2, "migrate");
-    lua_pop(L, 1);
+    int rc = EXIT_OK;
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    const char *path = lua_tostring(L, -1);
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchpath");
+    lua_pushliteral(L, "busted.runner");
+    lua_pushstring(L, path ? path : "");
+    lua_call(L, 2, 1);
+    int have_busted = !lua_isnil(L, -1);
+    lua_pop(L, 4);
+    if (!have_busted) {
+        log_fatal("spec: busted is not installed for Lua 5.4 (Debian and Ubuntu: apt-get install "
+                  "lua-busted; luarocks: luarocks --lua-version 5.4 install busted)");
+        lua_close(L);
+        return EXIT_TOOL;
+    }
+    /* The harness last on the path: a repository's own modules win. */
+    const char *harness = paths_harness();
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/support/migration.lua", harness);
+    int has_harness = access(probe, R_OK) == 0;
+    if (has_harness) {
+        lua_getglobal(L, "package");
+        lua_pushfstring(L, "%s;%s/?.lua", path ? path : "", harness);
+        lua_setfield(L, -2, "path");
+        lua_pop(L, 1);
+    } else {
+        log_warn("spec: no harness at %s (support.migration cannot be required; reinstall, or "
+                 "set COZY_HARNESS)", harness);
+    }
+    push_run(L, has_harness ? harness : NULL, own);
     lua_createtable(L, argc, 1);
     lua_pushstring(L, "cozy-migrate spec");
     lua_rawseti(L, -2, 0);
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1, k = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--i-own-this-cluster") == 0)
+            continue;
         lua_pushstring(L, strcmp(argv[i], "--help-busted") == 0 ? "--help" : argv[i]);
-        lua_rawseti(L, -2, i);
+        lua_rawseti(L, -2, k++);
     }
     lua_setglobal(L, "arg");
-    int rc = EXIT_OK;
-    if (luaL_dostring(L, "require('busted.runner')({standalone = false})") != LUA_OK) {
+    if (luaL_loadbufferx(L, SPEC_MAIN, sizeof SPEC_MAIN - 1, "=cozy-migrate spec", "t") != LUA_OK) {
+        log_fatal("spec: %s", lua_tostring(L, -1));
+        lua_close(L);
+        return EXIT_FAILED;
+    }
+    lua_pushboolean(L, has_harness);
+    if (lua_pcall(L, 1, 2, 0) != LUA_OK) {
         log_fatal("spec: %s", lua_tostring(L, -1));
         rc = EXIT_FAILED;
+    } else if (!lua_toboolean(L, -2)) {
+        log_fatal("spec: %s", lua_tostring(L, -1));
+        rc = EXIT_NOT_DISPOSABLE;
     }
     lua_close(L);
     return rc;
 }
-

@@ -16,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/manifest.h"
+#include "base/defaults.h"
 #include "base/util.h"
+#include "formats/manifest.h"
 
 #define TAG "cozystack-migration:"
 #define STR_(x) #x
@@ -34,6 +35,26 @@ void header_free(struct header *h)
         free(h->requires[i]);
     free(h->requires);
     memset(h, 0, sizeof *h);
+}
+
+const char *header_timeout_why(const struct header *h, const char *path, double override,
+                               char *buf, size_t len)
+{
+    char d[64];
+    if (override > 0) {
+        format_duration(override, d, sizeof d);
+        snprintf(buf, len, "--timeout %s", d);
+    } else if (h && h->timeout > 0 && h->timeout_line > 0) {
+        format_duration(h->timeout, d, sizeof d);
+        snprintf(buf, len, "timeout=%s, %s:%d", d, path ? path : "the header", h->timeout_line);
+    } else {
+        format_duration(DEFAULT_TIMEOUT_S, d, sizeof d);
+        if (path)
+            snprintf(buf, len, "the default %s: %s sets no timeout=", d, path);
+        else
+            snprintf(buf, len, "the default %s", d);
+    }
+    return buf;
 }
 
 static char *trim(char *s)
@@ -137,6 +158,7 @@ static int parse_line(struct header *h, char *kv, const char *path, int line, un
                      line, val);
             return -1;
         }
+        h->timeout_line = line;
         return 0;
     }
 }
@@ -240,6 +262,7 @@ int header_parse(const char *path, const char *text, size_t len, int lua, struct
         }
     }
     if (!lines) {
+        h->missing = 1;
         snprintf(err, errlen,
                  "%s: missing header: a migration starts with the line '%s " TAG
                  " on-error=abort' (or on-error=warn)%s",

@@ -137,10 +137,11 @@ static void mark_nul(struct ledger *l, const char *key, size_t klen)
         }
 }
 
-/* Each data value of the object text that holds a NUL byte: its record
- * (or `version`) is unreadable. Keys are compared as they are written: a
- * ConfigMap key is [-._a-zA-Z0-9]+ and needs no escape. */
-void ledger_mark_nul(const char *body, size_t len, struct ledger *l)
+/* Each data value of the ConfigMap's JSON text that holds a NUL byte, to
+ * each(ud, key, klen). Keys are compared as they are written: a ConfigMap
+ * key is [-._a-zA-Z0-9]+ and needs no escape. */
+void configmap_nul_values(const char *body, size_t len,
+                          void (*each)(void *ud, const char *key, size_t klen), void *ud)
 {
     const char *e = body + len, *p = skip_ws(body, e);
     if (!memmem(body, len, "\\u0000", 6) || p >= e || *p != '{')
@@ -175,7 +176,7 @@ void ledger_mark_nul(const char *body, size_t len, struct ledger *l)
                 else
                     p = value_end(p, e);
                 if (nul)
-                    mark_nul(l, k, kl);
+                    each(ud, k, kl);
                 p = skip_ws(p, e);
                 if (p < e && *p == ',')
                     p++;
@@ -284,6 +285,18 @@ char *ledger_failures_with(const struct ledger *l, const struct ledger_failure *
     char *out = text ? strdup(text) : NULL;
     cJSON_free(text);
     return out;
+}
+
+static void mark_nul_cb(void *ud, const char *key, size_t klen)
+{
+    mark_nul(ud, key, klen);
+}
+
+/* Each data value of the object text that holds a NUL byte: its record
+ * (or `version`) is unreadable. */
+void ledger_mark_nul(const char *body, size_t len, struct ledger *l)
+{
+    configmap_nul_values(body, len, mark_nul_cb, l);
 }
 
 int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)

@@ -81,6 +81,11 @@ void ledger_free(struct ledger *l);
  * to a NUL byte, and "{...}\u0000junk" would read as the object alone): its
  * record becomes REC_UNKNOWN, or `version` bad. */
 void ledger_mark_nul(const char *body, size_t len, struct ledger *l);
+/* The scan ledger_mark_nul makes, for any ConfigMap's JSON text (the
+ * migrations index's too, indexdoc.h): each(ud, key, klen) for each data
+ * value that holds the escape \u0000. */
+void configmap_nul_values(const char *body, size_t len,
+                          void (*each)(void *ud, const char *key, size_t klen), void *ud);
 
 /* The last failure of slug the annotation keeps, or NULL. */
 const struct ledger_failure *ledger_find_failure(const struct ledger *l, const char *slug);

@@ -1,4 +1,5 @@
-/* manifest.c: parses slugs, order.d/ batch files, `revoked` and `legacy-map`.
+/* manifest.c: parses slugs, order.d/ batch files, `revoked`, `legacy-map`
+ * and the legacy set's digest list.
  *
  * Owns the grammar of each line format and the error message for each way a
  * line can be wrong ("FILE:LINE: what"). Cross-file rules (a slug in two
@@ -384,6 +385,108 @@ int legacy_map_load(const char *path, struct legacy_map *m, char *err, size_t er
     if (r <= 0)
         return r;
     int rc = legacy_map_parse(path, text, len, m, err, errlen);
+    free(text);
+    return rc;
+}
+
+void digest_list_free(struct digest_list *d)
+{
+    for (size_t i = 0; i < d->n; i++)
+        free(d->e[i].path);
+    free(d->e);
+    memset(d, 0, sizeof *d);
+}
+
+const struct digest_entry *digest_list_find(const struct digest_list *d, const char *path)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (strcmp(d->e[i].path, path) == 0)
+            return &d->e[i];
+    return NULL;
+}
+
+/* A path as the list may name one: relative, every component a plain name. */
+static int digest_path_ok(const char *p)
+{
+    if (!*p || *p == '/' || strchr(p, '\\'))
+        return 0;
+    for (const char *c = p; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)c[i] < 0x20 || c[i] == 0x7f)
+                return 0;
+        c += n;
+        if (*c == '/' && !*++c)
+            return 0;
+    }
+    return 1;
+}
+
+int digest_list_parse(const char *path, const char *text, size_t len, struct digest_list *d,
+                      char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    struct lines it = {.p = text, .end = text + len};
+    int last = 0;
+    char *s;
+    while ((s = next_line(&it, 0))) {
+        if (line_bad(&it, path, err, errlen)) {
+            digest_list_free(d);
+            return -1;
+        }
+        /* sha256sum writes no blank line: one here was put by hand */
+        if (it.line != last + 1) {
+            snprintf(err, errlen, "%s:%d: a blank line: the list is sha256sum's output, one "
+                     "'<sha256>  <path>' a line", path, last + 1);
+            digest_list_free(d);
+            return -1;
+        }
+        last = it.line;
+        size_t hexn = strspn(s, "0123456789abcdef");
+        const char *p = s + 64;
+        if (hexn != 64 || p[0] != ' ' || (p[1] != ' ' && p[1] != '*') || !digest_path_ok(p + 2)) {
+            snprintf(err, errlen, "%s:%d: expected '<sha256>  <path>' (64 lower-case hex digits, "
+                     "two spaces, a path inside legacy-sh/), as sha256sum writes it", path, it.line);
+            digest_list_free(d);
+            return -1;
+        }
+        p += 2;
+        const struct digest_entry *dup = digest_list_find(d, p);
+        if (dup) {
+            snprintf(err, errlen, "%s:%d: %s repeats line %d", path, it.line, p, dup->line);
+            digest_list_free(d);
+            return -1;
+        }
+        struct digest_entry *ne = realloc(d->e, (d->n + 1) * sizeof *ne);
+        if (!ne || !(ne[d->n].path = strdup(p))) {
+            if (ne)
+                d->e = ne;
+            snprintf(err, errlen, "%s: out of memory", path);
+            digest_list_free(d);
+            return -1;
+        }
+        d->e = ne;
+        memcpy(ne[d->n].sha256, s, 64);
+        ne[d->n].sha256[64] = '\0';
+        ne[d->n].line = it.line;
+        d->n++;
+    }
+    return 0;
+}
+
+int digest_list_load(const char *path, struct digest_list *d, int *present, char *err,
+                     size_t errlen)
+{
+    char *text;
+    size_t len;
+    memset(d, 0, sizeof *d);
+    int r = read_optional(path, &text, &len, err, errlen);
+    *present = r > 0;
+    if (r <= 0)
+        return r;
+    int rc = digest_list_parse(path, text, len, d, err, errlen);
     free(text);
     return rc;
 }

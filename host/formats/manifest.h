@@ -1,6 +1,7 @@
 /* manifest.h: the line formats that say what exists and in which order:
- * slugs, order.d/ batches, `revoked`, `legacy-map`. One parser each, shared
- * by the runner, the linter, the generator and the specs. */
+ * slugs, order.d/ batches, `revoked`, `legacy-map`, and the digest list of
+ * the frozen legacy set. One parser each, shared by the runner, the linter,
+ * the generator and the specs. */
 #ifndef COZY_MANIFEST_H
 #define COZY_MANIFEST_H
 #include <stddef.h>
@@ -77,4 +78,28 @@ int legacy_map_parse(const char *path, const char *text, size_t len, struct lega
                      char *err, size_t errlen);
 int legacy_map_load(const char *path, struct legacy_map *m, char *err, size_t errlen);
 void legacy_map_free(struct legacy_map *m);
+
+/* legacy-sh/LEGACY_DIGESTS: what `import-legacy` imported, so lint can prove
+ * the frozen legacy set byte for byte what it was. The format is
+ * sha256sum's ("<64 hex>  <path>", or " *<path>"), so `sha256sum -c` checks
+ * it too: paths relative to legacy-sh/, each once, none absolute, none with
+ * a `.` or `..` component or a backslash; nothing else (no comments, no
+ * blank lines). */
+#define LEGACY_DIGESTS "legacy-sha256sums"
+struct digest_entry {
+    char *path;
+    char sha256[65];
+    int line;
+};
+struct digest_list {
+    struct digest_entry *e; /* in file order */
+    size_t n;
+};
+int digest_list_parse(const char *path, const char *text, size_t len, struct digest_list *d,
+                      char *err, size_t errlen);
+/* A missing file: 0 with *present 0 and an empty list. */
+int digest_list_load(const char *path, struct digest_list *d, int *present, char *err,
+                     size_t errlen);
+const struct digest_entry *digest_list_find(const struct digest_list *d, const char *path);
+void digest_list_free(struct digest_list *d);
 #endif

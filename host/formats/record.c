@@ -65,7 +65,8 @@ static const struct record_field {
     FIELD(duration_ms, FIELD_COUNT),  FIELD(writes, FIELD_JOURNAL_COUNT),
     FIELD(changed, FIELD_JOURNAL_COUNT), FIELD(reason, FIELD_STRING),
     FIELD(message, FIELD_STRING),     FIELD(output, FIELD_STRING),
-    FIELD(by, FIELD_STRING),          FIELD(journal, FIELD_JOURNAL),
+    FIELD(by, FIELD_STRING),          FIELD(stamp, FIELD_STRING),
+    FIELD(journal, FIELD_JOURNAL),
 #undef FIELD
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
@@ -362,7 +363,7 @@ size_t record_max_bytes(const struct record *base, int may_fail, int shrunk)
     free(r);
     if (!text)
         return 0;
-    size_t n = strlen(text);
+    size_t n = strlen(text) + widest("stamp", sizeof base->stamp);
     free(text);
     if (!may_fail)
         return n;

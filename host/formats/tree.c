@@ -5,7 +5,8 @@
  * batch entry neither shipped nor retired, a slug in two batches or two
  * tiers, a bad header, a revoked or legacy slug the manifest does not know,
  * a `requires` on a slug that is absent, ordered later, itself, revoked or
- * in the other tier, a legacy script the legacy-map does not number or an
+ * in the other tier (a bad header only fails its own migration under
+ * tree_load_partial), a legacy script the legacy-map does not number or an
  * 00000-legacy batch that is not the map in its order, a missing
  * `revoked`, and any entry of a script directory that is not a readable
  * script (a subdirectory, a dotfile, a dangling or looping symlink, an
@@ -35,7 +36,7 @@ static void hex(const unsigned char *d, unsigned n, char out[65])
     out[64] = '\0';
 }
 
-static int sha256_text(const char *buf, size_t len, char out[65])
+int sha256_text(const char *buf, size_t len, char out[65])
 {
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned dn = 0;
@@ -56,8 +57,10 @@ int sha256_file(const char *path, char out[65])
     return rc;
 }
 
-/* A script read once for both its header and its checksum. */
-static int read_script(const char *path, int lua, struct migration *m, char *err, size_t errlen)
+/* A script read once for both its header and its checksum. partial: a
+ * header that does not parse is kept in m->header_err, not a failure. */
+static int read_script(const char *path, int lua, int partial, struct migration *m, char *err,
+                       size_t errlen)
 {
     size_t len;
     char *text = read_file(path, &len);
@@ -66,6 +69,15 @@ static int read_script(const char *path, int lua, struct migration *m, char *err
         return -1;
     }
     int rc = header_parse(path, text, len, lua, &m->h, err, errlen);
+    if (rc != 0 && partial) {
+        if (!(m->header_err = strdup(err))) {
+            snprintf(err, errlen, "out of memory");
+            free(text);
+            return -1;
+        }
+        *err = '\0';
+        rc = 0;
+    }
     if (rc == 0 && sha256_text(text, len, m->sha256) != 0) {
         snprintf(err, errlen, "%s: cannot compute its checksum", path);
         rc = -1;
@@ -168,11 +180,27 @@ int sha256_dir(const char *dir, char out[65], char *err, size_t errlen)
     return rc;
 }
 
+int tree_list_files(const char *dir, char ***list, size_t *n, char *err, size_t errlen)
+{
+    *list = NULL;
+    *n = 0;
+    int rc = list_files(dir, "", list, n, err, errlen);
+    if (rc == 0 && *n > 1)
+        qsort(*list, *n, sizeof **list, cmp_path);
+    if (rc != 0) {
+        free_names(*list, *n);
+        *list = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 void tree_free(struct tree *t)
 {
     for (size_t i = 0; i < t->n; i++) {
         free(t->m[i].slug);
         free(t->m[i].path);
+        free(t->m[i].header_err);
         header_free(&t->m[i].h);
     }
     free(t->m);
@@ -271,7 +299,7 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
         *why = '\0';
         if (all[i][0] == '.') {
             snprintf(why, sizeof why, "not a migration (a dotfile); %s/ holds only <slug>%s%s", rel,
-                     ext, shell ? ", legacy-map and lib/" : "");
+                     ext, shell ? ", legacy-map, " LEGACY_DIGESTS " and lib/" : "");
         } else if (stat(full, &st) != 0) {
             struct stat lst;
             int link = lstat(full, &lst) == 0 && S_ISLNK(lst.st_mode);
@@ -294,9 +322,10 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
         }
     }
     /* Then the regular files: each a <slug><ext> (legacy-sh/ also holds
-     * legacy-map). */
+     * legacy-map and the digest list of its import). */
     for (size_t i = 0; rc == 0 && i < na; i++) {
-        if (!keep[i] || (shell && strcmp(all[i], "legacy-map") == 0))
+        if (!keep[i] || (shell && (strcmp(all[i], "legacy-map") == 0 ||
+                                   strcmp(all[i], LEGACY_DIGESTS) == 0)))
             continue;
         snprintf(full, sizeof full, "%s/%s", dir, all[i]);
         snprintf(relpath, sizeof relpath, "%s/%s", rel, all[i]);
@@ -320,6 +349,7 @@ struct loading {
     struct tree *t;
     const char *tier;
     int shell;
+    int partial;
     char *err;
     size_t errlen;
 };
@@ -362,18 +392,21 @@ static int load_entry(void *ud, const struct tree_entry *e)
         return -1;
     }
     t->n++;
-    return read_script(e->path, !ld->shell, m, ld->err, ld->errlen);
+    int rc = read_script(e->path, !ld->shell, ld->partial, m, ld->err, ld->errlen);
+    if (rc == 0 && m->header_err)
+        t->nbad++;
+    return rc;
 }
 
 /* Adds every script of one directory. */
-static int scan(struct tree *t, const char *rel, const char *tier, int shell, char *err,
-                size_t errlen)
+static int scan(struct tree *t, const char *rel, const char *tier, int shell, int partial,
+                char *err, size_t errlen)
 {
-    struct loading ld = {t, tier, shell, err, errlen};
+    struct loading ld = {t, tier, shell, partial, err, errlen};
     return tree_scan_dir(t->root, rel, shell, load_entry, &ld, err, errlen);
 }
 
-int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen)
+static int load_scripts(const char *root, struct tree *t, int partial, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
     *err = '\0';
@@ -381,9 +414,9 @@ int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (scan(t, "migrations/pre-apply", "pre-apply", 0, err, errlen) != 0 ||
-        scan(t, "migrations/background", "background", 0, err, errlen) != 0 ||
-        scan(t, "legacy-sh", "pre-apply", 1, err, errlen) != 0) {
+    if (scan(t, "migrations/pre-apply", "pre-apply", 0, partial, err, errlen) != 0 ||
+        scan(t, "migrations/background", "background", 0, partial, err, errlen) != 0 ||
+        scan(t, "legacy-sh", "pre-apply", 1, partial, err, errlen) != 0) {
         tree_free(t);
         return -1;
     }
@@ -561,7 +594,10 @@ static int validate(struct tree *t, char *err, size_t errlen)
         size_t bi, ei;
         long order = locate(t, m->slug, &bi, &ei);
         if (order < 0) {
-            snprintf(err, errlen, "%s: slug '%s' is in no batch of the manifest", m->path, m->slug);
+            snprintf(err, errlen, "%s: slug '%s' is in no batch of the manifest: `cozy-migrate "
+                     "order` makes migrations/order.d from HEAD, so commit the script, then run "
+                     "order again (a --local run needs neither: it puts what no commit carries "
+                     "in the untagged batch)", m->path, m->slug);
             return -1;
         }
         m->batch = bi;
@@ -631,12 +667,56 @@ const char *tree_order_d(const char *root, char *buf, size_t len)
     return buf;
 }
 
-int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
+/* A copy of m (0, or -1 when out of memory, dst then empty). */
+static int manifest_copy(struct manifest *dst, const struct manifest *m)
 {
-    if (tree_load_scripts(root, t, err, errlen) != 0)
+    memset(dst, 0, sizeof *dst);
+    if (m->n && !(dst->b = calloc(m->n, sizeof *dst->b)))
+        return -1;
+    for (size_t b = 0; b < m->n; b++, dst->n++) {
+        struct batch *d = &dst->b[b];
+        const struct batch *sb = &m->b[b];
+        if (!(d->name = strdup(sb->name)) || !(d->path = strdup(sb->path)) ||
+            (sb->n && !(d->e = calloc(sb->n, sizeof *d->e)))) {
+            dst->n++;
+            manifest_free(dst);
+            return -1;
+        }
+        for (size_t i = 0; i < sb->n; i++, d->n++) {
+            d->e[i] = sb->e[i];
+            if (!(d->e[i].slug = strdup(sb->e[i].slug))) {
+                dst->n++;
+                manifest_free(dst);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen)
+{
+    return load_scripts(root, t, 0, err, errlen);
+}
+
+const struct migration *tree_first_bad(const struct tree *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->m[i].header_err)
+            return &t->m[i];
+    return NULL;
+}
+
+static int load(const char *root, const struct manifest *m, struct tree *t, int partial,
+                char *err, size_t errlen)
+{
+    if (load_scripts(root, t, partial, err, errlen) != 0)
         return -1;
     char path[4096];
-    int rc = manifest_load(tree_order_d(root, path, sizeof path), &t->man, err, errlen);
+    int rc = m ? manifest_copy(&t->man, m) : manifest_load(tree_order_d(root, path, sizeof path),
+                                                          &t->man, err, errlen);
+    if (rc != 0 && m)
+        snprintf(err, errlen, "out of memory");
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/migrations/revoked", root);
         rc = revoked_load(path, &t->revoked, err, errlen);
@@ -651,4 +731,20 @@ int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
     if (rc != 0)
         tree_free(t);
     return rc;
+}
+
+int tree_load(const char *root, struct tree *t, char *err, size_t errlen)
+{
+    return load(root, NULL, t, 0, err, errlen);
+}
+
+int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
+                   size_t errlen)
+{
+    return load(root, m, t, 1, err, errlen);
+}
+
+int tree_load_partial(const char *root, struct tree *t, char *err, size_t errlen)
+{
+    return load(root, NULL, t, 1, err, errlen);
 }

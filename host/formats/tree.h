@@ -15,6 +15,8 @@ struct migration {
     char *path;
     int is_shell;
     struct header h;
+    char *header_err;       /* tree_load_partial: why its header does not parse ("PATH:LINE:
+                             * ..."), h then empty; NULL when it parses */
     char sha256[65];
     size_t batch;           /* index into tree.man.b */
     size_t order;           /* position in the whole manifest */
@@ -27,6 +29,7 @@ struct tree {
     struct manifest man;
     struct slug_list revoked;
     struct legacy_map legacy;
+    size_t nbad;            /* migrations whose header does not parse (tree_load_partial) */
     char lib_lua[65];       /* digest of the stdlib that runs (paths_stdlib) */
     char lib_sh[65];        /* digest of legacy-sh/lib/ */
     /* Indexes, so finding a slug among thousands is a binary search: */
@@ -75,6 +78,19 @@ const char *tree_order_d(const char *root, char *buf, size_t len);
 /* Loads ROOT (holding migrations/ and legacy-sh/) and validates it. Returns
  * 0, or -1 with one line in err naming the file and line or the slug. */
 int tree_load(const char *root, struct tree *t, char *err, size_t errlen);
+/* tree_load_partial (below) with the manifest m (copied) in place of ROOT's
+ * order.d when m is not NULL: a --local run's, made from the working tree
+ * (release/order.h order_local). */
+int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
+                   size_t errlen);
+/* tree_load, but a header that does not parse fails only its own
+ * migration: it is loaded with header_err set (and an empty header) and
+ * counted in nbad; everything else is validated as tree_load does. What a
+ * bad header may block is the caller's to decide (the runner: every run of
+ * the whole tier, and its own slug's). */
+int tree_load_partial(const char *root, struct tree *t, char *err, size_t errlen);
+/* The first migration whose header does not parse, or NULL. */
+const struct migration *tree_first_bad(const struct tree *t);
 /* Loads only the scripts and their headers, without a manifest (the linter
  * and `new` work on a tree that has none). */
 int tree_load_scripts(const char *root, struct tree *t, char *err, size_t errlen);
@@ -93,5 +109,10 @@ void tree_free(struct tree *t);
  * digest of nothing; anything below it that cannot be read fails, with
  * "PATH: why" in err. */
 int sha256_file(const char *path, char out[65]);
+int sha256_text(const char *buf, size_t len, char out[65]);
+/* The regular files below dir (legacy-sh/lib/: what sha256_dir digests),
+ * relative to it, sorted as whole paths; a missing dir has none. 0, or -1
+ * with "PATH: why" in err. Free each name and the array. */
+int tree_list_files(const char *dir, char ***list, size_t *n, char *err, size_t errlen);
 int sha256_dir(const char *dir, char out[65], char *err, size_t errlen);
 #endif

@@ -204,6 +204,8 @@ struct loader {
     size_t nodes, bytes;
     char *err;
     size_t errlen;
+    int single;             /* yaml_load_single: nothing may follow the first document */
+    int after;              /* past the first document's end */
 };
 
 static int __attribute__((format(printf, 3, 4)))
@@ -679,6 +681,14 @@ static int parser_fail(struct loader *ld, const yaml_parser_t *p)
 {
     if (p->error == YAML_MEMORY_ERROR || !p->problem)
         return oom(ld);
+    if (ld->after) {
+        size_t at = p->error == YAML_READER_ERROR ? p->problem_offset : p->problem_mark.index;
+        size_t col, line = offset_line(ld->text, ld->len, at, &col);
+        yaml_seterr(ld->err, ld->errlen, "%s:%zu:%zu: %s at byte offset %zu, after the first "
+                    "document (one document, and nothing after it)", ld->name, line, col,
+                    p->problem, at);
+        return -1;
+    }
     if (p->error == YAML_READER_ERROR) {
         size_t col, line = offset_line(ld->text, ld->len, p->problem_offset, &col);
         yaml_seterr(ld->err, ld->errlen, "%s:%zu:%zu: %s", ld->name, line, col, p->problem);
@@ -712,8 +722,8 @@ void yaml_doc_free(struct yaml_doc *doc)
     doc->nmarks = 0;
 }
 
-int yaml_load(const char *name, const char *text, size_t len, struct yaml_doc *doc,
-              char *err, size_t errlen)
+static int load(const char *name, const char *text, size_t len, struct yaml_doc *doc,
+                char *err, size_t errlen, int single)
 {
     struct loader ld;
     yaml_parser_t p;
@@ -728,6 +738,7 @@ int yaml_load(const char *name, const char *text, size_t len, struct yaml_doc *d
     ld.doc = doc;
     ld.err = err;
     ld.errlen = errlen;
+    ld.single = single;
     if (err && errlen)
         err[0] = '\0';
 
@@ -746,8 +757,21 @@ int yaml_load(const char *name, const char *text, size_t len, struct yaml_doc *d
             done = 1;
             break;
         case YAML_DOCUMENT_END_EVENT:
-            /* Only the first document counts; the rest is not read at all. */
-            done = 1;
+            /* Only the first document counts; the rest is not read at all,
+             * unless the caller takes one document exactly. */
+            if (ld.single)
+                ld.after = 1;
+            else
+                done = 1;
+            break;
+        case YAML_DOCUMENT_START_EVENT:
+            if (ld.after) {
+                size_t col, line = offset_line(ld.text, ld.len, ev.start_mark.index, &col);
+                yaml_seterr(ld.err, ld.errlen, "%s:%zu:%zu: a second document begins at byte "
+                            "offset %zu (one document, and nothing after it)", ld.name, line,
+                            col, (size_t)ev.start_mark.index);
+                r = -1;
+            }
             break;
         case YAML_SCALAR_EVENT:
             r = on_scalar(&ld, &ev);
@@ -791,6 +815,18 @@ out:
     if (rc < 0)
         yaml_doc_free(doc);
     return rc;
+}
+
+int yaml_load(const char *name, const char *text, size_t len, struct yaml_doc *doc,
+              char *err, size_t errlen)
+{
+    return load(name, text, len, doc, err, errlen, 0);
+}
+
+int yaml_load_single(const char *name, const char *text, size_t len, struct yaml_doc *doc,
+                     char *err, size_t errlen)
+{
+    return load(name, text, len, doc, err, errlen, 1);
 }
 
 int yaml_load_file(const char *path, struct yaml_doc *doc, char *err, size_t errlen)

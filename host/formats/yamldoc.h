@@ -20,6 +20,12 @@ struct yaml_doc {
  * messages. Scalars follow the YAML 1.2 core schema (quoted ones are strings). */
 int yaml_load(const char *name, const char *text, size_t len,
               struct yaml_doc *doc, char *err, size_t errlen);
+/* yaml_load of a text that must be one document exactly: a second document,
+ * or anything but comments after the first, fails naming its byte offset
+ * (what `kubectl apply -f` of a two-document file leaves live is the last
+ * one: a reader that took the first would read another object). */
+int yaml_load_single(const char *name, const char *text, size_t len,
+                     struct yaml_doc *doc, char *err, size_t errlen);
 /* Reads and parses a file; a read error is reported as "PATH: strerror". */
 int yaml_load_file(const char *path, struct yaml_doc *doc, char *err, size_t errlen);
 /* 1-based line where `node` starts, or 0 if it is not from this doc. */

@@ -22,6 +22,7 @@
 
 #include "base/defaults.h"
 #include "formats/yamldoc.h"
+#include "kube/k8sproto.h"
 
 #define MAX_SEGS 16
 #define SEG_MAX 256
@@ -201,6 +202,21 @@ static enum guard_verdict check_create(const char *want, const char *body, size_
     if (!body) {
         snprintf(why, whylen, "a create in a guarded collection needs a body the guard can read");
         return GUARD_BAD_BODY;
+    }
+    if (ct && strcmp(ct, K8SPROTO_CONTENT_TYPE) == 0) {
+        /* kubectl's typed clients send protobuf (`kubectl create configmap`) */
+        char name[SEG_MAX];
+        int r = k8sproto_name(body, len, name, sizeof name);
+        if (r < 0) {
+            snprintf(why, whylen, "the protobuf body of a create in a guarded collection does not "
+                     "read as one object");
+            return GUARD_BAD_BODY;
+        }
+        if (r == 1 && strcasecmp(name, want) == 0) {
+            snprintf(why, whylen, "it would create %s", want);
+            return GUARD_PROTECTED;
+        }
+        return GUARD_ALLOW;
     }
     if (!is_yaml(ct) && !is_json(ct)) {
         snprintf(why, whylen, "content type %s is not one the guard reads", ct);

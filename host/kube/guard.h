@@ -11,7 +11,8 @@
  * '/' or NUL), its canonical form (percent-decoded, compared without regard
  * to case), how a path names namespace, resource, object and subresource
  * (as the apiserver's RequestInfo reads it), and reading a body in the
- * format its content type names (JSON without duplicate keys, or YAML).
+ * format its content type names (JSON without duplicate keys, YAML, or a
+ * create's name out of Kubernetes protobuf, k8sproto.h).
  * Holds no state and makes no request; kube.c calls it on every request it
  * sends, the ones it builds itself included.
  *

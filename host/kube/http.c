@@ -31,9 +31,18 @@ struct http_client {
     long requests;
     struct curl_slist *connect_to;
     char *proxy;            /* proxy-url as libcurl takes it */
+    char proxy_shown[300];  /* ... as an error names it: the URL without its user part */
     char tls_hint[900];     /* which kubeconfig fields a TLS failure points to */
     void (*say)(const char *line);
+    const char *const *next_headers; /* http_set_next: for the next request only */
+    int next_keep;
 };
+
+void http_set_next(struct http_client *c, const char *const *headers, int keep_headers)
+{
+    c->next_headers = headers;
+    c->next_keep = keep_headers;
+}
 
 /* The request body, handed to libcurl through a read callback so that a
  * rewind (libcurl resending the request on a fresh connection) goes through
@@ -152,6 +161,15 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
         double s = strtod(buf, &end);
         /* An HTTP-date form is rare from the apiserver; treat it as 1s. */
         r->retry_after = (end != buf && s >= 0) ? s : 1;
+    } else if (r->keep_headers &&
+               ((klen == 4 && strncasecmp(p, "ETag", 4) == 0) ||
+                (klen == 13 && strncasecmp(p, "Cache-Control", 13) == 0) ||
+                (klen == 13 && strncasecmp(p, "Last-Modified", 13) == 0) ||
+                (klen == 7 && strncasecmp(p, "Expires", 7) == 0))) {
+        char val[512];
+        trim_copy(val, sizeof val, v, vlen);
+        size_t used = strlen(r->headers);
+        snprintf(r->headers + used, sizeof r->headers - used, "%.*s: %s\n", (int)klen, p, val);
     } else if (klen == 7 && strncasecmp(p, "Warning", 7) == 0) {
         char buf[1024], line[1100];
         trim_copy(buf, sizeof buf, v, vlen);
@@ -299,6 +317,13 @@ struct http_client *http_client_new(const struct kube_config *cfg, void (*say)(c
         snprintf(c->proxy, n, "%s%s", socks ? "socks5h://" : "", socks ? cfg->proxy_url + 9
                                                                         : cfg->proxy_url);
         bad |= curl_easy_setopt(h, CURLOPT_PROXY, c->proxy) != CURLE_OK;
+        /* A proxy URL may carry a password: an error shows it without. */
+        const char *sep = strstr(cfg->proxy_url, "://"), *at = strrchr(cfg->proxy_url, '@');
+        if (sep && at && at > sep)
+            snprintf(c->proxy_shown, sizeof c->proxy_shown, "%.*s://***@%.200s",
+                     (int)(sep - cfg->proxy_url), cfg->proxy_url, at + 1);
+        else
+            snprintf(c->proxy_shown, sizeof c->proxy_shown, "%.280s", cfg->proxy_url);
         bad |= curl_easy_setopt(h, CURLOPT_NOPROXY, "") != CURLE_OK;
     }
     if (bad) {
@@ -421,6 +446,13 @@ static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const
         if ((t = curl_slist_append(hdrs, line)))
             hdrs = t;
     }
+    for (const char *const *e = c->next_headers; e && *e; e++)
+        if (!strpbrk(*e, "\r\n") && strncasecmp(*e, "Authorization:", 14) != 0 &&
+            (t = curl_slist_append(hdrs, *e)))
+            hdrs = t;
+    r->keep_headers = c->next_keep;
+    c->next_headers = NULL;
+    c->next_keep = 0;
     /* Without this libcurl sends Expect: 100-continue on large bodies and
      * waits a round trip for nothing. */
     if ((t = curl_slist_append(hdrs, "Expect:")))
@@ -504,6 +536,14 @@ static int xfer_finish(struct http_client *c, struct http_xfer *x, CURLcode rc)
                                                             "signed by the CA, or not for this name)"
                                                           : "",
                      c->tls_hint);
+        else if (c->proxy && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_PROXY ||
+                              rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR ||
+                              rc == CURLE_GOT_NOTHING))
+            /* Every request goes through the proxy: its failure is the
+             * proxy's until shown otherwise, and kubectl's words do not
+             * say so. */
+            snprintf(r->error, sizeof r->error, "proxy-url %s (the kubeconfig's proxy to "
+                     "%.200s) failed: %s", c->proxy_shown, c->server, curl_easy_strerror(rc));
         else
             snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(rc));
         curl_off_t upn = 0;

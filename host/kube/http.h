@@ -25,6 +25,9 @@ struct http_response {
                              * because the reused one died before any answer */
     int too_large;          /* the body passed the memory cap (mem.h) */
     char error[1400];       /* libcurl's message for transport errors (TLS ones naming the kubeconfig fields) */
+    int keep_headers;       /* http_set_next asked for the caching headers below */
+    char headers[1024];     /* ETag, Cache-Control, Last-Modified, Expires of the answer,
+                             * "Name: value\n" each (a relay hands them on) */
     void (*say)(const char *line); /* the client's: where a Warning header goes */
 };
 
@@ -47,6 +50,10 @@ int http_request(struct http_client *c, const char *method, const char *path,
                  size_t body_len, int replayable, double timeout_s,
                  struct http_response *resp);
 void http_response_free(struct http_response *r);
+/* For the next request sent on c only (a relay's, under its lock): extra
+ * request headers ("Name: value", NULL-terminated; one holding a line break
+ * is dropped) and whether to keep the answer's caching headers. */
+void http_set_next(struct http_client *c, const char *const *headers, int keep_headers);
 
 /* The same request as a transfer a libcurl multi handle runs (restpool.c
  * owns the multi handle and the waiting). http_handle_new: a handle with

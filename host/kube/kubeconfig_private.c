@@ -95,11 +95,52 @@ fail:
     return NULL;
 }
 
+/* The gateway's kubeconfig: the loopback server, the migration's token,
+ * the runner's namespace; nothing of the runner's own credentials. */
+static cJSON *gateway_doc(int port, const char *token, const char *ca_pem, const char *ns)
+{
+    char server[64];
+    snprintf(server, sizeof server, "https://127.0.0.1:%d", port);
+    cJSON *root = cJSON_CreateObject();
+    if (!root || !cJSON_AddStringToObject(root, "apiVersion", "v1") ||
+        !cJSON_AddStringToObject(root, "kind", "Config") ||
+        !cJSON_AddStringToObject(root, "current-context", "cozy-migrate-gateway"))
+        goto fail;
+    cJSON *cluster = named_entry(root, "clusters", "cozy-migrate-gateway", "cluster");
+    cJSON *user = cluster ? named_entry(root, "users", "cozy-migrate-gateway", "user") : NULL;
+    cJSON *context = user ? named_entry(root, "contexts", "cozy-migrate-gateway", "context") : NULL;
+    if (!context || !cJSON_AddStringToObject(cluster, "server", server) ||
+        b64_field(cluster, "certificate-authority-data", ca_pem, strlen(ca_pem)) < 0 ||
+        !cJSON_AddStringToObject(user, "token", token) ||
+        !cJSON_AddStringToObject(context, "cluster", "cozy-migrate-gateway") ||
+        !cJSON_AddStringToObject(context, "user", "cozy-migrate-gateway") ||
+        opt_str(context, "namespace", ns) < 0)
+        goto fail;
+    return root;
+fail:
+    cJSON_Delete(root);
+    return NULL;
+}
+
+static int write_doc(cJSON *doc, struct kube_private *kp, char *err, size_t errlen);
+
 int kubeconfig_private_write(const struct kube_config *c, struct kube_private *kp, char *err,
                              size_t errlen)
 {
     memset(kp, 0, sizeof *kp);
-    cJSON *doc = private_doc(c);
+    return write_doc(private_doc(c), kp, err, errlen);
+}
+
+int kubeconfig_private_gateway(int port, const char *token, const char *ca_pem, const char *ns,
+                               struct kube_private *kp, char *err, size_t errlen)
+{
+    memset(kp, 0, sizeof *kp);
+    return write_doc(gateway_doc(port, token, ca_pem, ns), kp, err, errlen);
+}
+
+/* Writes doc (taken over) as kp's file. */
+static int write_doc(cJSON *doc, struct kube_private *kp, char *err, size_t errlen)
+{
     char yerr[256] = "";
     char *text = doc ? yaml_emit_err(doc, yerr, sizeof yerr) : NULL;
     cJSON_Delete(doc);

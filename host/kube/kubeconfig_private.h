@@ -21,6 +21,13 @@ struct kube_private {
 };
 int kubeconfig_private_write(const struct kube_config *c, struct kube_private *kp, char *err,
                              size_t errlen);
+/* The same file for a shell migration that reaches the cluster through
+ * the runner's gateway (gateway.h): server https://127.0.0.1:port with the
+ * gateway's own certificate as its authority (ca_pem), the migration's
+ * bearer token, namespace ns (NULL: none), and nothing of the runner's own
+ * credentials. */
+int kubeconfig_private_gateway(int port, const char *token, const char *ca_pem, const char *ns,
+                               struct kube_private *kp, char *err, size_t errlen);
 /* Removes the file and its directory (a zeroed kp is a no-op). */
 void kubeconfig_private_remove(struct kube_private *kp);
 #endif

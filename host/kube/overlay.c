@@ -59,6 +59,8 @@ struct overlay *overlay_load(const char *path, char *err, size_t errlen)
     return o;
 }
 
+struct overlay *overlay_empty(void) { return overlay_new(NULL); }
+
 int overlay_save(const struct overlay *o, const char *path, char *err, size_t errlen)
 {
     char *text = cJSON_PrintUnformatted(o->doc);

@@ -28,6 +28,9 @@ enum overlay_state {
 
 /* A missing file is an empty overlay. NULL with err on a bad file. */
 struct overlay *overlay_load(const char *path, char *err, size_t errlen);
+/* An empty overlay kept in memory only (a shell's plain dry run, so its
+ * kubectl sees its own dry-run deletes and writes). NULL on OOM. */
+struct overlay *overlay_empty(void);
 int overlay_save(const struct overlay *o, const char *path, char *err, size_t errlen);
 void overlay_free(struct overlay *o);
 int overlay_changed(const struct overlay *o);   /* written since loaded */

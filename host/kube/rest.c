@@ -299,6 +299,8 @@ int rest_try_finish(struct rest_try *t, struct http_response *r, struct rest_res
     out->status = r->status;
     out->body = r->body;
     out->len = r->len;
+    snprintf(out->content_type, sizeof out->content_type, "%s", r->content_type);
+    snprintf(out->headers, sizeof out->headers, "%s", r->headers);
     r->body = NULL;
     if (r->transport_error) {
         snprintf(out->err.reason, sizeof out->err.reason, "%s",
@@ -315,7 +317,7 @@ int rest_try_finish(struct rest_try *t, struct http_response *r, struct rest_res
         out->err.after_retry = t->maybe_applied;
         return -1;
     }
-    if (out->len && strstr(r->content_type, "json"))
+    if (out->len && strstr(r->content_type, "json") && !t->raw)
         out->json = cJSON_ParseWithLength(out->body, out->len);
     if (r->status < 200 || r->status >= 300) {
         r->body = out->body; /* fill_error reads a text body through r */
@@ -333,13 +335,24 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
             const char *content_type, const char *body, size_t body_len, int idempotent,
             double time_left, struct rest_result *out)
 {
+    return rest_do_ex(c, method, path, accept, content_type, body, body_len, idempotent,
+                      time_left, NULL, 0, out);
+}
+
+int rest_do_ex(struct rest_client *c, const char *method, const char *path, const char *accept,
+               const char *content_type, const char *body, size_t body_len, int idempotent,
+               double time_left, const char *const *headers, int flags, struct rest_result *out)
+{
     struct rest_try t;
     rest_try_begin(&t, method, path, idempotent, time_left);
+    t.raw = (flags & REST_RAW) != 0;
     struct http_response r;
     for (;;) {
         double tmo = 0;
         if (rest_try_attempt(c, &t, &tmo, out) != 0)
             return -1;
+        if (headers || (flags & REST_KEEP_HEADERS))
+            http_set_next(c->http, headers, (flags & REST_KEEP_HEADERS) != 0);
         int rc = http_request(c->http, method, path, accept, content_type, body, body_len,
                               idempotent, tmo, &r);
         double delay = rest_try_judge(c, &t, rc, &r);

@@ -35,6 +35,8 @@ struct rest_result {
     cJSON *json;                /* parsed body when it is JSON, owned */
     char *body;                 /* raw body, owned, NUL-terminated (mem_free) */
     size_t len;
+    char content_type[128];     /* the answer's Content-Type ("" when none) */
+    char headers[1024];         /* REST_KEEP_HEADERS: its caching headers (http.h) */
     struct rest_error err;      /* filled when rest_do returns -1 */
 };
 
@@ -56,6 +58,15 @@ int rest_do(struct rest_client *c, const char *method, const char *path, const c
             const char *content_type, const char *body, size_t body_len, int idempotent,
             double time_left, struct rest_result *out);
 void rest_result_free(struct rest_result *r);
+/* rest_do with, on every attempt, extra request headers (NULL-terminated
+ * "Name: value"; may be NULL) and flags: REST_RAW leaves the body unparsed
+ * (json NULL: a relay that hands it on as it came), REST_KEEP_HEADERS keeps
+ * the answer's caching headers in out->headers. */
+#define REST_RAW 1
+#define REST_KEEP_HEADERS 2
+int rest_do_ex(struct rest_client *c, const char *method, const char *path, const char *accept,
+               const char *content_type, const char *body, size_t body_len, int idempotent,
+               double time_left, const char *const *headers, int flags, struct rest_result *out);
 
 /* GET path and return the parsed JSON (NULL with err filled on failure). */
 cJSON *rest_get_json(struct rest_client *c, const char *path, const char *accept,

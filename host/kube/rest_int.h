@@ -16,6 +16,7 @@ struct rest_try {
     double time_left, start, end;
     int attempt;
     int maybe_applied;
+    int raw;                    /* REST_RAW: the body is left unparsed */
 };
 
 void rest_try_begin(struct rest_try *t, const char *method, const char *path, int idempotent,

@@ -18,6 +18,13 @@ int luaopen_kube_core(struct lua_State *L);
  * (sandbox.c) calls it. May raise (memory). */
 void kube_push_private(struct lua_State *L);
 
+/* The text of an error value that reached the top of a script, when it is
+ * one of the module's (a kube error, or one the stdlib made): "FILE:LINE:
+ * kube.VERB RESOURCE NS/NAME: <tostring>", the place being the script's
+ * line that made the call (its `where`). 0 with buf filled, -1 when the
+ * value is no kube error (the caller shows it its own way). Raises nothing. */
+int kube_error_text(struct lua_State *L, int idx, char *buf, size_t len);
+
 /* What the host asks the module once the script has run (the host context
  * carries inputs only). */
 /* The script is over, its state still open: the writes it left in flight

@@ -20,6 +20,7 @@
 
 #include "base/log.h"
 #include "base/util.h"
+#include "kube/apipath.h"
 #include "kube/options.h"
 #include "lua/kube_int.h"
 #include "lua/luajson.h"
@@ -137,6 +138,89 @@ void kube_push_json(lua_State *L, const cJSON *v)
     host_call_pinned(L, push_json_call, (void *)v, 1);
 }
 
+/* Sets field "where" of the table on top to the script's place on L's
+ * stack: the innermost Lua frame that is not the stdlib's own
+ * ("@stdlib/..."), as "FILE:LINE"; nothing when there is none (a request
+ * made by the host itself). Run where the error is made, while the stack
+ * still holds the call. May raise (memory). */
+static void set_where(lua_State *L)
+{
+    lua_Debug ar;
+    for (int level = 0; lua_getstack(L, level, &ar); level++) {
+        if (!lua_getinfo(L, "Sl", &ar) || ar.currentline < 1 || strcmp(ar.what, "C") == 0)
+            continue;
+        if (strncmp(ar.source, "@stdlib/", 8) == 0 || ar.source[0] != '@')
+            continue;
+        lua_pushfstring(L, "%s:%d", ar.source + 1, ar.currentline);
+        lua_setfield(L, -2, "where");
+        return;
+    }
+}
+
+/* "RESOURCE NS/NAME" (or a collection's "RESOURCE in NS") from a request
+ * path, into buf; the path itself when it names no resource. */
+static void object_of(const char *path, char *buf, size_t len)
+{
+    struct apipath p;
+    if (!path || apipath_parse(path, &p) != 0) {
+        snprintf(buf, len, "%s", path ? path : "?");
+        return;
+    }
+    char res[1100];
+    snprintf(res, sizeof res, "%s%s%s%s%s", p.resource, *p.group ? "." : "", p.group,
+             *p.sub ? "/" : "", p.sub);
+    if (*p.name)
+        snprintf(buf, len, "%s %s%s%s", res, p.ns, *p.ns ? "/" : "", p.name);
+    else if (*p.ns)
+        snprintf(buf, len, "%s in %s", res, p.ns);
+    else
+        snprintf(buf, len, "%s", res);
+}
+
+static int error_text_call(lua_State *L)
+{
+    char *buf = lua_touserdata(L, 2);
+    size_t len = (size_t)lua_tointeger(L, 3);
+    lua_getfield(L, 1, "where");
+    lua_getfield(L, 1, "verb");
+    lua_getfield(L, 1, "path");
+    const char *where = lua_type(L, -3) == LUA_TSTRING ? lua_tostring(L, -3) : NULL;
+    const char *verb = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    const char *path = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    error_tostring(L); /* pushes the kubectl-like text of the value at 1 */
+    const char *text = lua_tostring(L, -1);
+    char obj[2400] = "";
+    if (verb)
+        object_of(path, obj, sizeof obj);
+    snprintf(buf, len, "%s%s%s%s%s%s%s", where ? where : "", where ? ": " : "",
+             verb ? (strchr(verb, '.') ? "" : "kube.") : "", verb ? verb : "", verb ? " " : "",
+             verb ? obj : "", verb ? ": " : "");
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "%s", text ? text : "");
+    return 0;
+}
+
+int kube_error_text(lua_State *L, int idx, char *buf, size_t len)
+{
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx))
+        return -1;
+    luaL_getmetatable(L, ERROR_MT);
+    int mine = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (!mine || !len)
+        return -1;
+    lua_pushcfunction(L, error_text_call);
+    lua_pushvalue(L, idx);
+    lua_pushlightuserdata(L, buf);
+    lua_pushinteger(L, (lua_Integer)len);
+    if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+        lua_pop(L, 1);
+        return -1;
+    }
+    return 0;
+}
+
 void kube_push_error(lua_State *L, long code, const char *reason, const char *message,
                        const cJSON *details, const char *verb, const char *method,
                        const char *path)
@@ -158,6 +242,7 @@ void kube_push_error(lua_State *L, long code, const char *reason, const char *me
     lua_setfield(L, -2, "method");
     lua_pushstring(L, path);
     lua_setfield(L, -2, "path");
+    set_where(L);
     kube_push_error_mt(L);
     lua_setmetatable(L, -2);
 }
@@ -429,10 +514,78 @@ static int l_journal(lua_State *L)
     return 1;
 }
 
+/* Registry key: thread -> how many of its writes changed an object (weak
+ * keys: a finished coroutine's count goes with it). */
+static const char CHANGED_KEY = 'c';
+
+static void push_changed_table(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &CHANGED_KEY) == LUA_TTABLE)
+        return;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &CHANGED_KEY);
+}
+
+void kube_count_change(lua_State *L)
+{
+    push_changed_table(L);
+    lua_pushthread(L);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, -3);
+    lua_Integer n = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    lua_pushinteger(L, n + 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+/* changed_by([thread]) -> how many writes sent from thread (default: the
+ * caller's) changed an object. */
+static int l_changed_by(lua_State *L)
+{
+    if (lua_isnoneornil(L, 1)) {
+        lua_settop(L, 0);
+        lua_pushthread(L);
+    }
+    luaL_checktype(L, 1, LUA_TTHREAD);
+    lua_settop(L, 1);
+    push_changed_table(L);
+    lua_pushvalue(L, 1);
+    lua_rawget(L, -2);
+    lua_pushinteger(L, lua_tointeger(L, -1));
+    return 1;
+}
+
+/* error_text(err) -> the text a script's error shows at its top: a kube
+ * error's with the script's line, verb and object (kube_error_text), any
+ * other value's tostring. */
+static int l_error_text(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    char buf[4096];
+    if (kube_error_text(L, 1, buf, sizeof buf) == 0)
+        lua_pushstring(L, buf);
+    else
+        luaL_tolstring(L, 1, NULL);
+    return 1;
+}
+
 static int l_make_error(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
+    if (lua_getfield(L, 1, "where") == LUA_TNIL) {
+        lua_pop(L, 1);
+        set_where(L);
+    } else {
+        lua_pop(L, 1);
+    }
     kube_push_error_mt(L);
     lua_setmetatable(L, 1);
     return 1;
@@ -522,6 +675,8 @@ int luaopen_kube_core(lua_State *L)
         {"config", l_config},
         {"default_namespace", l_default_namespace},
         {"make_error", l_make_error},
+        {"error_text", l_error_text},
+        {"changed_by", l_changed_by},
         {"journal", l_journal},
         {"is_error", l_is_error},
         {"adopt", kube_l_adopt},

@@ -55,6 +55,10 @@ void kube_push_error(lua_State *L, long code, const char *reason, const char *me
                      const char *path);
 /* The same from a REST error, with after_retry and the continue token of a
  * 410. May raise (memory). */
+/* One write sent from L's thread changed an object: counted per thread
+ * (core.changed_by), so fleet.each can tell which fn changed its object
+ * when fn did not say so. May raise (memory). */
+void kube_count_change(lua_State *L);
 void kube_push_rest_error(lua_State *L, const struct rest_error *e, const char *verb,
                           const char *method, const char *path);
 /* ljson_push with finalizers held off (host_call_pinned): what is being

@@ -1,16 +1,14 @@
-/* kube_request.c: the request policy under every kube verb.
- *
- * Owns, for each request a script makes and each one the host makes for it:
- * the one door to the wire (wire()), where the guard judges the method, path
- * and body as sent (a path it cannot judge is refused), dryRun=All goes in
- * the query of every mutating request in dry-run mode and in a DELETE's
- * options body, and nothing leaves once the migration's deadline has
- * passed; which requests count as idempotent when handing them to rest.c
- * (which owns retries, bounded here by the migration's deadline); the
- * request's C memory boxed while Lua code that may raise runs; the write
- * journal and the dry-run report of each write. Must never mark a request
- * idempotent whose repetition is unsafe, send a request that did not pass
- * wire(), nor let a script reach the ledger. */
+/* kube_request.c: the one request function under every kube verb, a thin
+ * caller of the door (kube/door.h) that a shell migration's gateway passes
+ * too. Owns, for each request a script makes: reading and checking the
+ * request table (fixed lists for the method and the headers, the query
+ * from escaped values that never name dryRun), the request's C memory
+ * boxed while Lua code that may raise runs, requests in flight together
+ * for fleet.each (the pool), and turning the door's verdicts and answers
+ * into Lua values and raised errors. The judgement itself (the guard, dry
+ * run, the deadline, what is safe to repeat, the journal and the dry-run
+ * report) is the door's. Must never send a request that did not pass the
+ * door, nor let a script reach the ledger. */
 #include "lua/kube_int.h"
 
 #include <curl/curl.h>
@@ -24,8 +22,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "kube/dryrun.h"
-#include "kube/guard.h"
+#include "kube/door.h"
 #include "lua/kube.h"
 #include "lua/luajson.h"
 
@@ -169,170 +166,13 @@ struct req *kube_req_box(lua_State *L)
 
 /* ---- the wire ---------------------------------------------------------- */
 
-/* The guard's view of this state's run: the protected names, the runner's
- * component, and whether requests go out as dry runs. */
-static struct guard_target guard_for(const struct host_ctx *hc)
+/* This state's view of the door (kube/door.h): its options, deadline,
+ * connection and journal; a dry run's report goes with the script's own
+ * output. */
+static struct door door_of(struct host_ctx *hc, struct kube_client *c)
 {
-    const struct kube_options *ko = &hc->kube;
-    struct guard_target gt = {ko->ledger_namespace, ko->ledger_name, ko->lease_name,
-                              EVENT_COMPONENT, ko->dry_run};
-    return gt;
-}
-
-/* One request as it will be sent: path with its query. */
-struct wire_req {
-    const char *method, *path, *accept, *ctype;
-    const char *body;
-    size_t body_len;
-    int safe;
-};
-
-enum wire_rc {
-    WIRE_OK = 0,        /* sent, a 2xx came back */
-    WIRE_FAILED,        /* sent (or tried): out->err says how it failed */
-    WIRE_REFUSED,       /* not sent: the guard refused it (*gv, why) */
-    WIRE_LATE,          /* not sent: the migration's deadline has passed */
-    WIRE_NOMEM,         /* not sent: no memory to mark it a dry run */
-};
-
-/* Whether a query string carries dryRun=All. */
-static int has_dry_run(const char *query)
-{
-    for (const char *p = query; p && *p;) {
-        size_t n = strcspn(p, "&");
-        if (n == strlen("dryRun=All") && strncmp(p, "dryRun=All", n) == 0)
-            return 1;
-        p += n + (p[n] == '&');
-    }
-    return 0;
-}
-
-/* A DeleteOptions body marked as a dry run: the apiserver reads a DELETE's
- * options from its body when it has one, and the query's dryRun is then
- * ignored. NULL when the body is not a JSON object (a dry run cannot vouch
- * for it) or memory ran out. */
-static char *dry_run_body(const char *body, size_t len)
-{
-    cJSON *o = cJSON_ParseWithLength(body, len);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    /* every spelling a loose decoder might read */
-    for (cJSON *it = o->child, *next; it; it = next) {
-        next = it->next;
-        if (it->string && strcasecmp(it->string, "dryRun") == 0)
-            cJSON_Delete(cJSON_DetachItemViaPointer(o, it));
-    }
-    const char *all[] = {"All"};
-    cJSON *arr = cJSON_CreateStringArray(all, 1);
-    if (!arr || !cJSON_AddItemToObject(o, "dryRun", arr)) {
-        cJSON_Delete(arr);
-        cJSON_Delete(o);
-        return NULL;
-    }
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
-}
-
-/* The one door between kube.c and the apiserver: every request a script's
- * call sends, and every one the host builds for it (a read before a write,
- * discovery, the preview's rewrite of a write), goes out here, so the
- * promises hold on what is actually sent. In order: the guard judges the
- * method, path and body as sent; in a dry run the query carries dryRun=All
- * and a DELETE's body says dryRun too; once the migration's deadline has
- * passed nothing leaves (rest.c checks again before each attempt). Makes no
- * Lua call, so nothing here can raise. */
-/* What wire_ready let out: the path and body as they go on the wire (the
- * dry run's own copies in own_*), and the time the request has. */
-struct wire_out {
-    const char *path, *body;
-    size_t body_len;
-    double left;
-    char *own_path, *own_body;
-};
-
-static void wire_out_free(struct wire_out *o)
-{
-    free(o->own_path);
-    cJSON_free(o->own_body);
-    o->own_path = o->own_body = NULL;
-}
-
-/* The door's checks, without sending: WIRE_OK with *o filled (release it
- * with wire_out_free) when the request may leave now. */
-static enum wire_rc wire_ready(struct host_ctx *hc, const struct wire_req *w, struct wire_out *o,
-                               enum guard_verdict *gv, char *why, size_t whylen)
-{
-    memset(o, 0, sizeof *o);
-    *gv = GUARD_ALLOW;
-    const char *q = strchr(w->path, '?');
-    size_t plen = q ? (size_t)(q - w->path) : strlen(w->path);
-    char *path = malloc(plen + 1);
-    if (!path)
-        return WIRE_NOMEM;
-    memcpy(path, w->path, plen);
-    path[plen] = '\0';
-    struct guard_target gt = guard_for(hc);
-    *gv = guard_check(&gt, w->method, path, w->body, w->body_len,
-                      w->body && !w->ctype ? "application/json" : w->ctype, why, whylen);
-    free(path);
-    if (*gv != GUARD_ALLOW)
-        return WIRE_REFUSED;
-    const char *send_path = w->path, *body = w->body;
-    size_t body_len = w->body_len;
-    char *own_path = NULL, *own_body = NULL;
-    if (hc->kube.dry_run && strcmp(w->method, "GET") != 0) {
-        if (!has_dry_run(q ? q + 1 : NULL)) {
-            size_t n = strlen(w->path) + sizeof "&dryRun=All";
-            if (!(own_path = malloc(n)))
-                return WIRE_NOMEM;
-            snprintf(own_path, n, "%s%s", w->path, q ? "&dryRun=All" : "?dryRun=All");
-            send_path = own_path;
-        }
-        if (strcmp(w->method, "DELETE") == 0 && body) {
-            if (!(own_body = dry_run_body(body, body_len))) {
-                free(own_path);
-                *gv = GUARD_DRY_RUN;
-                snprintf(why, whylen, "a dry-run DELETE sends its options as a JSON object the "
-                         "host marks dryRun; this body is not one");
-                return WIRE_REFUSED;
-            }
-            body = own_body;
-            body_len = strlen(own_body);
-        }
-    }
-    o->path = send_path;
-    o->body = body;
-    o->body_len = body_len;
-    o->own_path = own_path;
-    o->own_body = own_body;
-    o->left = host_ctx_remaining(hc);
-    if (hc->deadline && o->left <= 0) {
-        snprintf(why, whylen, "the migration's deadline has passed: nothing more is sent");
-        wire_out_free(o);
-        return WIRE_LATE;
-    }
-    return WIRE_OK;
-}
-
-static enum wire_rc wire(struct host_ctx *hc, struct kube_client *c, const struct wire_req *w,
-                         struct rest_result *out, enum guard_verdict *gv, char *why,
-                         size_t whylen)
-{
-    memset(out, 0, sizeof *out);
-    struct wire_out o;
-    enum wire_rc rc = wire_ready(hc, w, &o, gv, why, whylen);
-    if (rc != WIRE_OK)
-        return rc;
-    /* from here a write may land: counted until its answer is journaled */
-    if (strcmp(w->method, "GET") != 0)
-        journal_pending(&c->journal, 1);
-    rc = rest_do(c->rest, w->method, o.path, w->accept, w->ctype, o.body, o.body_len, w->safe,
-                 o.left, out) == 0 ? WIRE_OK : WIRE_FAILED;
-    wire_out_free(&o);
-    return rc;
+    struct door d = {&hc->kube, hc->deadline, c->rest, &c->journal, kube_say_lines};
+    return d;
 }
 
 /* A GET the host makes for itself (discovery, a read before a write),
@@ -341,35 +181,22 @@ static enum wire_rc wire(struct host_ctx *hc, struct kube_client *c, const struc
 cJSON *kube_get_json(struct host_ctx *hc, struct kube_client *c, const char *path,
                      const char *accept, struct rest_error *err)
 {
-    struct wire_req w = {"GET", path, accept, NULL, NULL, 0, 1};
-    struct rest_result r;
-    enum guard_verdict gv;
-    char why[512];
-    memset(err, 0, sizeof *err);
-    enum wire_rc rc = wire(hc, c, &w, &r, &gv, why, sizeof why);
-    if (rc == WIRE_REFUSED || rc == WIRE_LATE || rc == WIRE_NOMEM) {
-        rest_result_free(&r);
-        snprintf(err->reason, sizeof err->reason, "%s",
-                 rc == WIRE_LATE ? "Timeout" : rc == WIRE_NOMEM ? "MemoryLimit" : guard_verdict_name(gv));
-        snprintf(err->message, sizeof err->message, "GET %s: %s", path,
-                 rc == WIRE_NOMEM ? "out of memory" : why);
-        return NULL;
-    }
-    return rest_take_json(&r, rc == WIRE_OK, path, err);
+    struct door d = door_of(hc, c);
+    return door_get_json(&d, path, accept, err);
 }
 
-/* A request the wire refused, raised: a guard refusal as a kube error
+/* A request the door refused, raised: a guard refusal as a kube error
  * value (LedgerProtected, DryRunRefused), the deadline as the sandbox's own
  * timeout. In a preview a dry run's refusal makes the migration
  * unpredictable, not failed. */
 static int raise_refusal(lua_State *L, const struct host_ctx *hc, struct kube_client *c,
-                         enum wire_rc rc,
+                         enum door_rc rc,
                          enum guard_verdict gv, const char *why, const char *verb,
                          const char *method, const char *path)
 {
-    if (rc == WIRE_LATE)
+    if (rc == DOOR_LATE)
         return luaL_error(L, "timeout: the migration ran past its deadline");
-    if (rc == WIRE_NOMEM)
+    if (rc == DOOR_NOMEM)
         return luaL_error(L, "kube: out of memory");
     char msg[700];
     if (gv == GUARD_BAD_PATH)
@@ -381,9 +208,8 @@ static int raise_refusal(lua_State *L, const struct host_ctx *hc, struct kube_cl
         kube_push_error(L, 0, "DryRunRefused", msg, NULL, verb, method, path);
         return lua_error(L);
     }
-    snprintf(msg, sizeof msg, "the ledger is written by the runner: scripts may not write it, "
-             "its lock, its namespace or the runner's Events (%s)", why);
-    kube_push_error(L, 0, "LedgerProtected", msg, NULL, verb, method, path);
+    const char *reason = door_refusal(rc, gv, why, msg, sizeof msg);
+    kube_push_error(L, 0, reason, msg, NULL, verb, method, path);
     return lua_error(L);
 }
 
@@ -458,39 +284,6 @@ static size_t read_body(lua_State *L, struct req *q, const char *verb)
     return body_len;
 }
 
-/* The resourceVersion the object had before a write (rv_before, "" when
- * unknown) and, when the dry-run report or the journal needs it, the
- * object itself in q->before: the overlay's copy in a preview, else read,
- * only when no earlier answer of this migration showed it (a create has
- * nothing to read). */
-static void read_before(struct host_ctx *hc, struct kube_client *c, struct req *q,
-                        const struct asked *a, const cJSON *held, int report, char *rv_before,
-                        size_t len)
-{
-    int creating = strcmp(a->method, "POST") == 0;
-    const char *known = a->mutating && !creating ? journal_rv(&c->journal, a->path) : NULL;
-    if (known)
-        snprintf(rv_before, len, "%s", known);
-    if (a->mutating && !creating && strcmp(a->method, "PUT") == 0 && !*rv_before) {
-        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(q->jbody, "metadata"), "resourceVersion");
-        if (cJSON_IsString(rv))
-            snprintf(rv_before, len, "%s", rv->valuestring);
-    }
-    if (held && a->mutating && !creating) {
-        q->before = cJSON_Duplicate(held, 1);
-    } else if ((report || (a->mutating && !*rv_before && strcmp(a->method, "DELETE") != 0)) &&
-               !creating) {
-        struct rest_error be;
-        q->before = kube_get_json(hc, c, a->path, NULL, &be);
-        rest_error_free(&be);
-    }
-    const cJSON *brv = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(q->before, "metadata"), "resourceVersion");
-    if (cJSON_IsString(brv) && !*rv_before)
-        snprintf(rv_before, len, "%s", brv->valuestring);
-}
-
 /* What a sent request's answer makes of it, whichever way it went out: the
  * dry run's report, the journal entry (a write's, in the order answers
  * arrive), the preview's overlay, and the Lua result (an error value, or
@@ -500,25 +293,18 @@ static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client 
                           int qidx, int box)
 {
     const char *method = a->method, *path0 = a->path, *verb = a->verb;
-    int mutating = a->mutating, report = mutating && hc->kube.dry_run;
-    const char *rv_before = q->rv_before;
-    int would = -1;
-    char fields[JOURNAL_FIELDS_MAX] = "";
-    if (report && rc == 0) {
-        char text[4096];
-        would = dryrun_report(method, path0, q->before, q->res.json, text, sizeof text, fields,
-                              sizeof fields) > 0;
-        kube_say_lines(text);
-    }
-    if (mutating) {
-        /* entry first, then the pending count down: a kill between the
-         * two counts it twice (once unknown), never not at all */
-        journal_add(&c->journal, method, verb, path0, rc == 0 ? q->res.status : q->res.err.code,
-                    rc == 0 ? q->res.json : NULL, *rv_before ? rv_before : NULL, would,
-                    hc->kube.dry_run, fields);
+    struct door d = door_of(hc, c);
+    struct door_prior prior = {.before = q->before};
+    snprintf(prior.rv_before, sizeof prior.rv_before, "%s", q->rv_before);
+    size_t changed = c->journal.log->changed;
+    door_after(&d, method, verb, path0, rc == 0, rc == 0 ? q->res.status : q->res.err.code,
+               rc == 0 ? q->res.json : NULL, &prior);
+    /* entry first, then the pending count down: a kill between the two
+     * counts the write twice (once unknown), never not at all */
+    if (a->mutating)
         journal_pending(&c->journal, -1);
-    } else if (rc == 0)
-        journal_seen(&c->journal, path0, q->res.json);
+    if (c->journal.log->changed > changed)
+        kube_count_change(L);
     if (rc == 0 && ov && kube_preview_after(L, c, ov, q, method, path0, qidx) != 0)
         return lua_error(L);
     if (rc != 0) {
@@ -651,9 +437,10 @@ int kube_l_await(lua_State *L)
 void kube_settle(lua_State *L)
 {
     struct kube_client *c = kube_client_of(L);
-    const struct host_ctx *hc = host_ctx(L);
+    struct host_ctx *hc = host_ctx(L);
     if (!c || !c->pool || !hc)
         return;
+    struct door d = door_of(hc, c);
     double end = now_mono() + KUBE_SETTLE_S;
     void *tag;
     int rc;
@@ -662,9 +449,10 @@ void kube_settle(lua_State *L)
         /* the box is alive: core.PENDING holds it until the state closes */
         struct req *q = tag;
         if (q && q->jpath) {
-            journal_add(&c->journal, q->jmethod, *q->jverb ? q->jverb : NULL, q->jpath,
-                        rc == 0 ? res.status : res.err.code, rc == 0 ? res.json : NULL,
-                        *q->rv_before ? q->rv_before : NULL, -1, hc->kube.dry_run, "");
+            struct door_prior prior = {.before = q->before};
+            snprintf(prior.rv_before, sizeof prior.rv_before, "%s", q->rv_before);
+            door_after(&d, q->jmethod, *q->jverb ? q->jverb : NULL, q->jpath, rc == 0,
+                       rc == 0 ? res.status : res.err.code, rc == 0 ? res.json : NULL, &prior);
             journal_pending(&c->journal, -1);
         }
         rest_result_free(&res);
@@ -698,13 +486,12 @@ int kube_l_request(lua_State *L)
      * before anything is resolved or connected (the query is appended after
      * it, from escaped values with no dryRun); wire() judges again what is
      * finally sent, which the preview may have rewritten. */
-    struct guard_target gt = guard_for(hc);
     char why[512];
-    enum guard_verdict gv = guard_check(&gt, method, path0, q->body, body_len,
-                                        q->body && !ctype ? "application/json" : ctype, why,
-                                        sizeof why);
+    enum guard_verdict gv = door_judge(&hc->kube, method, path0, q->body, body_len,
+                                       q->body && !ctype ? "application/json" : ctype, why,
+                                       sizeof why);
     if (gv != GUARD_ALLOW)
-        return raise_refusal(L, hc, kc, WIRE_REFUSED, gv, why, verb, method, path0);
+        return raise_refusal(L, hc, kc, DOOR_REFUSED, gv, why, verb, method, path0);
 
     /* path + the caller's query + dryRun */
     struct sbuf *pb = &q->path;
@@ -750,28 +537,33 @@ int kube_l_request(lua_State *L)
     /* What the object was before a write: in dry run, for the report of the
      * fields it would change; otherwise, for the journal to tell a change
      * from a no-op. */
-    int report = mutating && hc->kube.dry_run;
-    read_before(hc, c, q, &a, held, report, q->rv_before, sizeof q->rv_before);
+    struct door d = door_of(hc, c);
+    struct door_prior prior;
+    door_prior_read(&d, method, path0, q->jbody, held, &prior);
+    q->before = prior.before; /* the box owns it from here */
+    snprintf(q->rv_before, sizeof q->rv_before, "%s", prior.rv_before);
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
-    struct wire_req w = {snd.method, q->path.p, a.accept, snd.ctype, q->body, snd.body_len,
-                         snd.safe};
+    struct door_req w = {snd.method, q->path.p, a.accept, snd.ctype, q->body, snd.body_len,
+                         snd.safe, NULL, 0};
     if (!ov && pooled(L, c)) {
-        struct wire_out o;
-        enum wire_rc wrc = wire_ready(hc, &w, &o, &gv, why, sizeof why);
-        if (wrc != WIRE_OK)
+        struct door_out o;
+        enum door_rc wrc = door_ready(&d, &w, &o, &gv, why, sizeof why);
+        if (wrc != DOOR_OK)
             return raise_refusal(L, hc, c, wrc, gv, why, verb, snd.method, path0);
         if (mutating) {
             if (!(q->jpath = strdup(path0))) {
-                wire_out_free(&o);
+                door_out_free(&o);
                 return luaL_error(L, "kube: out of memory");
             }
             snprintf(q->jmethod, sizeof q->jmethod, "%s", w.method);
             snprintf(q->jverb, sizeof q->jverb, "%s", verb ? verb : "");
+            /* from here a write may land: counted until its answer is
+             * journaled (kube_settle, if the script ends first) */
             journal_pending(&c->journal, 1);
         }
         int sub = rest_pool_submit(c->pool, w.method, o.path, w.accept, w.ctype, o.body,
                                    o.body_len, w.safe, o.left, q);
-        wire_out_free(&o);
+        door_out_free(&o);
         if (sub != 0 && mutating)
             journal_pending(&c->journal, -1); /* not sent: it goes out alone below */
         if (sub == 0) {
@@ -789,9 +581,14 @@ int kube_l_request(lua_State *L)
         }
         /* the pool is full or out of memory: this one goes out alone */
     }
-    enum wire_rc wrc = wire(hc, c, &w, &q->res, &gv, why, sizeof why);
+    if (mutating)
+        journal_pending(&c->journal, 1); /* may land from here (door_send) */
+    enum door_rc wrc = door_send(&d, &w, &q->res, &gv, why, sizeof why);
     q->have_res = 1;
-    if (wrc != WIRE_OK && wrc != WIRE_FAILED)
+    if (wrc != DOOR_OK && wrc != DOOR_FAILED) {
+        if (mutating)
+            journal_pending(&c->journal, -1); /* not sent */
         return raise_refusal(L, hc, c, wrc, gv, why, verb, snd.method, path0);
-    return request_answer(L, hc, c, q, &a, wrc == WIRE_OK ? 0 : -1, ov, qidx, box);
+    }
+    return request_answer(L, hc, c, q, &a, wrc == DOOR_OK ? 0 : -1, ov, qidx, box);
 }

@@ -722,7 +722,9 @@ static int tostring_call(lua_State *L)
 }
 
 /* The message of an error value at idx, whatever it is. A string is taken
- * as it is; anything else goes through luaL_tolstring (its __tostring) in a
+ * as it is (Lua put the script's FILE:LINE before it); the kube module's
+ * error values name the script's line, the verb and the object
+ * (kube_error_text); anything else goes through luaL_tolstring (its __tostring) in a
  * protected call bounded by ERROR_TEXT_S, so a __tostring that raises,
  * returns a non-string or loops yields a generic message with the value's
  * type instead of ending the process. */
@@ -731,6 +733,10 @@ static void error_text(struct sandbox *sb, lua_State *L, int idx, char *err, siz
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
         snprintf(err, errlen, "%s", lua_tostring(L, idx));
+        utf8_clip(err);
+        return;
+    }
+    if (kube_error_text(L, idx, err, errlen) == 0) {
         utf8_clip(err);
         return;
     }

@@ -5,9 +5,11 @@
  * for byte, with one line inserted after the shebang, the header
  * `# cozystack-migration: on-error=abort` (a legacy script always stopped
  * the upgrade when it failed). The names file has legacy-map's own format
- * and is read with its parser. Checks everything before writing anything,
- * and must never overwrite an existing legacy set or change a byte of a
- * script beyond that one line. */
+ * and is read with its parser. Writes the digest list of what it imported
+ * (legacy-sh/legacy-sha256sums: every script and lib/ file), the proof lint
+ * holds the frozen set to. Checks everything before writing anything, and
+ * must never overwrite an existing legacy set or change a byte of a script
+ * beyond that one line. */
 #include "base/log.h"
 #include "release/import.h"
 
@@ -259,6 +261,96 @@ static int write_map(struct import *im)
     return rc;
 }
 
+static int cmp_line(const void *a, const void *b)
+{
+    /* by path: what follows the digest and its two separators */
+    return strcmp(*(char *const *)a + 66, *(char *const *)b + 66);
+}
+
+/* legacy-sh/legacy-sha256sums: one sha256sum line per script (as written,
+ * header included) and per lib/ file, sorted by path, then read back with
+ * lint's parser. 0 or an exit code. */
+static int write_digests(struct import *im)
+{
+    char err[2048], lib[4200], path[4200];
+    snprintf(lib, sizeof lib, "%s/lib", im->dest);
+    snprintf(path, sizeof path, "%s/" LEGACY_DIGESTS, im->dest);
+    char **files = NULL;
+    size_t nfiles = 0;
+    if (tree_list_files(lib, &files, &nfiles, err, sizeof err) != 0) {
+        log_fatal("import-legacy: %s", err);
+        return EXIT_FAILED;
+    }
+    size_t n = (size_t)im->max + nfiles;
+    char **lines = calloc(n ? n : 1, sizeof *lines);
+    int rc = lines ? 0 : EXIT_FAILED;
+    char sha[65], full[8400];
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const char *rel;
+        char relbuf[4200];
+        if (i < (size_t)im->max) {
+            struct item *it = item_numbered(im, (long)i + 1);
+            snprintf(relbuf, sizeof relbuf, "%s.sh", it->slug);
+            rel = relbuf;
+            if (sha256_text(it->text, it->len, sha) != 0)
+                rc = EXIT_FAILED;
+        } else {
+            snprintf(relbuf, sizeof relbuf, "lib/%s", files[i - (size_t)im->max]);
+            rel = relbuf;
+            snprintf(full, sizeof full, "%s/%s", im->dest, rel);
+            if (sha256_file(full, sha) != 0) {
+                log_fatal("import-legacy: %s: %s", full, strerror(errno));
+                rc = EXIT_FAILED;
+                break;
+            }
+        }
+        size_t l = 64 + 2 + strlen(rel) + 2;
+        if (rc == 0 && (lines[i] = malloc(l)))
+            snprintf(lines[i], l, "%s  %s\n", sha, rel);
+        else if (rc == 0)
+            rc = EXIT_FAILED;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (rc == 0) {
+        qsort(lines, n, sizeof *lines, cmp_line);
+        for (size_t i = 0; i < n; i++)
+            len += strlen(lines[i]);
+        if ((text = malloc(len + 1))) {
+            size_t at = 0;
+            for (size_t i = 0; i < n; i++) {
+                memcpy(text + at, lines[i], strlen(lines[i]));
+                at += strlen(lines[i]);
+            }
+            text[at] = '\0';
+        } else {
+            rc = EXIT_FAILED;
+        }
+    }
+    if (rc == 0 && fs_write(path, text, len, 0644) != 0) {
+        log_fatal("import-legacy: %s: %s", path, strerror(errno));
+        rc = EXIT_FAILED;
+    } else if (rc != 0) {
+        log_fatal("import-legacy: %s: out of memory", path);
+    }
+    struct digest_list back;
+    int present = 0;
+    if (rc == 0 && (digest_list_load(path, &back, &present, err, sizeof err) != 0 ||
+                    back.n != n)) {
+        log_fatal("import-legacy: %s: reading it back failed: %s", path,
+                  present ? err : "it is not there");
+        rc = EXIT_FAILED;
+    }
+    if (rc == 0)
+        digest_list_free(&back);
+    free(text);
+    for (size_t i = 0; lines && i < n; i++)
+        free(lines[i]);
+    free(lines);
+    free_names(files, nfiles);
+    return rc;
+}
+
 /* Everything checked: the scripts, lib/, legacy-map and the revoked list
  * the runner requires, then legacy-map read back with the runner's parser. */
 static int write_import(struct import *im)
@@ -287,6 +379,8 @@ static int write_import(struct import *im)
         }
     }
     int rc = write_map(im);
+    if (rc == 0)
+        rc = write_digests(im);
     if (rc != 0)
         return rc;
     if (scaffold_revoked(im->o->dest, err, sizeof err) != 0) {

@@ -9,6 +9,10 @@
 struct index_opts {
     const char *dir;            /* the tree (migrations/ with order.d, legacy-sh/) */
     const char *image;          /* --image, or NULL */
+    const char *check_image;    /* --check: the image expected (--image, else the one this
+                                 * runs in, MIGRATIONS_IMAGE), or NULL: none */
+    struct index_policy pol;    /* the retry policy: -o configmap writes it, --check of a
+                                 * ConfigMap expects it */
     int require_digest;
     const char *check;          /* --check FILE, or NULL: generate */
     int configmap;              /* -o configmap: the ConfigMap manifest (YAML) */
@@ -16,6 +20,8 @@ struct index_opts {
 };
 
 /* The `index` command. Exit 0; 2 a bad --image; 3 a tree or FILE that does
- * not load; 9 FILE disagrees with the tree (each difference named). */
+ * not load (or not whole: one document, one object); 9 FILE disagrees with
+ * the tree, the image expected or the retry policy (each difference
+ * named). */
 int index_cmd(const struct index_opts *o);
 #endif

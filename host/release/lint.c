@@ -298,6 +298,7 @@ static void read_lists(struct lint *l)
     if (text && legacy_map_parse(shown, text, len, &l->lm, err, sizeof err) != 0)
         snprintf(l->legacy_err, sizeof l->legacy_err, "%s", err);
     free(text);
+    lint_read_frozen(l);
 }
 
 /* git (when the tree is in a repository: --history and --against need
@@ -680,6 +681,20 @@ static char **rels_of(struct lint *l, int shell, size_t *n)
     return out;
 }
 
+/* Moves the files the frozen set's digest list covers to the end of
+ * files; returns how many are not frozen (the first ones). */
+static size_t frozen_last(const struct lint *l, char **files, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!lint_is_frozen(l, files[i])) {
+            char *t = files[k];
+            files[k++] = files[i];
+            files[i] = t;
+        }
+    return k;
+}
+
 static int rule_shellcheck(struct lint *l)
 {
     /* -x -P SCRIPTDIR: scripts source lib/ relative to legacy-sh/, which
@@ -687,6 +702,11 @@ static int rule_shellcheck(struct lint *l)
     static const char *const shc[] = {"shellcheck", "-f", "gcc", "-x", "-P", "SCRIPTDIR", NULL};
     static const char *const shc_lib[] = {"shellcheck", "-f", "gcc", "-s", "bash", "-x", "-P",
                                           "SCRIPTDIR", NULL};
+    /* The frozen set (lint_frozen.c): what breaks a run, as bash (which
+     * runs every shell migration, whatever its shebang) runs it. */
+    static const char *const shc_frozen[] = {"shellcheck", "-f", "gcc", "-S", "error", "-s", "bash",
+                                             "-x", "-P", "SCRIPTDIR", NULL};
+    static const char *const install = "apt-get install shellcheck";
     size_t nsh, nnames;
     char **sh = rels_of(l, 1, &nsh);
     char libdir[4200];
@@ -701,9 +721,15 @@ static int rule_shellcheck(struct lint *l)
     }
     if (!lib)
         l->oom = 1;
-    int rc = l->oom ? EXIT_FAILED : run_tool(l, "shellcheck", shc, sh, nsh, "apt-get install shellcheck");
+    size_t sh_new = l->oom ? 0 : frozen_last(l, sh, nsh);
+    size_t lib_new = l->oom ? 0 : frozen_last(l, lib, nnames);
+    int rc = l->oom ? EXIT_FAILED : run_tool(l, "shellcheck", shc, sh, sh_new, install);
     if (rc == 0 && !l->oom)
-        rc = run_tool(l, "shellcheck", shc_lib, lib, nnames, "apt-get install shellcheck");
+        rc = run_tool(l, "shellcheck", shc_frozen, sh + sh_new, nsh - sh_new, install);
+    if (rc == 0 && !l->oom)
+        rc = run_tool(l, "shellcheck", shc_lib, lib, lib_new, install);
+    if (rc == 0 && !l->oom)
+        rc = run_tool(l, "shellcheck", shc_frozen, lib + lib_new, nnames - lib_new, install);
     free_list(sh, nsh);
     free_list(lib, lib ? nnames : 0);
     free_list(names, nnames);
@@ -768,9 +794,19 @@ const struct lint_rule lint_rules[] = {
      "(in whichever tier); `legacy-sh/lib/` is byte for byte the `lib/` of every release tag "
      "that shipped one (and REV's): no file changed, added or removed, since its digest is "
      "every shell record's `lib_sha256`"},
+    {"frozen", NULL, lint_rule_frozen,
+     "with `legacy-sh/legacy-sha256sums` (the digest list `import-legacy` writes; sha256sum's "
+     "format), every legacy script and `legacy-sh/lib/` file is listed there and byte for byte "
+     "what was imported, and a listed lib/ file is there (a listed script may be gone: retired)"},
     {"shebang", NULL, rule_shebang, "shell migrations start with a `bash` or `sh` shebang"},
     {"shellcheck", NULL, rule_shellcheck,
-     "`shellcheck -x` on shell migrations and `legacy-sh/lib/`"},
+     "`shellcheck -x` on shell migrations and `legacy-sh/lib/`; what the legacy digest list "
+     "covers is frozen, so only its errors count (`-S error`, as bash runs it), never style it "
+     "can never fix"},
+    {"api", NULL, lint_rule_api,
+     "every field a Lua migration uses of a module it binds with `local x = require('kube')` "
+     "(or helm, fleet, flux, log, json, yaml) is one that module has: read from the modules as "
+     "the sandbox loads them, the list the editor stubs come from (`kube.pach` is a finding)"},
     {"luacheck", NULL, rule_luacheck,
      "`luacheck` with the sandbox's globals, made from its allow-list (no `io`, `debug`, "
      "`package`; `os` only `time`, `clock`, `date`, `difftime`)"},
@@ -833,6 +869,7 @@ int lint_run(const struct lint_opts *o)
     manifest_free(&l.man);
     walk_free(&l.w);
     lint_history_free(&l);
+    lint_frozen_free(&l);
     if (l.have_git)
         git_close(&l.g);
     return rc;

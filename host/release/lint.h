@@ -3,12 +3,23 @@
 #ifndef COZY_LINT_H
 #define COZY_LINT_H
 
+/* One module a migration requires and every field it has (modapi.h reads
+ * them from the modules themselves; the CLI hands them down). */
+struct lint_module {
+    const char *name;
+    const char *const *fields;
+    size_t nfields;
+};
+
 struct lint_opts {
     const char *dir;            /* the tree root: migrations/, legacy-sh/, spec/ */
     const char *against;        /* compare shipped scripts with this revision, or NULL */
     int history;                /* check slugs against every release tag */
     const char *luacheckrc;     /* the luacheck configuration: the sandbox's globals
                                  * (sandbox_luacheck_std, handed down by the CLI) */
+    const struct lint_module *modules; /* the api rule's modules; none: the rule checks
+                                        * nothing it cannot know */
+    size_t nmodules;
 };
 
 struct lint;

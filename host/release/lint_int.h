@@ -68,6 +68,11 @@ struct lint {
     int have_walk;
     struct walk w;
     struct tagset *tags;        /* lint_history.c's: the release tags' scripts, read once */
+    /* lint_frozen.c's: legacy-sh/legacy-sha256sums, when there is one */
+    int have_digests;
+    struct digest_list digests;
+    char digests_err[2048];     /* why it cannot be read ("" when it can) */
+    int digests_err_line;
 };
 
 /* One finding "file:line: rule: what" (file relative to the tree root). */
@@ -78,4 +83,15 @@ void lint_add(struct lint *l, const char *rel, int line, const char *rule, const
 int lint_rule_history(struct lint *l);
 int lint_rule_changed(struct lint *l);
 void lint_history_free(struct lint *l);
+
+/* lint_frozen.c: the frozen legacy set, proven by its digest list. */
+void lint_read_frozen(struct lint *l);
+/* rel (relative to the tree root) is a legacy file the list covers: it is
+ * shellchecked for errors only. */
+int lint_is_frozen(const struct lint *l, const char *rel);
+int lint_rule_frozen(struct lint *l);
+void lint_frozen_free(struct lint *l);
+/* lint_api.c: the fields a Lua migration uses of the modules it requires
+ * exist (an exit code). */
+int lint_rule_api(struct lint *l);
 #endif

@@ -6,9 +6,12 @@
  * revision does not, 99999-untagged, 00000-legacy from legacy-map, ordering
  * within a batch by `requires`, and the prefix rule against the previous
  * release. Reads only git objects (gitread.c), never the working tree, so
- * the same revision always gives the same bytes. Must never write anything
- * but the batch files of the directory it is given, and never emit a
- * manifest tree_load would refuse: it reads back what it writes. */
+ * the same revision always gives the same bytes; the one exception is the
+ * manifest of a --local run (order_local), which is what `order` would
+ * write if the working tree were committed, and is never written. Must
+ * never write anything but the batch files of the directory it is given,
+ * and never emit a manifest tree_load would refuse: it reads back what it
+ * writes. */
 #include "base/log.h"
 #include "release/order.h"
 
@@ -352,9 +355,11 @@ static struct node *add_node(struct gen *gn, const char *slug, int retired)
     return x;
 }
 
-/* Reads and parses the header of blob oid, labelled "rev:path". */
+/* Reads and parses the header of blob oid, labelled "rev:path"; an empty
+ * oid is a working-tree file (worktree/path, labelled path). */
 static int load_header(const struct git_repo *g, struct gen *gn, struct node *x, const char *rev,
-                       const char *path, const char *oid, char *err, size_t errlen)
+                       const char *path, const char *oid, const char *worktree, char *err,
+                       size_t errlen)
 {
     char **nl = realloc(gn->labels, (gn->nlabels + 1) * sizeof *nl);
     if (!nl)
@@ -363,12 +368,23 @@ static int load_header(const struct git_repo *g, struct gen *gn, struct node *x,
     size_t l = strlen(rev) + strlen(path) + 2;
     if (!(nl[gn->nlabels] = malloc(l)))
         return EXIT_FAILED;
-    snprintf(nl[gn->nlabels], l, "%s:%s", rev, path);
+    if (*oid)
+        snprintf(nl[gn->nlabels], l, "%s:%s", rev, path);
+    else
+        snprintf(nl[gn->nlabels], l, "%s", path);
     x->label = nl[gn->nlabels++];
     char *text;
     size_t len;
-    if (git_blob(g, oid, &text, &len, err, errlen) != 0)
+    if (!*oid) {
+        char full[8400];
+        snprintf(full, sizeof full, "%s/%s", worktree, path);
+        if (!(text = read_file(full, &len))) {
+            snprintf(err, errlen, "%s: %s", full, strerror(errno));
+            return EXIT_PACKAGING;
+        }
+    } else if (git_blob(g, oid, &text, &len, err, errlen) != 0) {
         return EXIT_HISTORY;
+    }
     int rc = header_parse(x->label, text, len, ends_with(path, ".lua"), &x->h, err, errlen);
     free(text);
     if (rc != 0)
@@ -436,6 +452,8 @@ static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, cha
 struct ordering {
     const struct git_repo *g;
     const char *rev;
+    const char *worktree;       /* order_local: the scripts and legacy-map are this
+                                 * directory's, not rev's (w.at holds them) */
     struct walk w;
     struct gen gn;
     struct legacy_map lm;
@@ -456,14 +474,21 @@ static int in_legacy_map(const struct legacy_map *lm, const char *slug)
  * script of rev must be in the map. */
 static int legacy_batch(struct ordering *o)
 {
-    char label[512];
+    char label[4300];
     snprintf(label, sizeof label, "%s:legacy-sh/legacy-map", o->rev);
     struct git_entry *le = NULL;
     size_t nle = 0;
     static const char *const lm_path[] = {"legacy-sh/legacy-map", NULL};
-    if (git_ls_tree(o->g, o->rev, lm_path, &le, &nle, o->err, o->errlen) != 0)
-        return EXIT_HISTORY;
     int rc = 0;
+    if (o->worktree) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", o->worktree);
+        if (legacy_map_load(path, &o->lm, o->err, o->errlen) != 0)
+            rc = EXIT_PACKAGING;
+        snprintf(label, sizeof label, "%s", path);
+    } else if (git_ls_tree(o->g, o->rev, lm_path, &le, &nle, o->err, o->errlen) != 0) {
+        return EXIT_HISTORY;
+    }
     if (nle == 1) {
         char *text;
         size_t len;
@@ -490,7 +515,8 @@ static int legacy_batch(struct ordering *o)
         struct node *x = add_node(&o->gn, o->lm.e[i].slug, !s);
         if (!x)
             return OOM;
-        if (s && (rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->err, o->errlen)) != 0)
+        if (s && (rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->worktree, o->err,
+                                   o->errlen)) != 0)
             return rc;
     }
     for (size_t i = 0; i < o->w.nat; i++) {
@@ -530,8 +556,8 @@ static int tag_batches(struct ordering *o)
             struct node *x = add_node(&o->gn, ws->slug, !now);
             if (!x)
                 return OOM;
-            int rc = load_header(o->g, &o->gn, x, w->tags[t].name, ws->path, ws->oid, o->err,
-                                 o->errlen);
+            int rc = load_header(o->g, &o->gn, x, w->tags[t].name, ws->path, ws->oid, NULL,
+                                 o->err, o->errlen);
             if (rc != 0)
                 return rc;
         }
@@ -562,7 +588,8 @@ static int untagged_batch(struct ordering *o)
         struct node *x = add_node(&o->gn, s->slug, 0);
         if (!x)
             return OOM;
-        int rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->err, o->errlen);
+        int rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->worktree, o->err,
+                             o->errlen);
         if (rc != 0)
             return rc;
     }
@@ -683,6 +710,255 @@ int order_generate(const struct git_repo *g, const char *rev, struct manifest *m
     legacy_map_free(&o.lm);
     gen_free(&o.gn);
     walk_free(&o.w);
+    return rc;
+}
+
+/* ---- the manifest of a --local run ----------------------------------------- */
+
+struct wt_scan {
+    struct rev_script *s;
+    size_t n;
+    const char *tier;
+    int oom;
+};
+
+/* tree_scan_dir's visitor: every script with a valid slug, once (what the
+ * loader refuses, it says itself when it loads the tree). */
+static int wt_entry(void *ud, const struct tree_entry *e)
+{
+    struct wt_scan *w = ud;
+    if (e->kind != TREE_SCRIPT || !slug_valid(e->slug) || rev_script_find(w->s, w->n, e->slug))
+        return 0;
+    struct rev_script *ns = realloc(w->s, (w->n + 1) * sizeof *ns);
+    if (!ns) {
+        w->oom = 1;
+        return -1;
+    }
+    w->s = ns;
+    memset(&ns[w->n], 0, sizeof *ns);
+    ns[w->n].slug = strdup(e->slug);
+    ns[w->n].path = strdup(e->rel);
+    ns[w->n].tier = w->tier;
+    w->n++;
+    if (!ns[w->n - 1].slug || !ns[w->n - 1].path) {
+        w->oom = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* The working tree's scripts, as order_scripts_at gives a revision's (an
+ * empty oid: read from the file). */
+static int worktree_scripts(const char *dir, struct rev_script **out, size_t *nout, char *err,
+                            size_t errlen)
+{
+    static const struct { const char *rel, *tier; int shell; } dirs[] = {
+        {"migrations/pre-apply", "pre-apply", 0},
+        {"migrations/background", "background", 0},
+        {"legacy-sh", "legacy", 1},
+    };
+    struct wt_scan w = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof dirs / sizeof dirs[0]; i++) {
+        w.tier = dirs[i].tier;
+        if (tree_scan_dir(dir, dirs[i].rel, dirs[i].shell, wt_entry, &w, err, errlen) != 0)
+            rc = w.oom ? EXIT_FAILED : EXIT_PACKAGING;
+    }
+    if (w.oom)
+        snprintf(err, errlen, "out of memory");
+    if (rc != 0) {
+        rev_scripts_free(w.s, w.n);
+        return rc;
+    }
+    *out = w.s;
+    *nout = w.n;
+    return 0;
+}
+
+static int in_manifest(const struct manifest *m, const char *slug)
+{
+    for (size_t b = 0; b < m->n; b++)
+        for (size_t i = 0; i < m->b[b].n; i++)
+            if (strcmp(m->b[b].e[i].slug, slug) == 0)
+                return 1;
+    return 0;
+}
+
+/* "N scripts (a, b, ...)" into buf. */
+static void name_slugs(char *buf, size_t len, const char *const *slugs, size_t n)
+{
+    size_t at = (size_t)snprintf(buf, len, "%zu script%s (", n, n == 1 ? "" : "s");
+    for (size_t i = 0; i < n && i <= 8 && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", i < 8 ? slugs[i] : "...");
+    if (at < len)
+        snprintf(buf + at, len - at, ")");
+}
+
+/* order.d/ is there: what it lacks of the working tree goes to the untagged
+ * batch, in the generator's order (alphabetical, then requires), after what
+ * that batch holds; an untagged entry whose script is gone is dropped (it
+ * was never released). */
+static int local_from_order_d(const char *dir, struct manifest *m, char *note, size_t notelen,
+                              char *err, size_t errlen)
+{
+    char od[4200];
+    if (manifest_load(tree_order_d(dir, od, sizeof od), m, err, errlen) != 0)
+        return EXIT_PACKAGING;
+    struct rev_script *wt;
+    size_t nwt;
+    int rc = worktree_scripts(dir, &wt, &nwt, err, errlen);
+    if (rc != 0)
+        return rc;
+    struct ordering o = {.rev = "worktree", .worktree = dir, .err = err, .errlen = errlen};
+    struct batch *ub = NULL;
+    for (size_t b = 0; b < m->n; b++)
+        if (strcmp(m->b[b].name, UNTAGGED_BATCH) == 0)
+            ub = &m->b[b];
+    const char *added[64];
+    size_t nadded = 0, ndropped = 0;
+    /* untagged entries without a script: never released, so never retired */
+    for (size_t i = 0; ub && i < ub->n;) {
+        struct batch_entry *e = &ub->e[i];
+        if (e->retired || rev_script_find(wt, nwt, e->slug)) {
+            i++;
+            continue;
+        }
+        ndropped++;
+        free(e->slug);
+        memmove(e, e + 1, (ub->n - i - 1) * sizeof *e);
+        ub->n--;
+    }
+    if (add_batch(&o.gn, UNTAGGED_BATCH) != 0)
+        rc = OOM;
+    for (size_t i = 0; rc == 0 && i < nwt; i++) {
+        if (strcmp(wt[i].tier, "legacy") == 0 || in_manifest(m, wt[i].slug))
+            continue;
+        struct node *x = add_node(&o.gn, wt[i].slug, 0);
+        if (!x)
+            rc = OOM;
+        else
+            rc = load_header(NULL, &o.gn, x, o.rev, wt[i].path, "", dir, err, errlen);
+        nadded += rc == 0;
+    }
+    struct batch nb;
+    memset(&nb, 0, sizeof nb);
+    if (rc == 0 && o.gn.nn)
+        rc = emit_batch(&o, 0, 0, o.gn.nn, &nb);
+    if (rc == 0 && nb.n) {
+        if (!ub) {
+            struct batch *mb = realloc(m->b, (m->n + 1) * sizeof *mb);
+            char path[4300];
+            snprintf(path, sizeof path, "%s/" UNTAGGED_BATCH, od);
+            if (!mb || !(mb[m->n].name = strdup(UNTAGGED_BATCH)) ||
+                !(mb[m->n].path = strdup(path))) {
+                if (mb)
+                    m->b = mb;
+                rc = OOM;
+            } else {
+                m->b = mb;
+                ub = &m->b[m->n++];
+                ub->e = NULL;
+                ub->n = 0;
+            }
+        }
+        struct batch_entry *ne = rc == 0 ? realloc(ub->e, (ub->n + nb.n) * sizeof *ne) : NULL;
+        if (rc == 0 && !ne)
+            rc = OOM;
+        for (size_t i = 0; rc == 0 && i < nb.n; i++) {
+            ub->e = ne;
+            ne[ub->n] = nb.e[i];
+            ne[ub->n].line = ub->n ? ne[ub->n - 1].line + 1 : 1;
+            nb.e[i].slug = NULL;
+            ub->n++;
+        }
+        for (size_t i = 0; i < nadded && i < 64; i++) /* in the order they run */
+            added[i] = ub->e[ub->n - nb.n + i].slug;
+    }
+    for (size_t i = 0; i < nb.n; i++)
+        free(nb.e[i].slug);
+    free(nb.e);
+    free(nb.name);
+    free(nb.path);
+    if (rc == 0 && (nadded || ndropped)) {
+        char what[700] = "", gone[200] = "";
+        if (nadded)
+            name_slugs(what, sizeof what, added, nadded < 64 ? nadded : 64);
+        if (ndropped)
+            snprintf(gone, sizeof gone, "%s%zu untagged entr%s whose script is gone left out "
+                     "(never released)", nadded ? "; " : "", ndropped, ndropped == 1 ? "y" : "ies");
+        snprintf(note, notelen, "local: %s%s%s", what,
+                 nadded ? " that migrations/order.d does not list (uncommitted, or made after "
+                          "`cozy-migrate order`) run in " UNTAGGED_BATCH : "", gone);
+    }
+    if (rc == OOM) {
+        snprintf(err, errlen, "out of memory");
+        rc = EXIT_FAILED;
+    }
+    gen_free(&o.gn);
+    rev_scripts_free(wt, nwt);
+    if (rc != 0)
+        manifest_free(m);
+    return rc;
+}
+
+int order_local(const char *dir, struct manifest *m, char *note, size_t notelen, char *err,
+                size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    *note = '\0';
+    char od[4200];
+    struct stat st;
+    if (stat(tree_order_d(dir, od, sizeof od), &st) == 0)
+        return local_from_order_d(dir, m, note, notelen, err, errlen);
+    struct ordering o = {.rev = "worktree", .worktree = dir, .err = err, .errlen = errlen};
+    struct git_repo g;
+    char oid[65], gerr[2048];
+    int rc = 0, have_git = 0;
+    int gr = git_open(dir, &g, gerr, sizeof gerr);
+    if (gr == GIT_MISSING) {
+        snprintf(err, errlen, "git is not installed: without migrations/order.d, a --local run "
+                 "makes its manifest from the release tags");
+        return EXIT_TOOL;
+    }
+    if (gr == GIT_OK) {
+        have_git = 1;
+        o.g = &g;
+        if (git_commit_of(&g, "HEAD", oid, gerr, sizeof gerr) == 0 &&
+            (rc = order_walk(&g, "HEAD", &o.w, err, errlen)) == 0) {
+            /* the working tree in HEAD's place: its scripts, never tagged as such */
+            rev_scripts_free(o.w.at, o.w.nat);
+            o.w.at = NULL;
+            o.w.nat = 0;
+            o.w.rev_tagged = 0;
+        }
+    }
+    if (rc == 0)
+        rc = worktree_scripts(dir, &o.w.at, &o.w.nat, err, errlen);
+    if (rc == 0 && (rc = legacy_batch(&o)) == 0 && (rc = tag_batches(&o)) == 0 &&
+        (rc = untagged_batch(&o)) == 0 && (rc = check_requires(&o)) == 0)
+        rc = emit_batches(&o, m);
+    if (rc == OOM) {
+        snprintf(err, errlen, "out of memory");
+        rc = EXIT_FAILED;
+    }
+    if (rc == 0) {
+        size_t untagged = 0;
+        for (size_t b = 0; b < m->n; b++)
+            if (strcmp(m->b[b].name, UNTAGGED_BATCH) == 0)
+                untagged = m->b[b].n;
+        snprintf(note, notelen, "local: no migrations/order.d, so the manifest is what `cozy-migrate "
+                 "order` would make of the working tree%s: %zu batch%s, %zu untagged script%s "
+                 "(committed or not)", !have_git ? " (not in a git repository: no release tags)"
+                 : o.w.ntags ? "" : " (no release tag yet)", m->n, m->n == 1 ? "" : "es",
+                 untagged, untagged == 1 ? "" : "s");
+    } else {
+        manifest_free(m);
+    }
+    legacy_map_free(&o.lm);
+    gen_free(&o.gn);
+    walk_free(&o.w);
+    if (have_git)
+        git_close(&g);
     return rc;
 }
 

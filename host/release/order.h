@@ -54,6 +54,21 @@ const struct walk_slug *walk_find(const struct walk *w, const char *slug);
  * legacy-map; EXIT_HISTORY) with one line in err. */
 int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
                    size_t errlen);
+/* The manifest of a --local run against a development cluster: what
+ * `order` would write if dir's working tree were committed, so an edited or
+ * new script runs without a commit. From dir's migrations/order.d when there
+ * is one, with what it lacks added: a working-tree Lua script in no batch
+ * goes to the untagged batch (alphabetical, then requires, after what that
+ * batch holds), and an untagged entry whose script is gone is left out.
+ * Otherwise generated: the release tags of HEAD's line when dir is in a git
+ * repository with a commit, with the working tree's scripts and legacy-map
+ * in HEAD's place (no tag, or no repository: legacy-map's batch and every
+ * Lua script untagged). Never written to disk. note says what it did, one
+ * line ("" when order.d was used as it is). An exit code with err:
+ * EXIT_PACKAGING (a cycle, a dangling or later requires, a bad header or
+ * legacy-map), EXIT_HISTORY (a shallow clone, a missing tag), EXIT_TOOL. */
+int order_local(const char *dir, struct manifest *m, char *note, size_t notelen, char *err,
+                size_t errlen);
 /* The text of one batch file. NULL when out of memory. */
 char *order_batch_text(const struct batch *b, size_t *len);
 /* Checks that the previous release's manifest (regenerated from its tag)

@@ -1,12 +1,16 @@
-/* scaffold.c: `cozy-migrate new <slug>`.
+/* scaffold.c: `cozy-migrate new <slug>` and `cozy-migrate stubs`.
  *
- * Owns the templates of a new migration and of its spec, and the refusals
- * before writing them: an invalid slug, a slug the tree already has (any
- * tier, legacy-sh/, revoked, legacy-map, order.d/), a slug any release tag
- * carried. The pair it writes passes `lint` and `spec` as generated: the
- * script reads the cluster and changes nothing until its author makes it,
- * the spec runs it twice and asserts the second run moved no object's
- * resourceVersion. Must never overwrite a file. */
+ * Owns the templates of a new migration and of its spec, of what else a
+ * tree needs (revoked, legacy-map, the .gitignore line for order.d/) and of
+ * the editor files (.luarc.json, .luacheckrc; the stubs' text is the
+ * CLI's, from lua/modapi.c), and the refusals before writing them: an
+ * invalid slug, a slug the tree already has (any tier, legacy-sh/, revoked,
+ * legacy-map, order.d/), a slug any release tag carried. What it writes
+ * passes `spec`, `lint` and `make install` as generated: the script reads
+ * the cluster and changes nothing until its author makes it, the spec runs
+ * it twice and asserts the second run moved no object's resourceVersion.
+ * Must never overwrite a file an author may have edited (only the
+ * generated stubs, and only when asked). */
 #include "base/log.h"
 #include "release/scaffold.h"
 
@@ -18,6 +22,7 @@
 
 #include "base/exitcodes.h"
 #include "base/fsutil.h"
+#include "base/util.h"
 #include "release/gitread.h"
 #include "formats/manifest.h"
 #include "release/order.h"
@@ -38,28 +43,62 @@
     "log.info('nothing to do yet')\n"
 
 #define SPEC_TMPL \
-    "-- %1$s: runs migrations/%2$s/%1$s.lua against the cluster in KUBECONFIG\n" \
-    "-- (tools/testenv locally, or a kind cluster) as the runner does, and\n" \
-    "-- proves it safe to run twice: the second run changes no object.\n" \
+    "-- %1$s: runs migrations/%2$s/%1$s.lua against the disposable cluster in\n" \
+    "-- KUBECONFIG (a kind cluster, or tools/testenv of cozy-migrate) as the\n" \
+    "-- runner does, and proves it safe to run twice: the second run changes no\n" \
+    "-- object. The harness (support.*) ships with cozy-migrate.\n" \
     "local h = require('support.helpers')\n" \
+    "local cluster = require('support.cluster')\n" \
     "local migration = require('support.migration')\n" \
     "\n" \
     "local script = migration.beside(debug.getinfo(1, 'S').source, '%2$s', '%1$s')\n" \
     "\n" \
     "describe('%1$s', function()\n" \
     "  if not h.has_cluster() then\n" \
-    "    pending('needs a cluster in KUBECONFIG (tools/testenv up; eval \"export $(tools/testenv " \
-    "env)\")')\n" \
+    "    pending('needs a disposable cluster in KUBECONFIG (a kind cluster, or tools/testenv)')\n" \
     "    return\n" \
     "  end\n" \
+    "  teardown(function() cluster.cleanup() end)\n" \
     "\n" \
     "  it('runs, and a second run changes nothing', function()\n" \
-    "    -- Arrange here the state this migration fixes, e.g. h.kapply({...}).\n" \
+    "    -- Arrange here the state this migration fixes, in a namespace of the spec:\n" \
+    "    --   local ns = cluster.namespace('case')\n" \
+    "    --   cluster.apply({ apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'x' } }, ns)\n" \
     "    local first = migration.assert_idempotent(script)\n" \
     "    -- Assert here what the first run changed (first.journal lists its writes).\n" \
     "    assert.are.equal(0, first.journal.writes)\n" \
     "  end)\n" \
     "end)\n"
+
+#define LEGACY_MAP_TEXT \
+    "# The legacy shell migrations of legacy-sh/, one 'N slug' a line: the old\n" \
+    "# number of each (cozy-migrate import-legacy writes it). None yet.\n"
+
+#define GITIGNORE_LINE "/migrations/order.d/"
+#define GITIGNORE_TEXT \
+    "# generated at build time from the release tags (cozy-migrate order), never committed\n" \
+    GITIGNORE_LINE "\n"
+
+#define META_DIR ".cozy-migrate/meta"
+
+#define LUARC_TEXT \
+    "{\n" \
+    "  \"runtime.version\": \"Lua 5.4\",\n" \
+    "  \"workspace.library\": [\"" META_DIR "\"],\n" \
+    "  \"workspace.checkThirdParty\": false,\n" \
+    "  \"diagnostics.globals\": [\"describe\", \"it\", \"pending\", \"setup\", \"teardown\",\n" \
+    "    \"before_each\", \"after_each\", \"finally\", \"insulate\", \"expose\", \"spy\", \"stub\",\n" \
+    "    \"mock\", \"lazy_setup\", \"lazy_teardown\", \"strict_setup\", \"strict_teardown\"]\n" \
+    "}\n"
+
+#define LUACHECK_HEAD \
+    "-- luacheck for this tree, written by `cozy-migrate new`: migrations see only\n" \
+    "-- the sandbox's globals (what `cozy-migrate lint` checks them with), specs\n" \
+    "-- run under busted with the whole of Lua.\n"
+
+#define LUACHECK_TAIL \
+    "files['spec'] = { std = 'max+busted' }\n" \
+    "exclude_files = { '" META_DIR "' }\n"
 
 static int in_list(const struct slug_list *l, const char *slug)
 {
@@ -195,6 +234,103 @@ int scaffold_revoked(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
+/* Writes path (and its directory) when it is missing: 1 written, 0 there
+ * already, -1 with err. */
+static int write_missing(const char *path, const char *text, char *err, size_t errlen)
+{
+    if (fs_exists(path))
+        return 0;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    if ((slash && fs_mkdirs(dir, 0755) != 0) || fs_write(path, text, strlen(text), 0644) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 1;
+}
+
+/* The .gitignore holds GITIGNORE_LINE (added at its end when missing). */
+static int ignore_order_d(const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.gitignore", dir);
+    size_t len;
+    char *text = read_file(path, &len);
+    if (!text)
+        return write_missing(path, GITIGNORE_TEXT, err, errlen);
+    int has = 0;
+    for (char *l = text; l && *l && !has;) {
+        size_t n = strcspn(l, "\n");
+        has = (n == strlen(GITIGNORE_LINE) && strncmp(l, GITIGNORE_LINE, n) == 0) ||
+              (n == strlen(GITIGNORE_LINE) - 1 && strncmp(l, GITIGNORE_LINE, n) == 0) ||
+              (n == strlen("migrations/order.d/") && strncmp(l, "migrations/order.d/", n) == 0);
+        l = l[n] ? l + n + 1 : NULL;
+    }
+    int rc = 0;
+    if (!has) {
+        FILE *f = fopen(path, "a");
+        int bad = !f || (len && text[len - 1] != '\n' && fputc('\n', f) == EOF) ||
+                  fputs(GITIGNORE_TEXT, f) == EOF;
+        if (f && fclose(f) != 0)
+            bad = 1;
+        if (bad) {
+            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+            rc = -1;
+        } else {
+            rc = 1;
+        }
+    }
+    free(text);
+    return rc;
+}
+
+int scaffold_editor(const char *dir, const struct editor_files *e, int refresh, char *err,
+                    size_t errlen)
+{
+    char path[4200];
+    for (size_t i = 0; i < e->n; i++) {
+        snprintf(path, sizeof path, "%s/" META_DIR "/%s.lua", dir, e->modules[i]);
+        if (refresh && fs_exists(path)) {
+            if (fs_write(path, e->stubs[i], strlen(e->stubs[i]), 0644) != 0) {
+                snprintf(err, errlen, "%s: %s", path, strerror(errno));
+                return -1;
+            }
+            out_line("stubs: wrote %s", path);
+            continue;
+        }
+        int w = write_missing(path, e->stubs[i], err, errlen);
+        if (w < 0)
+            return -1;
+        if (w)
+            out_line("stubs: wrote %s", path);
+    }
+    snprintf(path, sizeof path, "%s/.luarc.json", dir);
+    int w = write_missing(path, LUARC_TEXT, err, errlen);
+    if (w < 0)
+        return -1;
+    if (w)
+        out_line("stubs: wrote %s", path);
+    char *rc_text = malloc(strlen(LUACHECK_HEAD) + strlen(e->luacheck_std) + strlen(LUACHECK_TAIL) + 1);
+    if (!rc_text) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    strcpy(rc_text, LUACHECK_HEAD);
+    strcat(rc_text, e->luacheck_std);
+    strcat(rc_text, LUACHECK_TAIL);
+    snprintf(path, sizeof path, "%s/.luacheckrc", dir);
+    w = write_missing(path, rc_text, err, errlen);
+    free(rc_text);
+    if (w < 0)
+        return -1;
+    if (w)
+        out_line("stubs: wrote %s", path);
+    return 0;
+}
+
 int scaffold_new(const struct scaffold_opts *o)
 {
     struct stat st;
@@ -223,8 +359,12 @@ int scaffold_new(const struct scaffold_opts *o)
         return rc;
     if ((rc = write_new(tpath, spec)) != 0)
         return rc;
-    char err[4400];
-    if (scaffold_revoked(o->dir, err, sizeof err) != 0) {
+    char err[4400], path[4200];
+    snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", o->dir);
+    if (scaffold_revoked(o->dir, err, sizeof err) != 0 ||
+        write_missing(path, LEGACY_MAP_TEXT, err, sizeof err) < 0 ||
+        ignore_order_d(o->dir, err, sizeof err) < 0 ||
+        (o->editor && scaffold_editor(o->dir, o->editor, 0, err, sizeof err) != 0)) {
         log_fatal("new: %s", err);
         return EXIT_FAILED;
     }

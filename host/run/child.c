@@ -47,12 +47,15 @@
 #include "base/stop.h"
 #include "base/util.h"
 #include "formats/journaldoc.h"
+#include "kube/gateway.h"
 #include "lua/luachild.h"
 #include "run/childout.h"
 
 #define STATUS_MAX 4096       /* the verdict line (and the preview's note): the write
                                  * journal does not go through the pipe, see journal_map */
 #define STATUS_FD LUA_CHILD_STATUS_FD
+/* A shell's supervisor finds the gateway's listening socket here. */
+#define GATEWAY_FD (STATUS_FD + 1)
 /* After the main child is reaped and its group killed, how long we keep
  * reading for output still in flight. Only a process that left the group
  * (setsid) can hold the pipe open longer, and we must not wait for it. */
@@ -145,6 +148,8 @@ struct launch {
     double deadline;             /* the script's deadline (monotonic), 0 = none */
     size_t mem;
     struct journal_log *journal; /* Lua: the write journal's log, shared with the parent */
+    struct gateway_shared *gw;   /* shell behind the gateway: what it tells the parent */
+    int gw_fd;                   /* its listening socket, -1 when none */
 };
 
 static void close_from(int lowfd)
@@ -190,8 +195,60 @@ static void on_parent_death(int sig)
  * waits, so that when the runner dies (PDEATHSIG) it can kill bash's own
  * children too, which PDEATHSIG alone would orphan. It passes bash's end on
  * unchanged: the same exit code, or the same signal. */
+/* The gateway's lines (a dry run's report, an apiserver warning) are the
+ * migration's own output. */
+static void gateway_say(const char *text)
+{
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n");
+        out_line("%.*s", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
+/* The gateway for this shell, before bash starts: it fails the migration
+ * with one line when it cannot start, never letting the script run on
+ * anything else. NULL when the shell has none. */
+static struct gateway *start_gateway(const struct launch *l)
+{
+    const struct child_gateway *cg = l->spec->gateway;
+    if (!cg)
+        return NULL;
+    /* The runner's credentials live in this process from here on: bash,
+     * running as the same user, may not read its memory or environment. */
+    (void)prctl(PR_SET_DUMPABLE, 0);
+    signal(SIGPIPE, SIG_IGN);
+    log_set_prefix(log_json() ? l->slug : NULL);
+    struct kube_options dflt;
+    const struct kube_options *ko = l->spec->kube;
+    if (!ko) {
+        kube_default_options(&dflt);
+        ko = &dflt;
+    }
+    struct gateway_opts o = {
+        .listen_fd = GATEWAY_FD,
+        .cred = cg->cred,
+        .ko = ko,
+        .deadline = l->deadline,
+        .stamp_allowed = cg->stamp_allowed,
+        .overlay_path = l->spec->overlay_path,
+        .shared = l->gw,
+        .say = gateway_say,
+    };
+    char err[1200];
+    struct gateway *g = gateway_start(&o, err, sizeof err);
+    if (!g) {
+        char rec[1400];
+        size_t n = (size_t)snprintf(rec, sizeof rec, "error\tGatewayError\t%s\n", err);
+        (void)write_all(STATUS_FD, rec, n < sizeof rec ? n : sizeof rec - 1);
+        _exit(127);
+    }
+    return g;
+}
+
 static _Noreturn void supervise_shell(const struct launch *l)
 {
+    struct gateway *gw = start_gateway(l);
     pid_t pid = fork();
     if (pid < 0) {
         report_spawn_error(STATUS_FD, "fork", errno);
@@ -201,6 +258,10 @@ static _Noreturn void supervise_shell(const struct launch *l)
         char arg0[] = "bash";
         char *argv[] = {arg0, (char *)l->path, NULL};
         signal(SIGUSR1, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        /* nothing of the gateway's (its sockets, the runner's connection)
+         * goes with bash; the status fd is close-on-exec */
+        close_from(STATUS_FD + 1);
         execve("/bin/bash", argv, l->envp);
         report_spawn_error(STATUS_FD, "execve", errno);
         _exit(127);
@@ -219,6 +280,10 @@ static _Noreturn void supervise_shell(const struct launch *l)
         if (errno != EINTR)
             _exit(127);
     }
+    char gerr[600];
+    if (gateway_finish(gw, gerr, sizeof gerr) != 0)
+        log_error("%s", gerr);
+    fflush(stdout);
     if (WIFEXITED(status))
         _exit(WEXITSTATUS(status));
     int sig = WTERMSIG(status);
@@ -290,18 +355,20 @@ static _Noreturn void run_child(const struct launch *l)
     int out = pass ? -1 : fcntl(l->out_w, F_DUPFD_CLOEXEC, 10);
     int st = fcntl(l->st_w, F_DUPFD_CLOEXEC, 10);
     int nul = fcntl(l->devnull, F_DUPFD_CLOEXEC, 10);
-    if ((!pass && out < 0) || st < 0 || nul < 0) {
+    int gw = l->gw_fd >= 0 ? fcntl(l->gw_fd, F_DUPFD_CLOEXEC, 10) : -1;
+    if ((!pass && out < 0) || st < 0 || nul < 0 || (l->gw_fd >= 0 && gw < 0)) {
         report_spawn_error(l->st_w, "fcntl", errno);
         _exit(127);
     }
     if (dup2(nul, 0) < 0 || (!pass && (dup2(out, 1) < 0 || dup2(out, 2) < 0)) ||
-        dup2(st, STATUS_FD) < 0 || fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0) {
+        dup2(st, STATUS_FD) < 0 || fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0 ||
+        (gw >= 0 && (dup2(gw, GATEWAY_FD) < 0 || fcntl(GATEWAY_FD, F_SETFD, FD_CLOEXEC) < 0))) {
         report_spawn_error(st, "dup2", errno);
         _exit(127);
     }
     /* Everything else goes, above all the parent's TLS connections. The
      * status fd stays close-on-exec: for bash, EOF on it means exec worked. */
-    close_from(STATUS_FD + 1);
+    close_from(gw >= 0 ? GATEWAY_FD + 1 : STATUS_FD + 1);
 
     if (l->spec->is_shell) {
         if (l->spec->workdir && chdir(l->spec->workdir) != 0) {
@@ -406,7 +473,10 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
         format_duration(spec->timeout_s, d, sizeof d);
         res->outcome = CHILD_TIMEOUT;
         res->reason = "Timeout";
-        set_msg(res, "timed out after %s", d);
+        if (spec->timeout_why)
+            set_msg(res, "timed out after %s (%s)", d, spec->timeout_why);
+        else
+            set_msg(res, "timed out after %s", d);
         return 0;
     }
     if (failed_rec && strcmp(reason, "SpawnError") == 0) {
@@ -423,6 +493,13 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
         set_msg(res, "%.*s%s%s: %s", stage_len, msg, *what ? " " : "", what,
                 err ? strerror(err) : "failed");
         return -1;
+    }
+    if (failed_rec && strcmp(reason, "GatewayError") == 0) {
+        /* the shell never ran: its way to the cluster could not be made */
+        res->outcome = CHILD_FAILED;
+        res->reason = "GatewayError";
+        text_escape(msg, strlen(msg), res->message, sizeof res->message, 0);
+        return 0;
     }
     if (failed_rec) {
         if (strcmp(reason, "MemoryLimit") == 0) {
@@ -552,6 +629,7 @@ struct prep {
     char **envp;
     int out[2], stp[2], devnull, pidfd;
     struct journal_log *jlog;   /* shared with a Lua child; NULL for a shell one */
+    struct gateway_shared *gw;  /* shared with a shell's supervisor running the gateway */
 };
 
 static void prep_free(struct prep *p)
@@ -559,6 +637,9 @@ static void prep_free(struct prep *p)
     if (p->jlog)
         munmap(p->jlog, sizeof *p->jlog);
     p->jlog = NULL;
+    if (p->gw)
+        munmap(p->gw, sizeof *p->gw);
+    p->gw = NULL;
     close_fd(&p->out[0]);
     close_fd(&p->out[1]);
     close_fd(&p->stp[0]);
@@ -619,6 +700,15 @@ static int prepare(const struct child_spec *spec, const char *slug, struct child
             return -1;
         }
         p->jlog = m;
+    }
+    if (spec->is_shell && spec->gateway) {
+        void *m = mmap(NULL, sizeof *p->gw, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                       -1, 0);
+        if (m == MAP_FAILED) {
+            spawn_failed(res, "mapping the gateway's report", errno);
+            return -1;
+        }
+        p->gw = m;
     }
     return 0;
 }
@@ -771,9 +861,28 @@ static void supervise(const struct child_spec *spec, const char *slug, struct pr
 /* The Lua child's write journal, as JSON text, into res->journal. */
 static void take_journal(struct prep *p, const char *slug, struct child_result *res)
 {
-    if (!p->jlog)
+    if (p->gw) {
+        /* read as data another process wrote: bounded, NUL-terminated */
+        struct gateway_shared *g = p->gw;
+        res->gateway = 1;
+        res->gw_requests = g->requests;
+        res->gw_refused = g->refused;
+        res->gw_peak_rss_kb = g->peak_rss_kb;
+        g->refusal[sizeof g->refusal - 1] = '\0';
+        g->refusal_reason[sizeof g->refusal_reason - 1] = '\0';
+        g->unpredictable[sizeof g->unpredictable - 1] = '\0';
+        text_escape(g->refusal, strlen(g->refusal), res->gw_refusal, sizeof res->gw_refusal, 0);
+        snprintf(res->gw_refusal_reason, sizeof res->gw_refusal_reason, "%s", g->refusal_reason);
+        if (g->unpredictable[0] && !res->unpredictable[0])
+            text_escape(g->unpredictable, strlen(g->unpredictable), res->unpredictable,
+                        sizeof res->unpredictable, 0);
+        res->stamped = g->stamped != 0;
+        res->stamp = g->stamp;
+    }
+    const struct journal_log *log = p->jlog ? p->jlog : p->gw ? &p->gw->journal : NULL;
+    if (!log || !log->active)
         return;
-    cJSON *j = journal_log_json(p->jlog);
+    cJSON *j = journal_log_json(log);
     char *text = j ? cJSON_PrintUnformatted(j) : NULL;
     res->journal = text ? strdup(text) : NULL;
     if (j && !res->journal)
@@ -812,6 +921,8 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         .deadline = spec->timeout_s > 0 ? w.start + spec->timeout_s : 0,
         .mem = spec->lua_mem_limit ? spec->lua_mem_limit : (size_t)DEFAULT_MEMORY_MB << 20,
         .journal = p.jlog,
+        .gw = p.gw,
+        .gw_fd = spec->is_shell && spec->gateway ? spec->gateway->listen_fd : -1,
     };
     w.kill_at_deadline = l.deadline ? l.deadline + (spec->is_shell ? 0 : LUA_BACKSTOP_S) : 0;
     /* Unflushed stdio output would otherwise be written twice, once by the
@@ -899,6 +1010,17 @@ cJSON *child_result_json(const struct child_result *res, long ticks)
              cJSON_AddNumberToObject(j, "duration_ms", (double)res->duration_ms) &&
              cJSON_AddStringToObject(j, "tail", res->tail ? res->tail : "") &&
              cJSON_AddNumberToObject(j, "ticks", (double)ticks);
+    cJSON *gw = ok && res->gateway ? cJSON_AddObjectToObject(j, "gateway") : NULL;
+    if (gw)
+        ok = cJSON_AddNumberToObject(gw, "requests", (double)res->gw_requests) &&
+             cJSON_AddNumberToObject(gw, "refused", (double)res->gw_refused) &&
+             cJSON_AddStringToObject(gw, "refusal", res->gw_refusal) &&
+             cJSON_AddStringToObject(gw, "refusal_reason", res->gw_refusal_reason) &&
+             (res->stamped ? cJSON_AddNumberToObject(gw, "stamp", (double)res->stamp) != NULL
+                           : cJSON_AddNullToObject(gw, "stamp") != NULL) &&
+             cJSON_AddNumberToObject(gw, "peak_rss_kb", (double)res->gw_peak_rss_kb);
+    else if (res->gateway)
+        ok = 0;
     cJSON *journal = ok && res->journal ? cJSON_Parse(res->journal) : NULL;
     if (journal && !cJSON_AddItemToObject(j, "journal", journal)) {
         cJSON_Delete(journal);

@@ -12,6 +12,18 @@
 
 #include "kube/options.h"
 
+struct gateway_cred;
+
+/* A shell migration's way to the cluster: the runner's loopback gateway
+ * (kube/gateway.h), run by the shell's supervisor for the life of the
+ * migration. */
+struct child_gateway {
+    int listen_fd;               /* gateway_listen's socket; the caller closes its copy
+                                  * after child_run */
+    const struct gateway_cred *cred; /* its token, TLS key and certificate (kube/gateway.h) */
+    long stamp_allowed;          /* legacy: the one `version` the script may stamp; 0: none */
+};
+
 struct child_spec {
     const char *slug;            /* prefix of every streamed output line */
     const char *path;            /* the script */
@@ -20,10 +32,13 @@ struct child_spec {
     char *const *env;            /* shell: extra NAME=VALUE entries, NULL-terminated, may be NULL */
     int env_only;                /* shell: env is the whole environment (nothing inherited) */
     double timeout_s;            /* wall clock; TERM to the process group at the deadline; 0 = none */
+    const char *timeout_why;     /* where timeout_s comes from, for the timeout's message
+                                  * ("timeout=1s, FILE:2"); NULL = unsaid */
     double grace_s;              /* TERM -> KILL delay (0 -> DEFAULT_GRACE_S) */
     size_t lua_mem_limit;        /* bytes, Lua only (0 -> DEFAULT_MEMORY_MB) */
-    const struct kube_options *kube; /* Lua only: the kube module's options (NULL -> defaults) */
-    const char *overlay_path;    /* Lua only: preview: the overlay file the child reads and
+    const struct kube_options *kube; /* the kube module's options, or the gateway's (NULL ->
+                                  * defaults) */
+    const char *overlay_path;    /* preview: the overlay file the child (or the gateway) reads and
                                   * writes back (overlay.h); NULL otherwise */
     int (*tick)(void *ud);       /* called in the parent about every tick_every seconds while
                                   * waiting (lease renewal); non-zero: stop the migration now
@@ -36,6 +51,8 @@ struct child_spec {
     int quiet;                   /* do not stream output (tests / plan) */
     int passthrough;             /* the child writes to our stdout/stderr as they are
                                   * (no prefix, no tail): `cozy-migrate lua` */
+    const struct child_gateway *gateway; /* shell: its kubectl reaches the cluster through the
+                                  * gateway (kube and overlay_path apply to it); NULL: none */
     const char *remove_on_orphan; /* shell: a file removed, with its directory, when the
                                   * runner dies while the child runs (its private
                                   * kubeconfig); NULL = none */
@@ -67,12 +84,20 @@ struct child_result {
     int exit_code, signal;       /* how the child process ended (0 when not applicable) */
     int stopped_by;              /* CHILD_STOPPED: the stop signal this process got */
     long duration_ms;
-    char *journal;               /* Lua: the write journal as JSON (journal.h), malloc'd;
-                                    NULL when the script never opened the kube module. Read
+    char *journal;               /* the write journal as JSON (journal.h), malloc'd; NULL when
+                                    a Lua script never opened the kube module, or a shell had
+                                    no gateway. Read
                                     from memory shared with the child, so it is there however
                                     the child ended (a Timeout kill, out of memory) */
     char unpredictable[512];     /* preview: the first write the preview could not predict
                                     ("" when none): the outcome is then no prediction */
+    int gateway;                 /* a shell that ran behind the gateway: what follows is its */
+    long gw_requests, gw_refused; /* requests it answered, and refused at the door */
+    char gw_refusal[640];        /* the first refusal: "METHOD PATH: why" ("" when none) */
+    char gw_refusal_reason[64];  /* its reason: LedgerProtected, DryRunRefused, ... */
+    int stamped;                 /* a legacy stamp was absorbed: `version` = stamp */
+    long stamp;
+    long gw_peak_rss_kb;         /* the supervisor's (the gateway's process) peak memory */
     char *tail;                  /* last OUTPUT_TAIL_LINES lines of combined stdout+stderr, at most
                                     OUTPUT_TAIL_MAX bytes, each line '\n'-terminated; malloc'd,
                                     free with child_result_free */

@@ -1,12 +1,15 @@
 /* dispatch.c: the background tier's reconcile (dispatch.h).
  *
  * Owns what the dispatcher reads (the index ConfigMap and its policy keys,
- * the Jobs it made, the Lease as a hint), the decision (the planner's
- * background walk, the Jobs in flight and the retry backoff on top), the
- * Job it makes from the chart's template, its Events and its one line, and
- * the per-slug view `status` prints. Must never write the ledger, never
- * make a second Job while one of its own runs, never dispatch a slug the
- * planner would not run, and never count an attempt (the runner does). */
+ * the Jobs it made, the Lease as a hint), the check of the index against
+ * its own tree and image, the decision (the planner's background walk, the
+ * Jobs in flight and the retry backoff on top), the Job it makes from its
+ * own image and the release's template, how it tells its Jobs from foreign
+ * ones, its Events and its one line, and the per-slug view `status` prints.
+ * Must never write the ledger, never make a second Job while one of its
+ * own runs, never dispatch a slug the planner would not run, never count an
+ * attempt (the runner does), and never take what a Job runs (its image,
+ * command, identity, host access) from the cluster's mutable state. */
 #include "run/dispatch.h"
 
 #include <math.h>
@@ -17,22 +20,26 @@
 #include <time.h>
 
 #include "base/defaults.h"
-#include "kube/event.h"
 #include "base/exitcodes.h"
-#include "formats/indexdoc.h"
-#include "run/lock.h"
 #include "base/log.h"
-#include "run/plan.h"
+#include "base/util.h"
+#include "formats/indexdoc.h"
+#include "formats/manifest.h"
 #include "formats/record.h"
 #include "formats/tree.h"
-#include "base/util.h"
+#include "kube/event.h"
+#include "run/lock.h"
+#include "run/plan.h"
 
 #define DISPATCH_BY "cozy-migrate"
+#define CONTAINER "migrate"
 
 struct job {
-    char name[64], slug[64];
+    char name[64], slug[64], uid[64];
     long attempts_before;       /* -1 when the annotation is missing */
     int finished, failed;
+    int final;                  /* failed by its podFailurePolicy: an exit no retry changes */
+    char final_why[200];        /* that condition's message */
     double ended;               /* epoch seconds, when finished */
 };
 
@@ -45,15 +52,18 @@ struct ctx {
     struct rest_client *rest;
     const struct runner_opts *o;
     const char *ns, *ledger;
+    const char *ledger_uid;     /* the ledger read: what its Jobs' ownership names */
     struct index ix;
     int have_ix;
-    char *job_template;         /* INDEX_KEY_JOB, or NULL */
+    char index_uid[64], index_rv[64];
     struct policy pol;
     struct tree t;
     int have_tree;
-    struct job *jobs;
+    struct job *jobs;           /* ours */
     size_t njobs;
+    size_t foreign;             /* Jobs seen with our labels that are not ours */
     double now;
+    int quiet;                  /* the survey: no Events, warnings for fatal lines */
 };
 
 static void ctx_free(struct ctx *c)
@@ -62,7 +72,6 @@ static void ctx_free(struct ctx *c)
         index_free(&c->ix);
     if (c->have_tree)
         tree_free(&c->t);
-    free(c->job_template);
     free(c->jobs);
 }
 
@@ -76,79 +85,127 @@ static const char *str_at(const cJSON *o, const char *a, const char *b)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* The index ConfigMap and its policy. 0, 1 when absent, or an exit code
- * after saying why. */
-static int read_index(struct ctx *c, int quiet)
+static void say_fatal(const struct ctx *c, const char *line)
+{
+    if (c->quiet)
+        log_warn("%s", line);
+    else
+        log_fatal("%s", line);
+}
+
+/* The index ConfigMap, read whole (the raw text too: a \u0000 cJSON would
+ * hide), and its policy. 0, 1 when absent, or an exit code after saying
+ * why. */
+static int read_index(struct ctx *c)
 {
     char path[512], err[ERRLINE_MAX];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", c->ns, INDEX_NAME);
-    struct rest_error e;
-    memset(&e, 0, sizeof e);
-    cJSON *cm = rest_get_json(c->rest, path, NULL, DEFAULT_RETRY_BUDGET_S, &e);
-    if (!cm) {
-        int absent = e.code == 404;
+    struct rest_result r;
+    int got = rest_do(c->rest, "GET", path, NULL, NULL, NULL, 0, 1, DEFAULT_RETRY_BUDGET_S, &r);
+    if (got != 0 || !r.json) {
+        int absent = got != 0 && r.err.code == 404;
         char m[REST_ERRSTR_MAX];
-        rest_error_string(&e, m, sizeof m);
-        rest_error_free(&e);
+        if (got != 0)
+            rest_error_string(&r.err, m, sizeof m);
+        else
+            snprintf(m, sizeof m, "the answer is not JSON");
+        rest_result_free(&r);
         if (absent)
             return 1;
-        if (!quiet)
-            log_fatal("reading the index %s/%s: %s", c->ns, INDEX_NAME, m);
-        else
-            log_warn("reading the index %s/%s: %s", c->ns, INDEX_NAME, m);
+        snprintf(err, sizeof err, "reading the index %s/%s: %s", c->ns, INDEX_NAME, m);
+        say_fatal(c, err);
         return EXIT_CLUSTER;
     }
     char name[300];
     snprintf(name, sizeof name, "ConfigMap %s/%s", c->ns, INDEX_NAME);
     int rc = 0;
-    if (index_from_configmap(name, cm, &c->ix, err, sizeof err) != 0) {
+    if (index_from_configmap(name, r.json, r.body, r.len, &c->ix, err, sizeof err) != 0) {
+        say_fatal(c, err);
         rc = EXIT_PACKAGING;
-        goto out;
+    } else {
+        c->have_ix = 1;
+        const char *uid = str_at(r.json, "metadata", "uid");
+        const char *rv = str_at(r.json, "metadata", "resourceVersion");
+        snprintf(c->index_uid, sizeof c->index_uid, "%s", uid ? uid : "");
+        snprintf(c->index_rv, sizeof c->index_rv, "%s", rv ? rv : "");
+        c->pol = (struct policy){(int)c->ix.pol.max_attempts, c->ix.pol.backoff,
+                                 c->ix.pol.backoff_max};
+        if (c->pol.backoff_max < c->pol.backoff)
+            c->pol.backoff_max = c->pol.backoff;
     }
-    c->have_ix = 1;
-    if (!c->ix.image) {
-        snprintf(err, sizeof err, "%s: names no image (key %s, or the index file's image): the "
-                 "background Jobs would not know what to run", name, INDEX_KEY_IMAGE);
-        rc = EXIT_PACKAGING;
-        goto out;
-    }
-    c->pol = (struct policy){DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_BACKOFF_S, DEFAULT_RETRY_BACKOFF_MAX_S};
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(cm, "data");
-    const char *v;
-    if ((v = str_at(data, INDEX_KEY_ATTEMPTS, NULL))) {
-        long n;
-        if (parse_decimal(v, 1000, &n) != 0 || n < 1) {
-            snprintf(err, sizeof err, "%s: key %s is \"%.40s\", not a number from 1 to 1000", name,
-                     INDEX_KEY_ATTEMPTS, v);
-            rc = EXIT_PACKAGING;
-            goto out;
-        }
-        c->pol.max_attempts = (int)n;
-    }
-    struct { const char *key; double *at; } durs[] = {
-        {INDEX_KEY_BACKOFF, &c->pol.backoff}, {INDEX_KEY_BACKOFF_MAX, &c->pol.backoff_max}};
-    for (size_t i = 0; i < 2; i++)
-        if ((v = str_at(data, durs[i].key, NULL)) && parse_duration(v, durs[i].at) != 0) {
-            snprintf(err, sizeof err, "%s: key %s is \"%.40s\", not a duration like 10m", name,
-                     durs[i].key, v);
-            rc = EXIT_PACKAGING;
-            goto out;
-        }
-    if (c->pol.backoff_max < c->pol.backoff)
-        c->pol.backoff_max = c->pol.backoff;
-    if ((v = str_at(data, INDEX_KEY_JOB, NULL)) && !(c->job_template = strdup(v))) {
-        snprintf(err, sizeof err, "out of memory");
-        rc = EXIT_FAILED;
-    }
-out:
-    if (rc) {
-        if (quiet)
-            log_warn("%s", err);
-        else
-            log_fatal("%s", err);
-    }
-    cJSON_Delete(cm);
+    rest_result_free(&r);
     return rc;
+}
+
+/* The differences an index comparison names: one alone goes into the
+ * fatal line (an image that differs is one line), several are a line each
+ * before it; the Event gets them all, cut. */
+struct said {
+    char text[1400];
+    size_t at, n;
+    char first[900];
+};
+
+static void say(void *ud, const char *line)
+{
+    struct said *s = ud;
+    if (s->n == 0)
+        snprintf(s->first, sizeof s->first, "%s", line);
+    else if (s->n == 1)
+        log_error("%s: %s", INDEX_NAME, s->first);
+    if (s->n >= 1)
+        log_error("%s: %s", INDEX_NAME, line);
+    s->n++;
+    if (s->at + 4 < sizeof s->text)
+        s->at += (size_t)snprintf(s->text + s->at, sizeof s->text - s->at, "%s%s",
+                                  s->at ? "; " : "", line);
+    if (s->at >= sizeof s->text)
+        s->at = sizeof s->text - 1;
+}
+
+/* The live index against the tree and image this dispatcher runs: every
+ * slug, field and the image compared. 0, or EXIT_RELEASED after a line per
+ * difference, the fatal line and one Warning Event on the index (said
+ * once for each version of it), so no Job is made from an index the image
+ * did not ship. */
+static int check_index(struct ctx *c)
+{
+    const struct runner_opts *o = c->o;
+    char err[ERRLINE_MAX];
+    struct tree own;
+    if (tree_load(o->dir, &own, err, sizeof err) != 0) {
+        log_fatal("%s", err);
+        return EXIT_PACKAGING;
+    }
+    struct index want;
+    int made = index_from_tree(&own, o->image, &want);
+    tree_free(&own);
+    if (made != 0) {
+        log_fatal("out of memory");
+        return EXIT_FAILED;
+    }
+    struct said m = {"", 0, 0, ""};
+    size_t n = index_compare(&c->ix, &want, o->dir, say, &m);
+    index_free(&want);
+    if (!n)
+        return 0;
+    log_fatal("dispatch: nothing dispatched: the index %s/%s differs from the tree and image this "
+              "dispatcher runs (%s, %s) in %zu place%s%s%s: a Job is built only from what the "
+              "release shipped (regenerate the chart's index with 'cozy-migrate index', or run "
+              "the dispatcher of the release that made it)", c->ns, INDEX_NAME, o->dir, o->image,
+              n, n == 1 ? "" : "s", n == 1 ? ": " : "", n == 1 ? m.first : "");
+    if (!o->k.dry_run) {
+        struct event_about about = {"v1", "ConfigMap", c->ns, INDEX_NAME, c->index_uid};
+        char name[160], msg[1600];
+        snprintf(name, sizeof name, "%s.mismatch-%.40s", INDEX_NAME, c->index_rv);
+        snprintf(msg, sizeof msg, "the index differs from the image %s (%zu difference%s): %s; "
+                 "no background Job is dispatched until they agree", o->image, n,
+                 n == 1 ? "" : "s", m.text);
+        if (event_post(c->rest, &about, name, "Warning", "MigrationsIndexMismatch", msg, err,
+                       sizeof err) < 0)
+            log_warn("%s", err);
+    }
+    return EXIT_RELEASED;
 }
 
 /* When a finished Job ended: its completion, else the time of the
@@ -159,22 +216,100 @@ static double job_end(const cJSON *status, const cJSON *cond)
     return t >= 0 ? t : record_time_epoch(str_at(cond, "lastTransitionTime", NULL));
 }
 
+/* Why the Job is not this dispatcher's for this ledger, or NULL when it
+ * is: an ownerReference (controller) to the ledger's uid, the same uid in
+ * its label, a valid slug, not suspended. */
+static const char *not_ours(const struct ctx *c, const cJSON *it)
+{
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(it, "metadata");
+    const char *slug = str_at(meta, "labels", DISPATCH_SLUG_LABEL);
+    const char *uid = str_at(meta, "labels", DISPATCH_LEDGER_UID_LABEL);
+    if (!c->ledger_uid || !*c->ledger_uid)
+        return "there is no ledger to own it";
+    int owned = 0;
+    const cJSON *ref;
+    cJSON_ArrayForEach(ref, cJSON_GetObjectItemCaseSensitive(meta, "ownerReferences"))
+    {
+        const char *k = str_at(ref, "kind", NULL), *n = str_at(ref, "name", NULL),
+                   *u = str_at(ref, "uid", NULL), *av = str_at(ref, "apiVersion", NULL);
+        owned |= k && n && u && av && strcmp(av, "v1") == 0 && strcmp(k, "ConfigMap") == 0 &&
+                 strcmp(n, c->ledger) == 0 && strcmp(u, c->ledger_uid) == 0 &&
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "controller"));
+    }
+    if (!owned)
+        return "no ownerReference to the ledger";
+    if (!uid || strcmp(uid, c->ledger_uid) != 0)
+        return "its " DISPATCH_LEDGER_UID_LABEL " label is not the ledger's uid";
+    if (!slug || !slug_valid(slug))
+        return "no valid " DISPATCH_SLUG_LABEL " label";
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(it, "spec");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "suspend")))
+        return "it is suspended (the dispatcher never makes a suspended Job)";
+    return NULL;
+}
+
+/* Whether the Job claims this ledger: its uid label, its ledger
+ * annotation, or a name this dispatcher would give. */
+static int claims_ledger(const struct ctx *c, const cJSON *it)
+{
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(it, "metadata");
+    const char *uid = str_at(meta, "labels", DISPATCH_LEDGER_UID_LABEL);
+    const char *ledger = str_at(meta, "annotations", DISPATCH_LEDGER_ANNOTATION);
+    const char *name = str_at(meta, "name", NULL);
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "mig-%s-", c->ledger);
+    return (uid && c->ledger_uid && strcmp(uid, c->ledger_uid) == 0) ||
+           (ledger && strcmp(ledger, c->ledger) == 0) ||
+           (name && strncmp(name, prefix, strlen(prefix)) == 0);
+}
+
+/* A Job that looks like this dispatcher's and is not: said once (a
+ * Warning Event of a fixed name on it; the line when the Event is new). */
+static void report_foreign(struct ctx *c, const cJSON *it, const char *why)
+{
+    c->foreign++;
+    if (c->quiet || c->o->k.dry_run)
+        return;
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(it, "metadata");
+    const char *name = str_at(meta, "name", NULL), *uid = str_at(meta, "uid", NULL);
+    if (!name)
+        return;
+    char ev[200], msg[900], err[ERRLINE_MAX];
+    snprintf(ev, sizeof ev, "%.63s.foreign-%.36s", name, uid ? uid : "x");
+    snprintf(msg, sizeof msg, "Job %s carries the background dispatcher's labels or a name it "
+             "would use, but it is not one the dispatcher of ledger %s/%s made (%s): it neither "
+             "blocks nor counts as an attempt", name, c->ns, c->ledger, why);
+    struct event_about about = {"batch/v1", "Job", c->ns, name, uid};
+    int posted = event_post(c->rest, &about, ev, "Warning", "MigrationJobNotOurs", msg, err,
+                            sizeof err);
+    if (posted == 0)
+        log_warn("%s", msg);
+    else if (posted < 0)
+        log_warn("%s", err);
+}
+
 static int add_job(struct ctx *c, const cJSON *it)
 {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(it, "metadata");
-    const char *ledger = str_at(meta, "annotations", DISPATCH_LEDGER_ANNOTATION);
     const char *slug = str_at(meta, "labels", DISPATCH_SLUG_LABEL);
     const char *name = str_at(meta, "name", NULL);
-    if (!ledger || strcmp(ledger, c->ledger) != 0 || !slug || !name)
-        return 0; /* another ledger's, or not one this dispatcher made */
+    const char *uid = str_at(meta, "uid", NULL);
+    const char *why = not_ours(c, it);
+    if (why) {
+        /* another ledger's Jobs are its dispatcher's business */
+        if (claims_ledger(c, it))
+            report_foreign(c, it, why);
+        return 0;
+    }
     struct job *nj = realloc(c->jobs, (c->njobs + 1) * sizeof *nj);
     if (!nj)
         return -1;
     c->jobs = nj;
     struct job *j = &nj[c->njobs++];
     memset(j, 0, sizeof *j);
-    snprintf(j->name, sizeof j->name, "%s", name);
+    snprintf(j->name, sizeof j->name, "%s", name ? name : "");
     snprintf(j->slug, sizeof j->slug, "%s", slug);
+    snprintf(j->uid, sizeof j->uid, "%s", uid ? uid : "");
     const char *a = str_at(meta, "annotations", DISPATCH_ATTEMPTS_ANNOTATION);
     long n;
     j->attempts_before = a && parse_decimal(a, 1000000, &n) == 0 ? n : -1;
@@ -190,12 +325,19 @@ static int add_job(struct ctx *c, const cJSON *it)
             j->finished = 1;
             j->failed = strcmp(type, "Failed") == 0;
             j->ended = job_end(status, cond);
+            const char *reason = str_at(cond, "reason", NULL);
+            if (j->failed && reason && strcmp(reason, "PodFailurePolicy") == 0) {
+                const char *m = str_at(cond, "message", NULL);
+                j->final = 1;
+                text_escape(m ? m : "", m ? strlen(m) : 0, j->final_why, sizeof j->final_why, 0);
+            }
         }
     }
     return 0;
 }
 
-/* The Jobs this dispatcher made for this ledger. 0, or -1 with err. */
+/* The Jobs this dispatcher made for this ledger (others with its labels
+ * are reported, not kept). 0, or -1 with err. */
 static int list_jobs(struct ctx *c, char *err, size_t errlen)
 {
     char cont[2048] = "";
@@ -258,7 +400,7 @@ static void span(double s, char buf[32])
 }
 
 struct verdict {
-    const struct index_bg *pick;        /* the slug to dispatch now, if any */
+    const struct index_slug *pick;      /* the slug to dispatch now, if any */
     long attempt;                       /* its attempt number */
     size_t again;                       /* Jobs made before for that attempt */
     char reason[400];                   /* why it is pending */
@@ -297,6 +439,17 @@ static int view_set(struct verdict *v, size_t i, const char *fmt, ...)
     return (v->view[i].state = strdup(buf)) ? 0 : -1;
 }
 
+/* The Job of slug's attempt (attempts_before a) that its podFailurePolicy
+ * failed: an exit no retry changes, so the slug waits for a person. */
+static const struct job *final_job(const struct ctx *c, const char *slug, long a)
+{
+    for (size_t k = 0; k < c->njobs; k++)
+        if (c->jobs[k].final && c->jobs[k].attempts_before == a &&
+            strcmp(c->jobs[k].slug, slug) == 0)
+            return &c->jobs[k];
+    return NULL;
+}
+
 /* What the tier looks like now and what one dispatch does. 0, or -1 when
  * out of memory. */
 static int decide(struct ctx *c, const struct ledger *l, const struct plan *p, struct verdict *v)
@@ -312,7 +465,7 @@ static int decide(struct ctx *c, const struct ledger *l, const struct plan *p, s
     v->nview = c->ix.nbg;
     const char *held = NULL;
     for (size_t i = 0; i < c->ix.nbg; i++) {
-        const struct index_bg *g = &c->ix.bg[i];
+        const struct index_slug *g = &c->ix.bg[i];
         if (!(v->view[i].slug = strdup(g->slug)))
             return -1;
         const struct step *s = step_of(p, g->slug);
@@ -367,9 +520,24 @@ static int decide(struct ctx *c, const struct ledger *l, const struct plan *p, s
                 return -1;
             continue;
         }
+        a = s->prev_attempts;
+        /* A Job of this attempt failed on an exit no retry changes (the
+         * image does not ship the slug, the ledger is full, ...): another
+         * Job would end the same, so the slug waits for a person, as one
+         * past its attempts does. */
+        const struct job *fin = final_job(c, g->slug, a);
+        if (fin) {
+            v->exhausted++;
+            if (!held && g->on_error == ON_ERROR_ABORT)
+                held = g->slug;
+            if (view_set(v, i, "its Job %s failed on an exit no retry changes (%s): not retried; "
+                         "fix the cause, then 'run --only %s' (or delete Job %s for the next "
+                         "dispatch to try again)", fin->name, fin->final_why, g->slug, fin->name))
+                return -1;
+            continue;
+        }
         /* The retry backoff: from the failed record's `at`, and from the
          * end of each Job that failed without advancing the record. */
-        a = s->prev_attempts;
         double until = 0;
         char why[300] = "";
         if (rec && rec->state == REC_FAILED) {
@@ -442,36 +610,41 @@ static int decide(struct ctx *c, const struct ledger *l, const struct plan *p, s
 /* ---- the Job ------------------------------------------------------------ */
 
 /* A Job name of at most 63 characters (its pods carry it as a label):
- * mig-<slug>-<attempt>[-<again>], the slug cut and a hash of it added when
- * that is too long. */
-static void job_name(const char *slug, long attempt, size_t again, char out[64])
+ * mig-<ledger>-<slug>-<attempt>[-<again>][-x<taken>] (taken: names foreign
+ * Jobs hold), the ledger and slug cut and a hash of both added when that
+ * is too long. */
+static void job_name(const char *ledger, const char *slug, long attempt, size_t again,
+                     int taken, char out[64])
 {
-    char tail[48];
+    char tail[64] = "";
+    size_t t = 0;
+    t += (size_t)snprintf(tail + t, sizeof tail - t, "-%ld", attempt);
     if (again)
-        snprintf(tail, sizeof tail, "-%ld-%zu", attempt, again);
-    else
-        snprintf(tail, sizeof tail, "-%ld", attempt);
-    char full[160];
-    snprintf(full, sizeof full, "mig-%s%s", slug, tail);
+        t += (size_t)snprintf(tail + t, sizeof tail - t, "-%zu", again);
+    if (taken)
+        snprintf(tail + t, sizeof tail - t, "-x%d", taken);
+    char full[400];
+    snprintf(full, sizeof full, "mig-%s-%s%s", ledger, slug, tail);
     if (strlen(full) <= 63) {
         memcpy(out, full, strlen(full) + 1);
         return;
     }
-    unsigned h = 2166136261u; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)slug; *p; p++)
+    char both[300];
+    snprintf(both, sizeof both, "%s-%s", ledger, slug);
+    unsigned h = 2166136261u; /* FNV-1a of ledger-slug */
+    for (const unsigned char *p = (const unsigned char *)both; *p; p++)
         h = (h ^ *p) * 16777619u;
     size_t keep = 63 - strlen("mig-") - 9 - strlen(tail);
     char cut[64];
-    snprintf(cut, sizeof cut, "%.*s", (int)keep, slug);
-    for (size_t n = strlen(cut); n && cut[n - 1] == '-';)
+    snprintf(cut, sizeof cut, "%.*s", (int)keep, both);
+    for (size_t n = strlen(cut); n && (cut[n - 1] == '-' || cut[n - 1] == '.');)
         cut[--n] = '\0';
     snprintf(full, sizeof full, "mig-%s-%08x%s", cut, h, tail);
     snprintf(out, 64, "%.63s", full);
 }
 
-/* The template when the index carries none: the pod the chart renders for
- * the Jobs that are not hooks (its ServiceAccount, non-root, read-only
- * root, /tmp an emptyDir, the reason in the termination message). */
+/* The built-in template, when the dispatcher's spec carries none: the pod
+ * the chart renders for the Jobs that are not hooks. */
 static cJSON *builtin_template(const char *sa)
 {
     char text[2400];
@@ -480,12 +653,10 @@ static cJSON *builtin_template(const char *sa)
              "\"activeDeadlineSeconds\":%d,\"ttlSecondsAfterFinished\":%d,\"template\":{\"spec\":{"
              "\"serviceAccountName\":\"%s\",\"restartPolicy\":\"Never\","
              "\"securityContext\":{\"runAsNonRoot\":true,\"runAsUser\":65534,\"runAsGroup\":65534},"
-             "\"containers\":[{\"name\":\"migrate\",\"image\":\"\",\"imagePullPolicy\":\"IfNotPresent\","
+             "\"containers\":[{\"name\":\"" CONTAINER "\",\"image\":\"\",\"imagePullPolicy\":\"IfNotPresent\","
              "\"args\":[\"--tier\",\"background\",\"--lock-timeout\",\"%ds\"],"
-             "\"env\":[{\"name\":\"NAMESPACE\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.namespace\"}}}],"
              "\"terminationMessagePolicy\":\"FallbackToLogsOnError\","
-             "\"securityContext\":{\"allowPrivilegeEscalation\":false,\"readOnlyRootFilesystem\":true,"
-             "\"capabilities\":{\"drop\":[\"ALL\"]}},"
+             "\"securityContext\":{\"readOnlyRootFilesystem\":true},"
              "\"volumeMounts\":[{\"name\":\"tmp\",\"mountPath\":\"/tmp\"}]}],"
              "\"volumes\":[{\"name\":\"tmp\",\"emptyDir\":{}}]}}}}",
              DEFAULT_JOB_LOCK_WAIT_S + 60, DEFAULT_JOB_TTL_S, sa, DEFAULT_JOB_LOCK_WAIT_S);
@@ -537,37 +708,181 @@ static cJSON *object_at(cJSON *o, const char *k)
     return cJSON_AddObjectToObject(o, k);
 }
 
-static int labels(cJSON *meta, const char *slug)
+static int labels(cJSON *meta, const char *slug, const char *ledger_uid)
 {
     cJSON *l = object_at(meta, "labels");
     return l && set_str(l, DISPATCH_LABEL, DISPATCH_BY) == 0 &&
                    set_str(l, DISPATCH_SLUG_LABEL, slug) == 0 &&
+                   set_str(l, DISPATCH_LEDGER_UID_LABEL, ledger_uid) == 0 &&
                    set_str(l, "app.kubernetes.io/name", "cozy-migrate") == 0 &&
                    set_str(l, "app.kubernetes.io/component", "background-migration") == 0
                ? 0
                : -1;
 }
 
-/* The Job for the verdict's pick: the template with its name, labels, the
- * slug, the image, the deadline. NULL with err. */
-static cJSON *make_job(struct ctx *c, const struct verdict *v, const char *sa, const char *name,
-                       char *err, size_t errlen)
+/* Whether an argument is one the engine's background run takes (the
+ * chart's ValidatingAdmissionPolicy admits the same set). */
+static int arg_allowed(const char *a)
 {
-    cJSON *job = c->job_template ? cJSON_Parse(c->job_template) : builtin_template(sa);
+    static const char *const words[] = {"--tier", "background", "--lock-timeout", "--log-format",
+                                        "text", "json", NULL};
+    for (const char *const *w = words; *w; w++)
+        if (strcmp(a, *w) == 0)
+            return 1;
+    size_t n = strlen(a);
+    if (n < 2 || n > 7 || a[n - 1] != 's')
+        return 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (a[i] < '0' || a[i] > '9')
+            return 0;
+    return 1;
+}
+
+static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *err, size_t errlen, const char *fmt, ...)
+{
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(err, errlen, "the background Jobs' template (%s, or the built-in one): %s",
+             DISPATCH_TEMPLATE_ENV, what);
+    return -1;
+}
+
+/* What the template may hold: one container running the engine's
+ * background run, no host namespace, no privilege, no volume but an
+ * emptyDir, nothing that runs another command (probes, lifecycle hooks,
+ * init or ephemeral containers), no env the runner reads as an operator's
+ * (SKIP) or that would take the Job's own ONLY and image. Even from the
+ * release's own spec: a Job made as the jobs' cluster-admin identity is
+ * checked here, and the admission policy checks it again. 0, or -1 with
+ * err. */
+static int template_check(const cJSON *pod, const cJSON *ctr, char *err, size_t errlen)
+{
+    static const char *const host[] = {"hostNetwork", "hostPID", "hostIPC", NULL};
+    for (const char *const *h = host; *h; h++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(pod, *h);
+        if (v && !cJSON_IsFalse(v))
+            return bad(err, errlen, "spec.template.spec.%s: a background Job shares no host "
+                       "namespace", *h);
+    }
+    static const char *const none[] = {"initContainers", "ephemeralContainers", NULL};
+    for (const char *const *k = none; *k; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(pod, *k);
+        if (v && cJSON_GetArraySize(v) > 0)
+            return bad(err, errlen, "spec.template.spec.%s: the engine is the Job's only "
+                       "container", *k);
+    }
+    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(pod, "containers")) != 1)
+        return bad(err, errlen, "spec.template.spec.containers: exactly one container");
+    const cJSON *vol;
+    cJSON_ArrayForEach(vol, cJSON_GetObjectItemCaseSensitive(pod, "volumes"))
+    {
+        int only_empty = cJSON_GetObjectItemCaseSensitive(vol, "emptyDir") &&
+                         cJSON_GetArraySize(vol) == 2 && cJSON_GetObjectItemCaseSensitive(vol, "name");
+        if (!only_empty)
+            return bad(err, errlen, "volume '%s': only emptyDir volumes (no hostPath, no "
+                       "ConfigMap or Secret over the image's tree)",
+                       str_at(vol, "name", NULL) ? str_at(vol, "name", NULL) : "?");
+    }
+    static const char *const cmd[] = {"command", "lifecycle", "livenessProbe", "readinessProbe",
+                                      "startupProbe", "envFrom", "workingDir", NULL};
+    for (const char *const *k = cmd; *k; k++)
+        if (cJSON_GetObjectItemCaseSensitive(ctr, *k))
+            return bad(err, errlen, "the container's %s: the Job runs the image's entrypoint "
+                       "and nothing else", *k);
+    const cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(ctr, "args"))
+    {
+        if (!cJSON_IsString(a) || !arg_allowed(a->valuestring))
+            return bad(err, errlen, "the container's args: '%.60s' is not an argument of the "
+                       "engine's background run", cJSON_IsString(a) ? a->valuestring : "?");
+    }
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(ctr, "securityContext");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sc, "privileged")) ||
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sc, "capabilities"), "add"))
+        return bad(err, errlen, "the container's securityContext: no privilege, no capability "
+                   "added");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(ctr, "env"))
+    {
+        const char *n = str_at(e, "name", NULL);
+        if (!n || strcmp(n, "SKIP") == 0 || strcmp(n, "SKIP_REASON") == 0 ||
+            strcmp(n, "DRY_RUN") == 0 || strcmp(n, "PASS_ENV") == 0 || strncmp(n, "LD_", 3) == 0)
+            return bad(err, errlen, "env '%.40s' is not for a background Job", n ? n : "?");
+    }
+    return 0;
+}
+
+/* Restricted Pod Security, whatever the template says: non-root,
+ * RuntimeDefault seccomp, no privilege escalation, every capability
+ * dropped. 0, or -1 when out of memory. */
+static int restricted(cJSON *pod, cJSON *ctr)
+{
+    cJSON *psc = object_at(pod, "securityContext");
+    cJSON *seccomp = psc ? object_at(psc, "seccompProfile") : NULL;
+    cJSON *csc = object_at(ctr, "securityContext");
+    cJSON *caps = csc ? object_at(csc, "capabilities") : NULL;
+    if (!psc || !seccomp || !csc || !caps)
+        return -1;
+    cJSON_DeleteItemFromObjectCaseSensitive(psc, "runAsNonRoot");
+    cJSON_DeleteItemFromObjectCaseSensitive(seccomp, "localhostProfile");
+    cJSON_DeleteItemFromObjectCaseSensitive(csc, "allowPrivilegeEscalation");
+    cJSON_DeleteItemFromObjectCaseSensitive(csc, "privileged");
+    cJSON_DeleteItemFromObjectCaseSensitive(caps, "drop");
+    cJSON *drop = cJSON_AddArrayToObject(caps, "drop");
+    cJSON *all = cJSON_CreateString("ALL");
+    if (!drop || !all || !cJSON_AddItemToArray(drop, all)) {
+        cJSON_Delete(all);
+        return -1;
+    }
+    return cJSON_AddTrueToObject(psc, "runAsNonRoot") && set_str(seccomp, "type", "RuntimeDefault") == 0 &&
+                   cJSON_AddFalseToObject(csc, "allowPrivilegeEscalation")
+               ? 0
+               : -1;
+}
+
+/* spec.podFailurePolicy: an exit no retry changes fails the Job at once,
+ * and the dispatcher reads that (reason PodFailurePolicy) as final. */
+static int final_exits(cJSON *spec)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(spec, "podFailurePolicy");
+    char text[300];
+    snprintf(text, sizeof text, "{\"rules\":[{\"action\":\"FailJob\",\"onExitCodes\":{"
+             "\"containerName\":\"" CONTAINER "\",\"operator\":\"In\",\"values\":[%s]}}]}",
+             DISPATCH_FINAL_EXITS);
+    cJSON *p = cJSON_Parse(text);
+    if (!p || !cJSON_AddItemToObject(spec, "podFailurePolicy", p)) {
+        cJSON_Delete(p);
+        return -1;
+    }
+    return 0;
+}
+
+/* The Job for the verdict's pick: the release's template (checked), its
+ * name, labels, owner, the slug, this dispatcher's own image, restricted
+ * Pod Security, the deadline. NULL with err (exit 3: the template cannot
+ * be used) or oom set. */
+static cJSON *make_job(struct ctx *c, const struct dispatch_opts *d, const struct verdict *v,
+                       const char *name, int *oom, char *err, size_t errlen)
+{
+    const char *sa = d->service_account ? d->service_account : DEFAULT_JOB_SERVICE_ACCOUNT;
+    *oom = 0;
+    cJSON *job = d->job_template ? cJSON_Parse(d->job_template) : builtin_template(sa);
     cJSON *spec = cJSON_GetObjectItemCaseSensitive(job, "spec");
     cJSON *tmpl = cJSON_GetObjectItemCaseSensitive(spec, "template");
     cJSON *pod = cJSON_GetObjectItemCaseSensitive(tmpl, "spec");
-    cJSON *cs = cJSON_GetObjectItemCaseSensitive(pod, "containers");
-    cJSON *ctr = NULL, *it;
-    cJSON_ArrayForEach(it, cs)
-    {
-        const char *n = str_at(it, "name", NULL);
-        if (!ctr || (n && strcmp(n, "migrate") == 0))
-            ctr = it;
+    cJSON *ctr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pod, "containers"), 0);
+    const char *kind = str_at(job, "kind", NULL);
+    if (!cJSON_IsObject(spec) || !cJSON_IsObject(pod) || !cJSON_IsObject(ctr) ||
+        (kind && strcmp(kind, "Job") != 0)) {
+        bad(err, errlen, "not a Job with a pod template and a container");
+        cJSON_Delete(job);
+        return NULL;
     }
-    if (!cJSON_IsObject(spec) || !cJSON_IsObject(pod) || !cJSON_IsObject(ctr)) {
-        snprintf(err, errlen, "ConfigMap %s/%s, key %s: not a Job with a pod template and a "
-                 "container", c->ns, INDEX_NAME, INDEX_KEY_JOB);
+    if (template_check(pod, ctr, err, errlen) != 0) {
         cJSON_Delete(job);
         return NULL;
     }
@@ -577,29 +892,85 @@ static cJSON *make_job(struct ctx *c, const struct verdict *v, const char *sa, c
     const cJSON *ttl = cJSON_GetObjectItemCaseSensitive(spec, "ttlSecondsAfterFinished");
     char attempts[24];
     snprintf(attempts, sizeof attempts, "%ld", v->attempt - 1);
+    static const char *const drop[] = {"selector", "manualSelector", "suspend", "completions",
+                                       "parallelism", "completionMode", "successPolicy",
+                                       "backoffLimitPerIndex", "maxFailedIndexes",
+                                       "podReplacementPolicy", "managedBy", NULL};
+    for (const char *const *k = drop; *k; k++)
+        cJSON_DeleteItemFromObjectCaseSensitive(spec, *k);
     cJSON_DeleteItemFromObjectCaseSensitive(job, "metadata");
     cJSON_DeleteItemFromObjectCaseSensitive(job, "status");
+    cJSON_DeleteItemFromObjectCaseSensitive(ctr, "image");
     cJSON *meta = cJSON_AddObjectToObject(job, "metadata");
     cJSON *ann = meta ? cJSON_AddObjectToObject(meta, "annotations") : NULL;
+    cJSON *owners = meta ? cJSON_AddArrayToObject(meta, "ownerReferences") : NULL;
+    cJSON *owner = cJSON_CreateObject();
+    if (owner && owners && !cJSON_AddItemToArray(owners, owner)) {
+        cJSON_Delete(owner);
+        owner = NULL;
+    }
     cJSON *tmeta = object_at(tmpl, "metadata");
-    int bad = !meta || !ann || !tmeta || set_str(job, "apiVersion", "batch/v1") ||
-              set_str(job, "kind", "Job") || set_str(meta, "name", name) ||
-              set_str(meta, "namespace", c->ns) || labels(meta, v->pick->slug) ||
-              set_str(ann, DISPATCH_LEDGER_ANNOTATION, c->ledger) ||
-              set_str(ann, DISPATCH_ATTEMPTS_ANNOTATION, attempts) ||
-              labels(tmeta, v->pick->slug) ||
-              /* retries are the dispatcher's, with a backoff, counted in the ledger */
-              set_num(spec, "backoffLimit", 0) ||
-              set_num(spec, "activeDeadlineSeconds", ceil(base + v->pick->timeout_s + DEFAULT_GRACE_S)) ||
-              (!cJSON_IsNumber(ttl) && set_num(spec, "ttlSecondsAfterFinished", DEFAULT_JOB_TTL_S)) ||
-              set_str(ctr, "image", c->ix.image) || set_env(ctr, "ONLY", v->pick->slug) ||
-              set_env(ctr, "MIGRATIONS_IMAGE", c->ix.image);
-    if (bad) {
-        snprintf(err, errlen, "out of memory, or a Job template that is not a Job");
+    char job_sa[256];
+    const char *given_sa = str_at(pod, "serviceAccountName", NULL);
+    snprintf(job_sa, sizeof job_sa, "%s", given_sa ? given_sa : sa);
+    int failed = !meta || !ann || !owner || !tmeta || set_str(job, "apiVersion", "batch/v1") ||
+                 set_str(job, "kind", "Job") || set_str(meta, "name", name) ||
+                 set_str(meta, "namespace", c->ns) ||
+                 labels(meta, v->pick->slug, c->ledger_uid) ||
+                 set_str(ann, DISPATCH_LEDGER_ANNOTATION, c->ledger) ||
+                 set_str(ann, DISPATCH_ATTEMPTS_ANNOTATION, attempts) ||
+                 set_str(owner, "apiVersion", "v1") || set_str(owner, "kind", "ConfigMap") ||
+                 set_str(owner, "name", c->ledger) || set_str(owner, "uid", c->ledger_uid) ||
+                 !cJSON_AddTrueToObject(owner, "controller") ||
+                 !cJSON_AddFalseToObject(owner, "blockOwnerDeletion") ||
+                 labels(tmeta, v->pick->slug, c->ledger_uid) ||
+                 /* retries are the dispatcher's, with a backoff, counted in the ledger */
+                 set_num(spec, "backoffLimit", 0) || final_exits(spec) ||
+                 set_num(spec, "activeDeadlineSeconds",
+                         ceil(base + v->pick->timeout_s + DEFAULT_GRACE_S)) ||
+                 (!cJSON_IsNumber(ttl) && set_num(spec, "ttlSecondsAfterFinished", DEFAULT_JOB_TTL_S)) ||
+                 set_str(pod, "restartPolicy", "Never") ||
+                 set_str(pod, "serviceAccountName", job_sa) ||
+                 set_str(ctr, "name", CONTAINER) || set_str(ctr, "image", c->o->image) ||
+                 set_env(ctr, "ONLY", v->pick->slug) || set_env(ctr, "MIGRATIONS_IMAGE", c->o->image) ||
+                 restricted(pod, ctr);
+    if (failed) {
+        *oom = 1;
+        snprintf(err, errlen, "out of memory");
         cJSON_Delete(job);
         return NULL;
     }
+    cJSON_DeleteItemFromObjectCaseSensitive(pod, "serviceAccount");
     return job;
+}
+
+/* The Job named name, read back after a 409: 1 when it is this
+ * dispatcher's for slug (another dispatch made it at the same moment), 0
+ * when it is foreign (reported), -1 with err when it cannot be read. */
+static int ours_by_name(struct ctx *c, const char *name, const char *slug, char *err,
+                        size_t errlen)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs/%s", c->ns, name);
+    struct rest_error e;
+    memset(&e, 0, sizeof e);
+    cJSON *it = rest_get_json(c->rest, path, NULL, DEFAULT_RETRY_BUDGET_S, &e);
+    if (!it) {
+        char m[REST_ERRSTR_MAX];
+        rest_error_string(&e, m, sizeof m);
+        rest_error_free(&e);
+        snprintf(err, errlen, "reading Job %s/%s, whose name is taken: %s", c->ns, name, m);
+        return -1;
+    }
+    const char *why = not_ours(c, it);
+    const char *s = str_at(cJSON_GetObjectItemCaseSensitive(it, "metadata"), "labels",
+                           DISPATCH_SLUG_LABEL);
+    if (!why && (!s || strcmp(s, slug) != 0))
+        why = "it runs another migration";
+    if (why)
+        report_foreign(c, it, why);
+    cJSON_Delete(it);
+    return why ? 0 : 1;
 }
 
 /* ---- the command -------------------------------------------------------- */
@@ -623,16 +994,28 @@ static void exhausted_events(struct ctx *c, const struct ledger *l)
     struct event_about about = {"v1", "ConfigMap", c->ns, c->ledger, l->uid};
     for (size_t i = 0; i < c->ix.nbg; i++) {
         const struct record *r = ledger_find(l, c->ix.bg[i].slug);
-        if (!r || r->state != REC_FAILED || r->attempts < c->pol.max_attempts)
+        long a = r ? r->attempts : 0;
+        const struct job *fin = final_job(c, c->ix.bg[i].slug, a);
+        if (!fin && (!r || r->state != REC_FAILED || r->attempts < c->pol.max_attempts))
             continue;
         char name[300], msg[1400];
-        snprintf(name, sizeof name, "%.200s.%s.exhausted-%ld", c->ledger, c->ix.bg[i].slug,
-                 r->attempts);
-        snprintf(msg, sizeof msg, "background migration %s failed %ld of %d attempts (last: %s: "
-                 "%.900s); it is not retried: fix the cause and run it again (cozy-migrate run "
-                 "--only %s, or the chart's --only Job), or skip it", c->ix.bg[i].slug,
-                 r->attempts, c->pol.max_attempts, *r->reason ? r->reason : "Failed", r->message,
-                 c->ix.bg[i].slug);
+        if (fin) {
+            snprintf(name, sizeof name, "%.200s.%s.final-%.36s", c->ledger, c->ix.bg[i].slug,
+                     fin->uid);
+            snprintf(msg, sizeof msg, "background migration %s: its Job %s failed on an exit no "
+                     "retry changes (%s); it is not dispatched again: fix the cause, then run it "
+                     "(cozy-migrate run --only %s, or the chart's --only Job), or delete Job %s for "
+                     "the next dispatch to try again", c->ix.bg[i].slug, fin->name, fin->final_why,
+                     c->ix.bg[i].slug, fin->name);
+        } else {
+            snprintf(name, sizeof name, "%.200s.%s.exhausted-%ld", c->ledger, c->ix.bg[i].slug,
+                     r->attempts);
+            snprintf(msg, sizeof msg, "background migration %s failed %ld of %d attempts (last: "
+                     "%s: %.900s); it is not retried: fix the cause and run it again (cozy-migrate "
+                     "run --only %s, or the chart's --only Job), or skip it", c->ix.bg[i].slug,
+                     r->attempts, c->pol.max_attempts, *r->reason ? r->reason : "Failed",
+                     r->message, c->ix.bg[i].slug);
+        }
         char err[ERRLINE_MAX];
         int posted = event_post(c->rest, &about, name, "Warning", "MigrationAttemptsExhausted",
                                 msg, err, sizeof err);
@@ -693,8 +1076,117 @@ static struct rest_client *connect_cluster(const struct runner_opts *o)
     return c;
 }
 
+/* An absent ledger: nothing to do before the hook seeds it, unless the
+ * Lease records that this cluster had one (exit 12, as `run` refuses). */
+static int no_ledger(struct ctx *c)
+{
+    char mark[64] = "", err[ERRLINE_MAX];
+    if (lock_read_ledger_mark(c->rest, c->ns, c->o->k.lease_name, mark, sizeof mark, err,
+                              sizeof err) != 0)
+        log_warn("cannot tell whether this cluster had a ledger before (%s)", err);
+    if (*mark) {
+        log_fatal("dispatch: nothing dispatched: the ledger %s/%s is absent, but the Lease %s/%s "
+                  "records that this cluster had one (uid %s): it was deleted, and every run "
+                  "refuses until it is restored (exit 12; README: The ledger)", c->ns, c->ledger,
+                  c->ns, c->o->k.lease_name, mark);
+        return EXIT_LEDGER_GONE;
+    }
+    out_line("dispatch: nothing to do: there is no ledger %s/%s yet (the hook seeds it when the "
+             "chart is installed)", c->ns, c->ledger);
+    return 0;
+}
+
+/* Creates the Job for the verdict's pick under the first name no foreign
+ * Job holds (two dispatchers at once walk the same names, so they make one
+ * Job). 0, or an exit code after saying why. */
+static int create_job(struct ctx *c, const struct dispatch_opts *d, const struct verdict *v)
+{
+    char name[64], err[ERRLINE_MAX];
+    const char *would = c->o->k.dry_run ? "would create" : "created";
+    for (int taken = 0; taken < 4; taken++) {
+        job_name(c->ledger, v->pick->slug, v->attempt, v->again, taken, name);
+        int oom = 0;
+        cJSON *job = make_job(c, d, v, name, &oom, err, sizeof err);
+        if (!job) {
+            log_fatal("%s", err);
+            return oom ? EXIT_FAILED : EXIT_PACKAGING;
+        }
+        if (c->o->k.dry_run) {
+            out_line("dispatch: %s Job %s for background migration %s (attempt %ld of %d): %s "
+                     "(dry run)", would, name, v->pick->slug, v->attempt, c->pol.max_attempts,
+                     v->reason);
+            cJSON_Delete(job);
+            return 0;
+        }
+        char *body = cJSON_PrintUnformatted(job);
+        cJSON_Delete(job);
+        if (!body) {
+            log_fatal("out of memory");
+            return EXIT_FAILED;
+        }
+        char path[512];
+        snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs", c->ns);
+        struct rest_result r;
+        int posted = rest_do(c->rest, "POST", path, NULL, "application/json", body, strlen(body),
+                             0, DEFAULT_RETRY_BUDGET_S, &r);
+        free(body);
+        if (posted != 0 && r.err.code == 409) {
+            rest_result_free(&r);
+            int ours = ours_by_name(c, name, v->pick->slug, err, sizeof err);
+            if (ours < 0) {
+                log_fatal("%s", err);
+                return EXIT_CLUSTER;
+            }
+            if (ours) {
+                out_line("dispatch: nothing more to do: Job %s for %s exists already (another "
+                         "dispatch made it at the same moment)", name, v->pick->slug);
+                return 0;
+            }
+            continue; /* a foreign Job holds the name: the next one */
+        }
+        if (posted != 0) {
+            char m[REST_ERRSTR_MAX];
+            rest_error_string(&r.err, m, sizeof m);
+            log_fatal("dispatch: creating Job %s/%s for %s: %s", c->ns, name, v->pick->slug, m);
+            long code = r.err.code;
+            rest_result_free(&r);
+            /* 422: the release's template makes no valid Job; 403 of an
+             * admission policy while RBAC allows it: denied */
+            return code == 422 ? EXIT_PACKAGING
+                   : code == 403 && strstr(m, "ValidatingAdmissionPolicy") ? EXIT_DENIED
+                                                                          : EXIT_CLUSTER;
+        }
+        const char *uid = str_at(r.json, "metadata", "uid");
+        out_line("dispatch: %s Job %s for background migration %s (attempt %ld of %d): %s", would,
+                 name, v->pick->slug, v->attempt, c->pol.max_attempts, v->reason);
+        struct event_about about = {"batch/v1", "Job", c->ns, name, uid};
+        char msg[800];
+        snprintf(msg, sizeof msg, "dispatched background migration %s (attempt %ld of %d): %s",
+                 v->pick->slug, v->attempt, c->pol.max_attempts, v->reason);
+        if (event_post(c->rest, &about, NULL, "Normal", "MigrationDispatched", msg, err,
+                       sizeof err) < 0)
+            log_warn("%s", err);
+        rest_result_free(&r);
+        return 0;
+    }
+    log_fatal("dispatch: nothing dispatched: the names of Job for %s (up to %s) are all held by "
+              "Jobs this dispatcher did not make (each reported): delete them", v->pick->slug,
+              name);
+    return EXIT_CLUSTER;
+}
+
 int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
 {
+    if (!o->image || !*o->image) {
+        log_usage("dispatch", "MIGRATIONS_IMAGE is not set: the dispatcher builds each Job from "
+                  "the image it runs as, and needs its reference (the chart's CronJob sets it)");
+        return EXIT_USAGE;
+    }
+    char err[ERRLINE_MAX];
+    if (index_image_check(o->image, 0, err, sizeof err) != 0) {
+        log_usage("dispatch", "MIGRATIONS_IMAGE %s", err);
+        return EXIT_USAGE;
+    }
     struct rest_client *rest = connect_cluster(o);
     if (!rest)
         return EXIT_CLUSTER;
@@ -706,15 +1198,13 @@ int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
     memset(&p, 0, sizeof p);
     struct verdict v;
     memset(&v, 0, sizeof v);
-    char err[ERRLINE_MAX];
-    const char *would = o->k.dry_run ? "would create" : "created";
-    int rc = read_index(&c, 0);
+    int rc = read_index(&c);
     if (rc == 1) {
         log_fatal("no index %s/%s: the chart renders it next to the ledger (README: Deploying the "
                   "hook); without it there is no background tier to dispatch", c.ns, INDEX_NAME);
         rc = EXIT_PACKAGING;
     }
-    if (rc)
+    if (rc || (rc = check_index(&c)) != 0)
         goto out;
     struct ledger_loc loc = {.rest = rest, .ns = c.ns, .name = c.ledger};
     enum ledger_rc lrc = ledger_read(&loc, &l, err, sizeof err);
@@ -724,10 +1214,10 @@ int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
         goto out;
     }
     if (!l.exists) {
-        out_line("dispatch: nothing to do: there is no ledger %s/%s yet (the hook seeds it when the "
-                 "chart is installed)", c.ns, c.ledger);
+        rc = no_ledger(&c);
         goto out;
     }
+    c.ledger_uid = l.uid;
     if ((rc = plan_tier(&c, &l, 0, &p)) != 0)
         goto out;
     if (p.refuse) {
@@ -767,56 +1257,7 @@ int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
                  "%s); %s goes next time", c.ns, o->k.lease_name, who, v.pick->slug);
         goto out;
     }
-    char name[64];
-    job_name(v.pick->slug, v.attempt, v.again, name);
-    cJSON *job = make_job(&c, &v, d->service_account ? d->service_account : DEFAULT_JOB_SERVICE_ACCOUNT,
-                          name, err, sizeof err);
-    if (!job) {
-        log_fatal("%s", err);
-        rc = EXIT_PACKAGING;
-        goto out;
-    }
-    if (o->k.dry_run) {
-        out_line("dispatch: %s Job %s for background migration %s (attempt %ld of %d): %s (dry run)",
-                 would, name, v.pick->slug, v.attempt, c.pol.max_attempts, v.reason);
-        cJSON_Delete(job);
-        goto out;
-    }
-    char *body = cJSON_PrintUnformatted(job);
-    cJSON_Delete(job);
-    if (!body) {
-        log_fatal("out of memory");
-        rc = EXIT_FAILED;
-        goto out;
-    }
-    char path[512];
-    snprintf(path, sizeof path, "/apis/batch/v1/namespaces/%s/jobs", c.ns);
-    struct rest_result r;
-    int posted = rest_do(rest, "POST", path, NULL, "application/json", body, strlen(body), 0,
-                         DEFAULT_RETRY_BUDGET_S, &r);
-    free(body);
-    if (posted != 0 && r.err.code == 409) {
-        out_line("dispatch: nothing more to do: Job %s for %s exists already (another dispatch made "
-                 "it at the same moment)", name, v.pick->slug);
-    } else if (posted != 0) {
-        char m[REST_ERRSTR_MAX];
-        rest_error_string(&r.err, m, sizeof m);
-        log_fatal("dispatch: creating Job %s/%s for %s: %s", c.ns, name, v.pick->slug, m);
-        rc = EXIT_CLUSTER;
-    } else {
-        const char *uid = str_at(r.json, "metadata", "uid");
-        out_line("dispatch: %s Job %s for background migration %s (attempt %ld of %d): %s", would,
-                 name, v.pick->slug, v.attempt, c.pol.max_attempts, v.reason);
-        struct event_about about = {"batch/v1", "Job", c.ns, name, uid};
-        char msg[800];
-        snprintf(msg, sizeof msg, "dispatched background migration %s (attempt %ld of %d): %s",
-                 v.pick->slug, v.attempt, c.pol.max_attempts, v.reason);
-        char eerr[ERRLINE_MAX];
-        if (event_post(rest, &about, NULL, "Normal", "MigrationDispatched", msg, eerr,
-                       sizeof eerr) < 0)
-            log_warn("%s", eerr);
-    }
-    rest_result_free(&r);
+    rc = create_job(&c, d, &v);
 out:
     verdict_free(&v);
     plan_free(&p);
@@ -833,12 +1274,14 @@ int dispatch_survey(struct rest_client *rest, const struct runner_opts *o, const
     *n = 0;
     struct ctx c;
     open_ctx(&c, o, rest);
+    c.quiet = 1;
+    c.ledger_uid = l->uid;
     struct plan p;
     memset(&p, 0, sizeof p);
     struct verdict v;
     memset(&v, 0, sizeof v);
     char err[ERRLINE_MAX];
-    int rc = read_index(&c, 1);
+    int rc = read_index(&c);
     if (rc == 1 || rc != 0) {
         ctx_free(&c);
         return rc == 1 ? 1 : -1;

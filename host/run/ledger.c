@@ -6,9 +6,12 @@
  * ledger an older chart rendered); merge patches of `data.m.*`; and telling
  * a ledger deleted under a write (404) or full (FieldValueTooLong) from
  * other refusals. Must never read-modify-write the object, use
- * client-side apply, write `version`, or delete a key: legacy scripts still
- * `kubectl apply` the `version` key, and keys written by merge patch are not
- * in last-applied-configuration, so they survive that apply. */
+ * client-side apply, or delete a key, and write `version` only as a legacy
+ * script's stamp the gateway absorbed (in the same patch as that script's
+ * ok record). Keys written by merge patch are not in
+ * last-applied-configuration, so they also survive a `kubectl apply` of
+ * `version` that reaches the apiserver some other way (an older runner, a
+ * person). */
 #include "run/ledger.h"
 
 #include <math.h>
@@ -214,6 +217,46 @@ enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e
     return LEDGER_OK;
 }
 
+int ledger_namespace_exists(struct ledger_loc *at, char *err, size_t errlen)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s", at->ns);
+    struct rest_result r;
+    if (rest_do(at->rest, "GET", path, NULL, NULL, NULL, 0, 1, HUGE_VAL, &r) == 0) {
+        rest_result_free(&r);
+        return 1;
+    }
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(r.err.details, "kind");
+    int absent = r.err.code == 404 && strcmp(r.err.reason, "NotFound") == 0 &&
+                 cJSON_IsString(kind) && strcmp(kind->valuestring, "namespaces") == 0;
+    char m[REST_ERRSTR_MAX];
+    rest_error_string(&r.err, m, sizeof m);
+    snprintf(err, errlen, "reading namespace %s: %s", at->ns, m);
+    rest_result_free(&r);
+    return absent ? 0 : -1;
+}
+
+enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t errlen)
+{
+    cJSON *ns = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(ns, "metadata");
+    if (!meta || !cJSON_AddStringToObject(ns, "apiVersion", "v1") ||
+        !cJSON_AddStringToObject(ns, "kind", "Namespace") ||
+        !cJSON_AddStringToObject(meta, "name", at->ns)) {
+        cJSON_Delete(ns);
+        snprintf(err, errlen, "out of memory");
+        return LEDGER_ERROR;
+    }
+    long code;
+    int too_long;
+    int rc = send(at, "POST", "/api/v1/namespaces", NULL, "application/json", ns, err, errlen,
+                  &code, &too_long);
+    cJSON_Delete(ns);
+    if (rc != 0)
+        return code == 409 ? LEDGER_EXISTS : LEDGER_ERROR;
+    return LEDGER_OK;
+}
+
 /* One patch of the ledger's keys (consumed), conditional on at->rv: the
  * apiserver applies it only to the ledger this runner last saw. A strategic
  * merge patch (the ConfigMap is a built-in type): for data's flat map of
@@ -280,9 +323,18 @@ enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen)
 enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                             char *err, size_t errlen)
 {
+    return ledger_write_stamped(at, e, n, -1, err, errlen);
+}
+
+enum ledger_rc ledger_write_stamped(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
+                                    long version, char *err, size_t errlen)
+{
     cJSON *p = cJSON_CreateObject();
     cJSON *d = ledger_records_data(e, n);
-    if (!p || !d || !cJSON_AddItemToObject(p, "data", d)) {
+    char v[32];
+    snprintf(v, sizeof v, "%ld", version);
+    if (!p || !d || !cJSON_AddItemToObject(p, "data", d) ||
+        (version >= 0 && !cJSON_AddStringToObject(d, "version", v))) {
         cJSON_Delete(p);
         cJSON_Delete(d);
         snprintf(err, errlen, "out of memory");

@@ -60,12 +60,26 @@ enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
  * LEDGER_ERROR. */
 enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e,
                              size_t n, char *err, size_t errlen);
-/* Writes the n records with one strategic merge patch. Never touches `version`,
+/* Whether the ledger's namespace exists: 1, 0 (NotFound of that namespace:
+ * a cluster no hook ever ran on), or -1 (any other answer, with err: the
+ * caller goes on, and the request that needs the namespace says what is
+ * wrong). */
+int ledger_namespace_exists(struct ledger_loc *at, char *err, size_t errlen);
+/* Creates the ledger's namespace (a local run told --create-namespace).
+ * LEDGER_OK, LEDGER_EXISTS, or LEDGER_ERROR with err. */
+enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t errlen);
+/* Writes the n records with one strategic merge patch. Never touches `version`
+ * (but for ledger_write_stamped below),
  * never deletes; conditional on at->rv when known (then updated from the
  * answer). LEDGER_OK, LEDGER_GONE (404), LEDGER_FULL, LEDGER_CONFLICT,
  * LEDGER_ERROR, LEDGER_UNAVAILABLE or LEDGER_DENIED. */
 enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                             char *err, size_t errlen);
+/* The same, with `version` set to version in the same patch: a legacy
+ * script's stamp the gateway absorbed (kube/stamp.h), carried out by the
+ * runner as part of its ok record. version < 0: none (ledger_write). */
+enum ledger_rc ledger_write_stamped(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
+                                    long version, char *err, size_t errlen);
 /* Reads the ledger's resourceVersion alone (its metadata) into at->rv.
  * LEDGER_OK, LEDGER_GONE, LEDGER_UNAVAILABLE or LEDGER_ERROR. */
 enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen);

@@ -209,6 +209,8 @@ static int l_plan(lua_State *L)
         po.force = lua_toboolean(L, -3);
         po.skip_only = lua_toboolean(L, -2);
         po.skip_reason = lua_tostring(L, -1);
+        lua_getfield(L, 3, "installed_at");
+        po.installed_at = lua_tostring(L, -1);
         /* skip = {slug, ...}: the strings stay on the stack while planning */
         lua_getfield(L, 3, "skip");
         if (lua_istable(L, -1)) {
@@ -230,6 +232,8 @@ static int l_plan(lua_State *L)
     lua_createtable(L, 0, 8);
     lua_pushboolean(L, p.fresh_install);
     lua_setfield(L, -2, "fresh_install");
+    push_string_or_nil(L, *p.installed_at ? p.installed_at : NULL);
+    lua_setfield(L, -2, "installed_at");
     lua_createtable(L, 0, (int)p.nseed);
     for (size_t i = 0; i < p.nseed; i++) {
         push_record(L, &p.seed[i].rec);

@@ -460,6 +460,53 @@ static int plan_fresh(const struct tree *t, const struct ledger *l, const struct
     return 0;
 }
 
+long plan_installed_batch(const struct tree *t, const char *at, char *msg, size_t len)
+{
+    const struct manifest *man = &t->man;
+    if (strcmp(at, "none") == 0)
+        return -1;
+    if (strcmp(at, "latest") == 0) {
+        long last = -1;
+        for (size_t i = 0; i < man->n; i++)
+            if (strcmp(man->b[i].name, UNTAGGED_BATCH) != 0)
+                last = (long)i;
+        return last;
+    }
+    for (size_t i = 0; i < man->n; i++)
+        if (strcmp(man->b[i].name, at) == 0 || strcmp(strchr(man->b[i].name, '-') + 1, at) == 0)
+            return (long)i;
+    size_t off = (size_t)snprintf(msg, len, "--as-installed-at %.100s: no batch of the manifest is "
+                                  "that release; it has: ", at);
+    for (size_t i = 0; i < man->n && off < len; i++)
+        off += (size_t)snprintf(msg + off, len - off, "%s, ", strchr(man->b[i].name, '-') + 1);
+    if (off < len)
+        snprintf(msg + off, len - off, "latest (the last but the untagged one) and none");
+    return -2;
+}
+
+/* 3, for a local run (--as-installed-at): the seeds of a fresh install at
+ * that release; the walk then runs what came after it. -1 when out of
+ * memory. */
+static int plan_installed_at(const struct tree *t, const struct plan_opts *o, struct plan *p)
+{
+    const struct manifest *man = &t->man;
+    long last = plan_installed_batch(t, o->installed_at, p->refuse_msg, sizeof p->refuse_msg);
+    if (last == -2) {
+        p->refuse = EXIT_USAGE;
+        return 0;
+    }
+    p->fresh_install = 1;
+    snprintf(p->installed_at, sizeof p->installed_at, "%s", last < 0 ? "none" : man->b[last].name);
+    for (long i = 0; i <= last; i++)
+        for (size_t j = 0; j < man->b[i].n; j++) {
+            const struct batch_entry *e = &man->b[i].e[j];
+            if (seed_record(p, e->slug, REC_SKIPPED_FRESH, man->b[i].name,
+                            tier_of(tree_find(t, e->slug)), o) != 0)
+                return -1;
+        }
+    return 0;
+}
+
 /* 4. Legacy seeding, before the floor check. -1 when out of memory. */
 static int plan_legacy(const struct tree *t, const struct ledger *l, const struct plan_opts *o,
                        struct plan *p)
@@ -509,11 +556,17 @@ static int plan_checksums(const struct tree *t, const struct ledger *l, const st
 {
     for (size_t k = 0; k < t->n; k++) {
         const struct record *rec = ledger_find(l, t->m[k].slug);
+        int untagged = strcmp(t->man.b[t->m[k].batch].name, UNTAGGED_BATCH) == 0;
+        if (untagged && o->only && strcmp(o->only, t->m[k].slug) == 0)
+            continue; /* the edited script is what this run runs again */
         if (rec && rec->state == REC_OK && *rec->sha256 &&
             strcmp(rec->sha256, t->m[k].sha256) != 0 &&
-            warn(p, "%s: recorded sha256 %.12s differs from the shipped script %.12s (a shipped "
-                    "script must not change; repair is a new slug)",
-                 t->m[k].slug, rec->sha256, t->m[k].sha256) != 0)
+            warn(p, "%s: recorded sha256 %.12s differs from the %s script %.12s (%s%s%s)",
+                 t->m[k].slug, rec->sha256, untagged ? "untagged" : "shipped", t->m[k].sha256,
+                 untagged ? "edited since it ran; no release carries it yet, so on a development "
+                            "cluster 'cozy-migrate run --local --only "
+                          : "a shipped script must not change; repair is a new slug",
+                 untagged ? t->m[k].slug : "", untagged ? "' runs it again" : "") != 0)
             return -1;
     }
 
@@ -696,9 +749,16 @@ int plan_build(const struct tree *t, const struct ledger *l, const struct plan_o
         }
     }
 
-    /* 3. */
-    if (!l->exists)
+    /* 3. (A local run told how the cluster was installed seeds that much,
+     * then goes on as on a ledger that records it.) */
+    if (!l->exists && !o->installed_at)
         return plan_fresh(t, l, o, p, only);
+    if (!l->exists && o->installed_at && !o->skip_only) {
+        if (plan_installed_at(t, o, p) != 0)
+            return -1;
+        if (p->refuse)
+            return 0;
+    }
     /* Every bad key is named; a ledger that cannot be trusted runs nothing. */
     if (check_trust(t, l, o, p) != 0)
         return -1;

@@ -31,6 +31,9 @@ struct step {
 
 struct plan {
     int fresh_install;          /* the ledger is absent: create it with `seed` */
+    char installed_at[128];     /* and seed it as a fresh install at this batch would
+                                 * have ("" when everything is seeded, as the hook does;
+                                 * "none": nothing), then walk the rest (--as-installed-at) */
     struct ledger_entry *seed;  /* records to write before the walk (fresh install, legacy) */
     size_t nseed;
     struct step *s;
@@ -65,6 +68,12 @@ struct plan_opts {
     const char *now;            /* RFC 3339 timestamp for seeded records */
     const char *ns, *ledger;    /* the ledger's namespace and name, for the repairs a
                                  * person runs (NULL: cozy-system/cozystack-version) */
+    const char *installed_at;   /* a local run on a cluster without a ledger: seed it as
+                                 * if the cluster had been installed at this release
+                                 * ("latest": the last batch but the untagged one;
+                                 * "none": seed nothing; a batch's release, e.g. v1.2.0
+                                 * or legacy, or its whole name), and run what comes
+                                 * after it. NULL: the hook's fresh install */
 };
 
 /* The repair of an unreadable record m.SLUG, as one clause: 'run --only' or
@@ -82,6 +91,11 @@ const char *plan_kubectl_remove(const struct plan_opts *o, const char *path, cha
  * has a script. */
 void plan_record(const struct tree *t, const struct step *s, const struct plan_opts *o,
                  enum rec_state st, struct record *r);
+
+/* The batch --as-installed-at names in t's manifest: its index (the seeds
+ * are every batch up to it), -1 for "none" (nothing seeded), or -2 when no
+ * batch is so called (then msg lists those that are). */
+long plan_installed_batch(const struct tree *t, const char *installed_at, char *msg, size_t len);
 
 /* Never fails for a reason of the data: a refusal is a plan with refuse set
  * (EXIT_USAGE: a slug the image cannot run or skip; EXIT_LEDGER: a bad key,

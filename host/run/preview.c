@@ -7,10 +7,11 @@
  * journal), the records the run would write, and the report (text, or one
  * JSON document). Must never write anything that persists: it takes no
  * lock, writes no record and no Event, and every write it lets a migration
- * send is a dry run. Shell migrations cannot be previewed: they are listed,
- * and what follows them is predicted without their effects; so is what
- * follows a migration that met a write the preview cannot predict, which is
- * reported unpredictable (never as a failure of the run). */
+ * send is a dry run. A shell migration's kubectl goes through the runner's
+ * gateway in front of the same overlay, so it is previewed as a Lua one is.
+ * What follows a migration that met a request the preview cannot predict
+ * (which is reported unpredictable, never as a failure of the run) is
+ * predicted without its effects. */
 #include "run/preview.h"
 
 #include <errno.h>
@@ -161,27 +162,41 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
                      stop ? "; on-error=abort: the upgrade would stop here" : "");
         return stop;
     }
-    if (m->is_shell) {
-        cJSON_AddStringToObject(mj, "outcome", "not-previewable");
-        if (!o->output_json)
-            out_line("[%zu/%zu] %s ... shell: not previewable%s", k, n, s->slug,
-                     *blind ? "" : "; what follows is predicted without its effects");
+    /* A shell migration's kubectl goes through the runner's gateway with
+     * the same overlay, so what it would do is previewed like a Lua
+     * migration's. */
+    struct shell_launch sl;
+    memset(&sl, 0, sizeof sl);
+    sl.gw.listen_fd = -1;
+    if (m->is_shell && shell_launch_prep(&v->c, s, 1, &sl) != 0) {
+        cJSON_AddStringToObject(mj, "outcome", "unpredictable");
+        cJSON_AddStringToObject(mj, "message", "its gateway could not be started");
         *blind = 1;
-        would_record(v, s->slug, "ok", "predicted: the shell migration was not previewed");
+        v->unpredictable = v->unpredictable ? v->unpredictable : s->slug;
+        would_record(v, s->slug, "unpredictable", "the preview cannot predict its outcome");
         cJSON_AddStringToObject(v->ran, s->slug, "ok");
         return 0;
     }
+    char whence[4400];
     struct child_spec spec = {
         .slug = s->slug,
         .path = m->path,
+        .is_shell = m->is_shell,
+        .workdir = m->is_shell ? sl.workdir : NULL,
+        .env = m->is_shell ? sl.se.v : NULL,
+        .env_only = 1,
         .timeout_s = runner_timeout(o, m),
+        .timeout_why = header_timeout_why(&m->h, m->path, o->timeout, whence, sizeof whence),
         .grace_s = o->grace,
         .lua_mem_limit = o->memory,
         .kube = &v->k,
         .overlay_path = v->overlay,
+        .gateway = m->is_shell ? &sl.gw : NULL,
+        .remove_on_orphan = *sl.kp.path ? sl.kp.path : NULL,
     };
     struct child_result res;
     child_run(&spec, &res);
+    shell_launch_free(&sl);
     cJSON *journal = res.journal ? cJSON_Parse(res.journal) : NULL;
     if (*res.unpredictable && res.outcome != CHILD_TIMEOUT && res.outcome != CHILD_NOMEM) {
         /* The preview met a write it cannot predict (a strategic merge on an
@@ -251,10 +266,16 @@ int preview_run(const struct runner_opts *o)
         would_record(&v, p->seed[i].slug, rec_state_name(p->seed[i].rec.state), NULL);
     size_t n = 0, k = 0;
     for (size_t i = 0; i < p->n; i++)
-        if (p->s[i].kind != STEP_SKIP && !(p->fresh_install && !o->only))
+        if (p->s[i].kind != STEP_SKIP && !(p->fresh_install && !o->only && !*p->installed_at))
             n++;
     if (!o->output_json) {
-        if (p->fresh_install)
+        if (p->fresh_install && *p->installed_at)
+            out_line("fresh install %s%s (--as-installed-at): the run would create the ledger "
+                     "recording %zu migrations as skipped-fresh-install, then run what follows",
+                     strcmp(p->installed_at, "none") ? "as installed at " :
+                     "with no release installed", strcmp(p->installed_at, "none") ?
+                     p->installed_at : "", p->nseed);
+        else if (p->fresh_install)
             out_line("fresh install: the run would create the ledger recording %zu migrations as "
                      "skipped-fresh-install and run %s", p->nseed, o->only ? "only --only" : "nothing");
         else if (p->nseed)
@@ -268,7 +289,7 @@ int preview_run(const struct runner_opts *o)
     int blind = 0;
     for (size_t i = 0; i < p->n && !stopped; i++) {
         const struct step *s = &p->s[i];
-        if (s->kind == STEP_SKIP || (p->fresh_install && !o->only))
+        if (s->kind == STEP_SKIP || (p->fresh_install && !o->only && !*p->installed_at))
             continue;
         k++;
         if (stop_signal())
@@ -281,7 +302,7 @@ int preview_run(const struct runner_opts *o)
             preview_free(&v);
             return stop_exit_code();
         }
-        if (blind && !shell && s->m && (s->m->is_shell || v.unpredictable == s->slug))
+        if (blind && !shell && s->m && v.unpredictable == s->slug)
             shell = s->slug;
     }
     if (stop_signal()) {

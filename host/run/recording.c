@@ -240,7 +240,10 @@ int write_record(struct ctx *c, const char *slug, struct record *r, int held)
     struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
     enum ledger_rc lrc;
     int tries = 0;
-    while ((lrc = ledger_write(&c->loc, &e, 1, err, sizeof err)) == LEDGER_CONFLICT)
+    /* A legacy script's stamp the gateway absorbed goes with its ok record,
+     * in the same patch: the two land together or not at all. */
+    long stamp = r->state == REC_OK && *r->stamp ? c->stamp : -1;
+    while ((lrc = ledger_write_stamped(&c->loc, &e, 1, stamp, err, sizeof err)) == LEDGER_CONFLICT)
         if (!after_conflict(c, what, &tries, &rc))
             return rc;
     if (lrc == LEDGER_GONE)
@@ -266,6 +269,11 @@ int write_record(struct ctx *c, const char *slug, struct record *r, int held)
         return lrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
     }
     c->ledger_bytes += ledger_entry_bytes(&e, 1) - old_bytes(c, slug);
+    if (stamp >= 0) {
+        /* what the next legacy script's CURRENT_VERSION says */
+        c->l.has_version = 1;
+        c->l.version = stamp;
+    }
     if (!c->size_warned && shrinking(c)) {
         c->size_warned = 1;
         log_warn("the ledger %s/%s holds about %zu KiB, past 80%% of the 1 MiB object limit: "

@@ -52,7 +52,14 @@ void report_plan(const struct tree *t, const struct ledger *l, const struct plan
                  const struct report_opts *o)
 {
     (void)t;
-    if (p->fresh_install)
+    if (p->fresh_install && *p->installed_at)
+        out_line("fresh install %s%s (--as-installed-at): the ledger %s/%s is absent; run would "
+                 "create it, record %zu migrations%s as skipped-fresh-install, then run what "
+                 "follows", strcmp(p->installed_at, "none") ? "as installed at " :
+                 "with no release installed", strcmp(p->installed_at, "none") ? p->installed_at : "",
+                 o->ns, o->ledger, p->nseed,
+                 strcmp(p->installed_at, "none") ? " (the batches up to it)" : "");
+    else if (p->fresh_install)
         out_line("fresh install: the ledger %s/%s is absent; run would create it, record %zu "
                  "migrations as skipped-fresh-install and run nothing%s",
                  o->ns, o->ledger, p->nseed, o->only ? " but --only" : "");
@@ -73,11 +80,9 @@ void report_plan(const struct tree *t, const struct ledger *l, const struct plan
     out_line(PLAN_ROW, "ACTION", "TIER", "BATCH", "MIGRATION", "WHY");
     for (size_t i = 0; i < p->n; i++) {
         const struct step *s = &p->s[i];
-        if (p->fresh_install && !o->only)
+        if (p->fresh_install && !o->only && !*p->installed_at)
             break;
         const char *why = *s->why ? s->why : s->kind == STEP_RUN ? "pending" : "revoked, no record";
-        if (s->kind == STEP_RUN && s->m && s->m->is_shell && !*s->m->h.dry_run_var && o->dry_run)
-            why = "pending (shell: not dry-runnable)";
         out_line(PLAN_ROW, action_name(s->kind), s->tier, s->batch, s->slug, why);
     }
 }

@@ -11,6 +11,7 @@
  * in the ledger or in this run, or write in dry run. */
 #include "run/runner_int.h"
 
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +21,10 @@
 #include "run/child.h"
 #include "base/defaults.h"
 #include "base/exitcodes.h"
+#include "base/paths.h"
 #include "formats/journaldoc.h"
 #include "kube/kubeconfig.h"
+#include "kube/gateway.h"
 #include "kube/kubeconfig_private.h"
 #include "run/shellenv.h"
 #include "base/log.h"
@@ -139,22 +142,51 @@ static int renew_tick(void *ud)
 
 /* ---- operator control: what a shell child reaches, requires, skips ----- */
 
-/* A private kubeconfig of the runner's context, for a shell child (kp
- * removes it afterwards). 0, or -1 after reporting. */
-static int shell_kubeconfig(struct ctx *c, struct kube_private *kp)
+/* A shell child's way to the cluster: the runner's gateway on the run's
+ * loopback socket, a fresh token and certificate, and a private kubeconfig
+ * naming them and nothing else (kp removes it afterwards; the socket is the
+ * run's, closed with it).
+ * 0, or -1 after reporting: the migration does not run, and nothing falls
+ * back to the runner's own credentials. */
+static int shell_gateway(struct ctx *c, const struct step *s, struct child_gateway *gw,
+                         struct gateway_cred *cred, struct kube_private *kp)
 {
     char err[ERRLINE_MAX];
-    if (kubeconfig_private_write(rest_config(c->rest), kp, err, sizeof err) != 0) {
-        log_fatal("%s", err);
+    gw->listen_fd = -1;
+    if (gateway_cred_new(cred, err, sizeof err) != 0) {
+        log_fatal("%s: %s", s->slug, err);
         return -1;
     }
+    if (c->gw_fd < 0 && gateway_listen(&c->gw_fd, &c->gw_port, err, sizeof err) != 0) {
+        log_fatal("%s: %s", s->slug, err);
+        gateway_cred_free(cred);
+        return -1;
+    }
+    if (!*c->gw_cache) {
+        snprintf(c->gw_cache, sizeof c->gw_cache, "%s/cozy-kubecache-XXXXXX", paths_tmpdir());
+        if (!mkdtemp(c->gw_cache))
+            c->gw_cache[0] = '\0'; /* kubectl then caches where it would */
+    }
+    if (kubeconfig_private_gateway(c->gw_port, cred->token, cred->cert_pem,
+                                   rest_config(c->rest)->namespace, kp, err, sizeof err) != 0) {
+        log_fatal("%s: %s", s->slug, err);
+        gateway_cred_free(cred);
+        return -1;
+    }
+    gw->listen_fd = c->gw_fd;
+    gw->cred = cred;
+    /* Legacy script N stamps N+1 (kube/stamp.h). */
+    gw->stamp_allowed = 0;
+    for (size_t i = 0; i < c->t.legacy.n; i++)
+        if (strcmp(c->t.legacy.e[i].slug, s->slug) == 0)
+            gw->stamp_allowed = c->t.legacy.e[i].number + 1;
     return 0;
 }
 
 /* The environment of step s's shell (shellenv.h), its KUBECONFIG the
  * private file at kubeconfig. 0, or -1 when it does not fit. */
 static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeconfig,
-                         struct shell_env *e)
+                         int dry_run, struct shell_env *e)
 {
     long top = 0;
     for (size_t i = 0; i < c->t.legacy.n; i++)
@@ -166,11 +198,35 @@ static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeco
         .has_version = c->l.has_version,
         .version = c->l.version,
         .top_legacy = top,
-        .dry_run_var = c->o->k.dry_run && s->m ? s->m->h.dry_run_var : NULL,
+        .dry_run_var = dry_run && s->m ? s->m->h.dry_run_var : NULL,
         .pass_env = c->o->pass_env,
         .kubeconfig = kubeconfig,
+        .gateway = 1,
+        .cache_dir = *c->gw_cache ? c->gw_cache : NULL,
     };
     return shell_env_build(e, &in);
+}
+
+int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct shell_launch *sl)
+{
+    memset(sl, 0, sizeof *sl);
+    sl->gw.listen_fd = -1;
+    if (shell_gateway(c, s, &sl->gw, &sl->cred, &sl->kp) != 0)
+        return EXIT_CLUSTER;
+    if (shell_env_for(c, s, sl->kp.path, dry_run, &sl->se) != 0) {
+        shell_launch_free(sl);
+        log_fatal("%s: the environment for its shell does not fit", s->slug);
+        return EXIT_FAILED;
+    }
+    snprintf(sl->workdir, sizeof sl->workdir, "%s/legacy-sh", c->t.root);
+    return 0;
+}
+
+void shell_launch_free(struct shell_launch *sl)
+{
+    kubeconfig_private_remove(&sl->kp);
+    gateway_cred_free(&sl->cred);
+    sl->gw.listen_fd = -1; /* the run's: ctx_free closes it */
 }
 
 /* What happens next after a failure that records nothing, said truly:
@@ -417,11 +473,6 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
 {
     const struct runner_opts *o = c->o;
     const struct migration *m = s->m;
-    if (o->k.dry_run && m->is_shell && !*m->h.dry_run_var) {
-        progress(k, n, s->tier, s->slug, "not dry-runnable (shell, no dry-run= header), not executed",
-                 -1, NULL);
-        return 0;
-    }
     int rc = room_for(c, s);
     if (rc != 0)
         return rc;
@@ -445,28 +496,23 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         c->yielded = 1;
         return 0;
     }
-    /* a shell child's kubectl reaches the runner's cluster only, as the
-     * runner's identity */
-    struct kube_private kp;
-    memset(&kp, 0, sizeof kp);
-    if (m->is_shell && shell_kubeconfig(c, &kp) != 0)
-        return EXIT_CLUSTER;
-    struct shell_env se;
-    if (m->is_shell && shell_env_for(c, s, kp.path, &se) != 0) {
-        kubeconfig_private_remove(&kp);
-        log_fatal("%s: the environment for its shell does not fit", s->slug);
-        return EXIT_FAILED;
-    }
-    char workdir[4096];
-    snprintf(workdir, sizeof workdir, "%s/legacy-sh", c->t.root);
+    /* a shell child's kubectl reaches the runner's cluster only through
+     * the runner's gateway, the same door as a Lua migration's requests */
+    struct shell_launch sl;
+    memset(&sl, 0, sizeof sl);
+    sl.gw.listen_fd = -1;
+    if (m->is_shell && (rc = shell_launch_prep(c, s, o->k.dry_run, &sl)) != 0)
+        return rc;
+    char why[4400];
     struct child_spec spec = {
         .slug = s->slug,
         .path = m->path,
         .is_shell = m->is_shell,
-        .workdir = m->is_shell ? workdir : NULL,
-        .env = m->is_shell ? se.v : NULL,
+        .workdir = m->is_shell ? sl.workdir : NULL,
+        .env = m->is_shell ? sl.se.v : NULL,
         .env_only = 1,
         .timeout_s = runner_timeout(o, m),
+        .timeout_why = header_timeout_why(&m->h, m->path, o->timeout, why, sizeof why),
         .grace_s = o->grace,
         .lua_mem_limit = o->memory,
         .kube = &o->k,
@@ -477,14 +523,15 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
          * paces both). */
         .tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S,
         .ud = c,
-        .remove_on_orphan = *kp.path ? kp.path : NULL, /* operator */
+        .remove_on_orphan = *sl.kp.path ? sl.kp.path : NULL, /* operator */
+        .gateway = m->is_shell ? &sl.gw : NULL,
     };
     if (!log_json())
         out_line("[%zu/%zu] %s %s ... running%s%s%s", k, n, s->tier, s->slug,
                  *s->why ? " (" : "", s->why, *s->why ? ")" : "");
     struct child_result res;
     child_run(&spec, &res);
-    kubeconfig_private_remove(&kp);
+    shell_launch_free(&sl);
     if (stop_signal()) {
         /* Whatever it reported, it ran while the runner was told to stop:
          * nothing is recorded for it. */
@@ -508,9 +555,22 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
         journal_summary((size_t)r.writes, (size_t)r.changed, summary, sizeof summary);
         cJSON_Delete(jn);
     }
+    c->stamp = -1;
+    if (ok && res.stamped) {
+        snprintf(r.stamp, sizeof r.stamp, "version=%ld", res.stamp);
+        c->stamp = res.stamp;
+    }
     if (!ok) {
         snprintf(r.reason, sizeof r.reason, "%s", res.reason ? res.reason : "Failed");
         snprintf(r.message, sizeof r.message, "%s", res.message);
+        /* A shell that failed after the door refused one of its requests:
+         * the refusal is what an operator needs to read. */
+        if (*res.gw_refusal && strcmp(r.reason, "ExitCode") == 0) {
+            snprintf(r.reason, sizeof r.reason, "%s", res.gw_refusal_reason);
+            snprintf(r.message, sizeof r.message, "%.100s after the runner's gateway refused %.700s%s",
+                     res.message, res.gw_refusal,
+                     res.gw_refused > 1 ? " (and more, counted in the output)" : "");
+        }
         utf8_clip(r.message);
         if (res.tail) {
             size_t tl = strlen(res.tail);
@@ -623,10 +683,15 @@ static int seed(struct ctx *c, struct plan *p)
 {
     const struct runner_opts *o = c->o;
     char err[ERRLINE_MAX];
+    char as[300] = "";
+    if (*p->installed_at)
+        snprintf(as, sizeof as, " %s%s (--as-installed-at %s)",
+                 strcmp(p->installed_at, "none") ? "as installed at " : "with no release installed",
+                 strcmp(p->installed_at, "none") ? p->installed_at : "", o->installed_at);
     if (p->fresh_install) {
         if (o->k.dry_run) {
-            out_line("fresh install: would create the ledger %s/%s recording %zu migrations as "
-                     "skipped-fresh-install", c->loc.ns, c->loc.name, p->nseed);
+            out_line("fresh install%s: would create the ledger %s/%s recording %zu migrations as "
+                     "skipped-fresh-install", as, c->loc.ns, c->loc.name, p->nseed);
             return 0;
         }
         int held = hold(c, "creating the ledger");
@@ -657,10 +722,15 @@ static int seed(struct ctx *c, struct plan *p)
             }
             return seed(c, p);
         }
-        out_line("fresh install: created the ledger %s/%s, recorded %zu migrations as "
-                 "skipped-fresh-install; %s%s",
-                 c->loc.ns, c->loc.name, p->nseed, o->only ? "running only --only " : "nothing to run",
-                 o->only ? o->only : "");
+        if (*p->installed_at)
+            out_line("fresh install%s: created the ledger %s/%s, recorded %zu migrations as "
+                     "skipped-fresh-install; %zu to run", as, c->loc.ns, c->loc.name, p->nseed,
+                     work_steps(p));
+        else
+            out_line("fresh install: created the ledger %s/%s, recorded %zu migrations as "
+                     "skipped-fresh-install; %s%s",
+                     c->loc.ns, c->loc.name, p->nseed, o->only ? "running only --only " : "nothing to run",
+                     o->only ? o->only : "");
         if (read_ledger(c) == 0) {
             event(c, "Normal", "LedgerCreated", "fresh install: %zu migrations recorded as "
                   "skipped-fresh-install", p->nseed);
@@ -713,8 +783,24 @@ static int seed(struct ctx *c, struct plan *p)
     return 0;
 }
 
+/* nftw: removes what it is given (depth first, symlinks not followed). */
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    /* best effort: what cannot go stays in a private temporary directory */
+    (void)(flag == FTW_DP ? rmdir(path) : unlink(path));
+    return 0;
+}
+
 void ctx_free(struct ctx *c)
 {
+    if (c->gw_fd >= 0)
+        close(c->gw_fd);
+    c->gw_fd = -1;
+    if (*c->gw_cache)
+        (void)nftw(c->gw_cache, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    c->gw_cache[0] = '\0';
     free(c->ran);
     lock_release(&c->lk);
     ledger_free(&c->l);
@@ -723,22 +809,48 @@ void ctx_free(struct ctx *c)
     rest_free(c->rest);
 }
 
+/* A header that does not parse fails only what would run that script:
+ * the whole tier (run, plan, preview: DESIGN "What run does", step 2), or
+ * --only of that very slug. --only of another slug, skip (it runs
+ * nothing) and status (it reads) go on, saying which headers are broken.
+ * 0, or -1 after the fatal line. */
+static int headers_gate(struct ctx *c, const struct runner_opts *o, int need_tree)
+{
+    const struct migration *bad = tree_first_bad(&c->t);
+    if (need_tree == TREE_NEEDED && !o->only) {
+        log_fatal("%s", bad->header_err);
+        return -1;
+    }
+    const struct migration *own = o->only ? tree_find(&c->t, o->only) : NULL;
+    if (need_tree == TREE_NEEDED && own && own->header_err) {
+        log_fatal("%s", own->header_err);
+        return -1;
+    }
+    for (size_t i = 0; i < c->t.n; i++)
+        if (c->t.m[i].header_err)
+            log_warn("%s (it fails only its own runs; `run` of the whole tier refuses it)",
+                     c->t.m[i].header_err);
+    return 0;
+}
+
 int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
 {
     memset(c, 0, sizeof *c);
+    c->gw_fd = -1;
     c->o = o;
     c->po = (struct plan_opts){.tier = o->tier, .tier_given = o->tier_given, .only = o->only,
                                .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
                                .max_attempts = o->max_attempts,
                                .image = o->image, .now = c->now, .force = o->force,
-                               .skip = o->skip, .nskip = o->nskip, .skip_reason = o->skip_reason};
+                               .skip = o->skip, .nskip = o->nskip, .skip_reason = o->skip_reason,
+                               .installed_at = o->installed_at};
     char err[ERRLINE_MAX];
     /* Without a manifest there is no tree to show (status reads the ledger
      * alone, quietly); a tree that is there but broken is said. */
     char man_dir[4200];
     tree_order_d(o->dir, man_dir, sizeof man_dir);
-    int loaded = (need_tree || access(man_dir, F_OK) == 0) &&
-                 tree_load(o->dir, &c->t, err, sizeof err) == 0;
+    int loaded = (need_tree || o->manifest || access(man_dir, F_OK) == 0) &&
+                 tree_load_with(o->dir, o->manifest, &c->t, err, sizeof err) == 0;
     if (have_tree)
         *have_tree = loaded;
     if (!loaded && need_tree) {
@@ -747,6 +859,8 @@ int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *hav
     }
     if (!loaded && access(man_dir, F_OK) == 0)
         log_warn("%s (showing the ledger alone)", err);
+    if (loaded && c->t.nbad && headers_gate(c, o, need_tree) != 0)
+        return EXIT_PACKAGING;
     if (!(c->rest = connect_cluster(o)))
         return EXIT_CLUSTER;
     c->loc = (struct ledger_loc){.rest = c->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
@@ -771,7 +885,128 @@ static enum lock_role lock_role(const struct ctx *c)
 int runner_load_plan(struct ctx *c, const struct runner_opts *o, struct plan *p)
 {
     int rc = open_ctx(c, o, 1, NULL);
+    if (rc == 0)
+        rc = fresh_cluster(c, 1);
     return rc ? rc : read_and_plan(c, p);
+}
+
+/* The line a local run on a cluster without a ledger stops with (exit 2):
+ * what the hook would do there, and the choices, counted from the plans
+ * each would make. */
+static void explain_fresh(struct ctx *c, int ns_missing)
+{
+    const struct runner_opts *o = c->o;
+    struct ledger none;
+    memset(&none, 0, sizeof none);
+    struct plan hook, latest;
+    struct plan_opts po = c->po;
+    po.installed_at = NULL;
+    int ok = plan_build(&c->t, &none, &po, &hook) == 0;
+    po.installed_at = "latest";
+    ok = plan_build(&c->t, &none, &po, &latest) == 0 && ok;
+    size_t total = hook.nseed, untagged = 0, run = work_steps(&latest);
+    char names[300] = "", untagged_names[300] = "", releases[300] = "";
+    size_t at = 0, ut = 0, rt = 0;
+    for (size_t i = 0; ok && i < latest.n; i++)
+        if (latest.s[i].kind != STEP_SKIP && at < sizeof names)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "",
+                                   latest.s[i].slug);
+    for (size_t b = 0; b < c->t.man.n; b++) {
+        const struct batch *bt = &c->t.man.b[b];
+        if (strcmp(bt->name, UNTAGGED_BATCH) == 0) {
+            for (size_t i = 0; i < bt->n && ut < sizeof untagged_names; i++, untagged++)
+                ut += (size_t)snprintf(untagged_names + ut, sizeof untagged_names - ut, "%s%s",
+                                       i ? ", " : "", bt->e[i].slug);
+        } else if (rt < sizeof releases) {
+            rt += (size_t)snprintf(releases + rt, sizeof releases - rt, "%s%s", rt ? ", " : "",
+                                   strchr(bt->name, '-') + 1);
+        }
+    }
+    char mine[400] = "";
+    if (untagged)
+        snprintf(mine, sizeof mine, " (the untagged too: %s)", untagged_names);
+    char latest_does[700];
+    if (*latest.installed_at && strcmp(latest.installed_at, "none") != 0)
+        snprintf(latest_does, sizeof latest_does, "records the %zu migration%s of the batches up "
+                 "to %s and runs the %zu after (%s)", latest.nseed, latest.nseed == 1 ? "" : "s",
+                 latest.installed_at, run, *names ? names : "none");
+    else
+        snprintf(latest_does, sizeof latest_does, "(no release yet) records none and runs %zu "
+                 "(%s)", run, *names ? names : "none");
+    char nsline[300] = "";
+    if (ns_missing)
+        snprintf(nsline, sizeof nsline, "; add --create-namespace to create namespace %s",
+                 o->k.ledger_namespace);
+    log_fatal("--local: the ledger %s/%s is absent%s%s: a cluster this engine never ran on. The "
+              "hook would record %s %zu migration%s there skipped-fresh-install and run none%s; a "
+              "local run asks how the cluster was installed instead: --as-installed-at latest %s; "
+              "--as-installed-at none runs every one%s%s%s%s (nothing was written)",
+              c->loc.ns, c->loc.name, ns_missing ? ", and so is its namespace " : "",
+              ns_missing ? o->k.ledger_namespace : "", total == 1 ? "its" : "all", total,
+              total == 1 ? "" : "s", mine, latest_does, *releases ? "; or name a release (" : "",
+              releases, *releases ? ")" : "", nsline);
+    plan_free(&hook);
+    plan_free(&latest);
+}
+
+int fresh_cluster(struct ctx *c, int predict)
+{
+    const struct runner_opts *o = c->o;
+    int local = o->k.cfg.local;
+    char err[ERRLINE_MAX];
+    if (!local && !predict)
+        return 0; /* the hook's run: its namespace exists before it runs */
+    struct ledger l;
+    enum ledger_rc lr = ledger_read(&c->loc, &l, err, sizeof err);
+    int exists = l.exists;
+    ledger_free(&l);
+    if (lr != LEDGER_OK)
+        return 0; /* the run's own read says what is wrong */
+    if (exists) {
+        if (o->installed_at)
+            log_info("the ledger %s/%s exists: --as-installed-at applies to a cluster without "
+                     "one, and changes nothing here", c->loc.ns, c->loc.name);
+        return 0;
+    }
+    /* A ledger the Lease says existed was deleted: no fresh cluster; the
+     * run refuses it under the lock (exit 12), whatever it is told. */
+    char mark[64] = "";
+    if (lock_read_ledger_mark(c->rest, c->loc.ns, o->k.lease_name, mark, sizeof mark, err,
+                              sizeof err) == 0 && *mark)
+        return 0;
+    int ns = ledger_namespace_exists(&c->loc, err, sizeof err);
+    if (!local) {
+        if (ns != 0)
+            return 0;
+        log_fatal("namespace %s does not exist on this cluster, so the run would fail (exit 6): "
+                  "its lock and the ledger live there, and the hook's namespace exists before "
+                  "it runs (helm install --create-namespace); against a development cluster, "
+                  "see run --local --create-namespace", o->k.ledger_namespace);
+        return EXIT_CLUSTER;
+    }
+    if (!o->installed_at) {
+        explain_fresh(c, ns == 0);
+        return EXIT_USAGE;
+    }
+    if (ns != 0)
+        return 0;
+    if (!o->create_namespace) {
+        log_fatal("--local: namespace %s does not exist on this cluster: the ledger and the "
+                  "runner's lock live there; add --create-namespace to create it (or --namespace "
+                  "NS for one that exists)", o->k.ledger_namespace);
+        return EXIT_USAGE;
+    }
+    if (predict) {
+        out_line("would create namespace %s (--create-namespace)", o->k.ledger_namespace);
+        return 0;
+    }
+    enum ledger_rc cr = ledger_namespace_create(&c->loc, err, sizeof err);
+    if (cr != LEDGER_OK && cr != LEDGER_EXISTS) {
+        log_fatal("creating namespace %s: %s", o->k.ledger_namespace, err);
+        return EXIT_CLUSTER;
+    }
+    out_line("created namespace %s (--create-namespace)", o->k.ledger_namespace);
+    return 0;
 }
 
 double runner_timeout(const struct runner_opts *o, const struct migration *m)
@@ -894,7 +1129,7 @@ int runner_run(const struct runner_opts *o)
     memset(&p, 0, sizeof p);
     char err[ERRLINE_MAX];
     int rc = open_ctx(&c, o, 1, NULL);
-    if (rc != 0)
+    if (rc != 0 || (rc = index_check_release(&c)) != 0)
         goto out;
     /* A request the image cannot serve is refused before waiting for the
      * lock another runner may hold. */
@@ -903,6 +1138,8 @@ int runner_run(const struct runner_opts *o)
         log_fatal("%s", err);
         goto out;
     }
+    if ((rc = fresh_cluster(&c, o->k.dry_run)) != 0)
+        goto out;
     if (!o->k.dry_run && !o->only && idle_unlocked(&c, &p))
         goto out;
     /* The step a hand-over request names: the first this run has to do, as
@@ -914,8 +1151,9 @@ int runner_run(const struct runner_opts *o)
         goto out;
     /* A ledger that cannot be trusted was refused by the planner before
      * anything ran; what is left here is the repair (--only, SKIP) of a bad
-     * record, the others reported in the warnings above. */
-    if (!p.fresh_install || o->only)
+     * record, the others reported in the warnings above. A fresh install
+     * runs nothing, unless a local run said how the cluster was installed. */
+    if (!p.fresh_install || o->only || *p.installed_at)
         rc = run_steps(&c, &p);
 out:
     /* A stop that cut a request short ends here, with its line. */
@@ -933,7 +1171,7 @@ int runner_skip(const struct runner_opts *o)
     struct plan p;
     memset(&p, 0, sizeof p);
     char err[ERRLINE_MAX];
-    int rc = open_ctx(&c, o, 1, NULL);
+    int rc = open_ctx(&c, o, TREE_NEEDED_ANY_HEADER, NULL);
     if (rc != 0)
         goto out;
     c.po.skip_only = 1;

@@ -10,6 +10,7 @@
 #define COZY_RUNNER_H
 #include <stddef.h>
 
+#include "formats/manifest.h"
 #include "kube/options.h"
 
 struct runner_opts {
@@ -24,6 +25,8 @@ struct runner_opts {
     double grace;               /* TERM -> KILL */
     int max_attempts;           /* background retry bound */
     const char *image;          /* recorded; MIGRATIONS_IMAGE */
+    const char *index_json;     /* the index the chart gave the hook (MIGRATIONS_INDEX): run
+                                 * compares it with its tree and image first */
     int output_json;            /* status -o json */
     size_t memory;              /* Lua memory cap, bytes */
     const char *pass_env;       /* shell: comma-separated variables passed through
@@ -34,6 +37,12 @@ struct runner_opts {
     const char *skip_reason;    /* their message (--reason, env SKIP_REASON) */
     const char *status_slug;    /* status SLUG: the whole record */
     int failed_only;            /* status --failed */
+    /* --local against a development cluster (README "Running against kind") */
+    const struct manifest *manifest; /* the working tree's (order_local), in place of
+                                 * dir's order.d; NULL: order.d */
+    const char *installed_at;   /* --as-installed-at: a cluster without a ledger is seeded
+                                 * as installed at this release, and what follows runs */
+    int create_namespace;       /* --create-namespace: make the ledger's namespace */
 };
 
 int runner_run(const struct runner_opts *o);

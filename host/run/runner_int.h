@@ -9,7 +9,11 @@
 
 #include "formats/ledgerdoc.h"
 #include "formats/tree.h"
+#include "kube/gateway.h"
+#include "kube/kubeconfig_private.h"
 #include "kube/rest.h"
+#include "run/child.h"
+#include "run/shellenv.h"
 #include "run/ledger.h"
 #include "run/lock.h"
 #include "run/plan.h"
@@ -37,13 +41,30 @@ struct ctx {
     int yielded;            /* the background run handed the lock to the upgrade */
     char ask_step[64];      /* pre-apply: the step a hand-over request names (lock.h) */
     char ignored[600];      /* the last hand-over request said to be ignored */
+    long stamp;             /* the legacy stamp the next ok record carries out (`version`,
+                             * kube/stamp.h); -1: none */
+    int gw_fd, gw_port;     /* the shell gateways' loopback socket, bound at the run's first
+                             * shell migration and kept (-1: none yet), so kubectl's caches,
+                             * keyed by server address, stay warm from one script to the
+                             * next; each migration's gateway has its own token and
+                             * certificate and answers only its own */
+    char gw_cache[4200];    /* KUBECACHEDIR of the run's shells (a private directory,
+                             * removed with the run); "" until made */
 };
 
 /* ---- runner.c ---- */
 
+/* How much of the tree a command needs (open_ctx). */
+enum {
+    TREE_OPTIONAL = 0,          /* status: a tree that does not load is reported and left
+                                 * empty; a bad header is reported */
+    TREE_NEEDED = 1,            /* run, plan, preview: a bad header is fatal, or with --only
+                                 * fatal only when it is that slug's */
+    TREE_NEEDED_ANY_HEADER = 2, /* skip: runs no script, so a bad header is reported */
+};
 /* The tree first (a bad one exits before any cluster contact), then the
  * connection. Returns 0 or an exit code, with c ready to free either way.
- * need_tree 0: a tree that does not load is reported and left empty. */
+ * need_tree: TREE_OPTIONAL, TREE_NEEDED or TREE_NEEDED_ANY_HEADER. */
 int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree);
 void ctx_free(struct ctx *c);
 /* Reads the ledger and plans; a refusal is reported. 0 or an exit code. */
@@ -54,11 +75,42 @@ int read_and_plan(struct ctx *c, struct plan *p);
  * exit code, c and p ready to free (the warnings in p are the caller's to
  * say). */
 int runner_load_plan(struct ctx *c, const struct runner_opts *o, struct plan *p);
+/* Before the lock, on a cluster without a ledger (its namespace looked at
+ * too): a --local run says what the hook would do there and stops (exit 2)
+ * unless told --as-installed-at, and needs --create-namespace where the
+ * namespace is missing (which it then creates, or, predicting, says it
+ * would). predict (plan, a dry run, preview) also says a missing namespace
+ * without --local (the run would fail, exit 6). A real run without --local
+ * (the hook) asks nothing. 0 or an exit code, said. */
+int fresh_cluster(struct ctx *c, int predict);
 /* The tables' options from the runner's. */
 struct report_opts report_opts(const struct runner_opts *o);
 /* A migration's timeout: --timeout, else its header's, else
  * DEFAULT_TIMEOUT_S. */
 double runner_timeout(const struct runner_opts *o, const struct migration *m);
+
+/* What a shell migration runs with (run and preview alike): the runner's
+ * gateway (its credentials, listening socket), the private kubeconfig
+ * naming it, the shell's environment and working directory. */
+struct shell_launch {
+    struct child_gateway gw;
+    struct gateway_cred cred;
+    struct kube_private kp;
+    struct shell_env se;
+    char workdir[4096];
+};
+/* Prepares sl for step s (dry_run: the header's dry-run variable is set).
+ * 0, or an exit code after saying why (the migration must not run). */
+int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct shell_launch *sl);
+void shell_launch_free(struct shell_launch *sl);
+
+/* ---- indexcheck.c ---- */
+
+/* The index the chart gave the hook (runner_opts.index_json) against the
+ * tree and image: 0 (none given, or they agree), or EXIT_RELEASED after a
+ * line per difference and an Event (EXIT_PACKAGING when it cannot be read
+ * whole). */
+int index_check_release(struct ctx *c);
 
 /* ---- recording.c ---- */
 

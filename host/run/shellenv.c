@@ -11,7 +11,7 @@ const char *const shell_env_reserved[] = {
     "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
     "KUBERNETES_SERVICE_PORT_HTTPS", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
     "http_proxy", "https_proxy", "no_proxy", "all_proxy", "NAMESPACE", "MIGRATION_SLUG",
-    "CURRENT_VERSION", "TARGET_VERSION", NULL,
+    "CURRENT_VERSION", "TARGET_VERSION", "KUBECACHEDIR", NULL,
 };
 
 /* Sets name=value; a later value of the same name replaces the earlier
@@ -53,7 +53,8 @@ int shell_env_build(struct shell_env *e, const struct shell_env_in *in)
         snprintf(cur, sizeof cur, "%ld", in->version);
     int bad = 0;
     for (const char *const *k = keep; *k; k++)
-        if (!(in->kubeconfig && strcmp(*k, "KUBECONFIG") == 0))
+        if (!(in->kubeconfig && strcmp(*k, "KUBECONFIG") == 0) &&
+            !(in->gateway && strncmp(*k, "KUBERNETES_SERVICE_", 19) == 0))
             bad |= env_add(e, *k, getenv(*k));
     const char *list = in->pass_env;
     while (list && *list) {
@@ -74,5 +75,7 @@ int shell_env_build(struct shell_env *e, const struct shell_env_in *in)
      * (the CLI refuses such names too: shell_env_reserved). */
     if (in->kubeconfig)
         bad |= env_add(e, "KUBECONFIG", in->kubeconfig);
+    if (in->cache_dir)
+        bad |= env_add(e, "KUBECACHEDIR", in->cache_dir);
     return bad ? -1 : 0;
 }

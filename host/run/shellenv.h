@@ -27,6 +27,10 @@ struct shell_env_in {
     const char *pass_env;        /* comma-separated names passed through; NULL: none */
     const char *kubeconfig;      /* KUBECONFIG: the private kubeconfig's path; NULL: the
                                   * runner's own variable, as it is */
+    int gateway;                 /* the shell reaches the cluster through the runner's
+                                  * gateway only: the in-cluster service address is not
+                                  * passed, so kubectl has no other way */
+    const char *cache_dir;       /* KUBECACHEDIR: kubectl's caches for the run; NULL: none */
 };
 
 /* Fills e. 0, or -1 when it does not fit (SHELL_ENV_MAX entries, buf). */

@@ -35,32 +35,31 @@
 -- migration fails naming each one that was not.
 local kube = require('kube')
 local fleet = require('fleet')
+local helm = require('helm')
 local log = require('log')
 
 local RESOURCE = 'clusters.postgresql.cnpg.io'
 local NAME = 'seaweedfs-db'
-local RELEASE = 'meta.helm.sh/release-name'
-local POLICY = 'helm.sh/resource-policy'
 
 if not kube.has_resource(RESOURCE) then
   log.info('%s is not served: nothing to do', RESOURCE)
   return
 end
 
--- The annotations the Cluster must get, or nil (and why, to be logged).
-local function wanted(ns, ann)
-  local owner = ann[RELEASE] or ''
-  if owner == '' then
+-- The instance of the split an owner belongs to ("foo" for foo-system and
+-- foo-db), or nil (and why, to be logged) when the Cluster is left alone.
+local function instance_of(ns, owner)
+  if not owner then
     return nil, string.format('Cluster/%s in %s carries no %s: not Helm-managed, left alone; if this ' ..
-      'tenant runs SeaweedFS, check by hand that its database is not about to be pruned', NAME, ns, RELEASE)
+      'tenant runs SeaweedFS, check by hand that its database is not about to be pruned', NAME, ns, helm.RELEASE_NAME)
   end
   local instance = owner:match('^(.*)%-system$')
   if instance == '' then
     return nil, string.format("Cluster/%s in %s is owned by a release named '%s', with no instance name: left alone",
       NAME, ns, owner)
   end
-  if instance then return { [RELEASE] = instance .. '-db', [POLICY] = 'keep' } end
-  if owner:match('%-db$') then return { [POLICY] = 'keep' } end
+  instance = instance or owner:match('^(.*)%-db$')
+  if instance then return instance end
   return nil, string.format("Cluster/%s in %s is owned by the unrelated release '%s': left alone", NAME, ns, owner)
 end
 
@@ -71,25 +70,21 @@ fleet.each(RESOURCE, { field_selector = 'metadata.name=' .. NAME }, function(lis
     log.info('Cluster/%s in %s disappeared between the scan and the read: skipped', NAME, ns)
     return false
   end
-  local ann = c.metadata.annotations or {}
-  local want, why = wanted(ns, ann)
-  if not want then
+  local owner = helm.owner(c)
+  local instance, why = instance_of(ns, owner)
+  if not instance then
     log.warn('%s', why)
     return false
   end
-  local patch = {}
-  for k, v in pairs(want) do
-    if ann[k] ~= v then patch[k] = v end
-  end
-  if next(patch) == nil then
-    log.info('Cluster/%s in %s is already handed over to %s and kept: nothing to do', NAME, ns, ann[RELEASE])
-    return false
-  end
-  kube.patch(RESOURCE, NAME, { metadata = { annotations = patch } }, { namespace = ns })
-  if patch[RELEASE] then
-    log.info('Cluster/%s in %s: handed over from %s to %s, kept', NAME, ns, ann[RELEASE], patch[RELEASE])
+  -- <instance>-system hands over to <instance>-db; one <instance>-db owns
+  -- already only gets keep. Release-namespace and labels stay as they are.
+  local _, changed = helm.handover(RESOURCE, c, { from = instance .. '-system', to = instance .. '-db', keep = true })
+  if not changed then
+    log.info('Cluster/%s in %s is already handed over to %s and kept: nothing to do', NAME, ns, owner)
+  elseif owner == instance .. '-system' then
+    log.info('Cluster/%s in %s: handed over from %s to %s, kept', NAME, ns, owner, instance .. '-db')
   else
-    log.info('Cluster/%s in %s: owned by %s, now kept (%s=keep)', NAME, ns, ann[RELEASE], POLICY)
+    log.info('Cluster/%s in %s: owned by %s, now kept (%s=keep)', NAME, ns, owner, helm.RESOURCE_POLICY)
   end
-  return true
+  return changed
 end)

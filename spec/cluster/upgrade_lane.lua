@@ -1,10 +1,12 @@
 -- The upgrade lane (make cluster-test; tools/cluster-test prepares it): a
 -- platform chart made of a stand-in workload and the deploy/helm snippet,
 -- installed and upgraded by real helm on a real node (tools/testenv
--- cluster), the hook running the image built from the Dockerfile as the
--- image's entrypoint in a Pod of a Job, as 65534 on a read-only root, with
--- a projected ServiceAccount token. Releases A..E are the tags of the
--- platform repository (spec/cluster/fixtures/releases), one image each.
+-- cluster) in a namespace that enforces Pod Security "restricted", with the
+-- chart's admission policy on, the hook running the image built from the
+-- Dockerfile as the image's entrypoint in a Pod of a Job, as 65534 on a
+-- read-only root, with a projected ServiceAccount token. Releases A..E are
+-- the tags of the platform repository (spec/cluster/fixtures/releases), one
+-- image each.
 -- The steps run in order and share the cluster; each writes its timings to
 -- build/cluster-test/steps.txt.
 --
@@ -153,8 +155,10 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     h.must(h.run(CLUSTER .. ' status'), 'the cluster is not up (tools/cluster-test brings it up)')
   end)
 
-  it('installs release A on a fresh cluster: the hook Job seeds the ledger in a pod, then Helm applies the chart', function()
+  it('installs release A on a fresh cluster in a namespace enforcing Pod Security "restricted": the hook Job seeds the ledger in a pod, then Helm applies the chart', function()
     assert.is_true(absent('namespace ' .. NS), 'the lane needs a fresh cluster')
+    h.must(kc('create namespace ' .. NS))
+    h.must(kc('label namespace ' .. NS .. ' pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/warn=restricted'))
     local res = upgrade('v1.0.0')
     step('install A (fresh: the hook seeds the ledger)', res)
     assert.are.equal(0, res.code, res.all)
@@ -173,6 +177,10 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     assert.is_true(absent('serviceaccount/cozystack-migrations -n ' .. NS))
     assert.is_true(absent('clusterrolebinding/cozystack-migrations-' .. NS))
     assert.is_false(absent('serviceaccount/cozystack-migrations-jobs -n ' .. NS))
+    -- the admission policy guarding the Jobs' identity is the release's
+    assert.is_false(absent('validatingadmissionpolicy/cozystack-migrations-jobs-' .. NS))
+    assert.is_false(absent('validatingadmissionpolicybinding/cozystack-migrations-jobs-' .. NS))
+    h.lacks(res.all, 'would violate PodSecurity')
   end)
 
   it('upgrades to B: the hook runs the new Lua and legacy shell migrations before the chart applies, recorded with the image the chart passed', function()
@@ -320,10 +328,12 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
 
   it('finds the live index in agreement with the image\'s own tree (cozy-migrate index --check in a pod of the image)', function()
     local pod = { apiVersion = 'v1', kind = 'Pod', metadata = { name = 'lane-index-check', namespace = NS },
-      spec = { restartPolicy = 'Never', securityContext = { runAsNonRoot = true, runAsUser = 65534 },
+      spec = { restartPolicy = 'Never',
+        securityContext = { runAsNonRoot = true, runAsUser = 65534, seccompProfile = { type = 'RuntimeDefault' } },
         containers = { { name = 'check', image = IMAGE .. ':v1.3.0', imagePullPolicy = 'Never',
           command = { '/usr/bin/cozy-migrate' },
           args = { 'index', '--check', '/index/index.json', '--image', IMAGE .. ':v1.3.0' },
+          securityContext = { allowPrivilegeEscalation = false, capabilities = { drop = { 'ALL' } } },
           volumeMounts = { { name = 'index', mountPath = '/index' } } } },
         volumes = { { name = 'index', configMap = { name = 'cozystack-migrations-index' } } } } }
     local f = h.write(LANE .. '/index-check.json', json.encode(pod))
@@ -347,7 +357,7 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     -- the first background Job comes from a run the CronJob scheduled itself
     local first
     assert.is_true(h.eventually(90, function()
-      local r = kc('get job mig-lane-bg-backfill-1 -n ' .. NS .. ' -o name')
+      local r = kc('get job mig-cozystack-version-lane-bg-backfill-1 -n ' .. NS .. ' -o name')
       first = r.code == 0
       return first
     end), 'the CronJob made no dispatch within 90 s')
@@ -415,8 +425,10 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     local jobs = mig_jobs()
     local got = {}
     for _, j in ipairs(jobs) do got[#got + 1] = j.metadata.name end
-    assert.are.same({ 'mig-lane-bg-backfill-1', 'mig-lane-bg-flaky-1', 'mig-lane-bg-relabel-1', 'mig-lane-bg-flaky-2',
-      'mig-lane-bg-flaky-3' }, got)
+    local J = function(r) return 'mig-cozystack-version-' .. r end
+    assert.are.same({ J('lane-bg-backfill-1'), J('lane-bg-flaky-1'), J('lane-bg-relabel-1'), J('lane-bg-flaky-2'),
+      J('lane-bg-flaky-3') }, got)
+    local ledger_uid = ledger().metadata.uid
     for i, j in ipairs(jobs) do
       local c = finished(j)
       assert.is_truthy(c, j.metadata.name .. ' did not finish')
@@ -432,6 +444,10 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
       assert.are.equal(j.metadata.labels['platform.cozystack.io/migration'], env.ONLY)
       assert.are.equal(IMAGE .. ':v1.3.0', j.spec.template.spec.containers[1].image)
       assert.are.equal('cozystack-migrations-jobs', j.spec.template.spec.serviceAccountName)
+      -- owned by the ledger; restricted
+      assert.are.equal(ledger_uid, j.metadata.ownerReferences[1].uid)
+      assert.are.equal(ledger_uid, j.metadata.labels['platform.cozystack.io/ledger-uid'])
+      assert.are.equal('RuntimeDefault', j.spec.template.spec.securityContext.seccompProfile.type)
     end
     -- each recorded by the runner in its Job
     for _, slug in ipairs({ 'lane-bg-backfill', 'lane-bg-relabel' }) do
@@ -454,7 +470,7 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
       assert.is_falsy(cm.metadata.name:match('^lane%-overlap%-'), 'two migrations overlapped')
     end
     -- the failed attempts say why where an operator looks: the pod's termination message
-    for _, name in ipairs({ 'mig-lane-bg-flaky-1', 'mig-lane-bg-flaky-3' }) do
+    for _, name in ipairs({ J('lane-bg-flaky-1'), J('lane-bg-flaky-3') }) do
       local p = kc_json('get pods -n ' .. NS .. ' -l job-name=' .. name).items[1]
       local term = p.status.containerStatuses[1].state.terminated
       assert.are.equal(1, term.exitCode, name)
@@ -472,6 +488,46 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     assert.matches('lane%-bg%-flaky%s+failed 3 of 3 attempts %(ScriptError%): not retried', st)
     h.write(LANE .. '/background-status.txt', st .. '\n' .. table.concat(lines) .. last)
     note('the background tier (5 Jobs, ' .. n .. ' dispatches by hand)', seconds)
+  end)
+
+  it('refuses a Job made with the dispatcher\'s token and another image, or as another identity (the admission policy), where the dispatcher\'s own ran', function()
+    local t = now()
+    local token = h.must(kc('create token cozystack-migrations-dispatch -n ' .. NS)).out:gsub('%s+$', '')
+    local cfg = kc_json('config view --raw --minify')
+    cfg.users = { { name = 'dispatcher', user = { token = token } } }
+    cfg.contexts[1].context.user = 'dispatcher'
+    local file = h.write(LANE .. '/dispatcher-kubeconfig.json', json.encode(cfg))
+    local function job(name, sa, image)
+      return { apiVersion = 'batch/v1', kind = 'Job', metadata = { name = name, namespace = NS },
+        spec = { backoffLimit = 0, template = { spec = { serviceAccountName = sa, restartPolicy = 'Never',
+          securityContext = { runAsNonRoot = true, runAsUser = 65534, seccompProfile = { type = 'RuntimeDefault' } },
+          containers = { { name = 'migrate', image = image, imagePullPolicy = 'Never', command = { '/bin/sh', '-c', 'id' },
+            securityContext = { allowPrivilegeEscalation = false, capabilities = { drop = { 'ALL' } } } } } } } } }
+    end
+    local function create_as(obj)
+      local f = h.write(LANE .. '/forged-' .. obj.metadata.name .. '.json', json.encode(obj))
+      return h.run(string.format('%s exec %s --kubeconfig %s create -f %s', CLUSTER,
+        h.q(h.root .. '/build/testenv/bin/kubectl'), h.q(file), h.q(f)))
+    end
+    -- RBAC alone lets that token create any Job in the namespace
+    local can = h.run(string.format('%s exec %s --kubeconfig %s auth can-i create jobs -n %s', CLUSTER,
+      h.q(h.root .. '/build/testenv/bin/kubectl'), h.q(file), NS))
+    h.contains(can.out, 'yes')
+    local res = create_as(job('lane-forged-image', 'cozystack-migrations-jobs', 'localhost/cozy-testenv/pause:1'))
+    assert.are.equal(1, res.code, res.out)
+    h.contains(res.err, "runs the release's image")
+    res = create_as(job('lane-forged-sa', 'default', 'localhost/cozy-testenv/pause:1'))
+    assert.are.equal(1, res.code, res.out)
+    h.contains(res.err, "the background dispatcher's Jobs run as cozystack-migrations-jobs")
+    assert.is_true(absent('job/lane-forged-image -n ' .. NS))
+    assert.is_true(absent('job/lane-forged-sa -n ' .. NS))
+    -- a pod of the Jobs' identity with another image, made by cluster-admin, is refused too
+    local pod = { apiVersion = 'v1', kind = 'Pod', metadata = { name = 'lane-forged-pod', namespace = NS },
+      spec = job('x', 'cozystack-migrations-jobs', 'localhost/cozy-testenv/pause:1').spec.template.spec }
+    res = kc('create -f ' .. h.q(h.write(LANE .. '/forged-pod.json', json.encode(pod))))
+    assert.are.equal(1, res.code, res.out)
+    h.contains(res.err, 'ValidatingAdmissionPolicy')
+    note('a Job with the dispatcher\'s token and another image: refused', now() - t)
   end)
 
   it('completes E after the hook pod is deleted in the middle of a migration (TERM, KILL after the grace period), recording nothing false', function()
@@ -536,7 +592,9 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     note('helm uninstall', now() - t)
     assert.are.equal(0, un.code, un.out .. un.err)
     for _, what in ipairs({ 'serviceaccount/cozystack-migrations -n ' .. NS, 'clusterrolebinding/cozystack-migrations-' .. NS,
-      'serviceaccount/cozystack-migrations-jobs -n ' .. NS, 'clusterrolebinding/cozystack-migrations-jobs-' .. NS }) do
+      'serviceaccount/cozystack-migrations-jobs -n ' .. NS, 'clusterrolebinding/cozystack-migrations-jobs-' .. NS,
+      'validatingadmissionpolicy/cozystack-migrations-jobs-' .. NS,
+      'validatingadmissionpolicybinding/cozystack-migrations-jobs-' .. NS }) do
       assert.is_true(absent(what), what .. ' outlived the release')
     end
     -- the failed Job keeps its pod's logs until its TTL; the ledger is not the chart's

@@ -12,25 +12,43 @@ local json = require('json')
 local CHART = h.root .. '/deploy/helm'
 local HELM = h.root .. '/build/testenv/bin/helm'
 
--- The chart with an index of its own: pre-apply up-a, up-b; background bg-a;
--- revoked gone-x.
+local function entry(slug, timeout)
+  return { slug = slug, timeout_s = timeout or 600, on_error = 'abort', requires = json.array({}) }
+end
+
+-- The chart with an index of its own: pre-apply up-a (5 min), up-b (20
+-- min); background bg-a; revoked gone-x.
 local function chart()
   local dir = h.tmpdir()
   h.must(h.run(string.format('cp -R %s/. %s/', h.q(CHART), h.q(dir))))
-  h.write(dir .. '/files/cozy-migrate-index.json', json.encode({ version = 1, image = json.null,
-    ['pre-apply'] = { 'up-a', 'up-b' },
+  h.write(dir .. '/files/cozy-migrate-index.json', json.encode({ version = 2, image = json.null,
+    ['pre-apply'] = { entry('up-a', 300), entry('up-b', 1200) },
     background = { { slug = 'bg-a', timeout_s = 600, on_error = 'warn', requires = json.array({}) } },
     revoked = { 'gone-x' } }))
   return dir
 end
 
+local function helm_template(dir, ns, extra)
+  return h.must(h.run(string.format('%s template lane %s -n %s --dry-run=server %s', h.q(HELM), h.q(dir), ns,
+    extra or '')), 'helm template --dry-run=server').out
+end
+
 -- What helm renders against the cluster in KUBECONFIG: {Kind/name = true}.
 local function render(dir, ns, extra)
-  local res = h.must(h.run(string.format('%s template lane %s -n %s --dry-run=server %s', h.q(HELM), h.q(dir), ns,
-    extra or '')), 'helm template --dry-run=server')
   local out = {}
-  for k, n in res.out:gmatch('\nkind: (%w+)\nmetadata:\n  name: ([%w%-]+)') do out[k .. '/' .. n] = true end
+  for k, n in helm_template(dir, ns, extra):gmatch('\nkind: (%w+)\nmetadata:\n  name: ([%w%-]+)') do
+    out[k .. '/' .. n] = true
+  end
   return out
+end
+
+-- The hook Job helm renders against the cluster, decoded.
+local function hook_job(dir, ns, extra)
+  local text = helm_template(dir, ns, '--show-only templates/migrations-hook.yaml ' .. (extra or ''))
+  for doc in ('\n' .. text .. '\n---\n'):gmatch('\n(.-)\n%-%-%-') do
+    local d = require('yaml').decode(doc)
+    if type(d) == 'table' and d.kind == 'Job' then return d end
+  end
 end
 
 -- How many of the hook's three objects are rendered.
@@ -96,5 +114,101 @@ describe('#e2e the render gate (helm template --dry-run=server)', function()
     assert.are.equal(0, has_hook(render(dir, ns, skip), ns))
     -- a skip of a slug recorded ok renders it, and the runner refuses it (exit 11)
     assert.are.equal(3, has_hook(render(dir, ns, "--set 'migrations.skip={up-a}' --set migrations.skipReason=why"), ns))
+  end)
+
+  it('gives the hook a deadline from the index\'s timeouts of the pre-apply slugs it may run (no hand-kept total)', function()
+    local wait = 660 -- the lock wait: lockTimeoutSeconds 300, at least bg-a's 600 s + 60
+    -- no ledger (a fresh install, or nothing to look at): every pre-apply slug counts
+    local ns = runner.new_ns()
+    local job = hook_job(dir, ns)
+    assert.are.equal('1500', job.metadata.annotations['platform.cozystack.io/migrations-timeout-seconds'])
+    assert.are.equal(wait + 300 + 1200 + 60, job.spec.activeDeadlineSeconds)
+    -- up-a recorded: only up-b's 20 minutes are left to run
+    runner.make_ledger(ns, { ['m.up-a'] = rec('ok') })
+    job = hook_job(dir, ns)
+    assert.are.equal('1200', job.metadata.annotations['platform.cozystack.io/migrations-timeout-seconds'])
+    assert.are.equal(wait + 1200 + 60, job.spec.activeDeadlineSeconds)
+    -- the index the hook decides on goes with it, naming the release's image
+    local env = {}
+    for _, e in ipairs(job.spec.template.spec.containers[1].env) do env[e.name] = e.value end
+    local ix = json.decode(env.MIGRATIONS_INDEX)
+    assert.are.equal(env.MIGRATIONS_IMAGE, ix.image)
+    assert.are.same({ 'up-a', 'up-b' }, { ix['pre-apply'][1].slug, ix['pre-apply'][2].slug })
+  end)
+end)
+
+-- The hook's runner against the index it was rendered from (env
+-- MIGRATIONS_INDEX): a chart whose index disagrees with the image fails the
+-- upgrade before anything runs, exit 9, one line per difference and an
+-- Event; one that agrees runs as ever.
+describe('#e2e the hook checks the index it was rendered from', function()
+  local fixture = require('support.fixture')
+  local IMAGE = 'reg.example/platform@sha256:' .. string.rep('ab', 32)
+  setup(h.need_cluster)
+  teardown(runner.delete_namespaces)
+
+  local function tree(ns)
+    return fixture.tree({
+      batches = { { '00001-v1.0.0', { 'up-a', 'up-b' } } },
+      scripts = { ['up-a'] = { body = runner.lua_marker(ns, 'up-a') }, ['up-b'] = { timeout = '20m', body = runner.lua_marker(ns, 'up-b') } },
+    })
+  end
+
+  local function index_of(dir, image)
+    return json.decode(h.must(h.cozy('index', '--dir', dir, '--image', image or IMAGE)).out)
+  end
+
+  local function hook(dir, ns, ix)
+    return runner.run(dir, ns, '--tier', 'pre-apply', { env = { MIGRATIONS_IMAGE = IMAGE, MIGRATIONS_INDEX = json.encode(ix) } })
+  end
+
+  it('runs as ever when the index agrees with its tree and image', function()
+    local ns = runner.new_ns()
+    local dir = tree(ns)
+    runner.make_ledger(ns, {})
+    local res = h.must(hook(dir, ns, index_of(dir)))
+    h.contains(res.out, 'up-a')
+    assert.are.equal('ok', runner.records(ns)['up-a'].state)
+  end)
+
+  it('fails before anything runs (exit 9, nothing recorded, an Event naming each slug) when the index omits a pending slug or names one the image lacks', function()
+    local ns = runner.new_ns()
+    local dir = tree(ns)
+    runner.make_ledger(ns, {})
+    local ix = index_of(dir)
+    table.remove(ix['pre-apply'], 2)                                   -- omits up-b: the gate would render no hook for it
+    table.insert(ix['pre-apply'], { slug = 'up-ghost', timeout_s = 600, on_error = 'abort', requires = json.array({}) })
+    local res = hook(dir, ns, ix)
+    assert.are.equal(9, res.code, res.out .. res.err)
+    h.contains(res.err, "MIGRATIONS_INDEX: pre-apply slug 'up-b' is shipped by the tree")
+    h.contains(res.err, "MIGRATIONS_INDEX: pre-apply slug 'up-ghost' is in the index but the tree")
+    h.contains(res.err, 'nothing ran (exit 9)')
+    assert.are.same({}, runner.records(ns))
+    assert.are.same({}, runner.markers(ns))
+    local ev = {}
+    for _, e in ipairs(runner.events(ns)) do if e.reason == 'MigrationsIndexMismatch' then ev[#ev + 1] = e end end
+    assert.are.equal(1, #ev)
+    assert.are.equal('cozystack-version', ev[1].involvedObject.name)
+    h.contains(ev[1].message, 'up-b')
+    h.contains(ev[1].message, 'up-ghost')
+  end)
+
+  it('fails on a fresh install too, before it seeds the ledger; and on an index of another image or timeout', function()
+    local ns = runner.new_ns()
+    local dir = tree(ns)
+    local ix = index_of(dir)
+    ix['pre-apply'][2].timeout_s = 60
+    local res = hook(dir, ns, ix)
+    assert.are.equal(9, res.code, res.out .. res.err)
+    h.contains(res.err, "pre-apply slug 'up-b': timeout 60s in the index, 1200s in the tree")
+    assert.are.equal(1, h.kubectl('get configmap cozystack-version -n ' .. ns).code, 'the ledger was seeded')
+    res = hook(dir, ns, index_of(dir, 'reg.example/other:v2'))
+    assert.are.equal(9, res.code)
+    h.one_line(res.err, 'stderr')
+    h.contains(res.err, "the index names the image 'reg.example/other:v2', not the '" .. IMAGE .. "'")
+    -- one it cannot read whole is refused as bad input (exit 3)
+    res = runner.run(dir, ns, { env = { MIGRATIONS_IMAGE = IMAGE, MIGRATIONS_INDEX = json.encode(index_of(dir)) .. '{}' } })
+    assert.are.equal(3, res.code)
+    h.contains(res.err, 'MIGRATIONS_INDEX: a second object at byte offset')
   end)
 end)

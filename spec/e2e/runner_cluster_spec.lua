@@ -4,9 +4,11 @@
 -- runner's cluster as the runner's identity, whatever else the environment
 -- offers it (a merged kubeconfig whose current context is the other
 -- cluster, a ~/.kube/config, no KUBECONFIG at all): the runner hands it a
--- private kubeconfig of its own resolved context (0600, in a 0700
--- directory, removed afterwards, also when the script fails or the runner
--- is stopped), or in-cluster one naming the service account's token file.
+-- private kubeconfig naming only its loopback gateway and a fresh token
+-- (0600, in a 0700 directory, removed afterwards, also when the script
+-- fails or the runner is stopped), and the gateway sends its requests on to
+-- the runner's own resolved context (in-cluster, its service account),
+-- whose credentials never reach the script.
 local h = require('support.helpers')
 local runner = require('support.runner')
 local fixture = require('support.fixture')
@@ -89,6 +91,24 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     return h.tmpdir()
   end
 
+  -- What the script saw: one context naming the runner's loopback gateway,
+  -- its own token and nothing of the runner's credentials (none of the
+  -- strings in forbidden appear in its kubeconfig).
+  local function gateway_only(out, ...)
+    assert.are.equal('cozy-migrate-gateway', h.slurp(out .. '/contexts'))
+    local text = h.slurp(out .. '/config')
+    local cfg = json.decode(text)
+    assert.truthy(cfg.clusters[1].cluster.server:match('^https://127%.0%.0%.1:%d+$'), cfg.clusters[1].cluster.server)
+    assert.are.equal(1, #cfg.users)
+    local user = cfg.users[1].user
+    assert.truthy(user.token and user.token:match('^%x+$') and #user.token == 64, 'a fresh token')
+    for k in pairs(user) do assert.are.equal('token', k, 'the user holds more than the token') end
+    for _, f in ipairs({ ... }) do
+      assert.is_nil(text:find(f, 1, true), 'the runner\'s ' .. f:sub(1, 40) .. ' reached the script')
+    end
+    return cfg
+  end
+
   local function private_gone(out)
     local path = h.slurp(out .. '/path'):gsub('\n$', '')
     assert.is_truthy(path:match('/cozy%-migrate%-[^/]+/kubeconfig$'), 'KUBECONFIG was ' .. path)
@@ -123,18 +143,14 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     assert.is_false(touched('b'), 'the script acted on B')
     assert.are.equal('ok', json.decode(ledger('a').data['m.touch']).state)
     assert.is_nil(ledger('b'))
-    -- what the script saw: one context, the runner's, as the runner's user
-    assert.are.equal('a', h.slurp(out .. '/contexts'))
-    local cfg = json.decode(h.slurp(out .. '/config'))
-    assert.are.same({ 'a', 'a', 'a-admin' }, { cfg['current-context'], cfg.clusters[1].name, cfg.users[1].name })
-    assert.are.equal(A.cluster.server, cfg.clusters[1].cluster.server)
-    assert.are.equal(A.admin['client-certificate-data'], cfg.users[1].user['client-certificate-data'])
+    -- what the script saw: the gateway alone, nothing of the runner's identity
+    gateway_only(out, A.cluster.server, A.admin['client-certificate-data'], A.admin['client-key-data'])
     assert.are.equal('600\n', h.slurp(out .. '/mode'))
     assert.are.equal('700\n', h.slurp(out .. '/dirmode'))
     private_gone(out)
   end)
 
-  it('under --context with a token user: the same token, nothing else', function()
+  it('under --context with a token user: the gateway\'s own token, never the runner\'s', function()
     local out = fresh_case()
     runner.make_ledger(ns, {})
     local res = cozy({ KUBECONFIG = merged('b'), HOME = h.tmpdir() },
@@ -142,8 +158,7 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     assert.are.equal(0, res.code, res.out .. res.err)
     assert.is_true(touched('a'))
     assert.is_false(touched('b'))
-    local cfg = json.decode(h.slurp(out .. '/config'))
-    assert.are.same({ { name = 'a-token', user = { token = token } } }, cfg.users)
+    gateway_only(out, token)
   end)
 
   it('under --kubeconfig F with no KUBECONFIG, whatever ~/.kube/config says, or without one', function()
@@ -176,7 +191,7 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     assert.is_true(touched('b'), 'the script did not act on B')
     assert.is_false(touched('a'), 'the script acted on A')
     assert.are.equal('ok', json.decode(ledger('b').data['m.touch']).state)
-    assert.are.equal('b', h.slurp(out .. '/contexts'))
+    gateway_only(out, token, B.cluster.server)
   end)
 
   it('in-cluster: the service account, even with a ~/.kube/config naming the other cluster', function()
@@ -195,9 +210,9 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     assert.are.equal(0, res.code, res.out .. res.err)
     assert.is_true(touched('a'), 'the script did not act on A')
     assert.is_false(touched('b'), 'the script acted on B (its ~/.kube/config)')
-    local cfg = json.decode(h.slurp(out .. '/config'))
-    assert.are.equal(sa .. '/token', cfg.users[1].user.tokenFile, 'the service account token, re-read as it rotates')
-    assert.are.equal(sa .. '/ca.crt', cfg.clusters[1].cluster['certificate-authority'])
+    -- the runner reads the service account token (re-read as it rotates);
+    -- the script gets the gateway, its namespace, and no path to either
+    local cfg = gateway_only(out, sa, token)
     assert.are.equal(ns, cfg.contexts[1].context.namespace)
     private_gone(out)
     -- and a skip records the service account as who (this token is no JWT,
@@ -263,7 +278,7 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     assert.are.equal('ok', json.decode(res.out).outcome)
     assert.is_true(touched('a'), 'the script did not act on A')
     assert.is_false(touched('b'), 'the script acted on B')
-    assert.are.equal('a', h.slurp(out .. '/contexts'))
+    gateway_only(out, A.cluster.server, A.admin['client-key-data'])
     assert.are.equal('600\n', h.slurp(out .. '/mode'))
     private_gone(out)
     -- cluster options that resolve to nothing: exit 6, the script not run

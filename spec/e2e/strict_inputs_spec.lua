@@ -114,7 +114,7 @@ describe('#e2e strict inputs', function()
       end)
     end
 
-    it('gives a shell migration the runner\'s private kubeconfig even with KUBECONFIG in the caller\'s env', function()
+    it('gives a shell migration the runner\'s private kubeconfig (its gateway) even with KUBECONFIG in the caller\'s env', function()
       local ns = runner.new_ns()
       local out = h.tmpdir()
       local dir = fixture.tree({ batches = { { '00000-legacy', { 'who' } } },
@@ -124,7 +124,7 @@ describe('#e2e strict inputs', function()
       -- the caller's KUBECONFIG also names a context the runner was not told to use
       h.must(runner.run(dir, ns, '--context', 'testenv'))
       assert.is_not.equal(os.getenv('KUBECONFIG'), (h.slurp(out .. '/kc'):gsub('\n$', '')))
-      assert.are.equal('testenv\n', h.slurp(out .. '/ctx'))
+      assert.are.equal('cozy-migrate-gateway\n', h.slurp(out .. '/ctx'))
     end)
   end)
 
@@ -312,12 +312,17 @@ describe('#e2e strict inputs', function()
       assert.are.equal('http://127.0.0.1:9', c.proxy_url)
     end)
 
-    it("hands proxy-url on in a shell migration's private kubeconfig", function()
+    it("honours proxy-url for a shell migration's requests too: its gateway sends them through it", function()
       local kc = kubeconfig(function(_, cluster) cluster['proxy-url'] = 'http://127.0.0.1:9' end)
       local out = h.tmpdir() .. '/seen'
-      local f = h.write(h.tmpdir() .. '/p.sh', '# cozystack-migration: on-error=abort\ngrep proxy-url "$KUBECONFIG" > ' .. h.q(out) .. '\n')
-      h.must(h.cozy('exec', '--kubeconfig', kc, 'proxy-check', f))
-      contains(h.slurp(out), 'http://127.0.0.1:9')
+      local f = h.write(h.tmpdir() .. '/p.sh', '# cozystack-migration: on-error=abort\n' ..
+        '(grep -c proxy-url "$KUBECONFIG" || true) > ' .. h.q(out) .. '\n' ..
+        'kubectl get namespace default --request-timeout=20s\n')
+      local res = h.cozy('exec', '--kubeconfig', kc, '--retry-for', '1s', 'proxy-check', f,
+        { env = { PATH = h.root .. '/build/testenv/bin:' .. os.getenv('PATH') } })
+      assert.are.equal(1, res.code, res.out .. res.err)
+      assert.are.equal('0\n', h.slurp(out), 'the script\'s kubeconfig names the gateway alone')
+      contains(res.err, 'ServiceUnavailable', 'the dead proxy, through the gateway')
     end)
 
     it('refuses a proxy-url that is no http, https or socks5 URL', function()

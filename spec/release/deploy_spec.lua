@@ -1,10 +1,13 @@
 -- deploy/: the hook's chart (deploy/helm) passes real `helm lint` and is
 -- rendered by real `helm template` (tools/helm's build); deploy/*.yaml are
 -- that rendering, byte for byte; the hook's shape holds (hook annotations,
--- pull policy, backoff, a deadline above the lock wait plus the
--- migrations' timeouts, non-root, the failure reason in the termination
--- message); bad values are refused at render time; and every manifest is
--- accepted by the real apiserver (kubectl apply --dry-run=server).
+-- pull policy, backoff, a deadline of the lock wait plus the index's
+-- timeouts, restricted Pod Security, the failure reason in the termination
+-- message); the background Jobs' template is in the dispatcher's own spec,
+-- never in the index; the admission policy is rendered (and can be turned
+-- off); bad values are refused at render time; and every manifest is
+-- accepted by the real apiserver (kubectl apply --dry-run=server). What the
+-- apiserver's admission makes of them is spec/e2e/admission_spec.lua.
 local h = require('support.helpers')
 local yaml = require('yaml')
 
@@ -43,20 +46,39 @@ local json = require('json')
 local DIGEST = 'reg.example/cozy/cozy-migrate@sha256:' .. string.rep('0123abcd', 8)
 
 -- A copy of the chart whose files/cozy-migrate-index.json is the index
--- given ({image=, pre=, revoked=, bg={{slug=, timeout_s=}}}), nil: the
--- chart's own.
+-- given ({image=, pre={{slug=, timeout_s=}}, revoked=, bg={{slug=,
+-- timeout_s=}}}), nil: the chart's own.
 local function chart_with_index(ix)
   local dir = h.tmpdir()
   h.must(h.run(string.format('cp -R %s/. %s/', h.q(CHART), h.q(dir))))
   if ix then
-    local bg = {}
-    for _, g in ipairs(ix.bg or {}) do
-      bg[#bg + 1] = { slug = g.slug, timeout_s = g.timeout_s, on_error = 'warn', requires = json.array({}) }
+    local function entries(list, on_error)
+      local out = {}
+      for _, g in ipairs(list or {}) do
+        out[#out + 1] = { slug = g.slug, timeout_s = g.timeout_s, on_error = on_error, requires = json.array({}) }
+      end
+      return json.array(out)
     end
-    h.write(dir .. '/files/cozy-migrate-index.json', json.encode({ version = 1, image = ix.image or json.null,
-      ['pre-apply'] = json.array(ix.pre or {}), background = json.array(bg), revoked = json.array(ix.revoked or {}) }))
+    h.write(dir .. '/files/cozy-migrate-index.json', json.encode({ version = 2, image = ix.image or json.null,
+      ['pre-apply'] = entries(ix.pre, 'abort'), background = entries(ix.bg, 'warn'), revoked = json.array(ix.revoked or {}) }))
   end
   return dir
+end
+
+-- The sum of the pre-apply timeouts of the chart's own index.
+local function pre_timeouts()
+  local ix = json.decode(h.slurp(CHART .. '/files/cozy-migrate-index.json'))
+  local sum = 0
+  for _, g in ipairs(ix['pre-apply']) do sum = sum + g.timeout_s end
+  return sum
+end
+
+-- The background Jobs' template the dispatcher's CronJob carries.
+local function job_template(list)
+  local cj = kind(list, 'CronJob')
+  for _, e in ipairs(cj.spec.jobTemplate.spec.template.spec.containers[1].env) do
+    if e.name == 'MIGRATIONS_JOB_TEMPLATE' then return json.decode(e.value) end
+  end
 end
 
 local function env_of(job)
@@ -128,22 +150,32 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     assert.are.equal(values.backoffLimit, job.spec.backoffLimit)
     assert.is_true(job.spec.backoffLimit >= 1)
     assert.are.equal(upgrade_wait(values.lockTimeoutSeconds), lock_timeout(job))
-    assert.are.equal(upgrade_wait(values.lockTimeoutSeconds) + values.migrationsTimeoutSeconds + 60, job.spec.activeDeadlineSeconds)
-    assert.are.same({ 2, 3, 4, 7, 11, 12, 13, 14 }, job.spec.podFailurePolicy.rules[1].onExitCodes.values)
+    assert.are.equal(upgrade_wait(values.lockTimeoutSeconds) + pre_timeouts() + 60, job.spec.activeDeadlineSeconds)
+    assert.are.equal(tostring(pre_timeouts()), job.metadata.annotations['platform.cozystack.io/migrations-timeout-seconds'])
+    assert.are.same({ 2, 3, 4, 7, 9, 11, 12, 13, 14 }, job.spec.podFailurePolicy.rules[1].onExitCodes.values)
     assert.are.equal('FailJob', job.spec.podFailurePolicy.rules[1].action)
     assert.are.equal(65534, job.spec.template.spec.securityContext.runAsUser)
+    -- Pod Security "restricted"
+    assert.is_true(job.spec.template.spec.securityContext.runAsNonRoot)
+    assert.are.same({ type = 'RuntimeDefault' }, job.spec.template.spec.securityContext.seccompProfile)
     local c = container(job)
     assert.are.equal(values.image, c.image)
     assert.are.equal('IfNotPresent', c.imagePullPolicy)
     assert.are.equal('FallbackToLogsOnError', c.terminationMessagePolicy)
     assert.are.same({ requests = { cpu = '100m', memory = '128Mi' }, limits = { memory = '1Gi' } }, c.resources)
     assert.is_true(c.securityContext.readOnlyRootFilesystem)
+    assert.is_false(c.securityContext.allowPrivilegeEscalation)
+    assert.are.same({ 'ALL' }, c.securityContext.capabilities.drop)
     local env = env_of(job)
     assert.are.equal(values.image, env.MIGRATIONS_IMAGE.value)
     assert.are.equal('metadata.namespace', env.NAMESPACE.valueFrom.fieldRef.fieldPath)
     assert.are.equal('', env.SKIP.value)
     assert.are.equal('', env.SKIP_REASON.value)
     assert.are.same({ name = 'CLUSTER_DOMAIN', value = 'cozy.local' }, c.env[#c.env])
+    -- the index the gate decided on, its image the release's
+    local ix = json.decode(env.MIGRATIONS_INDEX.value)
+    assert.are.equal(values.image, ix.image)
+    assert.are.same(json.decode(h.slurp(CHART .. '/files/cozy-migrate-index.json'))['pre-apply'], ix['pre-apply'])
   end)
 
   it('puts every hook object in the release namespace, which helm makes before any hook runs', function()
@@ -197,16 +229,31 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     assert.matches('migrations.skip needs migrations.skipReason', res.err, 1, true)
   end)
 
-  it('derives the deadline from the lock wait and the migrations budget, and refuses one that would cut a migration short', function()
-    local job = kind(rendered('--set migrations.lockTimeoutSeconds=20 --set migrations.migrationsTimeoutSeconds=90'), 'Job')
-    assert.are.equal(upgrade_wait(20) + 90 + 60, job.spec.activeDeadlineSeconds)
-    assert.are.equal(upgrade_wait(20), lock_timeout(job))
-    job = kind(rendered('--set migrations.activeDeadlineSeconds=5000'), 'Job')
+  it('derives the deadline from the lock wait and the index\'s timeouts (no hand-kept total), and refuses one that would cut a migration short', function()
+    assert.is_nil(values.migrationsTimeoutSeconds, 'the hand-kept total is gone')
+    local chart = chart_with_index({ pre = { { slug = 'pre-a', timeout_s = 90 }, { slug = 'pre-b', timeout_s = 45 } },
+      bg = { { slug = 'bg-a', timeout_s = 30 } } })
+    local function hook(args)
+      return kind(docs(h.must(helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=reg.example/m:v1 ' ..
+        (args or ''))).out), 'Job')
+    end
+    local job = hook('--set migrations.lockTimeoutSeconds=20')
+    assert.are.equal(90 + 90 + 45 + 60, job.spec.activeDeadlineSeconds, 'lock wait (bg-a + 60) + 90 + 45 + 60')
+    assert.are.equal(90, lock_timeout(job))
+    job = hook('--set migrations.activeDeadlineSeconds=5000')
     assert.are.equal(5000, job.spec.activeDeadlineSeconds)
-    local floor = upgrade_wait(values.lockTimeoutSeconds) + values.migrationsTimeoutSeconds
-    local res = template('--set migrations.activeDeadlineSeconds=' .. floor)
+    local res = helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=reg.example/m:v1 ' ..
+      '--set migrations.activeDeadlineSeconds=' .. (300 + 135))
     assert.are.equal(1, res.code)
-    assert.matches('must be above the lock wait + migrationsTimeoutSeconds (' .. floor .. ')', res.err, 1, true)
+    h.contains(res.err, "must be above the lock wait + the migrations' timeouts from the index (435)")
+    -- the --only Job waits for its one slug's timeout, and refuses a slug the index does not ship
+    local only = kind(docs(h.must(helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=reg.example/m:v1 ' ..
+      '--set migrations.only=pre-b --show-only templates/migrations-only.yaml')).out), 'Job')
+    assert.are.equal(300 + 45 + 60, only.spec.activeDeadlineSeconds)
+    res = helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=reg.example/m:v1 ' ..
+      '--set migrations.only=nope --show-only templates/migrations-only.yaml')
+    assert.are.equal(1, res.code)
+    h.contains(res.err, 'migrations.only "nope" is not a slug the index ships')
   end)
 
   it('makes the upgrade wait for the lock at least the longest background migration of the index plus a minute, so one in flight hands over inside the wait', function()
@@ -220,10 +267,10 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
       end
       return hook, only
     end
-    local hook, only = jobs('--set migrations.lockTimeoutSeconds=300 --set migrations.only=pre-a')
+    local hook, only = jobs('--set migrations.lockTimeoutSeconds=300 --set migrations.only=bg-short')
     assert.are.equal(1860, lock_timeout(hook))
-    assert.are.equal(1860, lock_timeout(only), 'a pre-apply --only asks for the lock as the hook does')
-    assert.are.equal(1860 + values.migrationsTimeoutSeconds + 60, hook.spec.activeDeadlineSeconds)
+    assert.are.equal(1860, lock_timeout(only), 'an --only asks for the lock as the hook does')
+    assert.are.equal(1860 + 0 + 60, hook.spec.activeDeadlineSeconds)
     -- a longer wait given is kept
     hook = jobs('--set migrations.lockTimeoutSeconds=4000')
     assert.are.equal(4000, lock_timeout(hook))
@@ -233,7 +280,7 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     assert.are.equal(300, lock_timeout(hook))
   end)
 
-  it('renders the index, the dispatcher and the Jobs\' identity as release resources, the --only Job only when asked, all with the hook\'s pod', function()
+  it('renders the index, the dispatcher, the Jobs\' identity and its admission policy as release resources, the --only Job only when asked, all with the hook\'s pod', function()
     local kinds = {}
     for _, d in ipairs(rendered('')) do kinds[#kinds + 1] = d.kind .. '/' .. d.metadata.name end
     table.sort(kinds)
@@ -241,11 +288,12 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
       'ConfigMap/cozystack-migrations-index', 'CronJob/cozystack-migrations-dispatch',
       'Job/cozystack-migrations', 'Role/cozystack-migrations-dispatch', 'RoleBinding/cozystack-migrations-dispatch',
       'ServiceAccount/cozystack-migrations', 'ServiceAccount/cozystack-migrations-dispatch',
-      'ServiceAccount/cozystack-migrations-jobs' }, kinds)
-    local only = kind(rendered('--set migrations.only=adopt-a --show-only templates/migrations-only.yaml'), 'Job')
-    assert.are.same({ name = 'ONLY', value = 'adopt-a' }, env_of(only).ONLY)
-    local cm = kind(rendered('--show-only templates/migrations-index.yaml'), 'ConfigMap')
-    local bg = json.decode(cm.data['job.json'])
+      'ServiceAccount/cozystack-migrations-jobs',
+      'ValidatingAdmissionPolicy/cozystack-migrations-jobs-cozy-system',
+      'ValidatingAdmissionPolicyBinding/cozystack-migrations-jobs-cozy-system' }, kinds)
+    local only = kind(rendered('--set migrations.only=tenant-ancestor-labels --show-only templates/migrations-only.yaml'), 'Job')
+    assert.are.same({ name = 'ONLY', value = 'tenant-ancestor-labels' }, env_of(only).ONLY)
+    local bg = job_template(rendered('--show-only templates/migrations-dispatch.yaml'))
     assert.are.same({ '--tier', 'background', '--lock-timeout', '300s', '--log-format', 'text' }, container(bg).args)
     assert.are.equal(values.lockTimeoutSeconds + 60, bg.spec.activeDeadlineSeconds)
     local hook = kind(rendered(''), 'Job')
@@ -260,15 +308,28 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
         assert.are.same(hc[k], c[k], k)
       end
     end
-    for _, d in ipairs(rendered('--show-only templates/migrations-dispatch.yaml --show-only templates/migrations-jobs-rbac.yaml --show-only templates/migrations-index.yaml')) do
+    for _, d in ipairs(rendered('--show-only templates/migrations-dispatch.yaml --show-only templates/migrations-jobs-rbac.yaml ' ..
+      '--show-only templates/migrations-index.yaml --show-only templates/migrations-admission.yaml')) do
       assert.is_nil((d.metadata.annotations or {})['helm.sh/hook'], d.kind .. ' is a hook resource')
     end
+    -- the policy can be turned off for a cluster before 1.30
+    local res = template('--set migrations.admissionPolicy.enabled=false --show-only templates/migrations-admission.yaml')
+    assert.are.equal(1, res.code)
+    h.contains(res.err, 'could not find template templates/migrations-admission.yaml in chart')
+    local off = {}
+    for _, d in ipairs(rendered('--set migrations.admissionPolicy.enabled=false')) do off[d.kind] = true end
+    assert.is_nil(off.ValidatingAdmissionPolicy)
+    assert.is_nil(off.ValidatingAdmissionPolicyBinding)
   end)
 
-  it('renders the index ConfigMap from the chart\'s copy, with the image and the retry policy', function()
+  it('renders the index ConfigMap from the chart\'s copy, with the image and the retry policy, and nothing that says how a Job is built', function()
     local cm = kind(rendered('--show-only templates/migrations-index.yaml'), 'ConfigMap')
     assert.are.equal('cozy-system', cm.metadata.namespace)
     assert.are.same(json.decode(h.slurp(CHART .. '/files/cozy-migrate-index.json')), json.decode(cm.data['index.json']))
+    local keys = {}
+    for k in pairs(cm.data) do keys[#keys + 1] = k end
+    table.sort(keys)
+    assert.are.same({ 'image', 'index.json', 'max-attempts', 'retry-backoff', 'retry-backoff-max' }, keys)
     assert.are.equal(values.image, cm.data.image)
     assert.are.equal('3', cm.data['max-attempts'])
     assert.are.equal('10m', cm.data['retry-backoff'])
@@ -290,11 +351,16 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     assert.are.same({ '/usr/bin/cozy-migrate' }, pod.containers[1].command)
     assert.are.same({ 'dispatch', '--log-format', 'text' }, pod.containers[1].args)
     assert.are.equal(0, cj.spec.jobTemplate.spec.backoffLimit)
+    -- its own image, as the Jobs' (the index's is only compared)
+    local env = {}
+    for _, e in ipairs(pod.containers[1].env) do env[e.name] = e.value end
+    assert.are.equal(values.image, env.MIGRATIONS_IMAGE)
+    assert.are.equal('RuntimeDefault', pod.securityContext.seccompProfile.type)
     local verbs = {}
     for _, r in ipairs(kind(list, 'Role').rules) do
       for _, res in ipairs(r.resources) do verbs[res] = table.concat(r.verbs, ',') end
     end
-    assert.are.same({ configmaps = 'get', leases = 'get', jobs = 'list,create', events = 'create' }, verbs)
+    assert.are.same({ configmaps = 'get', leases = 'get', jobs = 'list,get,create', events = 'create' }, verbs)
     cj = kind(rendered('--show-only templates/migrations-dispatch.yaml --set migrations.dispatch.schedule=* --set migrations.dispatch.suspend=true'), 'CronJob')
     assert.are.equal('*', cj.spec.schedule)
     assert.is_true(cj.spec.suspend)
@@ -331,9 +397,9 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     end
     local ns = h.kubectl('get namespace cozy-system')
     if ns.code ~= 0 then h.must(h.kubectl('create namespace cozy-system')) end
-    local all = h.must(template('--set migrations.only=adopt-a')).out
+    local all = h.must(template('--set migrations.only=tenant-ancestor-labels')).out
     local files = { DEPLOY .. '/hook-job.yaml', DEPLOY .. '/jobs-rbac.yaml', DEPLOY .. '/only-job.yaml',
-      DEPLOY .. '/dispatch.yaml', DEPLOY .. '/index.yaml', h.write(os.tmpname() .. '.yaml', all) }
+      DEPLOY .. '/dispatch.yaml', DEPLOY .. '/index.yaml', DEPLOY .. '/admission.yaml', h.write(os.tmpname() .. '.yaml', all) }
     for _, f in ipairs(files) do
       local res = h.kubectl('apply --dry-run=server -f ' .. h.q(f))
       assert.are.equal(0, res.code, f .. ': ' .. res.err)

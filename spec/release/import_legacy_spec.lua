@@ -62,6 +62,116 @@ describe('import-legacy', function()
     fails(import(src, '1 first-step\n2 second-step\n', dest), 9, 'already holds legacy migrations')
   end)
 
+  describe('a real-shaped chain, frozen', function()
+    -- Shaped like a platform's numbered chain: POSIX sh shebangs under
+    -- pipefail (SC3040), unquoted expansions (SC2086), read without -r
+    -- (SC2162), variables set and never used (SC2034), helpers sourced from
+    -- lib/. Style findings none of them may ever fix: they are frozen.
+    local CHAIN = {
+      ['1'] = '#!/bin/sh\n# Migration 1 --> 2\nset -euo pipefail\n\nkubectl get ns cozy-system\n' ..
+        'kubectl create configmap -n $NAMESPACE cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n',
+      ['2'] = '#!/bin/sh\n# Migration 2 --> 3\nset -euo pipefail\n\nTARGET=3\n' ..
+        'kubectl get hr -A --no-headers | while read namespace name rest; do\n' ..
+        '  kubectl annotate hr -n $namespace $name cozystack.io/migrated=true --overwrite\ndone\n',
+      ['3'] = '#!/bin/bash\nset -euo pipefail\n. lib/common.sh\n\nfor ns in $(kubectl get ns -o name); do\n' ..
+        '  label_ns $ns\ndone\nOLD_VERSION=$CURRENT_VERSION\n',
+      ['4'] = '#!/bin/sh\nset -euo pipefail\nkubectl delete deployment -n $NAMESPACE old-operator --ignore-not-found\n',
+      ['5'] = '#!/bin/sh\nset -euo pipefail\nread -p "" answer < /dev/null || true\necho $answer\n',
+      ['lib/common.sh'] = '# shellcheck shell=bash\nlabel_ns() {\n  kubectl label $1 cozystack.io/system=true --overwrite\n}\nUNUSED=1\n',
+    }
+    local NAMES = '1 stamp-version\n2 annotate-releases\n3 label-namespaces\n4 drop-old-operator\n5 read-answer\n'
+
+    local function imported()
+      local dest = h.tmpdir()
+      h.must(import(numbered(CHAIN), NAMES, dest))
+      return dest
+    end
+
+    local function finding(res, dest, prefix, fragment)
+      assert.are.equal(3, res.code, res.out .. res.err)
+      for line in res.out:gmatch('[^\n]+') do
+        if line:sub(1, #dest + 1 + #prefix) == dest .. '/' .. prefix and line:find(fragment, 1, true) then
+          return line
+        end
+      end
+      error(('no finding %q with %q in:\n%s'):format(prefix, fragment, res.out))
+    end
+
+    it('lints clean once imported: its digest list proves it is what was imported, and style is not judged', function()
+      local dest = imported()
+      local res = h.cozy('lint', '--dir', dest)
+      assert.are.equal(0, res.code, res.out .. res.err)
+      assert.are.equal('', res.out)
+      -- sha256sum reads the same list and agrees, file by file
+      local sums = h.slurp(dest .. '/legacy-sh/legacy-sha256sums')
+      assert.are.equal(6, select(2, sums:gsub('\n', '')))
+      h.contains(sums, '  lib/common.sh\n')
+      h.must(h.run('cd ' .. h.q(dest .. '/legacy-sh') .. ' && sha256sum --strict -c legacy-sha256sums'))
+      -- without the list, the same scripts are linted as new shell is: every style finding
+      os.remove(dest .. '/legacy-sh/legacy-sha256sums')
+      res = h.cozy('lint', '--dir', dest)
+      for _, code in ipairs({ 'SC3040', 'SC2086', 'SC2162', 'SC2034' }) do h.contains(res.out, code) end
+      assert.are.equal(3, res.code)
+    end)
+
+    it('fails naming the file when one byte of a frozen script or helper changes', function()
+      local dest = imported()
+      local script = dest .. '/legacy-sh/annotate-releases.sh'
+      h.write(script, (h.slurp(script):gsub('migrated=true', 'migrated=True')))
+      local helper = dest .. '/legacy-sh/lib/common.sh'
+      h.write(helper, h.slurp(helper) .. '\n')
+      local res = h.cozy('lint', '--dir', dest)
+      finding(res, dest, 'legacy-sh/annotate-releases.sh:1: frozen: ', 'differs from what import-legacy imported')
+      finding(res, dest, 'legacy-sh/lib/common.sh:1: frozen: ', 'differs from what import-legacy imported')
+      assert.are.equal(2, select(2, res.out:gsub('\n', '')), res.out)
+    end)
+
+    it('fails for a legacy script or helper added after the import, and a listed helper gone', function()
+      local dest = imported()
+      h.write(dest .. '/legacy-sh/late-addition.sh', '#!/bin/bash\n# cozystack-migration: on-error=abort\necho late\n')
+      h.write(dest .. '/legacy-sh/legacy-map', h.slurp(dest .. '/legacy-sh/legacy-map') .. '6 late-addition\n')
+      h.write(dest .. '/legacy-sh/lib/extra.sh', '# shellcheck shell=bash\n')
+      local res = h.cozy('lint', '--dir', dest)
+      finding(res, dest, 'legacy-sh/late-addition.sh:1: frozen: ', 'not in legacy-sh/legacy-sha256sums')
+      finding(res, dest, 'legacy-sh/lib/extra.sh:1: frozen: ', 'not in legacy-sh/legacy-sha256sums')
+      os.remove(dest .. '/legacy-sh/lib/common.sh')
+      res = h.cozy('lint', '--dir', dest)
+      finding(res, dest, 'legacy-sh/legacy-sha256sums:', 'lists legacy-sh/lib/common.sh, which is gone')
+    end)
+
+    it('accepts a listed script deleted at the retention floor', function()
+      local dest = imported()
+      os.remove(dest .. '/legacy-sh/read-answer.sh')
+      local res = h.cozy('lint', '--dir', dest)
+      assert.are.equal(0, res.code, res.out .. res.err)
+    end)
+
+    it('still fails on a shellcheck error, which breaks a run, in a frozen script', function()
+      local chain = {}
+      for k, v in pairs(CHAIN) do chain[k] = v end
+      chain['6'] = '#!/bin/sh\nset -euo pipefail\nif [ -n "$NAMESPACE" ]; then\n  echo "$NAMESPACE"\n'
+      local dest = h.tmpdir()
+      h.must(import(numbered(chain), NAMES .. '6 broken-if\n', dest))
+      local res = h.cozy('lint', '--dir', dest)
+      local line = finding(res, dest, 'legacy-sh/broken-if.sh:', ': shellcheck: ')
+      assert.matches('error', line)
+      assert.is_nil(res.out:find('SC2086', 1, true), res.out)
+    end)
+
+    it('fails on a digest list that is not sha256sum output, naming its line', function()
+      local dest = imported()
+      local list = dest .. '/legacy-sh/legacy-sha256sums'
+      local text = h.slurp(list)
+      h.write(list, text .. 'not-a-digest  stamp-version.sh\n')
+      finding(h.cozy('lint', '--dir', dest), dest, 'legacy-sh/legacy-sha256sums:7: frozen: ',
+        "expected '<sha256>  <path>'")
+      h.write(list, text .. text:match('^[^\n]*\n'))
+      finding(h.cozy('lint', '--dir', dest), dest, 'legacy-sh/legacy-sha256sums:7: frozen: ', 'repeats line 1')
+      h.write(list, (text:gsub('  ', '  ../', 1)))
+      finding(h.cozy('lint', '--dir', dest), dest, 'legacy-sh/legacy-sha256sums:1: frozen: ', 'a path inside legacy-sh/')
+    end)
+  end)
+
   describe('refuses, naming the cause (3)', function()
     it('a missing number', function()
       fails(import(numbered({ ['1'] = stamp(1), ['3'] = stamp(3) }), '1 a\n2 b\n3 c\n', h.tmpdir()), 3,

@@ -1,9 +1,12 @@
 -- `cozy-migrate index`: the migrations index of a packaged tree, read with
--- the runner's loader (a tree the runner refuses has no index); --check of
--- the chart's copy, of its rendering as a ConfigMap and of the live
--- ConfigMap on the local apiserver, naming each slug that differs (exit 9);
--- --image and --require-digest; an index that cannot be read fully is
--- refused (exit 3), never taken for a smaller one.
+-- the runner's loader (a tree the runner refuses has no index), each slug
+-- of both tiers with its timeout, on-error and requires; --check of the
+-- chart's copy, of its rendering as a ConfigMap and of the live ConfigMap
+-- on the local apiserver, comparing every field (the image and the retry
+-- policy whatever flags are given) and naming each difference (exit 9);
+-- --image and --require-digest; an index that cannot be read whole (a NUL
+-- byte, trailing bytes, a second object or YAML document) is refused
+-- (exit 3, naming the byte offset), never taken for a smaller one.
 local h = require('support.helpers')
 local fixture = require('support.fixture')
 local json = require('json')
@@ -16,7 +19,7 @@ local function index(dir, ...) return h.cozy('index', '--dir', dir, ...) end
 local function release_tree(extra)
   local scripts = {
     old = { shell = true, body = 'true' },
-    alpha = { body = "require('log').info('a')" },
+    alpha = { timeout = '90s', body = "require('log').info('a')" },
     zeta = { body = "require('log').info('z')" },
     ['bg-one'] = { tier = 'background', on_error = 'warn', timeout = '2m', body = "require('log').info('1')" },
     ['bg-two'] = { tier = 'background', header = '-- cozystack-migration: on-error=abort\n' ..
@@ -46,11 +49,16 @@ describe('cozy-migrate index', function()
     want = json.decode(h.must(index(dir)).out)
   end)
 
-  it('lists each tier in manifest order with the runner loader, revoked slugs apart and retired ones left out', function()
-    assert.are.equal(1, want.version)
+  it('lists each tier in manifest order with the runner loader and each slug\'s timeout, revoked slugs apart and retired ones left out', function()
+    assert.are.equal(2, want.version)
     assert.are.equal(json.null, want.image)
-    -- the legacy shell slug runs in the pre-apply tier, first (00000-legacy)
-    assert.are.same({ 'old', 'zeta', 'alpha' }, want['pre-apply'])
+    -- the legacy shell slug runs in the pre-apply tier, first (00000-legacy);
+    -- each pre-apply slug carries its header's timeout, as a background one does
+    assert.are.same({
+      { slug = 'old', timeout_s = 600, on_error = 'abort', requires = {} },
+      { slug = 'zeta', timeout_s = 600, on_error = 'abort', requires = {} },
+      { slug = 'alpha', timeout_s = 90, on_error = 'abort', requires = {} },
+    }, want['pre-apply'])
     assert.are.same({
       { slug = 'bg-one', timeout_s = 120, on_error = 'warn', requires = {} },
       { slug = 'bg-two', timeout_s = 600, on_error = 'abort', requires = { 'bg-one' } },
@@ -87,7 +95,9 @@ describe('cozy-migrate index', function()
     local ok = h.must(index(dir, '--check', same))
     assert.matches('agrees with the tree', ok.out, 1, true)
     local stale = json.decode(h.slurp(same))
-    stale['pre-apply'] = { 'old', 'alpha', 'zeta', 'extra-one' }     -- reordered, one too many
+    local pre = stale['pre-apply']
+    stale['pre-apply'] = { pre[1], pre[3], pre[2],                  -- reordered, one too many
+      { slug = 'extra-one', timeout_s = 600, on_error = 'abort', requires = json.array({}) } }
     stale.background[1].timeout_s = 600
     stale.background[2].requires = json.array({})
     table.remove(stale.background, 1)                                -- bg-one missing
@@ -101,35 +111,117 @@ describe('cozy-migrate index', function()
     h.contains(res.out, "revoked slug 'faulty' is shipped by the tree")
     h.contains(res.err, 'does not agree with the tree')
     h.contains(res.err, '5 differences')
-    -- a changed timeout and on-error are differences too
+    -- a changed timeout and on-error are differences too, in either tier
     stale = json.decode(h.slurp(same))
     stale.background[1].timeout_s, stale.background[2].on_error = 60, 'warn'
+    stale['pre-apply'][3].timeout_s = 3600
     res = index(dir, '--check', write_index(stale))
     assert.are.equal(9, res.code)
     h.contains(res.out, "background slug 'bg-one': timeout 60s in the index, 120s in the tree")
     h.contains(res.out, "background slug 'bg-two': on-error=warn in the index, abort in the tree")
+    h.contains(res.out, "pre-apply slug 'alpha': timeout 3600s in the index, 90s in the tree")
   end)
 
-  it('--check compares the image: the one given with --image, a digest with --require-digest', function()
+  it('--check compares the image whatever flags are given: --image, else the MIGRATIONS_IMAGE it runs in, else none', function()
     local tagged = h.write(os.tmpname() .. '.json', h.must(index(dir, '--image', 'reg.example/x:v1')).out)
     h.must(index(dir, '--check', tagged, '--image', 'reg.example/x:v1'))
     local res = index(dir, '--check', tagged, '--image', DIGEST)
     assert.are.equal(9, res.code)
-    h.contains(res.out, "the index names the image 'reg.example/x:v1', not the '" .. DIGEST .. "'")
-    res = index(dir, '--check', tagged, '--require-digest')
+    h.contains(res.out, "the index names the image 'reg.example/x:v1', not the '" .. DIGEST .. "' this check runs for")
+    -- without --image: the image this runs in
+    h.must(index(dir, '--check', tagged, { env = { MIGRATIONS_IMAGE = 'reg.example/x:v1' } }))
+    res = index(dir, '--check', tagged, { env = { MIGRATIONS_IMAGE = 'reg.example/x:v2' } })
+    assert.are.equal(9, res.code)
+    h.contains(res.out, "the index names the image 'reg.example/x:v1', not the 'reg.example/x:v2' this check runs for")
+    -- with neither, an image named is a difference: nothing is left unchecked
+    res = index(dir, '--check', tagged)
+    assert.are.equal(9, res.code)
+    h.contains(res.out, "the index names the image 'reg.example/x:v1', and no image was given to compare it with")
+    -- an index naming none differs from an image expected
+    local bare = h.write(os.tmpname() .. '.json', h.must(index(dir)).out)
+    res = index(dir, '--check', bare, '--image', 'reg.example/x:v1')
+    assert.are.equal(9, res.code)
+    h.contains(res.out, "the index names no image, not the 'reg.example/x:v1'")
+    -- a mirror of the same digest is the same image
+    local pinned = h.write(os.tmpname() .. '.json', h.must(index(dir, '--image', DIGEST)).out)
+    h.must(index(dir, '--check', pinned, '--image', 'mirror.local/m@' .. DIGEST:match('(sha256:%x+)$')))
+    res = index(dir, '--check', tagged, '--require-digest', { env = { MIGRATIONS_IMAGE = 'reg.example/x:v1' } })
     assert.are.equal(9, res.code)
     h.contains(res.out, 'does not name its image by digest')
-    local pinned = h.write(os.tmpname() .. '.json', h.must(index(dir, '--image', DIGEST)).out)
-    h.must(index(dir, '--check', pinned, '--require-digest'))
+    h.must(index(dir, '--check', pinned, '--image', DIGEST, '--require-digest'))
+  end)
+
+  it('--check of a ConfigMap compares its retry policy with the flags, or the defaults', function()
+    local cm = h.must(index(dir, '-o', 'configmap', '--namespace', 'x')).out
+    h.contains(cm, "max-attempts: '3'")
+    h.contains(cm, 'retry-backoff: 10m')
+    local f = h.write(os.tmpname() .. '.yaml', cm)
+    h.must(index(dir, '--check', f))
+    local res = index(dir, '--check', f, '--max-attempts', '5', '--retry-backoff', '30s')
+    assert.are.equal(9, res.code)
+    h.contains(res.out, 'key max-attempts is 3 in the index, 5 expected')
+    h.contains(res.out, 'key retry-backoff is 10m in the index, 30s expected')
+    f = h.write(os.tmpname() .. '.yaml', h.must(index(dir, '-o', 'configmap', '--namespace', 'x', '--max-attempts', '5',
+      '--retry-backoff', '30s', '--retry-backoff-max', '5m')).out)
+    h.must(index(dir, '--check', f, '--max-attempts', '5', '--retry-backoff', '30s', '--retry-backoff-max', '5m'))
+    res = index(dir, '--check', f)
+    assert.are.equal(9, res.code)
+    h.contains(res.out, 'key retry-backoff-max is 5m in the index, 2h expected')
+    -- a key it does not know is refused, as in the file
+    local t = h.write(os.tmpname() .. '.yaml', cm .. '  job.json: "{}"\n')
+    res = index(dir, '--check', t)
+    assert.are.equal(3, res.code)
+    h.contains(res.err, "the ConfigMap's data: unknown key 'job.json'")
+  end)
+
+  it('reads the index whole: a NUL byte, trailing bytes, a second object or YAML document is refused, naming the byte offset (exit 3)', function()
+    local text = h.must(index(dir)).out
+    local n = #text
+    for what, c in pairs({
+      ['second object'] = { text .. '{"version": 2}\n', 'a second object at byte offset ' .. n },
+      ['trailing bytes'] = { text .. 'x', 'trailing bytes at byte offset ' .. n },
+      ['NUL then an object'] = { text .. '\0{}', 'a NUL byte at byte offset ' .. n },
+    }) do
+      local f = h.write(os.tmpname() .. '.json', c[1])
+      local res = index(dir, '--check', f)
+      assert.are.equal(3, res.code, what .. ': ' .. res.out .. res.err)
+      h.contains(res.err, c[2], what)
+    end
+    -- a two-document YAML file: the real index, then a tampered copy of the
+    -- same name (what `kubectl apply -f` leaves live is the second)
+    local cm = h.must(index(dir, '-o', 'configmap', '--namespace', 'x')).out
+    local tampered = cm:gsub('"bg%-one"', '"bg-evil"')
+    local f = h.write(os.tmpname() .. '.yaml', cm .. '---\n' .. tampered)
+    local res = index(dir, '--check', f)
+    assert.are.equal(3, res.code, res.out .. res.err)
+    h.contains(res.err, 'a second document begins at byte offset ' .. #cm)
+    -- a JSON ConfigMap whose index.json carries \u0000 then a second object
+    -- (cJSON's string would end at the NUL: the first object alone)
+    local obj = json.decode(json.encode({ apiVersion = 'v1', kind = 'ConfigMap', metadata = { name = 'x' },
+      data = { ['index.json'] = text } }))
+    local body = json.encode(obj):gsub('(\\n}\\n)"', '%1\\u0000{\\"version\\": 2}"', 1)
+    f = h.write(os.tmpname() .. '.json', body)
+    res = index(dir, '--check', f)
+    assert.are.equal(3, res.code, body .. res.out .. res.err)
+    h.contains(res.err, 'key index.json: a NUL byte at byte offset ' .. n)
+    -- a second object inside the ConfigMap's index.json
+    obj.data['index.json'] = text .. '{}'
+    f = h.write(os.tmpname() .. '.json', json.encode(obj))
+    res = index(dir, '--check', f)
+    assert.are.equal(3, res.code)
+    h.contains(res.err, 'key index.json: a second object at byte offset ' .. n)
   end)
 
   it('refuses an index it cannot read fully (exit 3, naming the file and what is wrong)', function()
     local base = json.decode(h.must(index(dir)).out)
     local cases = {
       { function(t) t.extra = true end, "unknown key 'extra'" },
-      { function(t) t.version = 2 end, "'version' is not 1" },
-      { function(t) t['pre-apply'][2] = 'Not_A_Slug' end, "'Not_A_Slug' is not a slug" },
+      { function(t) t.version = 1 end, "'version' is not 2" },
+      { function(t) t['pre-apply'][2].slug = 'Not_A_Slug' end, "'pre-apply': an entry without a valid 'slug'" },
+      { function(t) t['pre-apply'][2] = 'zeta' end, "'pre-apply': an entry is not an object" },
+      { function(t) t['pre-apply'][1].timeout_s = nil end, "pre-apply slug 'old': 'timeout_s' is not a number" },
       { function(t) t.revoked = { 'zeta' } end, "slug 'zeta' is listed twice" },
+      { function(t) t.image = nil end, "'image' is missing" },
       { function(t) t.background[1].on_error = 'maybe' end, "'on_error' is not abort or warn" },
       { function(t) t.background[1].timeout_s = -1 end, "'timeout_s' is not a number of seconds" },
       { function(t) t.background = nil end, "'background' is missing" },
@@ -158,6 +250,9 @@ describe('cozy-migrate index', function()
     local manifest = h.write(os.tmpname() .. '.yaml', res.out)
     h.must(index(dir, '--check', manifest, '--image', DIGEST))
     h.must(h.kubectl('apply -f ' .. h.q(manifest)))
+    local json_live = h.write(os.tmpname() .. '.json',
+      h.must(h.kubectl('get configmap cozystack-migrations-index -n ' .. ns .. ' -o json')).out)
+    h.must(index(dir, '--check', json_live, '--image', DIGEST))
     local live = h.write(os.tmpname() .. '.yaml',
       h.must(h.kubectl('get configmap cozystack-migrations-index -n ' .. ns .. ' -o yaml')).out)
     local ok = h.must(index(dir, '--check', live, '--image', DIGEST, '--require-digest'))
@@ -170,7 +265,7 @@ describe('cozy-migrate index', function()
     h.kapply(cm)
     live = h.write(os.tmpname() .. '.yaml',
       h.must(h.kubectl('get configmap cozystack-migrations-index -n ' .. ns .. ' -o yaml')).out)
-    res = index(dir, '--check', live)
+    res = index(dir, '--check', live, '--image', DIGEST)
     assert.are.equal(9, res.code)
     h.contains(res.out, "pre-apply slug 'zeta' is shipped by the tree")
     -- a ConfigMap without the index is not one

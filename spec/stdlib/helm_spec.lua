@@ -153,6 +153,164 @@ describe('helm.owner', function()
   end)
 end)
 
+describe('#e2e helm.handover', function()
+  local RN, RNS, MB, KEEP = 'meta.helm.sh/release-name', 'meta.helm.sh/release-namespace',
+    'app.kubernetes.io/managed-by', 'helm.sh/resource-policy'
+
+  -- owned(name, release [, extra annotations]): a ConfigMap as Helm leaves
+  -- one it installed (the label and both annotations), owned by release.
+  local function owned(name, release, extra)
+    local ann = { [RN] = release, [RNS] = NS }
+    for k, v in pairs(extra or {}) do ann[k] = v end
+    cm(name, { labels = { [MB] = 'Helm' }, annotations = ann })
+  end
+  local function ann(name) return kget(name).metadata.annotations or {} end
+  local function rv(name) return kget(name).metadata.resourceVersion end
+
+  -- refused(fn) -> the error value fn raised (it must raise one)
+  local function refused(fn)
+    local ok, err = pcall(fn)
+    assert.is_false(ok, 'expected a refusal')
+    assert.is_true(kube.is_error(err), 'not an error value: ' .. tostring(err))
+    return err
+  end
+
+  setup(function() NS = cluster.namespace('helm-handover') end)
+  teardown(function() cluster.cleanup('configmaps') end)
+
+  it("moves an object owned by `from` to `to` in one patch, keeping it, and touches nothing else", function()
+    owned('system-owned', 'foo-system', { note = 'stays' })
+    local obj, changed
+    local n = requests(function()
+      obj, changed = helm.handover('configmaps', 'system-owned',
+        { namespace = NS, from = 'foo-system', to = 'foo-db', keep = true })
+    end)
+    assert.are.equal(2, n) -- the GET and one PATCH
+    assert.is_true(changed)
+    local got = kget('system-owned').metadata
+    assert.are.same({ [RN] = 'foo-db', [RNS] = NS, [KEEP] = 'keep', note = 'stays' }, got.annotations)
+    assert.are.same({ [MB] = 'Helm' }, got.labels)
+    assert.are.equal(got.resourceVersion, obj.metadata.resourceVersion)
+  end)
+
+  it('moves the release namespace too when to_namespace is given', function()
+    owned('moved-ns', 'old')
+    helm.handover('configmaps', 'moved-ns', { namespace = NS, from = 'old', to = 'new', to_namespace = 'cozy-system' })
+    assert.are.same({ 'new', 'cozy-system' }, { helm.owner(kget('moved-ns')) })
+    assert.is_nil(ann('moved-ns')[KEEP])
+  end)
+
+  it('is a no-op once handed over: no request for an object given, one read for a name', function()
+    owned('done', 'foo-db', { [KEEP] = 'keep' })
+    local before = rv('done')
+    local obj = kube.get('configmaps', 'done', { namespace = NS })
+    local changed
+    assert.are.equal(0, requests(function()
+      _, changed = helm.handover('configmaps', obj, { from = 'foo-system', to = 'foo-db', keep = true })
+    end))
+    assert.is_false(changed)
+    assert.are.equal(1, requests(function()
+      _, changed = helm.handover('configmaps', 'done', { namespace = NS, from = 'foo-system', to = 'foo-db', keep = true })
+    end))
+    assert.is_false(changed)
+    assert.are.equal(before, rv('done'))
+  end)
+
+  it('adds only the missing keep to an object `to` already owns', function()
+    owned('db-nokeep', 'foo-db')
+    local _, changed = helm.handover('configmaps', 'db-nokeep', { namespace = NS, from = 'foo-system', to = 'foo-db', keep = true })
+    assert.is_true(changed)
+    assert.are.same({ [RN] = 'foo-db', [RNS] = NS, [KEEP] = 'keep' }, ann('db-nokeep'))
+    -- and never removes a keep when not asked
+    _, changed = helm.handover('configmaps', 'db-nokeep', { namespace = NS, from = 'foo-system', to = 'foo-db' })
+    assert.is_false(changed)
+    assert.are.equal('keep', ann('db-nokeep')[KEEP])
+  end)
+
+  it('refuses a third owner with an error value naming it, before any write', function()
+    owned('third', 'postgres-apps')
+    local before = rv('third')
+    local obj = kube.get('configmaps', 'third', { namespace = NS })
+    local err
+    assert.are.equal(0, requests(function()
+      err = refused(function() helm.handover('configmaps', obj, { from = 'foo-system', to = 'foo-db', keep = true }) end)
+    end))
+    assert.are.same({ 0, 'OwnedByAnother', 'postgres-apps', NS }, { err.code, err.reason, err.owner, err.owner_namespace })
+    assert.matches(NS .. "/third is owned by release 'postgres-apps'", err.message, 1, true)
+    assert.matches("neither 'foo-system' nor 'foo-db'", err.message, 1, true)
+    assert.are.equal(before, rv('third'))
+  end)
+
+  it('judges the release namespace too when from_namespace is given', function()
+    owned('other-ns', 'foo-system') -- release-namespace NS
+    local err = refused(function()
+      helm.handover('configmaps', 'other-ns', { namespace = NS, from = 'foo-system', from_namespace = 'cozy-system', to = 'foo-db' })
+    end)
+    assert.are.equal('OwnedByAnother', err.reason)
+    assert.are.equal('foo-system', ann('other-ns')[RN])
+  end)
+
+  it('refuses an object nobody owns unless asked, and then adopts it into `to`', function()
+    cm('nobody', { labels = { app = 'x' } })
+    local before = rv('nobody')
+    local err = refused(function() helm.handover('configmaps', 'nobody', { namespace = NS, from = 'a', to = 'b' }) end)
+    assert.are.same({ 0, 'NotOwned' }, { err.code, err.reason })
+    assert.matches('opts.unowned = true', err.message, 1, true)
+    assert.are.equal(before, rv('nobody'))
+    local _, changed = helm.handover('configmaps', 'nobody', { namespace = NS, from = 'a', to = 'b', unowned = true, keep = true })
+    assert.is_true(changed)
+    local got = kget('nobody').metadata
+    assert.are.same({ [RN] = 'b', [RNS] = NS, [KEEP] = 'keep' }, got.annotations)
+    assert.are.same({ app = 'x', [MB] = 'Helm' }, got.labels)
+  end)
+
+  it('re-reads and judges again when the object changed since it was read: a new third owner is refused', function()
+    owned('raced', 'foo-system')
+    local stale = kube.get('configmaps', 'raced', { namespace = NS })
+    h.must(h.kc(string.format('annotate --overwrite configmap raced -n %s %s=intruder', NS, RN)))
+    local err
+    local n = requests(function()
+      err = refused(function() helm.handover('configmaps', stale, { from = 'foo-system', to = 'foo-db' }) end)
+    end)
+    assert.are.equal(2, n) -- the PATCH refused with a Conflict, the read again
+    assert.are.same({ 'OwnedByAnother', 'intruder' }, { err.reason, err.owner })
+    assert.are.equal('intruder', ann('raced')[RN])
+  end)
+
+  it('re-reads and hands over when what changed since the read is something else', function()
+    owned('raced-ok', 'foo-system')
+    local stale = kube.get('configmaps', 'raced-ok', { namespace = NS })
+    h.must(h.kc(string.format('label configmap raced-ok -n %s added=meanwhile', NS)))
+    local obj, changed = helm.handover('configmaps', stale, { from = 'foo-system', to = 'foo-db' })
+    assert.is_true(changed)
+    assert.are.equal('foo-db', ann('raced-ok')[RN])
+    assert.are.equal('meanwhile', obj.metadata.labels.added)
+  end)
+
+  it('raises NotFound for a missing object, and a plain string for a wrong call', function()
+    local err = refused(function() helm.handover('configmaps', 'no-such', { namespace = NS, from = 'a', to = 'b' }) end)
+    assert.is_true(kube.is_not_found(err))
+    for _, case in ipairs({
+      { { to = 'b' }, 'opts.from' }, { { from = 'a' }, 'opts.to' }, { { from = 'a', to = 'a' }, 'the same release' },
+    }) do
+      local ok, msg = pcall(helm.handover, 'configmaps', 'x', case[1])
+      assert.is_false(ok)
+      assert.are.equal('string', type(msg))
+      assert.matches(case[2], msg, 1, true)
+    end
+  end)
+
+  it('gives the patch it would send, without sending it', function()
+    local obj = { metadata = { name = 'p', namespace = NS, annotations = { [RN] = 'a', [RNS] = NS } } }
+    assert.are.same({ metadata = { annotations = { [RN] = 'b', [KEEP] = 'keep' } } },
+      helm.handover_patch(obj, { from = 'a', to = 'b', keep = true }))
+    assert.is_nil(helm.handover_patch(obj, { from = 'x', to = 'a' }))
+    local patch, err = helm.handover_patch(obj, { from = 'x', to = 'y' })
+    assert.is_nil(patch)
+    assert.are.equal('OwnedByAnother', err.reason)
+  end)
+end)
+
 describe('#e2e helm.purge_release', function()
   local function storage(name, release, extra_labels)
     local labels = { owner = 'helm', name = release, status = 'superseded' }

@@ -1,6 +1,10 @@
 -- Helpers the specs share: run a command and capture its exit code, stdout
--- and stderr; write files into a temporary directory; reach the built binary
--- and the test cluster's kubectl.
+-- and stderr; write files into a temporary directory; reach the binary that
+-- runs the specs and the test cluster's kubectl.
+--
+-- Shipped with the engine (`cozy-migrate spec` finds it in share/
+-- cozy-migrate/spec, or this checkout's spec/): a platform repository's
+-- specs require it as they are, with nothing of this checkout around.
 local M = {}
 
 local function cwd()
@@ -15,12 +19,33 @@ local function absolute(path)
   return cwd() .. '/' .. path
 end
 
--- Absolute, so specs that cd elsewhere (or build into it) land in the repo
--- and shell lines run from another directory still find the binary.
+local function exists(path)
+  local f = io.open(path, 'rb')
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- What `cozy-migrate spec` says about this run (host/cli/script.c): its
+-- id, the binary, the harness directory; {} outside it.
+local function this_run()
+  local ok, migrate = pcall(require, 'migrate')
+  return ok and type(migrate) == 'table' and type(migrate.run) == 'table' and migrate.run or {}
+end
+M.this_run = this_run
+
+-- The tree the specs are about: COZY_ROOT, else the directory the specs
+-- run from (a platform repository's root). Absolute, so specs that cd
+-- elsewhere (or build into it) still find it.
 M.root = os.getenv('COZY_ROOT')
 if not M.root or M.root == '' then M.root = cwd() end
 M.root = absolute(M.root)
-M.bin = absolute(os.getenv('COZY_MIGRATE') or (M.root .. '/build/cozy-migrate'))
+-- The binary: COZY_MIGRATE, else the one running these specs, else the
+-- checkout's build.
+M.bin = os.getenv('COZY_MIGRATE')
+if not M.bin or M.bin == '' then M.bin = this_run().bin or (M.root .. '/build/cozy-migrate') end
+M.bin = absolute(M.bin)
+-- This checkout's local apiserver (tools/testenv); absent in a platform
+-- repository, where the specs use the cluster in KUBECONFIG.
 M.testenv = M.root .. '/tools/testenv'
 
 local function shell_quote(s)
@@ -217,19 +242,41 @@ function M.kubectl(args)
   return M.run(shell_quote(M.testenv) .. ' kubectl ' .. args)
 end
 
+-- kubectl_bin() -> the kubectl the specs use: this checkout's build of it
+-- (the testenv's) when there is one, else kubectl from PATH.
+function M.kubectl_bin()
+  local bin = M.root .. '/build/testenv/bin/kubectl'
+  if exists(bin) then return bin end
+  if M.run('command -v kubectl').code ~= 0 then
+    error('kubectl is not on PATH: the spec harness reads and arranges the cluster with it', 0)
+  end
+  return 'kubectl'
+end
+
+-- kc_raw(args [, kubeconfig]) runs kubectl against kubeconfig (default
+-- $KUBECONFIG) without asking whether that cluster is disposable: for the
+-- question itself (support.disposable). Specs use kc.
+function M.kc_raw(args, kubeconfig)
+  kubeconfig = kubeconfig or os.getenv('KUBECONFIG')
+  if not kubeconfig or kubeconfig == '' then
+    if exists(M.testenv) then return M.kubectl(args) end
+    error('KUBECONFIG is not set: the specs run against a disposable cluster in KUBECONFIG ' ..
+      '(a kind cluster, or tools/testenv in the cozy-migrate checkout)', 0)
+  end
+  return M.run(string.format('%s --kubeconfig %s %s', shell_quote(M.kubectl_bin()), shell_quote(kubeconfig), args))
+end
+
 -- kc(args) runs kubectl against the cluster in $KUBECONFIG (a kind cluster,
 -- or the testenv whose kubeconfig tools/run-tests exports), falling back to
--- the testenv's when KUBECONFIG is unset. Specs that must also pass on kind
--- use kc; h.kubectl always means the testenv (its contexts, e.g.
--- testenv-reader, exist nowhere else). The binary is the one built for the
--- testenv when present, else kubectl from PATH.
+-- the testenv's in this checkout when KUBECONFIG is unset, once that
+-- cluster has said it is disposable (support.disposable; a cluster that
+-- does not is refused, and nothing is sent to it). Specs that must also
+-- pass on kind use kc; h.kubectl always means the testenv (its contexts,
+-- e.g. testenv-reader, exist nowhere else).
 function M.kc(args)
   local kubeconfig = os.getenv('KUBECONFIG')
-  if not kubeconfig or kubeconfig == '' then return M.kubectl(args) end
-  local bin = M.root .. '/build/testenv/bin/kubectl'
-  local f = io.open(bin, 'rb')
-  if f then f:close() else bin = 'kubectl' end
-  return M.run(string.format('%s --kubeconfig %s %s', shell_quote(bin), shell_quote(kubeconfig), args))
+  if kubeconfig and kubeconfig ~= '' then require('support.disposable').assert() end
+  return M.kc_raw(args)
 end
 
 -- kc_json(args) runs `kubectl ARGS -o json` through kc and decodes the output.
@@ -248,7 +295,7 @@ function M.need_cluster()
 end
 
 -- apply_crd(crd) applies a CustomResourceDefinition (a table, or YAML
--- text) and returns it as the server stored it once the apiserver serves
+-- text) to the testenv, labelled as this run's, and returns it as the server stored it once the apiserver serves
 -- its objects: Established comes a moment before the resource is in
 -- discovery and its handler answers, so it then lists the resource by
 -- plural.group until that works. Fails naming the CRD after `secs`
@@ -264,6 +311,9 @@ function M.apply_crd(crd, secs)
   os.remove(f)
   local obj = require('json').decode(M.must(res, 'apply the CRD').out)
   local name = obj.metadata.name
+  -- this run's, so support.cluster may delete it for an "API absent" case
+  M.must(M.kubectl(string.format('label crd %s cozy-migrate.spec/run=%s --overwrite', name,
+    require('support.cluster').run_id())))
   M.must(M.kubectl('wait --for condition=established --timeout=60s crd/' .. name), 'CRD ' .. name .. ' established')
   local what = obj.spec.names.plural .. '.' .. obj.spec.group
   local deadline = os.time() + (secs or 30)

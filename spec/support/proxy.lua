@@ -42,6 +42,8 @@ contexts:
   context: {cluster: proxy, user: nobody}
 current-context: proxy
 ]], p.port, p.ca))
+  -- the testenv behind a proxy: judged disposable as the testenv is
+  require('support.disposable').derived(p.kubeconfig)
   return p
 end
 

@@ -1,6 +1,7 @@
 // sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/base/util.c
 /* formats_fuzz.c: libFuzzer target for the runner's line formats: script
- * headers, order.d batches, `revoked`, `legacy-map` and ledger records. Owns
+ * headers, order.d batches, `revoked`, `legacy-map`, the legacy set's digest
+ * list and ledger records. Owns
  * checking that any input is either accepted or refused with one non-empty
  * line naming the file, that an accepted record formats and re-parses to the
  * same state, that journal_fit (the one way a journal is shortened) of any
@@ -29,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    unsigned sel = data[0] % 6;
+    unsigned sel = data[0] % 7;
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     char err[1024] = "";
@@ -83,6 +84,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             legacy_map_free(&m);
         } else {
             one_line(err, "legacy-map");
+        }
+        break;
+    }
+    case 5: {
+        struct digest_list d;
+        if (digest_list_parse("legacy-sha256sums", text, len, &d, err, sizeof err) == 0) {
+            for (size_t i = 0; i < d.n; i++)
+                if (strlen(d.e[i].sha256) != 64 || !d.e[i].path[0] || d.e[i].path[0] == '/' ||
+                    strcmp(d.e[i].path, "..") == 0 || strncmp(d.e[i].path, "../", 3) == 0 ||
+                    strstr(d.e[i].path, "/../") || strstr(d.e[i].path, "//") ||
+                    digest_list_find(&d, d.e[i].path) != &d.e[i])
+                    abort();
+            digest_list_free(&d);
+        } else {
+            one_line(err, "legacy-sha256sums");
         }
         break;
     }

@@ -1,4 +1,4 @@
-// sources: host/kube/guard.c host/formats/yamldoc.c host/base/mem.c
+// sources: host/kube/guard.c host/kube/k8sproto.c host/formats/yamldoc.c host/base/mem.c
 /* guard_fuzz.c: libFuzzer target for the ledger guard (host/kube/guard.c), which
  * decides on every request a migration sends. Owns checking that any
  * method, path, body and content type gets a verdict, with one non-empty
@@ -23,7 +23,7 @@
 static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "get", "OPTIONS"};
 static const char *ctypes[] = {"application/json", "application/yaml", "application/merge-patch+json",
                                "application/apply-patch+yaml", "application/json-patch+json",
-                               "text/plain", NULL};
+                               "text/plain", NULL, "application/vnd.kubernetes.protobuf"};
 
 #define NS "cozy-system"
 #define LEDGER "cozystack-version"

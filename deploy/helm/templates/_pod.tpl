@@ -22,6 +22,18 @@
 {{- if or (hasKey $ix "Error") (not (hasKey $ix "pre-apply")) (not (hasKey $ix "revoked")) (not (hasKey $ix "background")) -}}
 {{- fail "files/cozy-migrate-index.json is not a migrations index (regenerate it with cozy-migrate index)" -}}
 {{- end -}}
+{{- if ne (int (get $ix "version")) 2 -}}
+{{- fail "files/cozy-migrate-index.json is not a version 2 migrations index (regenerate it with this release's cozy-migrate index)" -}}
+{{- end -}}
+{{- toJson $ix -}}
+{{- end -}}
+
+{{- /* The index as the hook gets it (env MIGRATIONS_INDEX): the chart's,
+  its image the one the release runs, so the runner compares with its own
+  tree and image exactly what the render gate decided on. */ -}}
+{{- define "cozy-migrate.index-env" -}}
+{{- $ix := include "cozy-migrate.index" . | fromJson -}}
+{{- $_ := set $ix "image" (include "cozy-migrate.image" .) -}}
 {{- toJson $ix -}}
 {{- end -}}
 
@@ -70,7 +82,10 @@
 {{- $need = true -}}
 {{- else -}}
 {{- $data := $ledger.data | default dict -}}
-{{- range concat (index $ix "pre-apply") (index $ix "revoked") -}}
+{{- range index $ix "pre-apply" -}}
+{{- if not (hasKey $data (printf "m.%s" .slug)) }}{{ $need = true }}{{ end -}}
+{{- end -}}
+{{- range index $ix "revoked" -}}
 {{- if not (hasKey $data (printf "m.%s" .)) }}{{ $need = true }}{{ end -}}
 {{- end -}}
 {{- range splitList "," (include "cozy-migrate.skip" $) -}}
@@ -99,14 +114,42 @@
 {{- $wait -}}
 {{- end -}}
 
+{{- /* The migrations' total timeout, from the index's own timeouts (each
+  header's timeout=, 10m by default): for the hook, the sum over the
+  pre-apply slugs without a record in the ledger (every pre-apply slug when
+  lookup sees no ledger: a fresh install, helm template); for the --only
+  Job, its one slug's. Call with (dict "root" $ "only" SLUG-or-""). */ -}}
+{{- define "cozy-migrate.migrations-timeout" -}}
+{{- $ix := include "cozy-migrate.index" .root | fromJson -}}
+{{- $only := .only -}}
+{{- $sum := 0 -}}
+{{- if $only -}}
+{{- range concat (index $ix "pre-apply") (index $ix "background") -}}
+{{- if eq .slug $only }}{{ $sum = int .timeout_s }}{{ end -}}
+{{- end -}}
+{{- if not $sum -}}
+{{- fail (printf "migrations.only %q is not a slug the index ships (files/cozy-migrate-index.json)" $only) -}}
+{{- end -}}
+{{- else -}}
+{{- $ledger := lookup "v1" "ConfigMap" .root.Release.Namespace "cozystack-version" -}}
+{{- $data := dict -}}
+{{- if $ledger }}{{ $data = $ledger.data | default dict }}{{ end -}}
+{{- range index $ix "pre-apply" -}}
+{{- if not (hasKey $data (printf "m.%s" .slug)) }}{{ $sum = add $sum (int .timeout_s) }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- $sum -}}
+{{- end -}}
+
 {{- /* The Job's deadline: activeDeadlineSeconds if set (above the lock
-  wait plus the migrations' timeouts, or refused), else that sum + 60 s. */ -}}
+  wait plus the migrations' timeouts, or refused), else that sum + 60 s.
+  Call with (dict "root" $ "only" SLUG-or-""). */ -}}
 {{- define "cozy-migrate.deadline" -}}
-{{- $m := .Values.migrations -}}
-{{- $min := add (int (include "cozy-migrate.upgrade-lock-wait" .)) (int $m.migrationsTimeoutSeconds) -}}
+{{- $m := .root.Values.migrations -}}
+{{- $min := add (int (include "cozy-migrate.upgrade-lock-wait" .root)) (int (include "cozy-migrate.migrations-timeout" .)) -}}
 {{- if $m.activeDeadlineSeconds -}}
 {{- if le (int $m.activeDeadlineSeconds) (int $min) -}}
-{{- fail (printf "migrations.activeDeadlineSeconds %v must be above the lock wait + migrationsTimeoutSeconds (%d): the Job would be killed inside a migration's own timeout" $m.activeDeadlineSeconds $min) -}}
+{{- fail (printf "migrations.activeDeadlineSeconds %v must be above the lock wait + the migrations' timeouts from the index (%d): the Job would be killed inside a migration's own timeout" $m.activeDeadlineSeconds $min) -}}
 {{- end -}}
 {{- int $m.activeDeadlineSeconds -}}
 {{- else -}}
@@ -133,7 +176,9 @@
 {{- $m := .root.Values.migrations -}}
 serviceAccountName: {{ .sa }}
 restartPolicy: Never
-securityContext: {runAsNonRoot: true, runAsUser: 65534, runAsGroup: 65534}
+# Pod Security "restricted" (README: Deploying the hook): non-root,
+# RuntimeDefault seccomp, no privilege escalation, every capability dropped.
+securityContext: {runAsNonRoot: true, runAsUser: 65534, runAsGroup: 65534, seccompProfile: {type: RuntimeDefault}}
 containers:
 - name: migrate
   image: {{ include "cozy-migrate.image" .root | quote }}
@@ -168,11 +213,14 @@ volumes:
 - {name: tmp, emptyDir: {}}
 {{- end -}}
 
-{{- /* The template of the background Jobs the dispatcher creates (the index
-  ConfigMap's job.json): the hook's pod as the jobServiceAccount, the lock
-  wait and a margin as activeDeadlineSeconds (the dispatcher adds each
-  slug's timeout), no retries of its own (the dispatcher retries, with a
-  backoff, counted in the ledger). */ -}}
+{{- /* The template of the background Jobs the dispatcher creates, part of
+  the release: rendered into the dispatcher's own CronJob (env
+  MIGRATIONS_JOB_TEMPLATE), never into a ConfigMap. The hook's pod as the
+  jobServiceAccount, the lock wait and a margin as activeDeadlineSeconds
+  (the dispatcher adds each slug's timeout), no retries of its own (the
+  dispatcher retries, with a backoff, counted in the ledger). The
+  dispatcher checks it, sets its own image, ONLY, restricted Pod Security
+  and the podFailurePolicy itself. */ -}}
 {{- define "cozy-migrate.background-job" -}}
 {{- $m := .Values.migrations -}}
 apiVersion: batch/v1

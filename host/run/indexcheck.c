@@ -1,0 +1,96 @@
+/* indexcheck.c: the hook's check of the index the chart rendered (env
+ * INDEX_ENV, indexdoc.h) against the tree and image the runner runs.
+ *
+ * The render gate decided on that index (a pre-apply slug it omits renders
+ * no hook; one it names that the image lacks renders a hook at every
+ * upgrade), so the runner compares it whole with its own tree and image
+ * before anything runs: a difference is a line naming it, one Warning
+ * Event on the ledger and exit 9 (the hook's podFailurePolicy fails the
+ * upgrade at once). The live ConfigMap is not what it reads: a pre-upgrade
+ * hook runs before Helm applies the new one. Owns nothing else; the format
+ * and the comparison are formats/indexdoc.c's. */
+#include "run/runner_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/exitcodes.h"
+#include "base/log.h"
+#include "formats/indexdoc.h"
+#include "kube/event.h"
+
+/* The differences an index comparison names: one alone goes into the
+ * fatal line (an image that differs is one line), several are a line each
+ * before it; the Event gets them all, cut. */
+struct said {
+    char text[1400];
+    size_t at, n;
+    char first[900];
+};
+
+static void say(void *ud, const char *line)
+{
+    struct said *s = ud;
+    if (s->n == 0)
+        snprintf(s->first, sizeof s->first, "%s", line);
+    else if (s->n == 1)
+        log_error("%s: %s", INDEX_ENV, s->first);
+    if (s->n >= 1)
+        log_error("%s: %s", INDEX_ENV, line);
+    s->n++;
+    if (s->at + 4 < sizeof s->text)
+        s->at += (size_t)snprintf(s->text + s->at, sizeof s->text - s->at, "%s%s",
+                                  s->at ? "; " : "", line);
+    if (s->at >= sizeof s->text)
+        s->at = sizeof s->text - 1;
+}
+
+int index_check_release(struct ctx *c)
+{
+    const struct runner_opts *o = c->o;
+    const char *text = o->index_json;
+    if (!text || !*text)
+        return 0;
+    char err[ERRLINE_MAX];
+    struct index got, want;
+    if (index_parse(INDEX_ENV, text, strlen(text), &got, err, sizeof err) != 0) {
+        log_fatal("%s (the index the chart gives the hook; nothing ran)", err);
+        return EXIT_PACKAGING;
+    }
+    if (index_from_tree(&c->t, o->image, &want) != 0) {
+        index_free(&got);
+        log_fatal("out of memory");
+        return EXIT_FAILED;
+    }
+    struct said s = {"", 0, 0, ""};
+    size_t n = index_compare(&got, &want, o->dir, say, &s);
+    index_free(&got);
+    index_free(&want);
+    if (!n)
+        return 0;
+    log_fatal("the index the chart rendered (%s) differs from the tree and image this runner runs "
+              "(%s, %s) in %zu place%s%s%s: the render gate decided on it, so nothing ran (exit "
+              "9). Ship the chart with this image's index (cozy-migrate index --image REF > "
+              "files/cozy-migrate-index.json)", INDEX_ENV, o->dir, o->image ? o->image : "no image",
+              n, n == 1 ? "" : "s", n == 1 ? ": " : "", n == 1 ? s.first : "");
+    if (!o->k.dry_run) {
+        /* the ledger may not exist yet (a fresh install): the Event names
+         * it all the same, and `kubectl get events` shows it */
+        char uid[64] = "";
+        struct ledger l;
+        if (ledger_read(&c->loc, &l, err, sizeof err) == LEDGER_OK) {
+            snprintf(uid, sizeof uid, "%s", l.exists ? l.uid : "");
+            ledger_free(&l);
+        }
+        struct event_about about = {"v1", "ConfigMap", c->loc.ns, c->loc.name, uid};
+        char msg[1600];
+        snprintf(msg, sizeof msg, "the index the chart rendered differs from the image %s (%zu "
+                 "difference%s): %s; the hook ran nothing", o->image ? o->image : "(none)", n,
+                 n == 1 ? "" : "s", s.text);
+        if (event_post(c->rest, &about, NULL, "Warning", "MigrationsIndexMismatch", msg, err,
+                       sizeof err) < 0)
+            log_warn("%s", err);
+    }
+    return EXIT_RELEASED;
+}
