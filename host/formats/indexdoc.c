@@ -165,6 +165,22 @@ static void bstr(struct buf *b, const char *s)
     cJSON_Delete(j);
 }
 
+/* A number of seconds as the shortest text that reads back as the same
+ * double: a header may say timeout=1500ms, and an index that said 2 would
+ * never compare equal with its own tree (every hook would exit 9). */
+static void seconds_text(double s, char *buf, size_t len)
+{
+    if (s == (double)(long long)s && s < 1e15) {
+        snprintf(buf, len, "%.0f", s); /* whole seconds: no "6e+01" */
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, s);
+        if (strtod(buf, NULL) == s)
+            return;
+    }
+}
+
 static void bentries(struct buf *b, const char *key, const struct index_slug *v, size_t n)
 {
     bput(b, "  \"%s\": [", key);
@@ -172,7 +188,9 @@ static void bentries(struct buf *b, const char *key, const struct index_slug *v,
         const struct index_slug *g = &v[i];
         bput(b, "%s\n    {\"slug\": ", i ? "," : "");
         bstr(b, g->slug);
-        bput(b, ", \"timeout_s\": %.0f, \"on_error\": \"%s\", \"requires\": [", g->timeout_s,
+        char secs[32];
+        seconds_text(g->timeout_s, secs, sizeof secs);
+        bput(b, ", \"timeout_s\": %s, \"on_error\": \"%s\", \"requires\": [", secs,
              on_error_name(g->on_error));
         for (size_t r = 0; r < g->nrequires; r++) {
             bput(b, "%s", r ? ", " : "");
@@ -666,9 +684,13 @@ static void compare_tier(struct diff *d, const char *tier, const struct index_sl
         if (at < 0)
             continue;
         g = &got[at];
-        if (g->timeout_s != w->timeout_s)
-            differ(d, "%s slug '%s': timeout %.0fs in the index, %.0fs in the tree", tier,
-                   w->slug, g->timeout_s, w->timeout_s);
+        if (g->timeout_s != w->timeout_s) {
+            char gt[32], wt[32];
+            seconds_text(g->timeout_s, gt, sizeof gt);
+            seconds_text(w->timeout_s, wt, sizeof wt);
+            differ(d, "%s slug '%s': timeout %ss in the index, %ss in the tree", tier, w->slug,
+                   gt, wt);
+        }
         if (g->on_error != w->on_error)
             differ(d, "%s slug '%s': on-error=%s in the index, %s in the tree", tier, w->slug,
                    on_error_name(g->on_error), on_error_name(w->on_error));

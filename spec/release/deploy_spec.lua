@@ -256,6 +256,18 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     h.contains(res.err, 'migrations.only "nope" is not a slug the index ships')
   end)
 
+  it('rounds a timeout of part of a second up, never down, in every deadline it derives', function()
+    local chart = chart_with_index({ pre = { { slug = 'pre-a', timeout_s = 1.5 }, { slug = 'pre-b', timeout_s = 0.25 } },
+      bg = { { slug = 'bg-a', timeout_s = 30.5 } } })
+    local job = kind(docs(h.must(helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=reg.example/m:v1 ' ..
+      '--set migrations.lockTimeoutSeconds=20')).out), 'Job')
+    assert.are.equal(91 + 2 + 1 + 60, job.spec.activeDeadlineSeconds, 'lock wait (ceil 30.5 + 60) + ceil 1.5 + ceil 0.25 + 60')
+    assert.are.equal(91, lock_timeout(job))
+    local only = kind(docs(h.must(helm('template cozy-migrate ' .. h.q(chart) .. ' --set migrations.image=reg.example/m:v1 ' ..
+      '--set migrations.only=pre-b --show-only templates/migrations-only.yaml')).out), 'Job')
+    assert.are.equal(300 + 1 + 60, only.spec.activeDeadlineSeconds)
+  end)
+
   it('makes the upgrade wait for the lock at least the longest background migration of the index plus a minute, so one in flight hands over inside the wait', function()
     local chart = chart_with_index({ bg = { { slug = 'bg-short', timeout_s = 60 }, { slug = 'bg-long', timeout_s = 1800 } } })
     local function jobs(args)

@@ -16,7 +16,7 @@ local DIGEST = 'reg.example/cozy/cozy-migrate@sha256:' .. string.rep('0123abcd',
 local function index(dir, ...) return h.cozy('index', '--dir', dir, ...) end
 
 -- The tree: two batches, legacy shell first, a revoked slug still shipped.
-local function release_tree(extra)
+local function release_tree(extra, also)
   local scripts = {
     old = { shell = true, body = 'true' },
     alpha = { timeout = '90s', body = "require('log').info('a')" },
@@ -29,7 +29,7 @@ local function release_tree(extra)
   for k, v in pairs(extra or {}) do scripts[k] = v end
   return fixture.tree({
     batches = { { '00001-v1.0.0', { 'old', 'zeta', 'bg-one', 'faulty', 'gone retired' } },
-      { '00002-v1.1.0', { 'alpha', 'bg-two' } } },
+      { '00002-v1.1.0', { 'alpha', 'bg-two', also } } },
     scripts = scripts,
     revoked = { 'faulty' },
   })
@@ -120,6 +120,19 @@ describe('cozy-migrate index', function()
     h.contains(res.out, "background slug 'bg-one': timeout 60s in the index, 120s in the tree")
     h.contains(res.out, "background slug 'bg-two': on-error=warn in the index, abort in the tree")
     h.contains(res.out, "pre-apply slug 'alpha': timeout 3600s in the index, 90s in the tree")
+  end)
+
+  it('keeps a timeout of part of a second exactly, so the index of a tree agrees with that tree', function()
+    local frac = release_tree({ quick = { timeout = '1500ms', body = "require('log').info('q')" } }, 'quick')
+    local out = h.must(index(frac)).out
+    h.contains(out, '{"slug": "quick", "timeout_s": 1.5,')
+    local ok = h.must(index(frac, '--check', h.write(os.tmpname() .. '.json', out)))
+    h.contains(ok.out, 'agrees with the tree')
+    local stale = json.decode(out)
+    for _, g in ipairs(stale['pre-apply']) do if g.slug == 'quick' then g.timeout_s = 2 end end
+    local res = index(frac, '--check', write_index(stale))
+    assert.are.equal(9, res.code)
+    h.contains(res.out, "pre-apply slug 'quick': timeout 2s in the index, 1.5s in the tree")
   end)
 
   it('--check compares the image whatever flags are given: --image, else the MIGRATIONS_IMAGE it runs in, else none', function()

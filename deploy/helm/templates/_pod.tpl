@@ -108,7 +108,7 @@
 {{- $ix := include "cozy-migrate.index" . | fromJson -}}
 {{- $wait := int .Values.migrations.lockTimeoutSeconds -}}
 {{- range index $ix "background" -}}
-{{- $t := add (int (get . "timeout_s")) 60 -}}
+{{- $t := add (int (ceil (get . "timeout_s"))) 60 -}}
 {{- if gt (int $t) (int $wait) }}{{ $wait = $t }}{{ end -}}
 {{- end -}}
 {{- $wait -}}
@@ -125,7 +125,7 @@
 {{- $sum := 0 -}}
 {{- if $only -}}
 {{- range concat (index $ix "pre-apply") (index $ix "background") -}}
-{{- if eq .slug $only }}{{ $sum = int .timeout_s }}{{ end -}}
+{{- if eq .slug $only }}{{ $sum = int (ceil .timeout_s) }}{{ end -}}
 {{- end -}}
 {{- if not $sum -}}
 {{- fail (printf "migrations.only %q is not a slug the index ships (files/cozy-migrate-index.json)" $only) -}}
@@ -135,7 +135,7 @@
 {{- $data := dict -}}
 {{- if $ledger }}{{ $data = $ledger.data | default dict }}{{ end -}}
 {{- range index $ix "pre-apply" -}}
-{{- if not (hasKey $data (printf "m.%s" .slug)) }}{{ $sum = add $sum (int .timeout_s) }}{{ end -}}
+{{- if not (hasKey $data (printf "m.%s" .slug)) }}{{ $sum = add $sum (int (ceil .timeout_s)) }}{{ end -}}
 {{- end -}}
 {{- end -}}
 {{- $sum -}}
