@@ -10,7 +10,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wformat=2 \
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 
-# host/ is one folder per layer (README "Layout"); an include names the
+# host/ is one folder per layer (docs/internals.md "Layers"); an include names the
 # folder ("base/util.h"), found through -Ihost.
 SRCS    := $(wildcard host/*/*.c)
 HDRS    := $(wildcard host/*/*.h)
@@ -87,7 +87,7 @@ SHARE            = $(DESTDIR)$(PREFIX)/share/cozy-migrate
 # chart holds it in deploy/helm/files; a platform tree names its own, or
 # none (empty: nothing to check).
 INDEX_FILE      ?= $(if $(filter .,$(MIGRATIONS_TREE)),deploy/helm/files/cozy-migrate-index.json,)
-# The spec harness a platform's specs use (README "The spec harness"); the
+# The spec harness a platform's specs use (docs/writing-migrations.md "The spec harness"); the
 # rest of spec/support/ is this repository's own test tooling.
 HARNESS          = spec/support/helpers.lua spec/support/cluster.lua spec/support/migration.lua \
                    spec/support/disposable.lua spec/support/output.lua
@@ -101,7 +101,7 @@ manifest: build/cozy-migrate
 	    rm -rf "$(ORDER_OUT)" && cp -R "$(MIGRATIONS_TREE)/migrations/order.d" "$(ORDER_OUT)"; \
 	  fi; \
 	else \
-	  echo "manifest: $(MIGRATIONS_TREE) has neither git history nor migrations/order.d (README: Shipping migrations)" >&2; \
+	  echo "manifest: $(MIGRATIONS_TREE) has neither git history nor migrations/order.d (docs/shipping.md)" >&2; \
 	  exit 1; \
 	fi
 
@@ -136,7 +136,7 @@ image: deps
 	  tools/image build --tag "$(IMAGE_TAG)" $$load
 
 # The upgrade lane on a real single-node cluster (tools/cluster-test; the
-# README's "The upgrade lane" has what it does and costs).
+# docs/testing.md's "The upgrade lane" has what it does and costs).
 cluster-test: all
 	@tools/cluster-test
 

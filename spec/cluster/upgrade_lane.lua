@@ -59,7 +59,7 @@ end
 
 -- The --timeout Helm gets: the hook Job's deadline (the chart derives it
 -- from the lock wait and the migrations' budget) plus a minute for the
--- rest of the upgrade, as the README tells operators.
+-- rest of the upgrade, as docs/operating.md tells operators.
 local TIMEOUT
 local function timeout()
   if not TIMEOUT then

@@ -1,4 +1,4 @@
--- A migration author's loop against a development cluster (README "Running
+-- A migration author's loop against a development cluster (docs/writing-migrations.md "Running
 -- against kind"): --local in a platform repository of their own (a scratch
 -- git repository outside this checkout), on a cluster this engine never ran
 -- on (the local apiserver stands in for a fresh kind cluster: no ledger, no

@@ -1,5 +1,5 @@
 -- Stop signals end every command that holds the runner lock or a
--- migration's child the same way (README "Exit codes": 128 + the signal):
+-- migration's child the same way (docs/operating.md "Exit codes": 128 + the signal):
 -- the child's process group gets TERM (then KILL after --grace), nothing is
 -- recorded for it, the lock is released, and one line names the signal and
 -- what it stopped. The runner as PID 1 is tried in spec/reliability/

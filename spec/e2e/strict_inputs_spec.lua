@@ -176,7 +176,7 @@ describe('#e2e strict inputs', function()
       refused(h.cozy('lua', h.tmpdir()), 2, 'not a file')
     end)
 
-    it("lets plan take every option of run, as the README says", function()
+    it("lets plan take every option of run, as the docs say", function()
       local ns, dir = setup_case()
       local res = h.must(runner.plan(dir, ns, '--timeout', '5m', '--lock-timeout', '1s', '--lease-duration', '10s',
         '--grace', '1s', '--memory', '64', '--pass-env', 'SKIP_BACKUP', '--max-attempts', '2'))

@@ -1,4 +1,4 @@
--- host/ keeps one include direction (README "Layout"): tools/layers, which
+-- host/ keeps one include direction (docs/internals.md "Layers"): tools/layers, which
 -- `make lint` runs, passes on the tree as it is and fails, naming the file
 -- and line, on a copy with each kind of violation planted in it.
 local h = require('support.helpers')

@@ -248,7 +248,7 @@ describe('lint', function()
     assert.matches('not in a git repository', res.err, 1, true)
   end)
 
-  it("lists its rules in --help from its own table, and the README's table is that list", function()
+  it("lists its rules in --help from its own table, and the docs' table is that list", function()
     local help = h.must(h.cozy('lint', '--help')).out
     local listed, cur = {}, nil
     local rules = help:match("Rules %(the README's table is this list%):\n(.*)$")
@@ -263,9 +263,9 @@ describe('lint', function()
         listed[#listed + 1] = cur
       end
     end
-    local readme = h.slurp(h.root .. '/README.md')
-    local tbl = readme:match('\n| rule | checks |\n|%-%-%-|%-%-%-|\n(.-)\n\n')
-    assert.is_truthy(tbl, 'the rules table in README.md')
+    local doc = h.slurp(h.root .. '/docs/writing-migrations.md')
+    local tbl = doc:match('\n| rule | checks |\n|%-%-%-|%-%-%-|\n(.-)\n\n')
+    assert.is_truthy(tbl, 'the rules table in docs/writing-migrations.md')
     local rows = {}
     for row in tbl:gmatch('[^\n]+') do
       local name, rest, doc = row:match('^| `([^`]+)`(.-) | (.*) |$')

@@ -3,7 +3,7 @@
 -- span they ran in (CLOCK_MONOTONIC, one clock for every process here).
 -- No two spans may overlap, each migration runs exactly once and is
 -- recorded ok once (attempts 1). Odd trials give the losers a short
--- --lock-timeout: exactly one runner exits 0 and the others exit 5 (README
+-- --lock-timeout: exactly one runner exits 0 and the others exit 5 (docs/operating.md
 -- "Exit codes": the lock is held by another runner, named); even trials let
 -- them wait: all exit 0 and every loser, getting the lock after the winner,
 -- finds nothing to run.

@@ -114,7 +114,7 @@ end]], FLEET, ns), '--timeout', '10m', { env = { KUBECONFIG = c.kubeconfig } }),
             local last = res.err:gsub('%s+$', ''):match('([^\n]*)$')
             T.note(string.format('run %d exit %d: %s', runs, res.code, last:sub(1, 200)))
           end
-          -- a clean failure: an exit code of the README's table, never a signal
+          -- a clean failure: an exit code of docs/operating.md's table, never a signal
           assert.is_true(res.code >= 0 and res.code <= 7, 'run ' .. runs .. ' exited ' .. res.code .. ': ' .. res.err)
         until res.code == 0 or runs == 5
         local counts = P.counts(proxy)

@@ -3,7 +3,7 @@
 -- is never restarted): a 20-migration sequence runs while
 -- `tools/testenv restart-apiserver 1 KILL` kills kube-apiserver at a random
 -- moment and starts it again (etcd keeps the data). The run must complete
--- or fail cleanly (an exit code of the README's table, never a signal),
+-- or fail cleanly (an exit code of docs/operating.md's table, never a signal),
 -- with every ledger value parsing and no ok without its end marker; a
 -- re-run then completes, every step recorded ok once, the objects equal to
 -- a clean run's, no process left.

@@ -279,7 +279,7 @@ function M.common(slug, o)
   local setup, after_each, teardown, it, describe = b.setup, b.after_each, b.teardown, b.it, b.describe
   local assert = require('luassert')
   setup(function()
-    assert(h.has_cluster(), 'KUBECONFIG must point at a disposable cluster (README: "The spec harness")')
+    assert(h.has_cluster(), 'KUBECONFIG must point at a disposable cluster (docs/writing-migrations.md: "The spec harness")')
   end)
   after_each(function() cluster.purge(table.unpack(o.purge)) end)
   teardown(function() cluster.cleanup(table.unpack(o.purge)) end)
