@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/buf.h"
+
 static int hexv(int c)
 {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -74,4 +76,26 @@ int apipath_parse(const char *path, struct apipath *r)
 void apipath_key(const struct apipath *p, const char *ns, const char *name, char *buf, size_t len)
 {
     snprintf(buf, len, "%s|%s|%s|%s", p->prefix, ns ? ns : "", p->resource, name ? name : "");
+}
+
+static int add_escaped(struct buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        int plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '.' || c == '_' || c == '~';
+        char enc[3] = {'%', hex[c >> 4], hex[c & 15]};
+        if ((plain ? buf_add(b, s, 1) : buf_add(b, enc, 3)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int apipath_add_query(struct buf *b, const char *key, const char *value)
+{
+    int first = !b->p || !strchr(b->p, '?');
+    if (buf_adds(b, first ? "?" : "&") != 0 || add_escaped(b, key) != 0 || buf_adds(b, "=") != 0)
+        return -1;
+    return add_escaped(b, value);
 }

@@ -16,7 +16,6 @@ struct http_response {
     long status;            /* 0 when no HTTP response arrived */
     char *body;             /* NUL-terminated; may be empty; counted (mem.h): mem_free it */
     size_t len;
-    size_t cap;             /* allocated size of body (grows geometrically) */
     char content_type[128];
     double retry_after;     /* seconds from Retry-After, -1 if absent */
     int transport_error;    /* a CURLcode, 0 when a response arrived */
@@ -28,7 +27,6 @@ struct http_response {
     int keep_headers;       /* http_set_next asked for the caching headers below */
     char headers[1024];     /* ETag, Cache-Control, Last-Modified, Expires of the answer,
                              * "Name: value\n" each (a relay hands them on) */
-    void (*say)(const char *line); /* the client's: where a Warning header goes */
 };
 
 struct http_client;

@@ -59,22 +59,17 @@ static void push_status(lua_State *L, long status, const cJSON *body)
 }
 
 /* The collection a path's object lives in, with dryRun=All. */
-static int collection_of(const char *path, struct sbuf *out)
+static int collection_of(const char *path, struct buf *out)
 {
     struct apipath p;
     if (apipath_parse(path, &p) != 0)
         return -1;
-    free(out->p);
-    memset(out, 0, sizeof *out);
-    kube_sb_add(out, p.prefix);
-    if (*p.ns) {
-        kube_sb_add(out, "/namespaces/");
-        kube_sb_add(out, p.ns);
-    }
-    kube_sb_add(out, "/");
-    kube_sb_add(out, p.resource);
-    kube_sb_add(out, "?dryRun=All");
-    return out->oom ? -1 : 0;
+    buf_reset(out);
+    buf_adds(out, p.prefix);
+    if (*p.ns)
+        buf_addf(out, "/namespaces/%s", p.ns);
+    buf_addf(out, "/%s", p.resource);
+    return apipath_add_query(out, "dryRun", "All");
 }
 
 /* The body q sends becomes obj (a patch applied by the preview), as JSON. */
