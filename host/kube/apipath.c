@@ -5,6 +5,7 @@
 #include "kube/apipath.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
@@ -98,4 +99,32 @@ int apipath_add_query(struct buf *b, const char *key, const char *value)
     if (buf_adds(b, first ? "?" : "&") != 0 || add_escaped(b, key) != 0 || buf_adds(b, "=") != 0)
         return -1;
     return add_escaped(b, value);
+}
+
+char *apipath_query_value(const char *path, const char *key)
+{
+    const char *q = strchr(path, '?');
+    size_t kl = strlen(key);
+    for (const char *p = q ? q + 1 : NULL; p && *p;) {
+        size_t n = strcspn(p, "&");
+        if (n > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            char *v = malloc(n - kl);
+            size_t o = 0;
+            for (size_t i = kl + 1; v && i < n; i++) {
+                int c = (unsigned char)p[i];
+                if (c == '%' && i + 2 < n && hexv(p[i + 1]) >= 0 && hexv(p[i + 2]) >= 0) {
+                    c = hexv(p[i + 1]) * 16 + hexv(p[i + 2]);
+                    i += 2;
+                } else if (c == '+') {
+                    c = ' ';
+                }
+                v[o++] = (char)c;
+            }
+            if (v)
+                v[o] = '\0';
+            return v;
+        }
+        p += n + (p[n] == '&');
+    }
+    return NULL;
 }

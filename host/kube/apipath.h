@@ -28,4 +28,7 @@ struct buf;
  * - . _ ~), so no text of a script's can end the parameter or the path.
  * The one place a request's query is written. 0, or -1 (b->failed). */
 int apipath_add_query(struct buf *b, const char *key, const char *value);
+/* The value of key in path's query, percent-decoded and '+' read as a
+ * space (malloc'd), or NULL when it has none (or out of memory). */
+char *apipath_query_value(const char *path, const char *key);
 #endif

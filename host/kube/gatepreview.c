@@ -6,7 +6,6 @@
  * migration's preview unpredictable. */
 #include "kube/gatepreview.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,28 +152,6 @@ void gate_answer_free(struct gate_answer *a)
     memset(a, 0, sizeof *a);
 }
 
-/* The value of key in a raw query string, unescaped (malloc'd), or NULL. */
-static char *query_value(const char *full_path, const char *key)
-{
-    const char *q = strchr(full_path, '?');
-    size_t kl = strlen(key);
-    for (const char *p = q ? q + 1 : NULL; p && *p;) {
-        size_t n = strcspn(p, "&");
-        if (n > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
-            int outlen = 0;
-            char *v = curl_easy_unescape(NULL, p + kl + 1, (int)(n - kl - 1), &outlen);
-            char *own = v ? strndup(v, (size_t)outlen) : NULL;
-            curl_free(v);
-            for (char *c = own; c && *c; c++)
-                if (*c == '+')
-                    *c = ' ';
-            return own;
-        }
-        p += n + (p[n] == '&');
-    }
-    return NULL;
-}
-
 int gatepreview_after(struct overlay *ov, const char *method, const char *path,
                       const char *full_path, const cJSON *before, struct rest_result *res,
                       char *err, size_t errlen)
@@ -185,8 +162,8 @@ int gatepreview_after(struct overlay *ov, const char *method, const char *path,
         if (apipath_parse(path, &ap) != 0 || *ap.name ||
             !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(resp, "items")))
             return 0;
-        char *ls = query_value(full_path, "labelSelector");
-        char *fs = query_value(full_path, "fieldSelector");
+        char *ls = apipath_query_value(full_path, "labelSelector");
+        char *fs = apipath_query_value(full_path, "fieldSelector");
         const char *cont = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(resp, "metadata"), "continue"));
         int rc = overlay_merge_list(ov, path, ls, fs, res->json, !cont || !*cont, err, errlen);

@@ -16,7 +16,7 @@
 #include <strings.h>
 
 #include "base/buf.h"
-#include "kube/http.h"
+#include "kube/http_xfer.h"
 #include "kube/rest_int.h"
 
 #define WAKE_MS 200

@@ -6,6 +6,7 @@
  * Retry-After and Warning headers. Must never retry, interpret a status, or
  * log a credential: retry policy and error meaning belong to rest.c. */
 #include "kube/http.h"
+#include "kube/http_xfer.h"
 
 #include <curl/curl.h>
 #include <ctype.h>
@@ -399,8 +400,9 @@ static size_t on_stream(char *p, size_t size, size_t n, void *ud)
 }
 
 /* Sets h up for one request into r (x keeps what h points to until
- * xfer_finish). Returns 0, or -1 with r filled (nothing is sent then). */
-static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const char *method,
+ * xfer_finish). CURLE_OK, or why not with r->error filled (nothing is sent
+ * then). */
+static CURLcode xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const char *method,
                       const char *path, const char *accept, const char *content_type,
                       const char *body, size_t body_len, int replayable, double timeout_s,
                       struct http_response *r)
@@ -413,22 +415,19 @@ static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const
     r->retry_after = -1;
     if (buf_add(&x->body, "", 0) != 0) {
         snprintf(r->error, sizeof r->error, "out of memory");
-        r->transport_error = CURLE_OUT_OF_MEMORY;
-        return -1;
+        return CURLE_OUT_OF_MEMORY;
     }
     /* A header value is one line: a CR or LF would start another header. */
     if ((accept && strpbrk(accept, "\r\n")) || (content_type && strpbrk(content_type, "\r\n"))) {
         snprintf(r->error, sizeof r->error, "a header value holds a line break");
-        r->transport_error = CURLE_BAD_FUNCTION_ARGUMENT;
-        return -1;
+        return CURLE_BAD_FUNCTION_ARGUMENT;
     }
     load_token(c);
     size_t ulen = strlen(c->server) + strlen(path) + 1;
     char *url = x->url = malloc(ulen);
     if (!url) {
         snprintf(r->error, sizeof r->error, "out of memory");
-        r->transport_error = CURLE_OUT_OF_MEMORY;
-        return -1;
+        return CURLE_OUT_OF_MEMORY;
     }
     snprintf(url, ulen, "%s%s", c->server, path);
 
@@ -492,10 +491,35 @@ static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const
     c->requests++;
     if (bad) {
         snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(CURLE_BAD_FUNCTION_ARGUMENT));
-        r->transport_error = CURLE_BAD_FUNCTION_ARGUMENT;
-        return -1;
+        return CURLE_BAD_FUNCTION_ARGUMENT;
     }
-    return 0;
+    return CURLE_OK;
+}
+
+/* What rest.c's policy needs to know of a libcurl code. */
+static enum http_failure failure_of(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_OK:
+        return HTTP_FAIL_NONE;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_SSL_CONNECT_ERROR:
+        return HTTP_FAIL_UNREACHED;
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return HTTP_FAIL_BROKEN;
+    case CURLE_OPERATION_TIMEDOUT:
+        return HTTP_FAIL_TIMEOUT;
+    case CURLE_SEND_FAIL_REWIND:
+        return HTTP_FAIL_REWIND;
+    default:
+        return HTTP_FAIL_OTHER;
+    }
 }
 
 /* After libcurl finished x with rc (or setup failed: rc is then r's own
@@ -523,7 +547,7 @@ static int xfer_finish(struct http_client *c, struct http_xfer *x, CURLcode rc)
     if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn) == CURLE_OK)
         c->connects += nconn;
     if (rc != CURLE_OK) {
-        r->transport_error = rc;
+        r->failure = failure_of(rc);
         /* TLS failures in the words of the configuration that causes them. */
         int tls = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
                   rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_CONNECT_ERROR ||
@@ -560,19 +584,25 @@ static int xfer_finish(struct http_client *c, struct http_xfer *x, CURLcode rc)
     return 0;
 }
 
+/* A request that could not be set up: nothing was sent. */
+static void setup_failed(struct http_client *c, struct http_xfer *x, CURLcode e)
+{
+    if (x->url || x->hdrs)
+        xfer_finish(c, x, e);
+    hand_body(x);
+    x->r->failure = failure_of(e);
+}
+
 int http_request(struct http_client *c, const char *method, const char *path,
                  const char *accept, const char *content_type, const char *body,
                  size_t body_len, int replayable, double timeout_s,
                  struct http_response *r)
 {
     struct http_xfer x;
-    if (xfer_setup(c, &x, c->curl, method, path, accept, content_type, body, body_len,
-                   replayable, timeout_s, r) != 0) {
-        int e = r->transport_error;
-        if (x.url || x.hdrs)
-            xfer_finish(c, &x, (CURLcode)e);
-        hand_body(&x);
-        r->transport_error = e;
+    CURLcode e = xfer_setup(c, &x, c->curl, method, path, accept, content_type, body, body_len,
+                            replayable, timeout_s, r);
+    if (e != CURLE_OK) {
+        setup_failed(c, &x, e);
         return -1;
     }
     return xfer_finish(c, &x, curl_easy_perform(c->curl));
@@ -601,16 +631,13 @@ struct http_xfer *http_xfer_start(struct http_client *c, CURL *h, const char *me
     if (!x) {
         memset(r, 0, sizeof *r);
         snprintf(r->error, sizeof r->error, "out of memory");
-        r->transport_error = CURLE_OUT_OF_MEMORY;
+        r->failure = HTTP_FAIL_OTHER;
         return NULL;
     }
-    if (xfer_setup(c, x, h, method, path, accept, content_type, body, body_len, replayable,
-                   timeout_s, r) != 0) {
-        int e = r->transport_error;
-        if (x->url || x->hdrs)
-            xfer_finish(c, x, (CURLcode)e);
-        hand_body(x);
-        r->transport_error = e;
+    CURLcode e = xfer_setup(c, x, h, method, path, accept, content_type, body, body_len,
+                            replayable, timeout_s, r);
+    if (e != CURLE_OK) {
+        setup_failed(c, x, e);
         free(x);
         return NULL;
     }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "kube/http.h"
+#include "kube/http_xfer.h"
 #include "kube/rest.h"
 
 struct kube_watch {
