@@ -614,9 +614,8 @@ struct gateway *gateway_start(const struct gateway_opts *o, char *err, size_t er
     g->o = *o;
     the_gateway = g;
     pthread_mutex_init(&g->mu, NULL);
-    struct rest_policy p = kube_rest_policy(o->ko, policy_say);
     char rerr[1024];
-    if (!(g->rest = rest_new(&o->ko->cfg, &p, rerr, sizeof rerr))) {
+    if (!(g->rest = kube_open(o->ko, policy_say, rerr, sizeof rerr))) {
         snprintf(err, errlen, "the runner's gateway cannot reach the cluster: %s", rerr);
         close(o->listen_fd);
         return NULL;

@@ -34,11 +34,10 @@
 #include "base/util.h"
 #include "base/termlog.h"
 
-static struct rest_client *connect_cluster(const struct runner_opts *o)
+struct rest_client *runner_connect(const struct runner_opts *o)
 {
     char err[ERRLINE_MAX];
-    struct rest_policy p = kube_rest_policy(&o->k, log_say);
-    struct rest_client *c = rest_new(&o->k.cfg, &p, err, sizeof err);
+    struct rest_client *c = kube_open(&o->k, log_say, err, sizeof err);
     if (!c)
         log_fatal("%s", err);
     return c;
@@ -861,7 +860,7 @@ int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *hav
         log_warn("%s (showing the ledger alone)", err);
     if (loaded && c->t.nbad && headers_gate(c, o, need_tree) != 0)
         return EXIT_PACKAGING;
-    if (!(c->rest = connect_cluster(o)))
+    if (!(c->rest = runner_connect(o)))
         return EXIT_CLUSTER;
     c->loc = (struct ledger_loc){.rest = c->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
     kubeconfig_identity(rest_config(c->rest), c->identity, sizeof c->identity);
@@ -1122,78 +1121,107 @@ static int idle_unlocked(struct ctx *c, struct plan *p)
     return 1;
 }
 
-int runner_run(const struct runner_opts *o)
+/* What runner_run and runner_skip do once their context is open; each
+ * returns an exit code, and says why when it is not 0. */
+typedef int (*runner_body)(struct ctx *c, struct plan *p);
+/* After a stop signal: the line that says where the command stopped. */
+typedef int (*runner_stopped)(struct ctx *c, int rc);
+
+/* The one opening and closing of a command that works under the lock:
+ * the context (tree, cluster, ledger location) opened, body run, a stop
+ * said, everything freed. */
+static int runner_session(const struct runner_opts *o, int need_tree, runner_body body,
+                          runner_stopped stopped)
 {
     struct ctx c;
     struct plan p;
     memset(&p, 0, sizeof p);
-    char err[ERRLINE_MAX];
-    int rc = open_ctx(&c, o, 1, NULL);
-    if (rc != 0 || (rc = index_check_release(&c)) != 0)
-        goto out;
-    /* A request the image cannot serve is refused before waiting for the
-     * lock another runner may hold. */
-    if (o->only && (rc = plan_check_only(&c.t, o->only, o->tier_given ? o->tier : NULL, err,
-                                         sizeof err)) != 0) {
-        log_fatal("%s", err);
-        goto out;
-    }
-    if ((rc = fresh_cluster(&c, o->k.dry_run)) != 0)
-        goto out;
-    if (!o->k.dry_run && !o->only && idle_unlocked(&c, &p))
-        goto out;
-    /* The step a hand-over request names: the first this run has to do, as
-     * a read without the lock plans it (lock.h "hand-over"). */
-    for (size_t i = 0; i < p.n && !*c.ask_step; i++)
-        if (p.s[i].kind == STEP_RUN || p.s[i].kind == STEP_RECORD_REVOKED)
-            snprintf(c.ask_step, sizeof c.ask_step, "%s", p.s[i].slug);
-    if ((rc = lock_and_plan(&c, &p)) != 0 || c.yielded || (rc = seed(&c, &p)) != 0)
-        goto out;
-    /* A ledger that cannot be trusted was refused by the planner before
-     * anything ran; what is left here is the repair (--only, SKIP) of a bad
-     * record, the others reported in the warnings above. A fresh install
-     * runs nothing, unless a local run said how the cluster was installed. */
-    if (!p.fresh_install || o->only || *p.installed_at)
-        rc = run_steps(&c, &p);
-out:
-    /* A stop that cut a request short ends here, with its line. */
+    int rc = open_ctx(&c, o, need_tree, NULL);
+    if (rc == 0)
+        rc = body(&c, &p);
     if (stop_signal())
-        rc = stop_between(&c, NULL);
+        rc = stopped(&c, rc);
     plan_free(&p);
     ctx_free(&c);
     return rc;
 }
 
+static int run_body(struct ctx *c, struct plan *p)
+{
+    const struct runner_opts *o = c->o;
+    char err[ERRLINE_MAX];
+    int rc;
+    if ((rc = index_check_release(c)) != 0)
+        return rc;
+    /* A request the image cannot serve is refused before waiting for the
+     * lock another runner may hold. */
+    if (o->only && (rc = plan_check_only(&c->t, o->only, o->tier_given ? o->tier : NULL, err,
+                                         sizeof err)) != 0) {
+        log_fatal("%s", err);
+        return rc;
+    }
+    if ((rc = fresh_cluster(c, o->k.dry_run)) != 0)
+        return rc;
+    if (!o->k.dry_run && !o->only && idle_unlocked(c, p))
+        return 0;
+    /* The step a hand-over request names: the first this run has to do, as
+     * a read without the lock plans it (lock.h "hand-over"). */
+    for (size_t i = 0; i < p->n && !*c->ask_step; i++)
+        if (p->s[i].kind == STEP_RUN || p->s[i].kind == STEP_RECORD_REVOKED)
+            snprintf(c->ask_step, sizeof c->ask_step, "%s", p->s[i].slug);
+    if ((rc = lock_and_plan(c, p)) != 0 || c->yielded || (rc = seed(c, p)) != 0)
+        return rc;
+    /* A ledger that cannot be trusted was refused by the planner before
+     * anything ran; what is left here is the repair (--only, SKIP) of a bad
+     * record, the others reported in the warnings above. A fresh install
+     * runs nothing, unless a local run said how the cluster was installed. */
+    if (!p->fresh_install || o->only || *p->installed_at)
+        rc = run_steps(c, p);
+    return rc;
+}
+
+/* A stop that cut a request short ends here, with its line. */
+static int run_stopped(struct ctx *c, int rc)
+{
+    (void)rc;
+    return stop_between(c, NULL);
+}
+
+int runner_run(const struct runner_opts *o)
+{
+    return runner_session(o, 1, run_body, run_stopped);
+}
+
 /* skip SLUG --reason TEXT: one record, under the lock, nothing run. */
+static int skip_body(struct ctx *c, struct plan *p)
+{
+    char err[ERRLINE_MAX];
+    int rc;
+    c->po.skip_only = 1;
+    /* A slug the image cannot skip is refused before waiting for the lock. */
+    if ((rc = plan_check_skip(&c->t, c->o->skip[0], err, sizeof err)) != 0) {
+        log_fatal("%s", err);
+        return rc;
+    }
+    if ((rc = lock_and_plan(c, p)) != 0)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < p->n; i++) {
+        if (p->s[i].kind == STEP_RECORD_SKIPPED)
+            rc = skipped_step(c, &p->s[i], 1, 1);
+        else
+            out_line("%s is already %s with this reason; nothing to write", p->s[i].slug,
+                     p->s[i].why);
+    }
+    return rc;
+}
+
+static int skip_stopped(struct ctx *c, int rc)
+{
+    return say_stopped(c, "%s", rc == 0 ? "after the skip was recorded"
+                                        : "before the skip was recorded: nothing recorded");
+}
+
 int runner_skip(const struct runner_opts *o)
 {
-    struct ctx c;
-    struct plan p;
-    memset(&p, 0, sizeof p);
-    char err[ERRLINE_MAX];
-    int rc = open_ctx(&c, o, TREE_NEEDED_ANY_HEADER, NULL);
-    if (rc != 0)
-        goto out;
-    c.po.skip_only = 1;
-    /* A slug the image cannot skip is refused before waiting for the lock. */
-    if ((rc = plan_check_skip(&c.t, o->skip[0], err, sizeof err)) != 0) {
-        log_fatal("%s", err);
-        goto out;
-    }
-    if ((rc = lock_and_plan(&c, &p)) != 0)
-        goto out;
-    for (size_t i = 0; rc == 0 && i < p.n; i++) {
-        if (p.s[i].kind == STEP_RECORD_SKIPPED)
-            rc = skipped_step(&c, &p.s[i], 1, 1);
-        else
-            out_line("%s is already %s with this reason; nothing to write", p.s[i].slug,
-                     p.s[i].why);
-    }
-out:
-    if (stop_signal())
-        rc = say_stopped(&c, "%s", rc == 0 ? "after the skip was recorded"
-                                           : "before the skip was recorded: nothing recorded");
-    plan_free(&p);
-    ctx_free(&c);
-    return rc;
+    return runner_session(o, TREE_NEEDED_ANY_HEADER, skip_body, skip_stopped);
 }

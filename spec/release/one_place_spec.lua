@@ -1,0 +1,41 @@
+-- Each of host/'s concepts is done in one place: the cluster connection is
+-- opened from the options by kube_open alone (runner, dispatcher, gateway
+-- and the Lua module all call it), and the growable buffer is base/buf.c's.
+local h = require('support.helpers')
+
+-- "file:line: text" of every match below host/, one a line.
+local function grep(pattern)
+  return h.run('cd ' .. h.q(h.root) .. ' && grep -rnE ' .. h.q(pattern) ..
+    ' host --include=*.c --include=*.h').out
+end
+
+local function files_of(out)
+  local set, list = {}, {}
+  for f in out:gmatch('(host/[%w_/]+%.[ch]):%d+:') do
+    if not set[f] then set[f] = true; list[#list + 1] = f end
+  end
+  table.sort(list)
+  return list
+end
+
+describe('host/', function()
+  it('opens the cluster connection from the options in kube/options.c alone', function()
+    assert.are.same({ 'host/kube/options.c', 'host/kube/rest.c', 'host/kube/rest.h' },
+      files_of(grep('\\brest_new\\(')))
+  end)
+
+  it('has every user of the connection open it through kube_open', function()
+    assert.are.same({ 'host/kube/gateway.c', 'host/kube/options.c', 'host/kube/options.h',
+      'host/lua/kube_core.c', 'host/run/runner.c' },
+      files_of(grep('\\bkube_open\\(')))
+    assert.are.same({ 'host/run/dispatch.c', 'host/run/runner.c', 'host/run/runner.h' },
+      files_of(grep('\\brunner_connect\\(')))
+  end)
+
+  -- read_file (base/util.c) hands plain malloc'd text to two dozen callers
+  -- that free() it; discovery.c grows an array of structs, not bytes.
+  it('grows a byte buffer by doubling in base/buf.c alone', function()
+    assert.are.same({ 'host/base/buf.c', 'host/base/util.c', 'host/kube/discovery.c' },
+      files_of(grep('(cap|nc|ncap) \\*=? ?2\\b')))
+  end)
+end)
