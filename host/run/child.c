@@ -858,7 +858,8 @@ static void supervise(const struct child_spec *spec, const char *slug, struct pr
     }
 }
 
-/* The Lua child's write journal, as JSON text, into res->journal. */
+/* The child's write journal (its own, or its gateway's), read as data into
+ * res->journal. */
 static void take_journal(struct prep *p, const char *slug, struct child_result *res)
 {
     if (p->gw) {
@@ -882,13 +883,11 @@ static void take_journal(struct prep *p, const char *slug, struct child_result *
     const struct journal_log *log = p->jlog ? p->jlog : p->gw ? &p->gw->journal : NULL;
     if (!log || !log->active)
         return;
-    cJSON *j = journal_log_json(log);
-    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
-    res->journal = text ? strdup(text) : NULL;
-    if (j && !res->journal)
+    if (!(res->journal = malloc(sizeof *res->journal))) {
         log_error("%s: out of memory reading its write journal", slug);
-    cJSON_free(text);
-    cJSON_Delete(j);
+        return;
+    }
+    journal_log_read(res->journal, log);
 }
 
 int child_run(const struct child_spec *spec, struct child_result *res)
@@ -1021,7 +1020,7 @@ cJSON *child_result_json(const struct child_result *res, long ticks)
              cJSON_AddNumberToObject(gw, "peak_rss_kb", (double)res->gw_peak_rss_kb);
     else if (res->gateway)
         ok = 0;
-    cJSON *journal = ok && res->journal ? cJSON_Parse(res->journal) : NULL;
+    cJSON *journal = ok && res->journal ? journal_log_json(res->journal) : NULL;
     if (journal && !cJSON_AddItemToObject(j, "journal", journal)) {
         cJSON_Delete(journal);
         ok = 0;

@@ -197,7 +197,7 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
     struct child_result res;
     child_run(&spec, &res);
     shell_launch_free(&sl);
-    cJSON *journal = res.journal ? cJSON_Parse(res.journal) : NULL;
+    cJSON *journal = res.journal ? journal_log_json(res.journal) : NULL;
     if (*res.unpredictable && res.outcome != CHILD_TIMEOUT && res.outcome != CHILD_NOMEM) {
         /* The preview met a write it cannot predict (a strategic merge on an
          * object it changed, a verb a dry run may not send): whatever the

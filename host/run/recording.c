@@ -240,16 +240,18 @@ int write_record(struct ctx *c, const char *slug, struct record *r, int held)
     struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
     enum ledger_rc lrc;
     int tries = 0;
+    size_t sent = 0;
     /* A legacy script's stamp the gateway absorbed goes with its ok record,
      * in the same patch: the two land together or not at all. */
     long stamp = r->state == REC_OK && *r->stamp ? c->stamp : -1;
-    while ((lrc = ledger_write_stamped(&c->loc, &e, 1, stamp, err, sizeof err)) == LEDGER_CONFLICT)
+    while ((lrc = ledger_write_stamped(&c->loc, &e, 1, stamp, &sent, err, sizeof err)) ==
+           LEDGER_CONFLICT)
         if (!after_conflict(c, what, &tries, &rc))
             return rc;
     if (lrc == LEDGER_GONE)
         return ledger_gone(c, what);
     if (lrc == LEDGER_FULL)
-        return ledger_full(c, slug, ledger_entry_bytes(&e, 1), c->ledger_bytes, 1);
+        return ledger_full(c, slug, sent, c->ledger_bytes, 1);
     if (lrc == LEDGER_UNAVAILABLE) {
         /* Retried as long as the lock is certain, and no longer: a record
          * landing after another runner took over would lie. When the hold
@@ -268,7 +270,7 @@ int write_record(struct ctx *c, const char *slug, struct record *r, int held)
         log_fatal("recording %s: %s", slug, err);
         return lrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
     }
-    c->ledger_bytes += ledger_entry_bytes(&e, 1) - old_bytes(c, slug);
+    c->ledger_bytes += sent - old_bytes(c, slug);
     if (stamp >= 0) {
         /* what the next legacy script's CURRENT_VERSION says */
         c->l.has_version = 1;

@@ -546,13 +546,13 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     /* An ok record carries the journal's counts, a failed one the journal
      * itself (bounded), so an operator can tell what it touched. */
     char summary[64] = "";
-    cJSON *jn = res.journal ? cJSON_Parse(res.journal) : NULL;
-    if (jn) {
+    if (res.journal) {
+        size_t writes, changed;
+        journal_log_counts(res.journal, &writes, &changed);
         r.journaled = 1;
-        r.writes = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(jn, "writes"));
-        r.changed = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(jn, "changed"));
-        journal_summary((size_t)r.writes, (size_t)r.changed, summary, sizeof summary);
-        cJSON_Delete(jn);
+        r.writes = (long)writes;
+        r.changed = (long)changed;
+        journal_summary(writes, changed, summary, sizeof summary);
     }
     c->stamp = -1;
     if (ok && res.stamped) {
@@ -576,7 +576,9 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
             const char *from = tl >= sizeof r.output ? res.tail + tl - (sizeof r.output - 1) : res.tail;
             snprintf(r.output, sizeof r.output, "%s", utf8_start(from));
         }
-        record_set_journal(&r, res.journal, RECORD_JOURNAL_CAP);
+        cJSON *jn = res.journal ? journal_log_json(res.journal) : NULL;
+        record_set_journal(&r, jn, RECORD_JOURNAL_CAP);
+        cJSON_Delete(jn);
     }
     int aborted = res.outcome == CHILD_ABORTED;
     child_result_free(&res);
@@ -758,7 +760,9 @@ static int seed(struct ctx *c, struct plan *p)
             return held;
         enum ledger_rc wrc;
         int tries = 0;
-        while ((wrc = ledger_write(&c->loc, p->seed, p->nseed, err, sizeof err)) == LEDGER_CONFLICT)
+        size_t sent = 0;
+        while ((wrc = ledger_write(&c->loc, p->seed, p->nseed, &sent, err, sizeof err)) ==
+               LEDGER_CONFLICT)
             if (!after_conflict(c, "seeding legacy records", &tries, &held))
                 return held;
         if (wrc == LEDGER_GONE)
@@ -773,7 +777,7 @@ static int seed(struct ctx *c, struct plan *p)
             log_fatal("seeding legacy records: %s", err);
             return wrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
         }
-        c->ledger_bytes += ledger_entry_bytes(p->seed, p->nseed);
+        c->ledger_bytes += sent;
         out_line("legacy: recorded %zu migrations below version %ld as legacy", p->nseed,
                  c->l.version);
         event(c, "Normal", "LegacySeeded", "%zu legacy migrations below version %ld recorded",

@@ -38,4 +38,19 @@ describe('host/', function()
     assert.are.same({ 'host/base/buf.c', 'host/base/util.c', 'host/kube/discovery.c' },
       files_of(grep('(cap|nc|ncap) \\*=? ?2\\b')))
   end)
+
+  -- The child's journal is data from the shared log to the record: made
+  -- text once, when the record is; never printed to be parsed back.
+  it('hands a migration\'s result on as data: no text of it is parsed back in run/', function()
+    assert.are.same({}, files_of(grep('cJSON_Parse\\((res|r|p|res->|res\\.)?\\.?journal')))
+    assert.are.same({}, files_of(grep('ledger_entry_bytes')))
+  end)
+
+  it('sizes a record written by what ledger_write sent, and one not yet written by record_max_bytes', function()
+    assert.are.same({ 'host/run/recording.c', 'host/run/runner.c' },
+      files_of(h.run('cd ' .. h.q(h.root) .. ' && grep -rnE ' .. h.q('ledger_write(_stamped)?\\(&') ..
+        ' host/run').out))
+    assert.are.same({ 'host/formats/record.c', 'host/formats/record.h', 'host/run/recording.c' },
+      files_of(grep('record_max_bytes\\(')))
+  end)
 end)
