@@ -53,4 +53,17 @@ describe('host/', function()
     assert.are.same({ 'host/formats/record.c', 'host/formats/record.h', 'host/run/recording.c' },
       files_of(grep('record_max_bytes\\(')))
   end)
+
+  it('gives the runner\'s shared functions its prefix, and one meaning to each name in run/', function()
+    local f = assert(io.open(h.root .. '/host/run/runner_int.h'))
+    local text = f:read('a')
+    f:close()
+    local bare = {}
+    for line in text:gmatch('[^\n]+') do
+      local name = line:match('^[%a_][%w_ %*]-[ %*]([%a_][%w_]*)%(')
+      if name and not name:match('^runner_') then bare[#bare + 1] = name end
+    end
+    assert.are.same({}, bare)
+    assert.are.same({ 'host/run/dispatch.c' }, files_of(grep('\\bstruct ctx\\b')))
+  end)
 end)
