@@ -124,8 +124,7 @@ void kube_say_lines(const char *text);
  * overlay's version). *held is the overlay's object when it has one. May
  * raise. */
 int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
-                        const char *path0, const char *verb, const cJSON **held,
-                        enum overlay_state *st);
+                        const char *path0, const char *verb, const cJSON **held);
 /* After a successful request in a preview: a write's answer goes in the
  * overlay; a list page is merged with it. 0, or -1 with an error pushed. May
  * raise. */

@@ -494,9 +494,8 @@ int kube_l_request(lua_State *L)
     }
     struct send snd = {method, ctype, body_len, a.safe};
     const cJSON *held = NULL;
-    enum overlay_state ost = OV_UNKNOWN;
     if (ov) {
-        int r = kube_preview_before(L, c, q, &snd, path0, verb, &held, &ost);
+        int r = kube_preview_before(L, c, q, &snd, path0, verb, &held);
         if (r >= 0) {
             kube_req_release(q);
             return r; /* the top r values: what the overlay answered */
