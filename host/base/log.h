@@ -22,7 +22,7 @@ void logf_(enum log_level l, const char *fmt, ...) __attribute__((format(printf,
 /* One diagnostic line as it is (no format): the `log` Lua module's. */
 void log_msg(enum log_level l, const char *msg);
 /* log_msg(LOG_WARN, line): where a lower layer's diagnostics go (the REST
- * client's retries, an apiserver's warnings: kube_rest_policy's say). */
+ * client's retries, an apiserver's warnings: kube_open's say). */
 void log_say(const char *line);
 #define log_debug(...) logf_(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) logf_(LOG_INFO, __VA_ARGS__)

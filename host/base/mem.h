@@ -8,7 +8,17 @@
  * Recipe: mem_set_limit(bytes) once, before the Lua state exists; allocate
  * C buffers a script can grow with mem_malloc/mem_realloc and release them
  * with mem_free (plain free() of such a buffer only leaves the count high);
- * after a failure, mem_exceeded() says whether the cap was the cause. */
+ * after a failure, mem_exceeded() says whether the cap was the cause.
+ *
+ * Ownership across layers, one rule: memory a function hands to its caller
+ * in another file is freed by the function its header names, and that is
+ * one of three: mem_free for text and bytes (what buf_detach hands over,
+ * buf.h, and whatever a header says is "counted"), cJSON_Delete for a cJSON
+ * tree, and a type's own *_free for a struct. Plain free() only for what
+ * read_file and strdup made, and only where the header says "malloc'd".
+ * cJSON's printed text is cJSON_free'd (it is mem_free once mem_set_limit
+ * ran, plain free before). Mixing them never corrupts the heap (the count
+ * is by usable size), it only makes the count wrong. */
 #ifndef COZY_MEM_H
 #define COZY_MEM_H
 #include <stddef.h>

@@ -12,6 +12,7 @@
 
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "lua/modapi.h"
 #include "lua/sandbox.h"
 #include "release/import.h"
@@ -172,7 +173,7 @@ struct editor {
 static void editor_free(struct editor *ed)
 {
     for (size_t i = 0; i < 16; i++)
-        free(ed->stubs[i]);
+        mem_free(ed->stubs[i]);
     free(ed->std);
 }
 

@@ -1,6 +1,6 @@
 /* script.c: the commands that run one script or show the cluster: lua,
  * exec, config, spec. Owns their option tables, their --help and their
- * operands; the child is run/child.c's, the sandbox lua/'s. */
+ * operands; the child is proc/child.c's, the sandbox lua/'s. */
 #include "cli/cli.h"
 
 #include <lauxlib.h>
@@ -26,7 +26,7 @@
 #include "kube/kubeconfig_private.h"
 #include "lua/hostctx.h"
 #include "lua/sandbox.h"
-#include "run/child.h"
+#include "proc/child.h"
 #include "run/migrate_lua.h"
 
 /* ---- the header of a FILE ---------------------------------------------- */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/defaults.h"
 #include "base/mem.h"
 #include "base/util.h"
@@ -114,43 +115,6 @@ oom:
 
 /* ---- the file ----------------------------------------------------------- */
 
-struct buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-};
-
-static void bput(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bput(struct buf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0) {
-        b->oom = 1;
-        return;
-    }
-    if (b->n + (size_t)need + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        if (cap < b->n + (size_t)need + 1)
-            cap = b->n + (size_t)need + 1;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)need;
-}
-
 /* A JSON string (slugs need no escaping; an image
  * reference might, in principle). */
 static void bstr(struct buf *b, const char *s)
@@ -158,9 +122,9 @@ static void bstr(struct buf *b, const char *s)
     cJSON *j = cJSON_CreateString(s);
     char *t = j ? cJSON_PrintUnformatted(j) : NULL;
     if (!t)
-        b->oom = 1;
+        b->failed = BUF_NOMEM;
     else
-        bput(b, "%s", t);
+        buf_adds(b, t);
     cJSON_free(t);
     cJSON_Delete(j);
 }
@@ -183,46 +147,42 @@ static void seconds_text(double s, char *buf, size_t len)
 
 static void bentries(struct buf *b, const char *key, const struct index_slug *v, size_t n)
 {
-    bput(b, "  \"%s\": [", key);
+    buf_addf(b, "  \"%s\": [", key);
     for (size_t i = 0; i < n; i++) {
         const struct index_slug *g = &v[i];
-        bput(b, "%s\n    {\"slug\": ", i ? "," : "");
+        buf_addf(b, "%s\n    {\"slug\": ", i ? "," : "");
         bstr(b, g->slug);
         char secs[32];
         seconds_text(g->timeout_s, secs, sizeof secs);
-        bput(b, ", \"timeout_s\": %s, \"on_error\": \"%s\", \"requires\": [", secs,
+        buf_addf(b, ", \"timeout_s\": %s, \"on_error\": \"%s\", \"requires\": [", secs,
              on_error_name(g->on_error));
         for (size_t r = 0; r < g->nrequires; r++) {
-            bput(b, "%s", r ? ", " : "");
+            buf_addf(b, "%s", r ? ", " : "");
             bstr(b, g->requires[r]);
         }
-        bput(b, "]}");
+        buf_addf(b, "]}");
     }
-    bput(b, "%s],\n", n ? "\n  " : "");
+    buf_addf(b, "%s],\n", n ? "\n  " : "");
 }
 
 char *index_format(const struct index *ix)
 {
-    struct buf b = {0};
-    bput(&b, "{\n  \"version\": %d,\n  \"image\": ", INDEX_VERSION);
+    struct buf b = BUF_INIT;
+    buf_addf(&b, "{\n  \"version\": %d,\n  \"image\": ", INDEX_VERSION);
     if (ix->image)
         bstr(&b, ix->image);
     else
-        bput(&b, "null");
-    bput(&b, ",\n");
+        buf_addf(&b, "null");
+    buf_addf(&b, ",\n");
     bentries(&b, "pre-apply", ix->pre, ix->npre);
     bentries(&b, "background", ix->bg, ix->nbg);
-    bput(&b, "  \"revoked\": [");
+    buf_addf(&b, "  \"revoked\": [");
     for (size_t i = 0; i < ix->nrevoked; i++) {
-        bput(&b, "%s\n    ", i ? "," : "");
+        buf_addf(&b, "%s\n    ", i ? "," : "");
         bstr(&b, ix->revoked[i]);
     }
-    bput(&b, "%s]\n}\n", ix->nrevoked ? "\n  " : "");
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    buf_addf(&b, "%s]\n}\n", ix->nrevoked ? "\n  " : "");
+    return buf_detach(&b, NULL);
 }
 
 /* ---- parsing ------------------------------------------------------------ */

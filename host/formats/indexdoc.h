@@ -80,8 +80,8 @@ void index_policy_default(struct index_policy *p);
  * may be NULL. 0, or -1 when out of memory. */
 int index_from_tree(const struct tree *t, const char *image, struct index *ix);
 
-/* The file's text: JSON, keys in a fixed order, one slug a line. NULL when
- * out of memory. */
+/* The file's text: JSON, keys in a fixed order, one slug a line; the
+ * caller's, freed with mem_free. NULL when out of memory. */
 char *index_format(const struct index *ix);
 
 /* Parses an index file's text text[0..len) (name for messages): one JSON

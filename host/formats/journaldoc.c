@@ -35,15 +35,10 @@ static int add_fields(cJSON *x, const char *text)
 
 static cJSON *log_json(const struct journal_log *j);
 
-cJSON *journal_log_json(const struct journal_log *shared)
+void journal_log_read(struct journal_log *j, const struct journal_log *shared)
 {
-    if (!shared || !shared->active)
-        return NULL;
     /* Another process wrote it: read a copy, and trust no count or string
      * beyond its bounds. */
-    struct journal_log *j = malloc(sizeof *j);
-    if (!j)
-        return NULL;
     memcpy(j, shared, sizeof *j);
     if (j->kept > JOURNAL_KEEP)
         j->kept = JOURNAL_KEEP;
@@ -64,9 +59,25 @@ cJSON *journal_log_json(const struct journal_log *shared)
         if (e->changed < -1 || e->changed > 1)
             e->changed = -1;
     }
+}
+
+cJSON *journal_log_json(const struct journal_log *shared)
+{
+    if (!shared || !shared->active)
+        return NULL;
+    struct journal_log *j = malloc(sizeof *j);
+    if (!j)
+        return NULL;
+    journal_log_read(j, shared);
     cJSON *o = log_json(j);
     free(j);
     return o;
+}
+
+void journal_log_counts(const struct journal_log *j, size_t *writes, size_t *changed)
+{
+    *writes = j->writes + j->pending;
+    *changed = j->changed;
 }
 
 static cJSON *log_json(const struct journal_log *j)
@@ -106,9 +117,9 @@ void journal_summary(size_t writes, size_t changed, char *buf, size_t len)
     snprintf(buf, len, "%zu write%s, %zu changed", writes, writes == 1 ? "" : "s", changed);
 }
 
-char *journal_fit(const char *text, size_t cap)
+char *journal_fit(const cJSON *journal, size_t cap)
 {
-    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    cJSON *o = cJSON_IsObject(journal) ? cJSON_Duplicate(journal, 1) : NULL;
     cJSON *entries = cJSON_GetObjectItemCaseSensitive(o, "entries");
     if (!cJSON_IsObject(o) || !cJSON_IsArray(entries)) {
         cJSON_Delete(o);

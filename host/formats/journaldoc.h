@@ -44,14 +44,22 @@ struct journal_log {
  * alone in unanswered (they have no entry: "more" counts the entries left
  * out of the list, not them). */
 cJSON *journal_log_json(const struct journal_log *log);
+/* *j = a copy of shared (which another process may have written) with
+ * every count and string cut to its bounds: a log the supervisor can hand
+ * on as data. */
+void journal_log_read(struct journal_log *j, const struct journal_log *shared);
+/* The counts a record and the JSON give: the writes (pending ones
+ * included) and how many changed something. */
+void journal_log_counts(const struct journal_log *j, size_t *writes, size_t *changed);
 
-/* The journal's JSON text cut to fit in cap bytes (NUL included): the
+/* The journal's JSON (an object with "entries") as text cut to fit in cap
+ * bytes (NUL included): the
  * entries that do not fit are dropped from the end and counted in `more`,
  * with "truncated": true saying the list was cut to fit; writes, changed
  * and unknown stay the true counts. The one place a journal is shortened
  * (a failed record's journal, RECORD_JOURNAL_CAP; a ledger near its size
- * limit). malloc'd; NULL when text is not a journal or memory ran out. */
-char *journal_fit(const char *text, size_t cap);
+ * limit). malloc'd; NULL when it is not a journal or memory ran out. */
+char *journal_fit(const cJSON *journal, size_t cap);
 /* "12 writes, 3 changed" */
 void journal_summary(size_t writes, size_t changed, char *buf, size_t len);
 #endif

@@ -384,9 +384,10 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
 }
 
 /* {"m.<slug>": "<record>", ...}, or NULL when out of memory. */
-cJSON *ledger_records_data(const struct ledger_entry *e, size_t n)
+cJSON *ledger_records_data(const struct ledger_entry *e, size_t n, size_t *bytes)
 {
     cJSON *d = cJSON_CreateObject();
+    size_t total = 0;
     for (size_t i = 0; d && i < n; i++) {
         char key[128];
         snprintf(key, sizeof key, PREFIX "%s", e[i].slug);
@@ -395,20 +396,12 @@ cJSON *ledger_records_data(const struct ledger_entry *e, size_t n)
             cJSON_Delete(d);
             d = NULL;
         }
+        total += ledger_key_bytes(e[i].slug) + (v ? strlen(v) : 0);
         free(v);
     }
+    if (bytes)
+        *bytes = d ? total : 0;
     return d;
 }
 
 size_t ledger_key_bytes(const char *slug) { return strlen(PREFIX) + strlen(slug); }
-
-size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        char *v = record_format(&e[i].rec);
-        total += ledger_key_bytes(e[i].slug) + (v ? strlen(v) : 0);
-        free(v);
-    }
-    return total;
-}

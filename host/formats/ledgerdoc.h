@@ -97,11 +97,11 @@ const struct ledger_failure *ledger_find_failure(const struct ledger *l, const c
 char *ledger_failures_with(const struct ledger *l, const struct ledger_failure *f,
                            int (*recorded)(void *ud, const char *slug), void *ud);
 
-/* The size the n records take in the object (key and value bytes). */
-size_t ledger_entry_bytes(const struct ledger_entry *e, size_t n);
 /* The bytes key m.<slug> takes beside its value. */
 size_t ledger_key_bytes(const char *slug);
 /* {"m.<slug>": "<record>", ...}: the data a create or a merge patch carries
- * for the n records, or NULL when out of memory. */
-cJSON *ledger_records_data(const struct ledger_entry *e, size_t n);
+ * for the n records (each record's text made here, once), or NULL when out
+ * of memory. *bytes (may be NULL): the size they take in the object, key
+ * and value bytes (what the ledger's size limit counts). */
+cJSON *ledger_records_data(const struct ledger_entry *e, size_t n, size_t *bytes);
 #endif

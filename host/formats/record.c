@@ -129,10 +129,8 @@ static int get_journal(const cJSON *o, struct record *r)
         snprintf(r->problem, sizeof r->problem, "field 'journal' is not an object");
         return -1;
     }
-    char *s = cJSON_PrintUnformatted(v);
-    if (!s || record_set_journal(r, s, sizeof r->journal) != 0)
+    if (record_set_journal(r, v, sizeof r->journal) != 0)
         snprintf(r->journal, sizeof r->journal, "{\"note\":\"too long to show\"}");
-    cJSON_free(s);
     return 0;
 }
 
@@ -211,17 +209,20 @@ static const char *duplicate_key(const cJSON *o)
 }
 
 
-int record_set_journal(struct record *r, const char *journal, size_t cap)
+int record_set_journal(struct record *r, const cJSON *journal, size_t cap)
 {
     r->journal[0] = '\0';
     if (!journal)
         return -1;
     if (cap > sizeof r->journal)
         cap = sizeof r->journal;
-    if (strlen(journal) < cap) {
-        memcpy(r->journal, journal, strlen(journal) + 1);
+    char *text = cJSON_PrintUnformatted(journal);
+    size_t len = text ? strlen(text) : 0;
+    if (text && len < cap)
+        memcpy(r->journal, text, len + 1);
+    cJSON_free(text);
+    if (text && len < cap)
         return 0;
-    }
     char *fit = journal_fit(journal, cap);
     if (!fit)
         return -1;

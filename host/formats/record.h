@@ -70,12 +70,13 @@ int record_time_valid(const char *s);
 /* Such a time (a record's `at`, an apiserver's timestamp) in seconds since
  * the epoch; -1 when it is not one. */
 double record_time_epoch(const char *s);
-/* Stores a write journal (journaldoc.h's JSON) in r->journal, cut to fit in
- * cap bytes (at most RECORD_JOURNAL_CAP) by journal_fit: the one way a
- * record gets a journal, so one too long is shortened with a marker and its
- * true counts, never dropped. 0, or -1 (r->journal left empty) when the
- * text is not a journal or memory ran out. */
-int record_set_journal(struct record *r, const char *journal, size_t cap);
+/* Stores a write journal (journaldoc.h's JSON: journal_log_json's, or a
+ * record's as read) in r->journal as text, cut to fit in cap bytes (at
+ * most RECORD_JOURNAL_CAP) by journal_fit: the one way a record gets a
+ * journal, so one too long is shortened with a marker and its true
+ * counts, never dropped. 0, or -1 (r->journal left empty) when it is not a
+ * journal or memory ran out. */
+int record_set_journal(struct record *r, const cJSON *journal, size_t cap);
 /* The JSON text of a record (compact, keys in a fixed order); malloc'd. */
 char *record_format(const struct record *r);
 

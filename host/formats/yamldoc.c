@@ -9,8 +9,6 @@
 #include "formats/yamldoc.h"
 #include "formats/yaml_int.h"
 
-#include "base/mem.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -20,6 +18,9 @@
 #include <string.h>
 
 #include <yaml.h>
+
+#include "base/mem.h"
+#include "base/util.h"
 
 /* An alias re-emits its whole anchored subtree, so a few lines of "billion
  * laughs" can ask for an exponential tree; cap what any document may produce. */
@@ -831,49 +832,17 @@ int yaml_load_single(const char *name, const char *text, size_t len, struct yaml
 
 int yaml_load_file(const char *path, struct yaml_doc *doc, char *err, size_t errlen)
 {
-    FILE *fp;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc;
-
+    size_t len;
     memset(doc, 0, sizeof *doc);
-    if (!(fp = fopen(path, "rb"))) {
-        yaml_seterr(err, errlen, "%s: %s", path, strerror(errno));
+    char *buf = read_file(path, &len);
+    if (!buf) {
+        yaml_seterr(err, errlen, "%s: %s", path, errno == ENOMEM ? "out of memory or too large"
+                                                                  : strerror(errno));
         return -1;
     }
-    for (;;) {
-        if (len == cap) {
-            if (cap >= (size_t)1 << 30) {
-                yaml_seterr(err, errlen, "%s: file too large", path);
-                goto fail;
-            }
-            size_t ncap = cap ? cap * 2 : 4096;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                yaml_seterr(err, errlen, "%s: out of memory", path);
-                goto fail;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, fp);
-        len += got;
-        if (got == 0) {
-            if (ferror(fp)) {
-                yaml_seterr(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
-                goto fail;
-            }
-            break;
-        }
-    }
-    fclose(fp);
-    rc = yaml_load(path, buf, len, doc, err, errlen);
+    int rc = yaml_load(path, buf, len, doc, err, errlen);
     free(buf);
     return rc;
-fail:
-    fclose(fp);
-    free(buf);
-    return -1;
 }
 
 int yaml_line(const struct yaml_doc *doc, const cJSON *node)

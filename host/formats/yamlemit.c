@@ -13,29 +13,13 @@
 
 #include <yaml.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 
-struct outbuf { char *p; size_t len, cap; int failed; };
-
+/* libyaml's output callback: 1 written, 0 refused (the buffer says why). */
 static int write_out(void *data, unsigned char *buffer, size_t size)
 {
-    struct outbuf *o = data;
-    if (o->len + size + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 256;
-        while (cap < o->len + size + 1)
-            cap *= 2;
-        char *np = mem_realloc(o->p, cap);
-        if (!np) {
-            o->failed = 1;
-            return 0;
-        }
-        o->p = np;
-        o->cap = cap;
-    }
-    memcpy(o->p + o->len, buffer, size);
-    o->len += size;
-    o->p[o->len] = '\0';
-    return 1;
+    return buf_add(data, buffer, size) == 0;
 }
 
 static void format_number(double d, char *buf, size_t n)
@@ -164,7 +148,7 @@ char *yaml_emit_err(const cJSON *v, char *err, size_t errlen)
 {
     yaml_emitter_t e;
     yaml_event_t ev;
-    struct outbuf o = { 0 };
+    struct buf o = BUF_INIT;
     int ok;
 
     if (err && errlen)
@@ -188,15 +172,15 @@ char *yaml_emit_err(const cJSON *v, char *err, size_t errlen)
          yaml_document_end_event_initialize(&ev, 1) && yaml_emitter_emit(&e, &ev) &&
          yaml_stream_end_event_initialize(&ev) && yaml_emitter_emit(&e, &ev) &&
          yaml_emitter_flush(&e);
-    if (!ok || o.failed) {
+    ok = ok && !o.failed;
+    if (!ok) {
         if (err && errlen && !err[0])
             yaml_seterr(err, errlen, "%s", o.failed ? "out of memory"
                                  : e.problem ? e.problem : "cannot encode (invalid UTF-8?)");
-        mem_free(o.p);
-        o.p = NULL;
+        buf_release(&o);
     }
     yaml_emitter_delete(&e);
-    return o.p;
+    return ok ? buf_detach(&o, NULL) : NULL;
 }
 
 char *yaml_emit(const cJSON *v)

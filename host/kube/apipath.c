@@ -5,7 +5,10 @@
 #include "kube/apipath.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "base/buf.h"
 
 static int hexv(int c)
 {
@@ -74,4 +77,54 @@ int apipath_parse(const char *path, struct apipath *r)
 void apipath_key(const struct apipath *p, const char *ns, const char *name, char *buf, size_t len)
 {
     snprintf(buf, len, "%s|%s|%s|%s", p->prefix, ns ? ns : "", p->resource, name ? name : "");
+}
+
+static int add_escaped(struct buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        int plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '.' || c == '_' || c == '~';
+        char enc[3] = {'%', hex[c >> 4], hex[c & 15]};
+        if ((plain ? buf_add(b, s, 1) : buf_add(b, enc, 3)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int apipath_add_query(struct buf *b, const char *key, const char *value)
+{
+    int first = !b->p || !strchr(b->p, '?');
+    if (buf_adds(b, first ? "?" : "&") != 0 || add_escaped(b, key) != 0 || buf_adds(b, "=") != 0)
+        return -1;
+    return add_escaped(b, value);
+}
+
+char *apipath_query_value(const char *path, const char *key)
+{
+    const char *q = strchr(path, '?');
+    size_t kl = strlen(key);
+    for (const char *p = q ? q + 1 : NULL; p && *p;) {
+        size_t n = strcspn(p, "&");
+        if (n > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            char *v = malloc(n - kl);
+            size_t o = 0;
+            for (size_t i = kl + 1; v && i < n; i++) {
+                int c = (unsigned char)p[i];
+                if (c == '%' && i + 2 < n && hexv(p[i + 1]) >= 0 && hexv(p[i + 2]) >= 0) {
+                    c = hexv(p[i + 1]) * 16 + hexv(p[i + 2]);
+                    i += 2;
+                } else if (c == '+') {
+                    c = ' ';
+                }
+                v[o++] = (char)c;
+            }
+            if (v)
+                v[o] = '\0';
+            return v;
+        }
+        p += n + (p[n] == '&');
+    }
+    return NULL;
 }

@@ -21,4 +21,14 @@ struct apipath {
 int apipath_parse(const char *path, struct apipath *p);
 /* "prefix|ns|resource|name": the key one object has in every cache. */
 void apipath_key(const struct apipath *p, const char *ns, const char *name, char *buf, size_t len);
+
+struct buf;
+/* Appends "?key=value" to the path in b ("&key=value" once it has a query),
+ * both percent-encoded (every byte but RFC 3986's unreserved A-Z a-z 0-9
+ * - . _ ~), so no text of a script's can end the parameter or the path.
+ * The one place a request's query is written. 0, or -1 (b->failed). */
+int apipath_add_query(struct buf *b, const char *key, const char *value);
+/* The value of key in path's query, percent-decoded and '+' read as a
+ * space (malloc'd), or NULL when it has none (or out of memory). */
+char *apipath_query_value(const char *path, const char *key);
 #endif

@@ -6,7 +6,6 @@
  * migration's preview unpredictable. */
 #include "kube/gatepreview.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,60 +54,109 @@ static int resend(struct gate_answer *a, struct door_req *req, const char *metho
     return 0;
 }
 
-int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req *req,
-                       const char *path, const cJSON *jbody, struct gate_answer *a)
+static int verdict(struct gatepreview_verdict *v, enum gatepreview_kind kind, long status,
+                   const char *reason, const char *message)
 {
-    memset(a, 0, sizeof *a);
-    const char *method = req->method;
-    struct apipath ap;
-    int item = apipath_parse(path, &ap) == 0 && *ap.name;
-    char objpath[2048], msg[600];
+    v->kind = kind;
+    v->status = status;
+    snprintf(v->reason, sizeof v->reason, "%s", reason);
+    snprintf(v->message, sizeof v->message, "%s", message);
+    return 0;
+}
+
+int gatepreview_decide(struct overlay *ov, const char *method, const char *path, const char *ctype,
+                       const cJSON *jbody, struct gatepreview_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    struct apipath *ap = &v->ap;
+    int item = apipath_parse(path, ap) == 0 && *ap->name;
+    char objpath[2048], msg[700];
     snprintf(objpath, sizeof objpath, "%s", path);
+    const char *name = NULL;
     if (strcmp(method, "POST") == 0) {
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(jbody, "metadata"), "name"));
-        if (!name)
+        if (!(name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                  cJSON_GetObjectItemCaseSensitive(jbody, "metadata"), "name"))))
             return 0;
         snprintf(objpath, sizeof objpath, "%s/%s", path, name);
         item = 1;
     }
-    const cJSON *held = NULL;
-    enum overlay_state st = item ? overlay_get(ov, objpath, &held) : OV_UNKNOWN;
+    enum overlay_state st = item ? overlay_get(ov, objpath, &v->held) : OV_UNKNOWN;
     if (st == OV_UNKNOWN)
         return 0;
-    if (st == OV_DELETED && strcmp(method, "POST") != 0) {
+    if (st == OV_DELETED && !name) {
         snprintf(msg, sizeof msg, "%s \"%s\" not found (deleted earlier in this preview)",
-                 ap.resource, ap.name);
-        return status(a, 404, "NotFound", msg);
+                 ap->resource, ap->name);
+        return verdict(v, GP_STATUS, 404, "NotFound", msg);
     }
-    if (st == OV_DELETED) {
-        unsupported(a, "the preview cannot re-create an object an earlier write of this preview "
-                    "deleted");
-        return 1;
-    }
-    if (strcmp(method, "GET") == 0) {
-        a->status = 200;
-        a->body = cJSON_Duplicate(held, 1);
-        return a->body ? 1 : status(a, 500, "InternalError", "out of memory");
-    }
-    if (strcmp(method, "POST") == 0) {
+    if (st == OV_DELETED)
+        return verdict(v, GP_UNSUPPORTED, 422, "PreviewUnsupported", "the preview cannot "
+                       "re-create an object an earlier write of this preview deleted");
+    if (strcmp(method, "GET") == 0)
+        return verdict(v, GP_HELD, 200, "", "");
+    if (name) {
         snprintf(msg, sizeof msg, "%s \"%s\" already exists (created earlier in this preview)",
-                 ap.resource, objpath + strlen(path) + 1);
-        return status(a, 409, "AlreadyExists", msg);
+                 ap->resource, name);
+        return verdict(v, GP_STATUS, 409, "AlreadyExists", msg);
     }
     const char *rv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(held, "metadata"), "resourceVersion"));
+        cJSON_GetObjectItemCaseSensitive(v->held, "metadata"), "resourceVersion"));
     int created = !rv || !*rv; /* created by this preview: the server has none */
     if (strcmp(method, "DELETE") == 0) {
         if (!created)
             return 0;
         if (overlay_delete(ov, path) != 0)
-            return status(a, 500, "InternalError", "out of memory");
+            return -1;
+        return verdict(v, GP_DELETED, 200, "", "");
+    }
+    if (strcmp(method, "PATCH") == 0) {
+        char err[512];
+        if (overlay_apply_patch(v->held, ctype, jbody, &v->next, err, sizeof err) != 0)
+            return verdict(v, GP_UNSUPPORTED, 422, "PreviewUnsupported", err);
+    } else {
+        v->next = cJSON_Duplicate(jbody, 1);
+    }
+    if (!v->next)
+        return -1;
+    v->kind = GP_REWRITE;
+    v->method = "PUT";
+    if (created) {
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(v->next, "metadata");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "uid");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "creationTimestamp");
+        v->method = "POST";
+        snprintf(v->path, sizeof v->path, "%s%s%s/%s", ap->prefix, *ap->ns ? "/namespaces/" : "",
+                 ap->ns, ap->resource);
+    }
+    return 0;
+}
+
+int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req *req,
+                       const char *path, const cJSON *jbody, struct gate_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    struct gatepreview_verdict v;
+    if (gatepreview_decide(ov, req->method, path, req->ctype, jbody, &v) != 0)
+        return status(a, 500, "InternalError", "out of memory");
+    switch (v.kind) {
+    case GP_SEND:
+        return 0;
+    case GP_STATUS:
+        return status(a, v.status, v.reason, v.message);
+    case GP_UNSUPPORTED:
+        unsupported(a, v.message);
+        return 1;
+    case GP_HELD:
+        a->status = 200;
+        a->body = cJSON_Duplicate(v.held, 1);
+        return a->body ? 1 : status(a, 500, "InternalError", "out of memory");
+    case GP_DELETED: {
+        char msg[600];
         if (d->journal)
-            journal_add(d->journal, method, "delete", path, 200, NULL, NULL, 1, 1, "");
+            journal_add(d->journal, req->method, "delete", path, 200, NULL, NULL, 1, 1, "");
         if (d->say) {
             snprintf(msg, sizeof msg, "dry-run: would delete %s/%s (created earlier in this "
-                     "preview)", ap.resource, ap.name);
+                     "preview)", v.ap.resource, v.ap.name);
             d->say(msg);
         }
         a->status = 200;
@@ -117,30 +165,10 @@ int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req
         cJSON_AddStringToObject(a->body, "status", "Success");
         return 1;
     }
-    cJSON *next = NULL;
-    if (strcmp(method, "PATCH") == 0) {
-        char err[512];
-        if (overlay_apply_patch(held, req->ctype, jbody, &next, err, sizeof err) != 0) {
-            unsupported(a, err);
-            return 1;
-        }
-    } else {
-        next = cJSON_Duplicate(jbody, 1);
-    }
-    if (!next)
-        return status(a, 500, "InternalError", "out of memory");
-    cJSON *meta = cJSON_GetObjectItemCaseSensitive(next, "metadata");
-    if (created) {
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "uid");
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "creationTimestamp");
-        char coll[1400];
-        snprintf(coll, sizeof coll, "%s%s%s/%s", ap.prefix, *ap.ns ? "/namespaces/" : "", ap.ns,
-                 ap.resource);
-        if (resend(a, req, "POST", coll, next) != 0)
+    case GP_REWRITE:
+        if (resend(a, req, v.method, *v.path ? v.path : req->path, v.next) != 0)
             return status(a, 500, "InternalError", "out of memory");
-    } else if (resend(a, req, "PUT", req->path, next) != 0) {
-        return status(a, 500, "InternalError", "out of memory");
+        return 0;
     }
     return 0;
 }
@@ -153,47 +181,21 @@ void gate_answer_free(struct gate_answer *a)
     memset(a, 0, sizeof *a);
 }
 
-/* The value of key in a raw query string, unescaped (malloc'd), or NULL. */
-static char *query_value(const char *full_path, const char *key)
+int gatepreview_keep(struct overlay *ov, const char *method, const char *path, const char *ls,
+                     const char *fs, const cJSON *before, cJSON *resp, char *err, size_t errlen)
 {
-    const char *q = strchr(full_path, '?');
-    size_t kl = strlen(key);
-    for (const char *p = q ? q + 1 : NULL; p && *p;) {
-        size_t n = strcspn(p, "&");
-        if (n > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
-            int outlen = 0;
-            char *v = curl_easy_unescape(NULL, p + kl + 1, (int)(n - kl - 1), &outlen);
-            char *own = v ? strndup(v, (size_t)outlen) : NULL;
-            curl_free(v);
-            for (char *c = own; c && *c; c++)
-                if (*c == '+')
-                    *c = ' ';
-            return own;
-        }
-        p += n + (p[n] == '&');
-    }
-    return NULL;
-}
-
-int gatepreview_after(struct overlay *ov, const char *method, const char *path,
-                      const char *full_path, const cJSON *before, struct rest_result *res,
-                      char *err, size_t errlen)
-{
-    const cJSON *resp = res->json;
     if (strcmp(method, "GET") == 0) {
         struct apipath ap;
         if (apipath_parse(path, &ap) != 0 || *ap.name ||
             !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(resp, "items")))
             return 0;
-        char *ls = query_value(full_path, "labelSelector");
-        char *fs = query_value(full_path, "fieldSelector");
         const char *cont = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(resp, "metadata"), "continue"));
-        int rc = overlay_merge_list(ov, path, ls, fs, res->json, !cont || !*cont, err, errlen);
-        free(ls);
-        free(fs);
-        return rc;
+        return overlay_merge_list(ov, path, ls, fs, resp, !cont || !*cont, err, errlen);
     }
+    /* A delete leaves the object terminating only while finalizers remain,
+     * as the preview has the object (the server's copy may still hold
+     * finalizers an earlier write of this preview removed). */
     const cJSON *fin = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(before ? before : resp, "metadata"), "finalizers");
     int rc;
@@ -203,5 +205,18 @@ int gatepreview_after(struct overlay *ov, const char *method, const char *path,
         rc = resp ? overlay_put(ov, path, resp) : 0;
     if (rc != 0)
         snprintf(err, errlen, "the preview could not keep this write's answer");
+    return rc;
+}
+
+int gatepreview_after(struct overlay *ov, const char *method, const char *path,
+                      const char *full_path, const cJSON *before, struct rest_result *res,
+                      char *err, size_t errlen)
+{
+    int list = strcmp(method, "GET") == 0;
+    char *ls = list ? apipath_query_value(full_path, "labelSelector") : NULL;
+    char *fs = list ? apipath_query_value(full_path, "fieldSelector") : NULL;
+    int rc = gatepreview_keep(ov, method, path, ls, fs, before, res->json, err, errlen);
+    free(ls);
+    free(fs);
     return rc;
 }

@@ -15,7 +15,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "kube/http.h"
+#include "base/buf.h"
+#include "kube/http_xfer.h"
 #include "kube/rest_int.h"
 
 #define WAKE_MS 200
@@ -26,8 +27,7 @@ struct gatestream {
     CURL *h;
     struct http_xfer *x;
     struct http_response resp;   /* what http.c's transfer keeps (unused body) */
-    char *buf;                   /* body bytes not read yet */
-    size_t have, cap;
+    struct buf pending;          /* body bytes not read yet */
     int headers_done, done;
     CURLcode code;
     char ctype[128];
@@ -37,21 +37,10 @@ struct gatestream {
 static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
     struct gatestream *s = ud;
-    size_t add = size * n;
-    if (s->have + add > s->cap) {
-        size_t nc = s->cap ? s->cap : 16384;
-        while (nc < s->have + add)
-            nc *= 2;
-        char *nb = realloc(s->buf, nc);
-        if (!nb)
-            return 0;
-        s->buf = nb;
-        s->cap = nc;
-    }
-    memcpy(s->buf + s->have, p, add);
-    s->have += add;
+    if (buf_add(&s->pending, p, size * n) != 0)
+        return 0;
     s->headers_done = 1;
-    return add;
+    return size * n;
 }
 
 static size_t on_head(char *p, size_t size, size_t n, void *ud)
@@ -133,7 +122,7 @@ static void pump(struct gatestream *s)
             s->done = 1;
             s->code = msg->data.result;
         }
-    if (!s->done && !s->have)
+    if (!s->done && !s->pending.len)
         curl_multi_poll(s->m, NULL, 0, WAKE_MS, NULL);
 }
 
@@ -161,11 +150,10 @@ int gatestream_headers(struct gatestream *s, const atomic_int *closing, long *st
 ssize_t gatestream_read(struct gatestream *s, char *buf, size_t max, const atomic_int *closing)
 {
     for (;;) {
-        if (s->have) {
-            size_t n = s->have < max ? s->have : max;
-            memcpy(buf, s->buf, n);
-            memmove(s->buf, s->buf + n, s->have - n);
-            s->have -= n;
+        if (s->pending.len) {
+            size_t n = s->pending.len < max ? s->pending.len : max;
+            memcpy(buf, s->pending.p, n);
+            buf_consume(&s->pending, n);
             return (ssize_t)n;
         }
         if (s->done)
@@ -189,6 +177,6 @@ void gatestream_close(struct gatestream *s)
         curl_easy_cleanup(s->h);
     if (s->m)
         curl_multi_cleanup(s->m);
-    free(s->buf);
+    buf_release(&s->pending);
     free(s);
 }

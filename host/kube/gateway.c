@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/util.h"
 #include "kube/door.h"
 #include "kube/gatepreview.h"
@@ -54,9 +55,8 @@ struct gateway {
 /* One request, from its first line on. */
 struct greq {
     char *uri;                  /* path and query, raw */
-    char *body;
-    size_t len, cap;
-    int started, too_big;
+    struct buf body;            /* at most BODY_MAX */
+    int started;
 };
 
 /* ---- the listening socket and the token (the runner, before the fork) --- */
@@ -347,7 +347,7 @@ static enum MHD_Result answer_stamp(struct gateway *g, struct MHD_Connection *co
     rest_error_free(&e);
     long version;
     cJSON *after = NULL;
-    enum stamp_verdict v = stamp_judge(cur, method, ctype, r->body, r->len, g->o.stamp_allowed,
+    enum stamp_verdict v = stamp_judge(cur, method, ctype, r->body.p, r->body.len, g->o.stamp_allowed,
                                        &version, &after, why, sizeof why);
     cJSON_Delete(cur);
     if (v != STAMP_ABSORB) {
@@ -450,7 +450,7 @@ static enum MHD_Result answer(struct gateway *g, struct MHD_Connection *con, con
                             "migration's own token");
     if (atomic_load(&g->closing))
         return status_reply(con, 503, "ServiceUnavailable", "the migration is over");
-    if (r->too_big)
+    if (r->body.failed)
         return status_reply(con, 413, "RequestEntityTooLarge", "the request body is too large");
     if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0 && strcmp(method, "PUT") != 0 &&
         strcmp(method, "PATCH") != 0 && strcmp(method, "DELETE") != 0)
@@ -472,8 +472,9 @@ static enum MHD_Result answer(struct gateway *g, struct MHD_Connection *con, con
         accept = "application/json";
     const char *ctype = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Type");
     const char *upgrade = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Upgrade");
-    struct door_req w = {method, r->uri, accept, r->len || strcmp(method, "GET") != 0 ? ctype : NULL,
-                         r->len ? r->body : NULL, r->len, 0, NULL, 0};
+    struct door_req w = {method, r->uri, accept,
+                         r->body.len || strcmp(method, "GET") != 0 ? ctype : NULL,
+                         r->body.len ? r->body.p : NULL, r->body.len, 0, NULL, 0};
     /* kubectl's HTTP cache (OpenAPI documents, discovery) works through the
      * gateway as it does direct: its validators go up, the answer's caching
      * headers come back, and such a body is handed on unparsed. */
@@ -542,6 +543,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *con)
     (void)cls;
     (void)con;
     struct greq *r = calloc(1, sizeof *r);
+    if (r)
+        r->body = (struct buf)BUF_MAX(BODY_MAX);
     if (r && !(r->uri = strdup(uri))) {
         free(r);
         r = NULL;
@@ -565,25 +568,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (r->too_big || r->len + n > BODY_MAX) {
-            r->too_big = 1;
-            return MHD_YES;
-        }
-        if (r->len + n + 1 > r->cap) {
-            size_t nc = r->cap ? r->cap : 4096;
-            while (nc < r->len + n + 1)
-                nc *= 2;
-            char *nb = realloc(r->body, nc);
-            if (!nb) {
-                r->too_big = 1;
-                return MHD_YES;
-            }
-            r->body = nb;
-            r->cap = nc;
-        }
-        memcpy(r->body + r->len, upload, n);
-        r->len += n;
-        r->body[r->len] = '\0';
+        buf_add(&r->body, upload, n); /* a refusal is answered once it is all read */
         return MHD_YES;
     }
     return answer(cls, con, method, r);
@@ -598,7 +583,7 @@ static void on_done(void *cls, struct MHD_Connection *con, void **con_cls,
     struct greq *r = *con_cls;
     if (r) {
         free(r->uri);
-        free(r->body);
+        buf_release(&r->body);
         free(r);
     }
     *con_cls = NULL;
@@ -629,9 +614,8 @@ struct gateway *gateway_start(const struct gateway_opts *o, char *err, size_t er
     g->o = *o;
     the_gateway = g;
     pthread_mutex_init(&g->mu, NULL);
-    struct rest_policy p = kube_rest_policy(o->ko, policy_say);
     char rerr[1024];
-    if (!(g->rest = rest_new(&o->ko->cfg, &p, rerr, sizeof rerr))) {
+    if (!(g->rest = kube_open(o->ko, policy_say, rerr, sizeof rerr))) {
         snprintf(err, errlen, "the runner's gateway cannot reach the cluster: %s", rerr);
         close(o->listen_fd);
         return NULL;

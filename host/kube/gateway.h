@@ -16,10 +16,10 @@
  * The server is libmicrohttpd's (Debian's libmicrohttpd12), a thread per
  * connection. Everything the runner reads afterwards is in gateway_shared,
  * plain data in memory the runner shares with the process running the
- * gateway (the shell's supervisor, run/child.c), so it is there however
+ * gateway (the shell's supervisor, proc/child.c), so it is there however
  * that process ended.
  *
- * Recipe (run/child.c): before the fork, gateway_listen (the port for the
+ * Recipe (proc/child.c): before the fork, gateway_listen (the port for the
  * kubeconfig, kubeconfig_private.h) and gateway_cred_new; in the supervisor,
  * gateway_start with the listening socket, then the shell; after the shell,
  * gateway_finish (the preview's overlay written back). Never fall back to

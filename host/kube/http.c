@@ -6,6 +6,7 @@
  * Retry-After and Warning headers. Must never retry, interpret a status, or
  * log a credential: retry policy and error meaning belong to rest.c. */
 #include "kube/http.h"
+#include "kube/http_xfer.h"
 
 #include <curl/curl.h>
 #include <ctype.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/util.h"
 
@@ -80,31 +82,42 @@ static int on_seek(void *ud, curl_off_t offset, int origin)
     return CURL_SEEKFUNC_OK;
 }
 
+/* One request in flight: what the handle points to until xfer_finish. */
+struct http_xfer {
+    CURL *h;
+    char *url;
+    struct curl_slist *hdrs;
+    struct upload up;
+    struct http_response *r;
+    struct buf body;        /* the answer's body as it arrives, handed to r at the end */
+    void (*say)(const char *line); /* the client's: where a Warning header goes */
+    int (*on_data)(const char *p, size_t n, void *ud); /* a stream's (http_stream_start) */
+    void *data_ud;
+};
+
 static int curl_ready;
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
-    struct http_response *r = ud;
-    size_t add = size * n;
-    if (r->len + add + 1 > r->cap) {
-        /* Geometric growth: a list page arrives in many small chunks. */
-        size_t nc = r->cap ? r->cap : 16384;
-        while (nc < r->len + add + 1)
-            nc *= 2;
-        /* Counted against the migration's memory cap (mem.h): a response
-         * too large for it ends the transfer instead of the process. */
-        char *nb = mem_realloc(r->body, nc);
-        if (!nb) {
-            r->too_large = 1;
-            return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
-        }
-        r->body = nb;
-        r->cap = nc;
+    struct http_xfer *x = ud;
+    /* Counted against the migration's memory cap (buf.h): a response too
+     * large for it ends the transfer instead of the process. */
+    if (buf_add(&x->body, p, size * n) != 0) {
+        x->r->too_large = 1;
+        return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
     }
-    memcpy(r->body + r->len, p, add);
-    r->len += add;
-    r->body[r->len] = '\0';
-    return add;
+    return size * n;
+}
+
+/* The body so far becomes the response's (once): "" after a refusal, so
+ * a response's body is never NULL once it had memory for one. */
+static void hand_body(struct http_xfer *x)
+{
+    if (x->r->body)
+        return;
+    if (x->body.failed)
+        buf_reset(&x->body);
+    x->r->body = buf_detach(&x->body, &x->r->len);
 }
 
 /* libcurl resends a request by itself when a reused connection dies
@@ -113,7 +126,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *ud)
 {
     (void)h;
-    struct http_response *r = ud;
+    struct http_xfer *x = ud;
+    struct http_response *r = x ? x->r : NULL;
     if (type != CURLINFO_TEXT || !r)
         return 0;
     if ((size >= 15 && strncmp(data, "Connection died", 15) == 0) ||
@@ -138,7 +152,8 @@ static void trim_copy(char *dst, size_t cap, const char *src, size_t len)
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
-    struct http_response *r = ud;
+    struct http_xfer *x = ud;
+    struct http_response *r = x->r;
     size_t len = size * n;
     /* A new status line (after a 100-continue or a redirect) starts over. */
     if (len > 5 && strncmp(p, "HTTP/", 5) == 0) {
@@ -174,8 +189,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
         char buf[1024], line[1100];
         trim_copy(buf, sizeof buf, v, vlen);
         snprintf(line, sizeof line, "apiserver warning: %s", buf);
-        if (r->say)
-            r->say(line);
+        if (x->say)
+            x->say(line);
     }
     return len;
 }
@@ -371,15 +386,6 @@ struct http_client *http_client_new(const struct kube_config *cfg, void (*say)(c
 
 /* One transfer's state while libcurl runs it: the URL, the header list and
  * the upload the handle points to, and the response being filled. */
-struct http_xfer {
-    CURL *h;
-    char *url;
-    struct curl_slist *hdrs;
-    struct upload up;
-    struct http_response *r;
-    int (*on_data)(const char *p, size_t n, void *ud); /* a stream's (http_stream_start) */
-    void *data_ud;
-};
 
 /* A stream's body: a 2xx answer's goes to its reader as it comes; any
  * other is kept for its Status. */
@@ -389,13 +395,14 @@ static size_t on_stream(char *p, size_t size, size_t n, void *ud)
     long status = 0;
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
     if (status < 200 || status > 299)
-        return on_body(p, size, n, x->r);
+        return on_body(p, size, n, x);
     return x->on_data(p, size * n, x->data_ud) == 0 ? size * n : 0;
 }
 
 /* Sets h up for one request into r (x keeps what h points to until
- * xfer_finish). Returns 0, or -1 with r filled (nothing is sent then). */
-static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const char *method,
+ * xfer_finish). CURLE_OK, or why not with r->error filled (nothing is sent
+ * then). */
+static CURLcode xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const char *method,
                       const char *path, const char *accept, const char *content_type,
                       const char *body, size_t body_len, int replayable, double timeout_s,
                       struct http_response *r)
@@ -403,31 +410,24 @@ static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const
     memset(x, 0, sizeof *x);
     x->h = h;
     x->r = r;
+    x->say = c->say;
     memset(r, 0, sizeof *r);
-    r->say = c->say;
     r->retry_after = -1;
-    r->body = mem_malloc(1);
-    if (r->body)
-        r->body[0] = '\0';
-    r->cap = 1;
-    if (!r->body) {
+    if (buf_add(&x->body, "", 0) != 0) {
         snprintf(r->error, sizeof r->error, "out of memory");
-        r->transport_error = CURLE_OUT_OF_MEMORY;
-        return -1;
+        return CURLE_OUT_OF_MEMORY;
     }
     /* A header value is one line: a CR or LF would start another header. */
     if ((accept && strpbrk(accept, "\r\n")) || (content_type && strpbrk(content_type, "\r\n"))) {
         snprintf(r->error, sizeof r->error, "a header value holds a line break");
-        r->transport_error = CURLE_BAD_FUNCTION_ARGUMENT;
-        return -1;
+        return CURLE_BAD_FUNCTION_ARGUMENT;
     }
     load_token(c);
     size_t ulen = strlen(c->server) + strlen(path) + 1;
     char *url = x->url = malloc(ulen);
     if (!url) {
         snprintf(r->error, sizeof r->error, "out of memory");
-        r->transport_error = CURLE_OUT_OF_MEMORY;
-        return -1;
+        return CURLE_OUT_OF_MEMORY;
     }
     snprintf(url, ulen, "%s%s", c->server, path);
 
@@ -467,9 +467,9 @@ static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const
     bad |= curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
-    bad |= curl_easy_setopt(h, CURLOPT_WRITEDATA, r) != CURLE_OK;
-    bad |= curl_easy_setopt(h, CURLOPT_HEADERDATA, r) != CURLE_OK;
-    bad |= curl_easy_setopt(h, CURLOPT_DEBUGDATA, r) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_WRITEDATA, x) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_HEADERDATA, x) != CURLE_OK;
+    bad |= curl_easy_setopt(h, CURLOPT_DEBUGDATA, x) != CURLE_OK;
     x->up = (struct upload){.data = body ? body : "", .len = body ? body_len : 0,
                             .replayable = replayable};
     if (!body && strcmp(method, "POST") != 0) {
@@ -491,10 +491,35 @@ static int xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, const
     c->requests++;
     if (bad) {
         snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(CURLE_BAD_FUNCTION_ARGUMENT));
-        r->transport_error = CURLE_BAD_FUNCTION_ARGUMENT;
-        return -1;
+        return CURLE_BAD_FUNCTION_ARGUMENT;
     }
-    return 0;
+    return CURLE_OK;
+}
+
+/* What rest.c's policy needs to know of a libcurl code. */
+static enum http_failure failure_of(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_OK:
+        return HTTP_FAIL_NONE;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_SSL_CONNECT_ERROR:
+        return HTTP_FAIL_UNREACHED;
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return HTTP_FAIL_BROKEN;
+    case CURLE_OPERATION_TIMEDOUT:
+        return HTTP_FAIL_TIMEOUT;
+    case CURLE_SEND_FAIL_REWIND:
+        return HTTP_FAIL_REWIND;
+    default:
+        return HTTP_FAIL_OTHER;
+    }
 }
 
 /* After libcurl finished x with rc (or setup failed: rc is then r's own
@@ -517,11 +542,12 @@ static int xfer_finish(struct http_client *c, struct http_xfer *x, CURLcode rc)
     x->hdrs = NULL;
     free(x->url);
     x->url = NULL;
+    hand_body(x);
     long nconn = 0;
     if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &nconn) == CURLE_OK)
         c->connects += nconn;
     if (rc != CURLE_OK) {
-        r->transport_error = rc;
+        r->failure = failure_of(rc);
         /* TLS failures in the words of the configuration that causes them. */
         int tls = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
                   rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_CONNECT_ERROR ||
@@ -558,18 +584,25 @@ static int xfer_finish(struct http_client *c, struct http_xfer *x, CURLcode rc)
     return 0;
 }
 
+/* A request that could not be set up: nothing was sent. */
+static void setup_failed(struct http_client *c, struct http_xfer *x, CURLcode e)
+{
+    if (x->url || x->hdrs)
+        xfer_finish(c, x, e);
+    hand_body(x);
+    x->r->failure = failure_of(e);
+}
+
 int http_request(struct http_client *c, const char *method, const char *path,
                  const char *accept, const char *content_type, const char *body,
                  size_t body_len, int replayable, double timeout_s,
                  struct http_response *r)
 {
     struct http_xfer x;
-    if (xfer_setup(c, &x, c->curl, method, path, accept, content_type, body, body_len,
-                   replayable, timeout_s, r) != 0) {
-        int e = r->transport_error;
-        if (x.url || x.hdrs)
-            xfer_finish(c, &x, (CURLcode)e);
-        r->transport_error = e;
+    CURLcode e = xfer_setup(c, &x, c->curl, method, path, accept, content_type, body, body_len,
+                            replayable, timeout_s, r);
+    if (e != CURLE_OK) {
+        setup_failed(c, &x, e);
         return -1;
     }
     return xfer_finish(c, &x, curl_easy_perform(c->curl));
@@ -598,15 +631,13 @@ struct http_xfer *http_xfer_start(struct http_client *c, CURL *h, const char *me
     if (!x) {
         memset(r, 0, sizeof *r);
         snprintf(r->error, sizeof r->error, "out of memory");
-        r->transport_error = CURLE_OUT_OF_MEMORY;
+        r->failure = HTTP_FAIL_OTHER;
         return NULL;
     }
-    if (xfer_setup(c, x, h, method, path, accept, content_type, body, body_len, replayable,
-                   timeout_s, r) != 0) {
-        int e = r->transport_error;
-        if (x->url || x->hdrs)
-            xfer_finish(c, x, (CURLcode)e);
-        r->transport_error = e;
+    CURLcode e = xfer_setup(c, x, h, method, path, accept, content_type, body, body_len,
+                            replayable, timeout_s, r);
+    if (e != CURLE_OK) {
+        setup_failed(c, x, e);
         free(x);
         return NULL;
     }
@@ -642,7 +673,7 @@ void http_response_free(struct http_response *r)
 {
     mem_free(r->body);
     r->body = NULL;
-    r->len = r->cap = 0;
+    r->len = 0;
 }
 
 long http_connects(struct http_client *c) { return c->connects; }

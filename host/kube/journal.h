@@ -12,7 +12,7 @@
  * journal_seen(path, body); before a write, journal_rv(path) for the
  * resourceVersion it had (NULL: read it first if you need to know); after
  * the write, journal_add (journal_pending brackets the time the write is on
- * the wire). The supervisor (run/child.c) reads the shared log
+ * the wire). The supervisor (proc/child.c) reads the shared log
  * with journal_log_json. */
 #ifndef COZY_JOURNAL_H
 #define COZY_JOURNAL_H

@@ -1,6 +1,7 @@
-/* options.c: the kube options' defaults and the retry policy taken from
+/* options.c: the kube options' defaults and the connection opened from
  * them (see options.h). Owns which default of defaults.h each option
- * starts from; nothing else copies an option into a rest_policy. */
+ * starts from; nothing else copies an option into a rest_policy or calls
+ * rest_new. */
 #include "kube/options.h"
 
 #include <string.h>
@@ -19,11 +20,12 @@ void kube_default_options(struct kube_options *o)
     o->concurrency = DEFAULT_CONCURRENCY;
 }
 
-struct rest_policy kube_rest_policy(const struct kube_options *o, void (*say)(const char *line))
+struct rest_client *kube_open(const struct kube_options *o, void (*say)(const char *line),
+                              char *err, size_t errlen)
 {
     struct rest_policy p = {.request_timeout = o->request_timeout,
                             .max_attempts = o->max_attempts,
                             .retry_budget = o->retry_budget,
                             .say = say};
-    return p;
+    return rest_new(&o->cfg, &p, err, errlen);
 }

@@ -30,9 +30,12 @@ struct kube_options {
  * attempts and the retry budget). */
 void kube_default_options(struct kube_options *o);
 
-/* The retry policy every client of these options uses (the runner's, the
- * preview's, a migration's kube module): the one place it is taken from
- * them. say gets the client's diagnostics (a retry, an apiserver warning),
- * one line each; the layers below print nothing themselves. */
-struct rest_policy kube_rest_policy(const struct kube_options *o, void (*say)(const char *line));
+/* Opens the cluster connection of these options: the one place every
+ * client (the runner's, dispatch's, the gateway's, a migration's kube
+ * module) takes its cluster, credentials and retry policy from them. say
+ * gets the client's diagnostics (a retry, an apiserver warning), one line
+ * each; the layers below print nothing themselves. NULL with err when the
+ * kubeconfig cannot be used. Free it with rest_free. */
+struct rest_client *kube_open(const struct kube_options *o, void (*say)(const char *line),
+                              char *err, size_t errlen);
 #endif

@@ -11,7 +11,6 @@
 #include "kube/rest.h"
 #include "kube/rest_int.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -21,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kube/http.h"
 #include "base/mem.h"
 #include "base/stop.h"
 #include "base/util.h"
+#include "kube/http.h"
 
 #define MAX_RETRY_SLEEP 10.0
 
@@ -146,32 +145,16 @@ static double jitter(void)
     return 0.5 + 0.5 * ((seed >> 8) & 0xffff) / 65535.0;
 }
 
-static int retryable_transport(int code)
+static int retryable_transport(enum http_failure f)
 {
-    switch (code) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-        return 1;
-    default:
-        return 0;
-    }
+    return f == HTTP_FAIL_UNREACHED || f == HTTP_FAIL_BROKEN || f == HTTP_FAIL_TIMEOUT;
 }
 
 /* Could the server have acted on a request that failed this way? A refused
  * connection or a failed handshake is certain not to have been applied. */
 static int surely_unapplied(const struct http_response *r)
 {
-    return r->transport_error == CURLE_COULDNT_CONNECT ||
-           r->transport_error == CURLE_COULDNT_RESOLVE_HOST ||
-           r->transport_error == CURLE_SSL_CONNECT_ERROR || !r->sent;
+    return r->failure == HTTP_FAIL_UNREACHED || !r->sent;
 }
 
 /* A Status object when the body is one, otherwise the body itself (the 429
@@ -255,7 +238,7 @@ double rest_try_judge(struct rest_client *c, struct rest_try *t, int rc, struct 
     int retry = 0;
     if (rc != 0) {
         snprintf(cause, sizeof cause, "%.299s", r->error);
-        retry = retryable_transport(r->transport_error) &&
+        retry = retryable_transport(r->failure) &&
                 (t->idempotent || surely_unapplied(r));
     } else if (r->status == 429 || (r->status >= 500 && r->status != 501)) {
         snprintf(cause, sizeof cause, "HTTP %ld %s", r->status, rest_reason_for(r->status));
@@ -302,12 +285,12 @@ int rest_try_finish(struct rest_try *t, struct http_response *r, struct rest_res
     snprintf(out->content_type, sizeof out->content_type, "%s", r->content_type);
     snprintf(out->headers, sizeof out->headers, "%s", r->headers);
     r->body = NULL;
-    if (r->transport_error) {
+    if (r->failure) {
         snprintf(out->err.reason, sizeof out->err.reason, "%s",
                  r->too_large                                   ? "MemoryLimit"
-                 : r->transport_error == CURLE_OPERATION_TIMEDOUT ? "Timeout"
-                                                                  : "ConnectionError");
-        if (r->transport_error == CURLE_SEND_FAIL_REWIND || (!t->idempotent && r->sent))
+                 : r->failure == HTTP_FAIL_TIMEOUT ? "Timeout"
+                                                   : "ConnectionError");
+        if (r->failure == HTTP_FAIL_REWIND || (!t->idempotent && r->sent))
             snprintf(out->err.message, sizeof out->err.message,
                      "%s: the connection broke after the request was sent; not repeating it, "
                      "since the server may have applied it (%s)",

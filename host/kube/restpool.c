@@ -16,7 +16,7 @@
 
 #include "base/stop.h"
 #include "base/util.h"
-#include "kube/http.h"
+#include "kube/http_xfer.h"
 #include "kube/rest_int.h"
 
 enum op_state { OP_FREE = 0, OP_RUNNING, OP_WAITING, OP_DONE };

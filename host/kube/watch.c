@@ -10,15 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kube/http.h"
+#include "base/buf.h"
+#include "kube/http_xfer.h"
 #include "kube/rest.h"
 
 struct kube_watch {
     struct http_client *http;
     CURLM *multi;
     CURL *h;                    /* streams only */
-    char *line;                 /* the event being received */
-    size_t len, cap;
+    struct buf line;            /* the event being received, at most KUBE_WATCH_LINE_MAX */
     const struct kube_watch_fns *fns;
     enum kube_watch_end end;    /* set by what ended the stream from inside */
     int ended;
@@ -32,6 +32,7 @@ struct kube_watch *kube_watch_new(const struct kube_config *cfg, char *err, size
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    w->line = (struct buf)BUF_MAX(KUBE_WATCH_LINE_MAX - 1);
     if (!(w->http = http_client_new(cfg, NULL, err, errlen)) || !(w->multi = curl_multi_init()) ||
         !(w->h = http_handle_new(w->http))) {
         if (w->http && (!w->multi || !w->h))
@@ -51,7 +52,7 @@ void kube_watch_free(struct kube_watch *w)
     if (w->multi)
         curl_multi_cleanup(w->multi);
     http_client_free(w->http);
-    free(w->line);
+    buf_release(&w->line);
     free(w);
 }
 
@@ -92,32 +93,23 @@ static int on_data(const char *p, size_t n, void *ud)
     while (n) {
         const char *nl = memchr(p, '\n', n);
         size_t take = nl ? (size_t)(nl - p) : n;
-        if (w->len + take + 1 > w->cap) {
-            size_t nc = w->cap ? w->cap : 4096;
-            while (nc < w->len + take + 1)
-                nc *= 2;
-            char *nb = nc <= KUBE_WATCH_LINE_MAX ? realloc(w->line, nc) : NULL;
-            if (!nb) {
-                snprintf(w->why, sizeof w->why, "a watch event longer than %d bytes, or out of "
-                         "memory", KUBE_WATCH_LINE_MAX);
-                w->end = KUBE_WATCH_FAILED;
-                w->ended = 1;
-                return 1;
-            }
-            w->line = nb;
-            w->cap = nc;
+        if (buf_add(&w->line, p, take) != 0) {
+            snprintf(w->why, sizeof w->why, "a watch event longer than %d bytes, or out of "
+                     "memory", KUBE_WATCH_LINE_MAX);
+            w->end = KUBE_WATCH_FAILED;
+            w->ended = 1;
+            return 1;
         }
-        memcpy(w->line + w->len, p, take);
-        w->len += take;
         p += take;
         n -= take;
         if (!nl)
             break;
         p++;
         n--;
-        size_t len = w->len;
-        w->len = 0;
-        if (len && event_line(w, w->line, len) != 0)
+        size_t len = w->line.len;
+        int stop = len && event_line(w, w->line.p, len) != 0;
+        buf_reset(&w->line);
+        if (stop)
             return 1;
     }
     return 0;
@@ -127,7 +119,7 @@ enum kube_watch_end kube_watch_run(struct kube_watch *w, const char *path, doubl
                                    const struct kube_watch_fns *fns, char *err, size_t errlen)
 {
     w->fns = fns;
-    w->len = 0;
+    buf_reset(&w->line);
     w->ended = 0;
     w->end = KUBE_WATCH_CLOSED;
     w->why[0] = '\0';

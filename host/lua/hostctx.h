@@ -22,7 +22,7 @@ struct host_ctx {
     double deadline;                /* monotonic seconds; 0 = none */
     const char *stdlib_dir;         /* where stdlib/ modules load from (set by the sandbox) */
     struct journal_log *journal_log; /* where the journal keeps its entries: memory the
-                                     * child's supervisor shares (run/child.c); NULL: its own */
+                                     * child's supervisor shares (proc/child.c); NULL: its own */
     const char *overlay_path;       /* preview: the overlay file (overlay.h); NULL otherwise */
 };
 

@@ -82,9 +82,7 @@ struct kube_client *kube_connect(struct kube_client *c, const struct host_ctx *h
         return c;
     if (c->init_failed)
         return NULL;
-    const struct kube_options *o = &hc->kube;
-    struct rest_policy p = kube_rest_policy(o, log_say);
-    if (!(c->rest = rest_new(&o->cfg, &p, c->init_err, sizeof c->init_err))) {
+    if (!(c->rest = kube_open(&hc->kube, log_say, c->init_err, sizeof c->init_err))) {
         c->init_failed = 1;
         return NULL;
     }

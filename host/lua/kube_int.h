@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <lua.h>
 
+#include "base/buf.h"
 #include "kube/discovery.h"
 #include "kube/journal.h"
 #include "kube/overlay.h"
@@ -67,12 +68,6 @@ void kube_push_json(lua_State *L, const cJSON *v);
 
 /* ---- requests (kube_request.c) ---- */
 
-struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-};
-void kube_sb_add(struct sbuf *b, const char *s);
 
 /* The C memory one request holds while it calls into Lua (which may raise:
  * the memory cap, a bad query value), boxed in a userdata as lauxlib boxes
@@ -83,7 +78,7 @@ struct req {
     char *body;
     cJSON *jbody;
     cJSON *before;
-    struct sbuf path;           /* grows while the query is appended */
+    struct buf path;           /* grows while the query is appended */
     struct rest_result res;
     int have_res;
     int pool_rc;                /* sent through the pool: rest_do's return value */
@@ -129,8 +124,7 @@ void kube_say_lines(const char *text);
  * overlay's version). *held is the overlay's object when it has one. May
  * raise. */
 int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
-                        const char *path0, const char *verb, const cJSON **held,
-                        enum overlay_state *st);
+                        const char *path0, const char *verb, const cJSON **held);
 /* After a successful request in a preview: a write's answer goes in the
  * overlay; a list page is merged with it. 0, or -1 with an error pushed. May
  * raise. */

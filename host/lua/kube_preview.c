@@ -1,12 +1,12 @@
 /* kube_preview.c: the upgrade preview under the kube verbs (overlay.h).
  *
- * Owns what the copy-on-write overlay answers before a request goes out (an
- * object the preview changed, created or deleted), how a write to such an
- * object is rewritten as a dry run of the overlay's version, keeping each
- * dry-run answer in the overlay, merging it into list pages, and calling a
- * request it cannot predict PreviewUnsupported (the migration's preview is
- * then unpredictable, never a failure of the run). Sends nothing itself:
- * kube_request.c does, through its one door. */
+ * Owns turning the overlay's rules (kube/gatepreview.h: what it answers
+ * before a request goes out, how a write to an object it holds is rewritten
+ * as a dry run of its version, keeping each dry-run answer and merging list
+ * pages; the gateway follows the same) into Lua results: an answer, a
+ * rewritten request, or PreviewUnsupported for what it cannot predict (the
+ * migration's preview is then unpredictable, never a failure of the run).
+ * Sends nothing itself: kube_request.c does, through its one door. */
 #include "lua/kube_int.h"
 
 #include <lauxlib.h>
@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "kube/apipath.h"
+#include "kube/gatepreview.h"
 #include "lua/luajson.h"
 
 /* Pushes a PreviewUnsupported error: the preview cannot predict this
@@ -26,7 +27,7 @@ static void push_unsupported(lua_State *L, struct kube_client *c, const char *ms
                              const char *method, const char *path)
 {
     char why[600];
-    snprintf(why, sizeof why, "%s %s: %s", method, path, msg);
+    snprintf(why, sizeof why, "%s %s: %.500s", method, path, msg);
     kube_note_unpredictable(c, why);
     kube_push_error(L, 0, "PreviewUnsupported", msg, NULL, verb, method, path);
 }
@@ -58,25 +59,6 @@ static void push_status(lua_State *L, long status, const cJSON *body)
     host_call_pinned(L, push_status_call, &a, 1);
 }
 
-/* The collection a path's object lives in, with dryRun=All. */
-static int collection_of(const char *path, struct sbuf *out)
-{
-    struct apipath p;
-    if (apipath_parse(path, &p) != 0)
-        return -1;
-    free(out->p);
-    memset(out, 0, sizeof *out);
-    kube_sb_add(out, p.prefix);
-    if (*p.ns) {
-        kube_sb_add(out, "/namespaces/");
-        kube_sb_add(out, p.ns);
-    }
-    kube_sb_add(out, "/");
-    kube_sb_add(out, p.resource);
-    kube_sb_add(out, "?dryRun=All");
-    return out->oom ? -1 : 0;
-}
-
 /* The body q sends becomes obj (a patch applied by the preview), as JSON. */
 static int resend_as(struct req *q, struct send *snd, const char *method, cJSON *obj)
 {
@@ -92,139 +74,77 @@ static int resend_as(struct req *q, struct send *snd, const char *method, cJSON 
     return 0;
 }
 
-/* What the overlay answers before anything is sent. Returns the number of
- * Lua results it pushed, or -1 to send (q and snd possibly rewritten so a
- * write to an object the overlay holds goes out as a dry run of the
- * overlay's version). *held is the overlay's object when it has one. May
- * raise. */
+/* What the overlay answers before anything is sent (gatepreview_decide,
+ * the gateway's rules too). Returns the number of Lua results it pushed,
+ * or -1 to send (q and snd possibly rewritten so a write to an object the
+ * overlay holds goes out as a dry run of the overlay's version). *held is
+ * the overlay's object when it has one. May raise. */
 int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
-                          const char *path0, const char *verb, const cJSON **held,
-                          enum overlay_state *st)
+                        const char *path0, const char *verb, const cJSON **held)
 {
-    struct overlay *ov = c->overlay;
     const char *method = snd->method;
-    struct apipath ap;
-    int item = apipath_parse(path0, &ap) == 0 && *ap.name;
-    char objpath[2048];
-    snprintf(objpath, sizeof objpath, "%s", path0);
-    if (strcmp(method, "POST") == 0) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(q->jbody, "metadata"), "name");
-        if (!cJSON_IsString(name))
-            return -1;
-        snprintf(objpath, sizeof objpath, "%s/%s", path0, name->valuestring);
-        item = 1;
-    }
-    *st = item ? overlay_get(ov, objpath, held) : OV_UNKNOWN;
-    if (*st == OV_UNKNOWN)
+    struct gatepreview_verdict v;
+    if (gatepreview_decide(c->overlay, method, path0, snd->ctype, q->jbody, &v) != 0)
+        return luaL_error(L, "kube: preview: out of memory");
+    *held = v.held;
+    switch (v.kind) {
+    case GP_SEND:
         return -1;
-    if (*st == OV_DELETED && strcmp(method, "POST") != 0) {
-        lua_pushnil(L);
-        kube_push_error(L, 404, "NotFound", lua_pushfstring(L, "%s \"%s\" not found (deleted earlier in "
-                   "this preview)", ap.resource, ap.name), NULL, verb, method, path0);
-        lua_remove(L, -2);
-        return 2;
-    }
-    if (*st == OV_DELETED) {
-        lua_pushnil(L);
-        push_unsupported(L, c, "the preview cannot re-create an object an earlier write of this "
-                         "preview deleted", verb, method, path0);
-        return 2;
-    }
-    if (strcmp(method, "GET") == 0) {
-        push_status(L, 200, *held);
+    case GP_HELD:
+        push_status(L, 200, v.held);
         return 1;
-    }
-    if (strcmp(method, "POST") == 0) {
+    case GP_STATUS:
         lua_pushnil(L);
-        kube_push_error(L, 409, "AlreadyExists", lua_pushfstring(L, "%s \"%s\" already exists (created "
-                   "earlier in this preview)", ap.resource, cJSON_GetStringValue(
-                   cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(q->jbody,
-                   "metadata"), "name"))), NULL, verb, method, path0);
-        lua_remove(L, -2);
+        kube_push_error(L, v.status, v.reason, v.message, NULL, verb, method, path0);
         return 2;
-    }
-    const char *rv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(*held, "metadata"), "resourceVersion"));
-    int created = !rv || !*rv; /* created by this preview: the server has none */
-    if (strcmp(method, "DELETE") == 0) {
-        if (!created)
-            return -1;
-        if (overlay_delete(ov, path0) != 0)
-            return luaL_error(L, "kube: preview: out of memory");
+    case GP_UNSUPPORTED:
+        lua_pushnil(L);
+        push_unsupported(L, c, v.message, verb, method, path0);
+        return 2;
+    case GP_DELETED:
         journal_add(&c->journal, method, verb, path0, 200, NULL, NULL, 1, 1, "");
-        out_line("dry-run: would delete %s/%s (created earlier in this preview)", ap.resource,
-                 ap.name);
+        out_line("dry-run: would delete %s/%s (created earlier in this preview)", v.ap.resource,
+                 v.ap.name);
         push_status(L, 200, NULL);
         return 1;
-    }
-    cJSON *next = NULL;
-    if (strcmp(method, "PATCH") == 0) {
-        char err[512];
-        if (overlay_apply_patch(*held, snd->ctype, q->jbody, &next, err, sizeof err) != 0) {
-            lua_pushnil(L);
-            push_unsupported(L, c, err, verb, method, path0);
-            return 2;
-        }
-    } else {
-        next = cJSON_Duplicate(q->jbody, 1);
-    }
-    if (!next)
-        return luaL_error(L, "kube: preview: out of memory");
-    cJSON *meta = cJSON_GetObjectItemCaseSensitive(next, "metadata");
-    if (created) {
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "uid");
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "creationTimestamp");
-        if (resend_as(q, snd, "POST", next) != 0 || collection_of(path0, &q->path) != 0)
+    case GP_REWRITE:
+        if (resend_as(q, snd, v.method, v.next) != 0)
             return luaL_error(L, "kube: preview: out of memory");
-    } else if (resend_as(q, snd, "PUT", next) != 0) {
-        return luaL_error(L, "kube: preview: out of memory");
+        if (*v.path) {
+            /* to the collection, still a dry run */
+            buf_reset(&q->path);
+            buf_adds(&q->path, v.path);
+            if (apipath_add_query(&q->path, "dryRun", "All") != 0)
+                return luaL_error(L, "kube: preview: out of memory");
+        }
+        return -1;
     }
     return -1;
 }
 
 /* After a successful request in a preview: a write's answer goes in the
- * overlay; a list page is merged with it. 0, or -1 with an error pushed
- * (a selector the preview cannot evaluate). May raise. */
+ * overlay; a list page is merged with it, by the selectors the script's
+ * query table holds (gatepreview_keep). 0, or -1 with an error pushed.
+ * May raise. */
 int kube_preview_after(lua_State *L, struct kube_client *c, struct overlay *ov, struct req *q,
-                         const char *method, const char *path0, int qidx)
+                       const char *method, const char *path0, int qidx)
 {
-    const cJSON *resp = q->res.json;
-    if (strcmp(method, "GET") == 0) {
-        struct apipath ap;
-        if (apipath_parse(path0, &ap) != 0 || *ap.name || !cJSON_IsArray(
-                cJSON_GetObjectItemCaseSensitive(resp, "items")))
-            return 0;
+    int list = strcmp(method, "GET") == 0;
+    /* a GET's query table, when it has one (a get of one object may not) */
+    int sel = list && lua_istable(L, qidx);
+    if (sel) {
         lua_getfield(L, qidx, "labelSelector");
         lua_getfield(L, qidx, "fieldSelector");
-        const char *ls = lua_tostring(L, -2), *fs = lua_tostring(L, -1);
-        const char *cont = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(resp, "metadata"), "continue"));
-        char err[512];
-        int rc = overlay_merge_list(ov, path0, ls, fs, q->res.json, !cont || !*cont, err, sizeof err);
-        lua_pop(L, 2);
-        if (rc != 0) {
-            push_unsupported(L, c, err, "list", "GET", path0);
-            return -1;
-        }
-        return 0;
     }
-    int rc;
-    /* A delete leaves the object terminating only while finalizers remain,
-     * as the preview has the object (the server's copy may still hold
-     * finalizers an earlier write of this preview removed). */
-    const cJSON *fin = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(q->before ? q->before : resp, "metadata"), "finalizers");
-    if (strcmp(method, "DELETE") == 0 && cJSON_GetArraySize(fin) == 0)
-        rc = overlay_delete(ov, path0);
-    else
-        rc = resp ? overlay_put(ov, path0, resp) : 0;
+    char err[512];
+    int rc = gatepreview_keep(ov, method, path0, sel ? lua_tostring(L, -2) : NULL,
+                              sel ? lua_tostring(L, -1) : NULL, q->before, q->res.json, err,
+                              sizeof err);
+    if (sel)
+        lua_pop(L, 2);
     if (rc != 0) {
-        push_unsupported(L, c, "the preview could not keep this write's answer", method, method,
-                         path0);
+        push_unsupported(L, c, err, list ? "list" : method, method, path0);
         return -1;
     }
     return 0;
 }
-

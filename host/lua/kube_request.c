@@ -11,7 +11,6 @@
  * door, nor let a script reach the ledger. */
 #include "lua/kube_int.h"
 
-#include <curl/curl.h>
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
+#include "kube/apipath.h"
 #include "kube/door.h"
 #include "lua/kube.h"
 #include "lua/luajson.h"
@@ -40,25 +40,6 @@ void kube_say_lines(const char *text)
 
 /* ---- requests ---------------------------------------------------------- */
 
-void kube_sb_add(struct sbuf *b, const char *s)
-{
-    size_t l = strlen(s);
-    if (b->oom)
-        return;
-    if (b->n + l + 1 > b->cap) {
-        size_t nc = (b->n + l + 1) * 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, l + 1);
-    b->n += l;
-}
-
 /* A query key as the apiserver names its parameters (labelSelector,
  * fieldManager, ...): letters and digits. dryRun is the host's alone. */
 static int query_key_ok(const char *k)
@@ -73,7 +54,7 @@ static int query_key_ok(const char *k)
 
 /* Appends the spec's query table, URL-escaped. Returns -1 on a bad key or
  * value. May raise (memory). */
-static int append_query(struct sbuf *b, lua_State *L, int qidx, int *first)
+static int append_query(struct buf *b, lua_State *L, int qidx)
 {
     if (lua_isnil(L, qidx))
         return 0;
@@ -93,19 +74,7 @@ static int append_query(struct sbuf *b, lua_State *L, int qidx, int *first)
             lua_pop(L, 2);
             return -1;
         }
-        char *ek = curl_easy_escape(NULL, lua_tostring(L, -2), 0);
-        char *ev = curl_easy_escape(NULL, v, 0);
-        if (!ek || !ev)
-            b->oom = 1;
-        else {
-            kube_sb_add(b, *first ? "?" : "&");
-            kube_sb_add(b, ek);
-            kube_sb_add(b, "=");
-            kube_sb_add(b, ev);
-            *first = 0;
-        }
-        curl_free(ek);
-        curl_free(ev);
+        apipath_add_query(b, lua_tostring(L, -2), v);
         lua_pop(L, 1);
     }
     return 0;
@@ -141,7 +110,7 @@ void kube_req_release(struct req *q)
     cJSON_free(q->body);
     cJSON_Delete(q->jbody);
     cJSON_Delete(q->before);
-    free(q->path.p);
+    buf_release(&q->path);
     free(q->jpath);
     if (q->have_res)
         rest_result_free(&q->res);
@@ -494,18 +463,17 @@ int kube_l_request(lua_State *L)
         return raise_refusal(L, hc, kc, DOOR_REFUSED, gv, why, verb, method, path0);
 
     /* path + the caller's query + dryRun */
-    struct sbuf *pb = &q->path;
-    int first = 1;
-    kube_sb_add(pb, path0);
+    struct buf *pb = &q->path;
+    buf_adds(pb, path0);
     lua_getfield(L, 1, "query");
     int qidx = lua_gettop(L);
-    if (append_query(pb, L, qidx, &first) != 0)
+    if (append_query(pb, L, qidx) != 0)
         return luaL_error(L, "kube: query keys are API parameter names (never dryRun) and values "
                           "strings, numbers or booleans");
     /* The query table stays on the stack: the preview reads its selectors. */
     if (mutating && hc->kube.dry_run)
-        kube_sb_add(pb, first ? "?dryRun=All" : "&dryRun=All");
-    if (pb->oom)
+        apipath_add_query(pb, "dryRun", "All");
+    if (pb->failed)
         return luaL_error(L, "kube: out of memory");
 
     struct kube_client *c = kube_connect(kc, hc);
@@ -526,9 +494,8 @@ int kube_l_request(lua_State *L)
     }
     struct send snd = {method, ctype, body_len, a.safe};
     const cJSON *held = NULL;
-    enum overlay_state ost = OV_UNKNOWN;
     if (ov) {
-        int r = kube_preview_before(L, c, q, &snd, path0, verb, &held, &ost);
+        int r = kube_preview_before(L, c, q, &snd, path0, verb, &held);
         if (r >= 0) {
             kube_req_release(q);
             return r; /* the top r values: what the overlay answered */

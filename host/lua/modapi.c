@@ -16,48 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/mem.h"
 #include "base/paths.h"
 #include "base/util.h"
 #include "lua/sandbox.h"
 
 const char *const modapi_modules[] = {"kube", "helm", "fleet", "flux", "log", "json", "yaml", NULL};
-
-/* ---- growing text ---------------------------------------------------------- */
-
-struct text {
-    char *s;
-    size_t len, cap;
-    int oom;
-};
-
-static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct text *t, const char *fmt, ...)
-{
-    if (t->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0) {
-            t->oom = 1;
-            return;
-        }
-        if (t->s && (size_t)w < t->cap - t->len) {
-            t->len += (size_t)w;
-            return;
-        }
-        size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)w + 1;
-        char *n = realloc(t->s, cap);
-        if (!n) {
-            t->oom = 1;
-            return;
-        }
-        t->s = n;
-        t->cap = cap;
-    }
-}
 
 /* ---- reading the modules ---------------------------------------------------- */
 
@@ -69,41 +34,37 @@ static int cmp_field(const void *a, const void *b)
 /* A value as a Lua literal (strings quoted and escaped), or NULL. */
 static char *literal(lua_State *L, int idx)
 {
-    struct text t = {0};
+    struct buf t = BUF_INIT;
     switch (lua_type(L, idx)) {
     case LUA_TBOOLEAN:
-        put(&t, "%s", lua_toboolean(L, idx) ? "true" : "false");
+        buf_addf(&t, "%s", lua_toboolean(L, idx) ? "true" : "false");
         break;
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx))
-            put(&t, "%lld", (long long)lua_tointeger(L, idx));
+            buf_addf(&t, "%lld", (long long)lua_tointeger(L, idx));
         else
-            put(&t, "%.17g", lua_tonumber(L, idx));
+            buf_addf(&t, "%.17g", lua_tonumber(L, idx));
         break;
     case LUA_TSTRING: {
         size_t n;
         const char *s = lua_tolstring(L, idx, &n);
-        put(&t, "'");
+        buf_addf(&t, "'");
         for (size_t i = 0; i < n; i++) {
             unsigned char c = (unsigned char)s[i];
             if (c == '\'' || c == '\\')
-                put(&t, "\\%c", c);
+                buf_addf(&t, "\\%c", c);
             else if (c < 0x20 || c == 0x7f)
-                put(&t, "\\%03u", c);
+                buf_addf(&t, "\\%03u", c);
             else
-                put(&t, "%c", c);
+                buf_addf(&t, "%c", c);
         }
-        put(&t, "'");
+        buf_addf(&t, "'");
         break;
     }
     default:
         return NULL;
     }
-    if (t.oom) {
-        free(t.s);
-        return NULL;
-    }
-    return t.s;
+    return buf_detach(&t, NULL);
 }
 
 /* The comment block right above line `line` of src, when that line
@@ -111,10 +72,9 @@ static char *literal(lua_State *L, int idx)
  * closures, gets none): each "-- x" line as "x\n". "" when none. */
 static char *doc_above(const char *src, int line, const char *name)
 {
-    struct text t = {0};
+    struct buf t = BUF_INIT;
     if (!src || line < 1) {
-        put(&t, "%s", "");
-        return t.s;
+        return buf_detach(&t, NULL);
     }
     const char **starts = NULL;
     size_t n = 0;
@@ -122,6 +82,7 @@ static char *doc_above(const char *src, int line, const char *name)
         const char **ns = realloc(starts, (n + 1) * sizeof *ns);
         if (!ns) {
             free(starts);
+            buf_release(&t);
             return NULL;
         }
         starts = ns;
@@ -149,7 +110,6 @@ static char *doc_above(const char *src, int line, const char *name)
             break;
         first--;
     }
-    put(&t, "%s", "");
     for (size_t i = first; defines && i < at; i++) {
         const char *l = starts[i];
         while (*l == ' ')
@@ -157,14 +117,10 @@ static char *doc_above(const char *src, int line, const char *name)
         l += 2;
         if (*l == ' ')
             l++;
-        put(&t, "%.*s\n", (int)strcspn(l, "\n"), l);
+        buf_addf(&t, "%.*s\n", (int)strcspn(l, "\n"), l);
     }
     free(starts);
-    if (t.oom) {
-        free(t.s);
-        return NULL;
-    }
-    return t.s;
+    return buf_detach(&t, NULL);
 }
 
 /* Fills f from the function on top of the stack (left there). 0 or -1. */
@@ -291,8 +247,8 @@ void modapi_free(struct modapi *a)
         for (size_t k = 0; k < a->m[i].n; k++) {
             struct modapi_field *f = &a->m[i].f[k];
             free(f->name);
-            free(f->value);
-            free(f->doc);
+            mem_free(f->value);
+            mem_free(f->doc);
             for (size_t p = 0; p < f->nparams; p++)
                 free(f->params[p]);
             free(f->params);
@@ -323,8 +279,8 @@ static const char *type_name(int type)
 
 char *modapi_stub(const struct modapi_module *m)
 {
-    struct text t = {0};
-    put(&t, "---@meta %s\n"
+    struct buf t = BUF_INIT;
+    buf_addf(&t, "---@meta %s\n"
             "-- The `%s` module as the migration sandbox loads it, for editors (LuaLS).\n"
             "-- Generated by `cozy-migrate stubs` from the module itself: do not edit;\n"
             "-- run it again after upgrading cozy-migrate.\n\n"
@@ -332,26 +288,22 @@ char *modapi_stub(const struct modapi_module *m)
         m->name, m->name, m->name);
     for (size_t i = 0; i < m->n; i++) {
         const struct modapi_field *f = &m->f[i];
-        put(&t, "\n");
+        buf_addf(&t, "\n");
         if (f->type == LUA_TFUNCTION) {
             for (const char *d = f->doc; d && *d;) {
                 size_t l = strcspn(d, "\n");
-                put(&t, "--- %.*s\n", (int)l, d);
+                buf_addf(&t, "--- %.*s\n", (int)l, d);
                 d += l + (d[l] == '\n');
             }
-            put(&t, "function %s.%s(", m->name, f->name);
+            buf_addf(&t, "function %s.%s(", m->name, f->name);
             for (size_t p = 0; p < f->nparams; p++)
-                put(&t, "%s%s", p ? ", " : "", f->params[p]);
-            put(&t, "%s) end\n", f->vararg ? (f->nparams ? ", ..." : "...") : "");
+                buf_addf(&t, "%s%s", p ? ", " : "", f->params[p]);
+            buf_addf(&t, "%s) end\n", f->vararg ? (f->nparams ? ", ..." : "...") : "");
         } else {
-            put(&t, "---@type %s\n%s.%s = %s\n", type_name(f->type), m->name, f->name,
+            buf_addf(&t, "---@type %s\n%s.%s = %s\n", type_name(f->type), m->name, f->name,
                 f->value ? f->value : f->type == LUA_TTABLE ? "{}" : "nil");
         }
     }
-    put(&t, "\nreturn %s\n", m->name);
-    if (t.oom) {
-        free(t.s);
-        return NULL;
-    }
-    return t.s;
+    buf_addf(&t, "\nreturn %s\n", m->name);
+    return buf_detach(&t, NULL);
 }

@@ -42,7 +42,7 @@ struct modapi {
 int modapi_load(const char *stdlib_dir, struct modapi *a, char *err, size_t errlen);
 void modapi_free(struct modapi *a);
 /* The LuaLS meta file of one module (`---@meta NAME`, one declaration per
- * field, a function's doc block and parameters): malloc'd, NULL when out of
- * memory. */
+ * field, a function's doc block and parameters): the caller's, freed with
+ * mem_free; NULL when out of memory. */
 char *modapi_stub(const struct modapi_module *m);
 #endif

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "release/proc.h"
 
 /* A decimal number without leading zeros (a lone 0 is fine), < 10^9. */
@@ -342,7 +343,7 @@ int git_blob(const struct git_repo *g, const char *oid, char **text, size_t *len
         return -1;
     *text = res.out;
     *len = res.out_len;
-    free(res.err);
+    mem_free(res.err);
     return 0;
 }
 

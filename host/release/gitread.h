@@ -55,7 +55,8 @@ int git_tree_parse(const char *buf, size_t len, struct git_entry **e, size_t *n,
 int git_ls_tree(const struct git_repo *g, const char *rev, const char *const *paths,
                 struct git_entry **e, size_t *n, char *err, size_t errlen);
 void git_entries_free(struct git_entry *e, size_t n);
-/* The content of a blob (by id). */
+/* The content of a blob (by id), NUL-terminated: the caller's, freed with
+ * mem_free. */
 int git_blob(const struct git_repo *g, const char *oid, char **text, size_t *len, char *err,
              size_t errlen);
 /* How many files under path (relative to the prefix) the index tracks. */

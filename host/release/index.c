@@ -134,7 +134,7 @@ int index_cmd(const struct index_opts *o)
             mem_free(y);
         }
     }
-    free(text);
+    mem_free(text);
     index_free(&want);
     return rc;
 }

@@ -12,7 +12,6 @@
  * never write anything but the batch files of the directory it is given,
  * and never emit a manifest tree_load would refuse: it reads back what it
  * writes. */
-#include "base/log.h"
 #include "release/order.h"
 
 #include <dirent.h>
@@ -25,9 +24,11 @@
 
 #include "base/exitcodes.h"
 #include "base/fsutil.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/util.h"
 #include "formats/header.h"
 #include "formats/tree.h"
-#include "base/util.h"
 
 static const char *const script_dirs[] = {"migrations/pre-apply", "migrations/background",
                                           "legacy-sh", NULL};
@@ -386,7 +387,7 @@ static int load_header(const struct git_repo *g, struct gen *gn, struct node *x,
         return EXIT_HISTORY;
     }
     int rc = header_parse(x->label, text, len, ends_with(path, ".lua"), &x->h, err, errlen);
-    free(text);
+    (*oid ? mem_free : free)(text); /* git_blob's text is mem_*'s, read_file's malloc's */
     if (rc != 0)
         return EXIT_PACKAGING;
     x->has_header = 1;
@@ -497,7 +498,7 @@ static int legacy_batch(struct ordering *o)
         } else {
             if (legacy_map_parse(label, text, len, &o->lm, o->err, o->errlen) != 0)
                 rc = EXIT_PACKAGING;
-            free(text);
+            mem_free(text);
         }
     }
     git_entries_free(le, nle);

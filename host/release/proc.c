@@ -16,10 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/buf.h"
+#include "base/mem.h"
+
 void proc_result_free(struct proc_result *res)
 {
-    free(res->out);
-    free(res->err);
+    mem_free(res->out);
+    mem_free(res->err);
     memset(res, 0, sizeof *res);
 }
 
@@ -33,29 +36,6 @@ void proc_first_line(const char *s, char *buf, size_t n)
     if (l)
         memcpy(buf, s, l);
     buf[l] = '\0';
-}
-
-struct sink {
-    char *buf;
-    size_t len, cap;
-};
-
-static int sink_add(struct sink *s, const char *p, size_t n)
-{
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *nb = realloc(s->buf, cap);
-        if (!nb)
-            return -1;
-        s->buf = nb;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, p, n);
-    s->len += n;
-    s->buf[s->len] = '\0';
-    return 0;
 }
 
 int proc_run(const char *const *argv, const char *cwd, struct proc_result *res)
@@ -97,7 +77,7 @@ int proc_run(const char *const *argv, const char *cwd, struct proc_result *res)
     close(out[1]);
     close(err[1]);
     close(st[1]);
-    struct sink so = {0}, se = {0};
+    struct buf so = BUF_INIT, se = BUF_INIT;
     int rc = 0;
     struct pollfd fds[2] = {{.fd = out[0], .events = POLLIN}, {.fd = err[0], .events = POLLIN}};
     int open_fds = 2;
@@ -119,7 +99,7 @@ int proc_run(const char *const *argv, const char *cwd, struct proc_result *res)
                 close(fds[i].fd);
                 fds[i].fd = -1;
                 open_fds--;
-            } else if (sink_add(i == 0 ? &so : &se, buf, (size_t)n) != 0) {
+            } else if (buf_add(i == 0 ? &so : &se, buf, (size_t)n) != 0) {
                 rc = -1;
             }
         }
@@ -146,15 +126,17 @@ int proc_run(const char *const *argv, const char *cwd, struct proc_result *res)
     } else if (rc == 0) {
         res->status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
     }
-    if ((!so.buf && sink_add(&so, "", 0) != 0) || (!se.buf && sink_add(&se, "", 0) != 0))
-        rc = -1;
-    res->out = so.buf;
-    res->out_len = so.len;
-    res->err = se.buf;
-    res->err_len = se.len;
+    if (rc == 0) {
+        res->out = buf_detach(&so, &res->out_len);
+        res->err = buf_detach(&se, &res->err_len);
+        if (!res->out || !res->err)
+            rc = -1;
+    }
     if (rc != 0) {
-        free(res->out);
-        free(res->err);
+        buf_release(&so);
+        buf_release(&se);
+        mem_free(res->out);
+        mem_free(res->err);
         res->out = res->err = NULL;
         res->out_len = res->err_len = 0;
     }

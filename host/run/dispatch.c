@@ -1066,16 +1066,6 @@ static int upgrade_holds(struct ctx *c, char *who, size_t len)
     return 1;
 }
 
-static struct rest_client *connect_cluster(const struct runner_opts *o)
-{
-    char err[ERRLINE_MAX];
-    struct rest_policy p = kube_rest_policy(&o->k, log_say);
-    struct rest_client *c = rest_new(&o->k.cfg, &p, err, sizeof err);
-    if (!c)
-        log_fatal("%s", err);
-    return c;
-}
-
 /* An absent ledger: nothing to do before the hook seeds it, unless the
  * Lease records that this cluster had one (exit 12, as `run` refuses). */
 static int no_ledger(struct ctx *c)
@@ -1187,7 +1177,7 @@ int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
         log_usage("dispatch", "MIGRATIONS_IMAGE %s", err);
         return EXIT_USAGE;
     }
-    struct rest_client *rest = connect_cluster(o);
+    struct rest_client *rest = runner_connect(o);
     if (!rest)
         return EXIT_CLUSTER;
     struct ctx c;

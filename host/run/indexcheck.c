@@ -46,7 +46,7 @@ static void say(void *ud, const char *line)
         s->at = sizeof s->text - 1;
 }
 
-int index_check_release(struct ctx *c)
+int runner_index_check_release(struct runner_ctx *c)
 {
     const struct runner_opts *o = c->o;
     const char *text = o->index_json;

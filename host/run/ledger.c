@@ -192,7 +192,7 @@ enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e
     cJSON *meta = cJSON_AddObjectToObject(cm, "metadata");
     cJSON *labels = cJSON_AddObjectToObject(meta, "labels");
     cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
-    cJSON *d = ledger_records_data(e, n);
+    cJSON *d = ledger_records_data(e, n, NULL);
     if (!cm || !meta || !labels || !ann || !d ||
         !cJSON_AddStringToObject(cm, "apiVersion", "v1") ||
         !cJSON_AddStringToObject(cm, "kind", "ConfigMap") ||
@@ -321,16 +321,16 @@ enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen)
 }
 
 enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
-                            char *err, size_t errlen)
+                            size_t *sent, char *err, size_t errlen)
 {
-    return ledger_write_stamped(at, e, n, -1, err, errlen);
+    return ledger_write_stamped(at, e, n, -1, sent, err, errlen);
 }
 
 enum ledger_rc ledger_write_stamped(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
-                                    long version, char *err, size_t errlen)
+                                    long version, size_t *sent, char *err, size_t errlen)
 {
     cJSON *p = cJSON_CreateObject();
-    cJSON *d = ledger_records_data(e, n);
+    cJSON *d = ledger_records_data(e, n, sent);
     char v[32];
     snprintf(v, sizeof v, "%ld", version);
     if (!p || !d || !cJSON_AddItemToObject(p, "data", d) ||

@@ -71,15 +71,17 @@ enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t 
 /* Writes the n records with one strategic merge patch. Never touches `version`
  * (but for ledger_write_stamped below),
  * never deletes; conditional on at->rv when known (then updated from the
- * answer). LEDGER_OK, LEDGER_GONE (404), LEDGER_FULL, LEDGER_CONFLICT,
- * LEDGER_ERROR, LEDGER_UNAVAILABLE or LEDGER_DENIED. */
+ * answer). *sent: the bytes the records take in the object (keys and
+ * values, as the size limit counts them), whatever the answer; 0 when the
+ * patch could not be made. LEDGER_OK, LEDGER_GONE (404), LEDGER_FULL,
+ * LEDGER_CONFLICT, LEDGER_ERROR, LEDGER_UNAVAILABLE or LEDGER_DENIED. */
 enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
-                            char *err, size_t errlen);
+                            size_t *sent, char *err, size_t errlen);
 /* The same, with `version` set to version in the same patch: a legacy
  * script's stamp the gateway absorbed (kube/stamp.h), carried out by the
  * runner as part of its ok record. version < 0: none (ledger_write). */
 enum ledger_rc ledger_write_stamped(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
-                                    long version, char *err, size_t errlen);
+                                    long version, size_t *sent, char *err, size_t errlen);
 /* Reads the ledger's resourceVersion alone (its metadata) into at->rv.
  * LEDGER_OK, LEDGER_GONE, LEDGER_UNAVAILABLE or LEDGER_ERROR. */
 enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen);

@@ -53,7 +53,7 @@
  *             our holder and our renewTime.
  *   deadline  lock_watch: the deadline a migration's process group may live
  *             to without a newer confirmation, in shared memory its children
- *             read (base/leasewatch.h); a runner that stops (SIGSTOP, a hung
+ *             read (proc/leasewatch.h); a runner that stops (SIGSTOP, a hung
  *             syscall) cannot leave its migration running past the lease
  *             (child.c kills the group itself), and the watcher's loss moves
  *             it into the past: one mechanism stops a migration.

@@ -7,7 +7,7 @@
  * the child), streams the Lease's events on a connection of its own and
  * hands each to the judge the runner gave it. It reports through one page
  * of shared memory whose first word is the lease watch word every
- * migration's process group reads (base/leasewatch.h): on a loss (the
+ * migration's process group reads (proc/leasewatch.h): on a loss (the
  * Lease deleted, force-deleted, being deleted, or held by another) the
  * watcher sets that word in the past before anything else, so the
  * migration in flight is killed within one round trip of the event (one

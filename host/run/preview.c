@@ -25,13 +25,13 @@
 #include "base/paths.h"
 #include "base/stop.h"
 #include "kube/overlay.h"
-#include "run/child.h"
+#include "proc/child.h"
 #include "run/runner_int.h"
 
 struct preview {
     const struct runner_opts *o;
     struct kube_options k;          /* o->k with dry_run set */
-    struct ctx c;                   /* the tree, the connection and the ledger, as run has them */
+    struct runner_ctx c;                   /* the tree, the connection and the ledger, as run has them */
     struct plan p;
     char dir[4096], overlay[4200]; /* the overlay lives in a private directory under TMPDIR */
     cJSON *doc;                     /* the JSON report being built */
@@ -54,7 +54,7 @@ static void preview_free(struct preview *v)
     if (*v->dir)
         rmdir(v->dir);
     plan_free(&v->p);
-    ctx_free(&v->c);
+    runner_ctx_free(&v->c);
     cJSON_Delete(v->doc);
     cJSON_Delete(v->ran);
 }
@@ -168,7 +168,7 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
     struct shell_launch sl;
     memset(&sl, 0, sizeof sl);
     sl.gw.listen_fd = -1;
-    if (m->is_shell && shell_launch_prep(&v->c, s, 1, &sl) != 0) {
+    if (m->is_shell && runner_shell_launch_prep(&v->c, s, 1, &sl) != 0) {
         cJSON_AddStringToObject(mj, "outcome", "unpredictable");
         cJSON_AddStringToObject(mj, "message", "its gateway could not be started");
         *blind = 1;
@@ -196,8 +196,8 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
     };
     struct child_result res;
     child_run(&spec, &res);
-    shell_launch_free(&sl);
-    cJSON *journal = res.journal ? cJSON_Parse(res.journal) : NULL;
+    runner_shell_launch_free(&sl);
+    cJSON *journal = res.journal ? journal_log_json(res.journal) : NULL;
     if (*res.unpredictable && res.outcome != CHILD_TIMEOUT && res.outcome != CHILD_NOMEM) {
         /* The preview met a write it cannot predict (a strategic merge on an
          * object it changed, a verb a dry run may not send): whatever the

@@ -19,7 +19,7 @@
 #include "base/log.h"
 #include "base/util.h"
 
-int read_ledger(struct ctx *c)
+int runner_read_ledger(struct runner_ctx *c)
 {
     char err[ERRLINE_MAX];
     ledger_free(&c->l);
@@ -33,7 +33,7 @@ int read_ledger(struct ctx *c)
 }
 
 /* How to get a deleted ledger back, for the messages of exit 12. */
-static void restore_advice(const struct ctx *c, char *buf, size_t len)
+static void restore_advice(const struct runner_ctx *c, char *buf, size_t len)
 {
     snprintf(buf, len, "restore it from a backup, or create it empty (kubectl create configmap %s "
              "-n %s, with --from-literal=version=N if the cluster was at legacy version N) so that "
@@ -41,7 +41,7 @@ static void restore_advice(const struct ctx *c, char *buf, size_t len)
 }
 
 /* A record write found the ledger gone: exit 12, saying so. */
-int ledger_gone(struct ctx *c, const char *what)
+int runner_ledger_gone(struct runner_ctx *c, const char *what)
 {
     char how[600];
     restore_advice(c, how, sizeof how);
@@ -57,7 +57,7 @@ int ledger_gone(struct ctx *c, const char *what)
  * skipped-fresh-install, the ones that never ran among them); a present one
  * read under the lock gets its uid recorded in the Lease (lock.h "ledger").
  * 0 or an exit code. */
-int check_ledger(struct ctx *c)
+int runner_check_ledger(struct runner_ctx *c)
 {
     char err[ERRLINE_MAX], mark[64] = "";
     int locked = c->lk.held && !c->o->k.dry_run;
@@ -97,7 +97,7 @@ int check_ledger(struct ctx *c)
  * while this one was stopped, in which case the write must not land. The
  * Lease tells which: 1 when it is still ours and at->rv was read afresh
  * (write again), 0 with *rc the exit code otherwise. */
-int after_conflict(struct ctx *c, const char *what, int *tries, int *rc)
+int runner_after_conflict(struct runner_ctx *c, const char *what, int *tries, int *rc)
 {
     char err[ERRLINE_MAX];
     if (++*tries > 3) {
@@ -107,11 +107,11 @@ int after_conflict(struct ctx *c, const char *what, int *tries, int *rc)
         *rc = EXIT_CLUSTER;
         return 0;
     }
-    if ((*rc = hold(c, what)) != 0)
+    if ((*rc = runner_hold(c, what)) != 0)
         return 0;
     enum ledger_rc lrc = ledger_refresh(&c->loc, err, sizeof err);
     if (lrc == LEDGER_GONE) {
-        *rc = ledger_gone(c, what);
+        *rc = runner_ledger_gone(c, what);
         return 0;
     }
     if (lrc != LEDGER_OK) {
@@ -128,7 +128,7 @@ int after_conflict(struct ctx *c, const char *what, int *tries, int *rc)
  * older chart rendered it): its no-delete label and keep annotation, one
  * metadata merge patch. A refusal is said and the write goes on. 0, or
  * EXIT_LEDGER_GONE. */
-int protect_once(struct ctx *c)
+int runner_protect_once(struct runner_ctx *c)
 {
     if (c->l.protected_ || !c->l.exists)
         return 0;
@@ -136,10 +136,10 @@ int protect_once(struct ctx *c)
     enum ledger_rc rc;
     int tries = 0, xrc = 0;
     while ((rc = ledger_protect(&c->loc, err, sizeof err)) == LEDGER_CONFLICT)
-        if (!after_conflict(c, "labelling the ledger", &tries, &xrc))
+        if (!runner_after_conflict(c, "labelling the ledger", &tries, &xrc))
             return xrc;
     if (rc == LEDGER_GONE)
-        return ledger_gone(c, "labelling the ledger");
+        return runner_ledger_gone(c, "labelling the ledger");
     if (rc != LEDGER_OK)
         log_warn("could not give the ledger %s/%s its no-delete label and keep annotation: %s",
                  c->loc.ns, c->loc.name, err);
@@ -150,7 +150,7 @@ int protect_once(struct ctx *c)
 /* Before a migration starts and before a record is written: do we still
  * hold the lock? 0, or EXIT_LOCK after saying so. A write that follows may
  * take only as long as the hold is certain. */
-int hold(struct ctx *c, const char *what)
+int runner_hold(struct runner_ctx *c, const char *what)
 {
     if (c->o->k.dry_run)
         return 0;
@@ -170,18 +170,18 @@ int hold(struct ctx *c, const char *what)
 
 /* The bytes slug's record takes in the ledger as read (0 when none): a
  * new record of it replaces them. */
-static size_t old_bytes(const struct ctx *c, const char *slug)
+static size_t old_bytes(const struct runner_ctx *c, const char *slug)
 {
     const struct ledger_entry *e = ledger_find_entry(&c->l, slug);
     return e ? e->bytes : 0;
 }
 
 /* Past LEDGER_SHRINK_AT failed records are written shrunk (record.h). */
-int shrinking(const struct ctx *c) { return c->ledger_bytes > LEDGER_SHRINK_AT; }
+int runner_shrinking(const struct runner_ctx *c) { return c->ledger_bytes > LEDGER_SHRINK_AT; }
 
 /* The ledger has no room for a record: exit 13, naming the size, the limit
  * and the way out. */
-static int ledger_full(struct ctx *c, const char *slug, size_t need, size_t have, int ran)
+static int ledger_full(struct runner_ctx *c, const char *slug, size_t need, size_t have, int ran)
 {
     log_fatal("%s %s: its record may take up to %zu bytes, and the ledger %s/%s holds %zu of "
               "its %d-byte limit (%d kept free): %s. Make room: failed records are the large "
@@ -198,7 +198,7 @@ static int ledger_full(struct ctx *c, const char *slug, size_t need, size_t have
  * write (an ok one; a failed one too unless a pre-apply on-error=abort,
  * which records nothing on failure: a background one is recorded failed
  * whatever on-error says), shrunk when the ledger is past LEDGER_SHRINK_AT. */
-int room_for(struct ctx *c, const struct step *s)
+int runner_room_for(struct runner_ctx *c, const struct step *s)
 {
     if (c->o->k.dry_run)
         return 0;
@@ -207,10 +207,10 @@ int room_for(struct ctx *c, const struct step *s)
         log_fatal("out of memory");
         return EXIT_FAILED;
     }
-    new_record(c, s, REC_OK, base);
+    runner_new_record(c, s, REC_OK, base);
     snprintf(base->runner, sizeof base->runner, "%s", c->lk.holder);
     int may_fail = s->m && (s->m->h.on_error != ON_ERROR_ABORT || strcmp(s->tier, "background") == 0);
-    size_t max = record_max_bytes(base, may_fail, shrinking(c));
+    size_t max = record_max_bytes(base, may_fail, runner_shrinking(c));
     free(base);
     size_t need = ledger_key_bytes(s->slug) + max;
     size_t have = c->ledger_bytes - old_bytes(c, s->slug);
@@ -222,34 +222,36 @@ int room_for(struct ctx *c, const struct step *s)
 /* 0, EXIT_LOCK (the lock is gone: not written), EXIT_LEDGER_GONE,
  * EXIT_LEDGER_FULL, EXIT_DENIED (admission refused it) or EXIT_CLUSTER. held: the lock was confirmed for this
  * write just before (finish_step). */
-int write_record(struct ctx *c, const char *slug, struct record *r, int held)
+int runner_write_record(struct runner_ctx *c, const char *slug, struct record *r, int held)
 {
     if (c->o->k.dry_run)
         return 0;
     char what[200];
     snprintf(what, sizeof what, "recording %s", slug);
-    int rc = held ? 0 : hold(c, what);
+    int rc = held ? 0 : runner_hold(c, what);
     if (rc != 0)
         return rc;
-    if ((rc = protect_once(c)) != 0)
+    if ((rc = runner_protect_once(c)) != 0)
         return rc;
     char err[ERRLINE_MAX];
     snprintf(r->runner, sizeof r->runner, "%s", c->lk.holder);
-    if (r->state == REC_FAILED && shrinking(c))
+    if (r->state == REC_FAILED && runner_shrinking(c))
         record_shrink(r);
     struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
     enum ledger_rc lrc;
     int tries = 0;
+    size_t sent = 0;
     /* A legacy script's stamp the gateway absorbed goes with its ok record,
      * in the same patch: the two land together or not at all. */
     long stamp = r->state == REC_OK && *r->stamp ? c->stamp : -1;
-    while ((lrc = ledger_write_stamped(&c->loc, &e, 1, stamp, err, sizeof err)) == LEDGER_CONFLICT)
-        if (!after_conflict(c, what, &tries, &rc))
+    while ((lrc = ledger_write_stamped(&c->loc, &e, 1, stamp, &sent, err, sizeof err)) ==
+           LEDGER_CONFLICT)
+        if (!runner_after_conflict(c, what, &tries, &rc))
             return rc;
     if (lrc == LEDGER_GONE)
-        return ledger_gone(c, what);
+        return runner_ledger_gone(c, what);
     if (lrc == LEDGER_FULL)
-        return ledger_full(c, slug, ledger_entry_bytes(&e, 1), c->ledger_bytes, 1);
+        return ledger_full(c, slug, sent, c->ledger_bytes, 1);
     if (lrc == LEDGER_UNAVAILABLE) {
         /* Retried as long as the lock is certain, and no longer: a record
          * landing after another runner took over would lie. When the hold
@@ -268,13 +270,13 @@ int write_record(struct ctx *c, const char *slug, struct record *r, int held)
         log_fatal("recording %s: %s", slug, err);
         return lrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
     }
-    c->ledger_bytes += ledger_entry_bytes(&e, 1) - old_bytes(c, slug);
+    c->ledger_bytes += sent - old_bytes(c, slug);
     if (stamp >= 0) {
         /* what the next legacy script's CURRENT_VERSION says */
         c->l.has_version = 1;
         c->l.version = stamp;
     }
-    if (!c->size_warned && shrinking(c)) {
+    if (!c->size_warned && runner_shrinking(c)) {
         c->size_warned = 1;
         log_warn("the ledger %s/%s holds about %zu KiB, past 80%% of the 1 MiB object limit: "
                  "failed records are written shrunk from now on (README: The ledger, growth budget)",
@@ -284,7 +286,7 @@ int write_record(struct ctx *c, const char *slug, struct record *r, int held)
 }
 
 /* A record for step s, stamped now. */
-void new_record(struct ctx *c, const struct step *s, enum rec_state st, struct record *r)
+void runner_new_record(struct runner_ctx *c, const struct step *s, enum rec_state st, struct record *r)
 {
     now_rfc3339(c->now);
     plan_record(&c->t, s, &c->po, st, r);

@@ -3,12 +3,13 @@
  * Owns the order of effects in `run`: validate the tree, take the lease,
  * read the ledger fresh, seed, then for each step run the migration in a
  * child and record the outcome (the parent alone writes the ledger, after
- * the child has ended), with a progress line and an Event each. Also the
- * read-only `plan` and `status` (their tables are report.c's), and `skip`.
- * Also what a shell child may reach: a private kubeconfig of the runner's
- * own context. Must never record a migration that did not succeed as ok,
- * record anything after an abort, run a slug whose requires did not succeed
- * in the ledger or in this run, or write in dry run. */
+ * the child has ended), with a progress line and an Event each; `skip`
+ * through the same opening (runner_session). The read-only `plan` and
+ * `status` are status.c's, the ledger writes recording.c's. Also what a
+ * shell child may reach: its environment, the gateway and a private
+ * kubeconfig naming it. Must never record a migration that did not succeed
+ * as ok, record anything after an abort, run a slug whose requires did not
+ * succeed in the ledger or in this run, or write in dry run. */
 #include "run/runner_int.h"
 
 #include <ftw.h>
@@ -18,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "run/child.h"
+#include "proc/child.h"
 #include "base/defaults.h"
 #include "base/exitcodes.h"
 #include "base/paths.h"
@@ -34,17 +35,16 @@
 #include "base/util.h"
 #include "base/termlog.h"
 
-static struct rest_client *connect_cluster(const struct runner_opts *o)
+struct rest_client *runner_connect(const struct runner_opts *o)
 {
     char err[ERRLINE_MAX];
-    struct rest_policy p = kube_rest_policy(&o->k, log_say);
-    struct rest_client *c = rest_new(&o->k.cfg, &p, err, sizeof err);
+    struct rest_client *c = kube_open(&o->k, log_say, err, sizeof err);
     if (!c)
         log_fatal("%s", err);
     return c;
 }
 
-struct report_opts report_opts(const struct runner_opts *o)
+struct report_opts runner_report_opts(const struct runner_opts *o)
 {
     struct report_opts r = {.ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
                             .tier = o->tier, .only = o->only, .dry_run = o->k.dry_run,
@@ -79,9 +79,9 @@ static void progress(size_t k, size_t n, const char *tier, const char *slug, con
 }
 
 /* An Event on the ledger; none in dry run or before the ledger exists. */
-static void event(struct ctx *c, const char *type, const char *reason, const char *fmt, ...)
+static void event(struct runner_ctx *c, const char *type, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static void event(struct ctx *c, const char *type, const char *reason, const char *fmt, ...)
+static void event(struct runner_ctx *c, const char *type, const char *reason, const char *fmt, ...)
 {
     if (c->o->k.dry_run || !c->l.exists)
         return;
@@ -95,8 +95,8 @@ static void event(struct ctx *c, const char *type, const char *reason, const cha
 
 /* The one line a stop signal ends the run with (the lock released first,
  * so the line can say so). Returns 128 + the signal. */
-static int say_stopped(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int say_stopped(struct ctx *c, const char *fmt, ...)
+static int say_stopped(struct runner_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int say_stopped(struct runner_ctx *c, const char *fmt, ...)
 {
     char where[600];
     va_list ap;
@@ -115,7 +115,7 @@ static int say_stopped(struct ctx *c, const char *fmt, ...)
 }
 
 /* At a step boundary: 0, or the stop line's exit code. */
-static int stop_between(struct ctx *c, const char *next)
+static int stop_between(struct runner_ctx *c, const char *next)
 {
     if (!stop_signal())
         return 0;
@@ -129,7 +129,7 @@ static int stop_between(struct ctx *c, const char *next)
 /* While a child runs: renew, and stop it at once when the lock is lost. */
 static int renew_tick(void *ud)
 {
-    struct ctx *c = ud;
+    struct runner_ctx *c = ud;
     char err[ERRLINE_MAX];
     if (lock_renew(&c->lk, err, sizeof err) == 0)
         return 0;
@@ -148,7 +148,7 @@ static int renew_tick(void *ud)
  * run's, closed with it).
  * 0, or -1 after reporting: the migration does not run, and nothing falls
  * back to the runner's own credentials. */
-static int shell_gateway(struct ctx *c, const struct step *s, struct child_gateway *gw,
+static int shell_gateway(struct runner_ctx *c, const struct step *s, struct child_gateway *gw,
                          struct gateway_cred *cred, struct kube_private *kp)
 {
     char err[ERRLINE_MAX];
@@ -185,7 +185,7 @@ static int shell_gateway(struct ctx *c, const struct step *s, struct child_gatew
 
 /* The environment of step s's shell (shellenv.h), its KUBECONFIG the
  * private file at kubeconfig. 0, or -1 when it does not fit. */
-static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeconfig,
+static int shell_env_for(struct runner_ctx *c, const struct step *s, const char *kubeconfig,
                          int dry_run, struct shell_env *e)
 {
     long top = 0;
@@ -207,14 +207,14 @@ static int shell_env_for(struct ctx *c, const struct step *s, const char *kubeco
     return shell_env_build(e, &in);
 }
 
-int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct shell_launch *sl)
+int runner_shell_launch_prep(struct runner_ctx *c, const struct step *s, int dry_run, struct shell_launch *sl)
 {
     memset(sl, 0, sizeof *sl);
     sl->gw.listen_fd = -1;
     if (shell_gateway(c, s, &sl->gw, &sl->cred, &sl->kp) != 0)
         return EXIT_CLUSTER;
     if (shell_env_for(c, s, sl->kp.path, dry_run, &sl->se) != 0) {
-        shell_launch_free(sl);
+        runner_shell_launch_free(sl);
         log_fatal("%s: the environment for its shell does not fit", s->slug);
         return EXIT_FAILED;
     }
@@ -222,16 +222,16 @@ int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct s
     return 0;
 }
 
-void shell_launch_free(struct shell_launch *sl)
+void runner_shell_launch_free(struct shell_launch *sl)
 {
     kubeconfig_private_remove(&sl->kp);
     gateway_cred_free(&sl->cred);
-    sl->gw.listen_fd = -1; /* the run's: ctx_free closes it */
+    sl->gw.listen_fd = -1; /* the run's: runner_ctx_free closes it */
 }
 
 /* What happens next after a failure that records nothing, said truly:
  * --only leaves an earlier record as it was. */
-static const char *next_time(struct ctx *c, const char *slug)
+static const char *next_time(struct runner_ctx *c, const char *slug)
 {
     static char buf[200];
     const struct record *r = ledger_find(&c->l, slug);
@@ -244,7 +244,7 @@ static const char *next_time(struct ctx *c, const char *slug)
     return buf;
 }
 
-static void note_ran(struct ctx *c, const char *slug, const char *how)
+static void note_ran(struct runner_ctx *c, const char *slug, const char *how)
 {
     struct ran *nr = realloc(c->ran, (c->nran + 1) * sizeof *nr);
     if (!nr)
@@ -255,7 +255,7 @@ static void note_ran(struct ctx *c, const char *slug, const char *how)
 
 static const char *ran_in_run(void *ud, const char *slug)
 {
-    struct ctx *c = ud;
+    struct runner_ctx *c = ud;
     for (size_t i = c->nran; i-- > 0;)
         if (strcmp(c->ran[i].slug, slug) == 0)
             return c->ran[i].how;
@@ -264,7 +264,7 @@ static const char *ran_in_run(void *ud, const char *slug)
 
 /* A step whose requires did not succeed: not run, nothing recorded; an
  * abort one stops the run. */
-static int blocked_step(struct ctx *c, const struct step *s, const char *why, size_t k, size_t n,
+static int blocked_step(struct runner_ctx *c, const struct step *s, const char *why, size_t k, size_t n,
                         int *blocked_warn)
 {
     int abort = s->m && s->m->h.on_error == ON_ERROR_ABORT;
@@ -282,10 +282,10 @@ static int blocked_step(struct ctx *c, const struct step *s, const char *why, si
 }
 
 /* An operator's skip: recorded `skipped`, reason Operator, with who and why. */
-static int skipped_step(struct ctx *c, const struct step *s, size_t k, size_t n)
+static int skipped_step(struct runner_ctx *c, const struct step *s, size_t k, size_t n)
 {
     struct record r;
-    new_record(c, s, REC_SKIPPED, &r);
+    runner_new_record(c, s, REC_SKIPPED, &r);
     r.attempts = s->prev_attempts;
     snprintf(r.reason, sizeof r.reason, "Operator");
     snprintf(r.message, sizeof r.message, "%s", c->o->skip_reason ? c->o->skip_reason : "");
@@ -296,7 +296,7 @@ static int skipped_step(struct ctx *c, const struct step *s, size_t k, size_t n)
         progress(k, n, s->tier, s->slug, "would record skipped (dry run)", -1, r.message);
         return 0;
     }
-    int rc = write_record(c, s->slug, &r, 0);
+    int rc = runner_write_record(c, s->slug, &r, 0);
     if (rc != 0)
         return rc;
     progress(k, n, s->tier, s->slug, "skipped by the operator, recorded", -1, r.message);
@@ -321,7 +321,7 @@ static int recorded_in_run(void *ud, const char *slug)
  * the ledger (FAILURES_ANNOTATION, ledgerdoc.h) while the slug is pending,
  * for status --failed. Under the lock, like a record; best effort: a
  * failure to keep it is said, and the run ends as it would anyway. */
-static void keep_failure(struct ctx *c, const struct step *s, const struct record *r)
+static void keep_failure(struct runner_ctx *c, const struct step *s, const struct record *r)
 {
     if (c->o->k.dry_run || !c->l.exists || c->lock_lost)
         return;
@@ -353,7 +353,7 @@ static void keep_failure(struct ctx *c, const struct step *s, const struct recor
         snprintf(what, sizeof what, "keeping the failure of %s on the ledger", s->slug);
         int tries = 0, xrc = 0;
         while ((rc = ledger_note_failures(&c->loc, text, err, sizeof err)) == LEDGER_CONFLICT)
-            if (!after_conflict(c, what, &tries, &xrc))
+            if (!runner_after_conflict(c, what, &tries, &xrc))
                 break;
     } else {
         snprintf(err, sizeof err, "the ledger is near its size limit");
@@ -371,7 +371,7 @@ static void keep_failure(struct ctx *c, const struct step *s, const struct recor
 
 /* What follows a migration's end: the lock, the progress line, the record,
  * the Event. 0 or an exit code. */
-static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, struct record *r,
+static int finish_step(struct runner_ctx *c, const struct step *s, size_t k, size_t n, struct record *r,
                        int ok, int aborted, const char *summary, int *failed_warn)
 {
     const struct runner_opts *o = c->o;
@@ -394,7 +394,7 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
     if (ok) {
         progress(k, n, s->tier, s->slug, o->k.dry_run ? "ok (dry run)" : "ok", r->duration_ms,
                  summary);
-        if ((rc = write_record(c, s->slug, r, !o->k.dry_run)) != 0)
+        if ((rc = runner_write_record(c, s->slug, r, !o->k.dry_run)) != 0)
             return rc;
         event(c, "Normal", "MigrationSucceeded", "%s (%s, batch %s) succeeded in %ld ms%s%s",
               s->slug, s->tier, s->batch, r->duration_ms, summary ? ", " : "",
@@ -421,7 +421,7 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
                   next_time(c, s->slug));
         return EXIT_FAILED;
     }
-    if ((rc = write_record(c, s->slug, r, 0)) != 0)
+    if ((rc = runner_write_record(c, s->slug, r, 0)) != 0)
         return rc;
     if (abort) {
         log_fatal("%s failed and its on-error is abort: recorded failed (attempt %ld); stopping, "
@@ -438,7 +438,7 @@ static int finish_step(struct ctx *c, const struct step *s, size_t k, size_t n, 
  * upgrade has pending: not a background migration, no record in the
  * ledger we hold (no other runner writes it meanwhile). Says once why
  * one is ignored. */
-static int handover_honoured(struct ctx *c, const struct lock_request *rq)
+static int handover_honoured(struct runner_ctx *c, const struct lock_request *rq)
 {
     char why[300] = "";
     const struct migration *m = rq->valid ? tree_find(&c->t, rq->step) : NULL;
@@ -469,16 +469,16 @@ static int handover_honoured(struct ctx *c, const struct lock_request *rq)
     return 0;
 }
 
-static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int *failed_warn)
+static int execute(struct runner_ctx *c, const struct step *s, size_t k, size_t n, int *failed_warn)
 {
     const struct runner_opts *o = c->o;
     const struct migration *m = s->m;
-    int rc = room_for(c, s);
+    int rc = runner_room_for(c, s);
     if (rc != 0)
         return rc;
     char what[200];
     snprintf(what, sizeof what, "starting %s", s->slug);
-    if ((rc = hold(c, what)) != 0)
+    if ((rc = runner_hold(c, what)) != 0)
         return rc;
     /* The upgrade asked for the lock: hand it over here, between two
      * migrations (the one before is recorded), never inside one. */
@@ -501,7 +501,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     struct shell_launch sl;
     memset(&sl, 0, sizeof sl);
     sl.gw.listen_fd = -1;
-    if (m->is_shell && (rc = shell_launch_prep(c, s, o->k.dry_run, &sl)) != 0)
+    if (m->is_shell && (rc = runner_shell_launch_prep(c, s, o->k.dry_run, &sl)) != 0)
         return rc;
     char why[4400];
     struct child_spec spec = {
@@ -531,7 +531,7 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
                  *s->why ? " (" : "", s->why, *s->why ? ")" : "");
     struct child_result res;
     child_run(&spec, &res);
-    shell_launch_free(&sl);
+    runner_shell_launch_free(&sl);
     if (stop_signal()) {
         /* Whatever it reported, it ran while the runner was told to stop:
          * nothing is recorded for it. */
@@ -541,19 +541,19 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
     }
     struct record r;
     int ok = res.outcome == CHILD_OK;
-    new_record(c, s, ok ? REC_OK : REC_FAILED, &r);
+    runner_new_record(c, s, ok ? REC_OK : REC_FAILED, &r);
     r.attempts = s->prev_attempts + 1;
     r.duration_ms = res.duration_ms;
     /* An ok record carries the journal's counts, a failed one the journal
      * itself (bounded), so an operator can tell what it touched. */
     char summary[64] = "";
-    cJSON *jn = res.journal ? cJSON_Parse(res.journal) : NULL;
-    if (jn) {
+    if (res.journal) {
+        size_t writes, changed;
+        journal_log_counts(res.journal, &writes, &changed);
         r.journaled = 1;
-        r.writes = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(jn, "writes"));
-        r.changed = (long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(jn, "changed"));
-        journal_summary((size_t)r.writes, (size_t)r.changed, summary, sizeof summary);
-        cJSON_Delete(jn);
+        r.writes = (long)writes;
+        r.changed = (long)changed;
+        journal_summary(writes, changed, summary, sizeof summary);
     }
     c->stamp = -1;
     if (ok && res.stamped) {
@@ -577,7 +577,9 @@ static int execute(struct ctx *c, const struct step *s, size_t k, size_t n, int 
             const char *from = tl >= sizeof r.output ? res.tail + tl - (sizeof r.output - 1) : res.tail;
             snprintf(r.output, sizeof r.output, "%s", utf8_start(from));
         }
-        record_set_journal(&r, res.journal, RECORD_JOURNAL_CAP);
+        cJSON *jn = res.journal ? journal_log_json(res.journal) : NULL;
+        record_set_journal(&r, jn, RECORD_JOURNAL_CAP);
+        cJSON_Delete(jn);
     }
     int aborted = res.outcome == CHILD_ABORTED;
     child_result_free(&res);
@@ -595,13 +597,13 @@ static size_t work_steps(const struct plan *p)
     return n;
 }
 
-static void say_nothing_to_run(const struct ctx *c)
+static void say_nothing_to_run(const struct runner_ctx *c)
 {
     if (!log_json())
         out_line("nothing to run for the %s tier", c->o->only ? "requested" : c->o->tier);
 }
 
-static int run_steps(struct ctx *c, struct plan *p)
+static int run_steps(struct runner_ctx *c, struct plan *p)
 {
     size_t n = work_steps(p), k = 0;
     int failed_warn = 0, blocked_warn = 0;
@@ -616,11 +618,11 @@ static int run_steps(struct ctx *c, struct plan *p)
         c->last_slug = s->slug;
         if (s->kind == STEP_RECORD_REVOKED) {
             struct record r;
-            new_record(c, s, REC_REVOKED, &r);
+            runner_new_record(c, s, REC_REVOKED, &r);
             progress(k, n, s->tier, s->slug,
                      c->o->k.dry_run ? "revoked, would record revoked (dry run)" : "revoked, recorded",
                      -1, NULL);
-            int rc = write_record(c, s->slug, &r, 0);
+            int rc = runner_write_record(c, s->slug, &r, 0);
             if (rc != 0)
                 return rc;
             event(c, "Normal", "MigrationRevoked", "%s is revoked and will never run", s->slug);
@@ -657,11 +659,11 @@ static int run_steps(struct ctx *c, struct plan *p)
     return 0;
 }
 
-int read_and_plan(struct ctx *c, struct plan *p)
+int runner_read_and_plan(struct runner_ctx *c, struct plan *p)
 {
     int rc;
     plan_free(p);
-    if ((rc = read_ledger(c)) != 0 || (rc = check_ledger(c)) != 0)
+    if ((rc = runner_read_ledger(c)) != 0 || (rc = runner_check_ledger(c)) != 0)
         return rc;
     now_rfc3339(c->now);
     if (plan_build(&c->t, &c->l, &c->po, p) != 0) {
@@ -679,7 +681,7 @@ int read_and_plan(struct ctx *c, struct plan *p)
 }
 
 /* Fresh install and legacy seeding. Returns 0 or an exit code. */
-static int seed(struct ctx *c, struct plan *p)
+static int seed(struct runner_ctx *c, struct plan *p)
 {
     const struct runner_opts *o = c->o;
     char err[ERRLINE_MAX];
@@ -694,7 +696,7 @@ static int seed(struct ctx *c, struct plan *p)
                      "skipped-fresh-install", as, c->loc.ns, c->loc.name, p->nseed);
             return 0;
         }
-        int held = hold(c, "creating the ledger");
+        int held = runner_hold(c, "creating the ledger");
         if (held != 0)
             return held;
         for (size_t i = 0; i < p->nseed; i++)
@@ -714,7 +716,7 @@ static int seed(struct ctx *c, struct plan *p)
             /* Someone created it between our read and our create. */
             log_info("the ledger appeared while creating it; reading it again");
             int r2;
-            if ((r2 = read_and_plan(c, p)) != 0)
+            if ((r2 = runner_read_and_plan(c, p)) != 0)
                 return r2;
             if (p->fresh_install) {
                 log_fatal("the ledger %s/%s exists but cannot be read", c->loc.ns, c->loc.name);
@@ -731,7 +733,7 @@ static int seed(struct ctx *c, struct plan *p)
                      "skipped-fresh-install; %s%s",
                      c->loc.ns, c->loc.name, p->nseed, o->only ? "running only --only " : "nothing to run",
                      o->only ? o->only : "");
-        if (read_ledger(c) == 0) {
+        if (runner_read_ledger(c) == 0) {
             event(c, "Normal", "LedgerCreated", "fresh install: %zu migrations recorded as "
                   "skipped-fresh-install", p->nseed);
             if (c->l.exists && lock_note_ledger(&c->lk, c->l.uid, err, sizeof err) != 0) {
@@ -750,20 +752,22 @@ static int seed(struct ctx *c, struct plan *p)
                      c->l.version);
             return 0;
         }
-        int held = hold(c, "seeding legacy records");
+        int held = runner_hold(c, "seeding legacy records");
         if (held != 0)
             return held;
         for (size_t i = 0; i < p->nseed; i++)
             snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
-        if ((held = protect_once(c)) != 0)
+        if ((held = runner_protect_once(c)) != 0)
             return held;
         enum ledger_rc wrc;
         int tries = 0;
-        while ((wrc = ledger_write(&c->loc, p->seed, p->nseed, err, sizeof err)) == LEDGER_CONFLICT)
-            if (!after_conflict(c, "seeding legacy records", &tries, &held))
+        size_t sent = 0;
+        while ((wrc = ledger_write(&c->loc, p->seed, p->nseed, &sent, err, sizeof err)) ==
+               LEDGER_CONFLICT)
+            if (!runner_after_conflict(c, "seeding legacy records", &tries, &held))
                 return held;
         if (wrc == LEDGER_GONE)
-            return ledger_gone(c, "seeding legacy records");
+            return runner_ledger_gone(c, "seeding legacy records");
         if (wrc == LEDGER_FULL) {
             log_fatal("seeding legacy records: %zu of them do not fit in the ledger %s/%s "
                       "(%zu of its %d-byte limit used): %s", p->nseed, c->loc.ns, c->loc.name,
@@ -774,7 +778,7 @@ static int seed(struct ctx *c, struct plan *p)
             log_fatal("seeding legacy records: %s", err);
             return wrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
         }
-        c->ledger_bytes += ledger_entry_bytes(p->seed, p->nseed);
+        c->ledger_bytes += sent;
         out_line("legacy: recorded %zu migrations below version %ld as legacy", p->nseed,
                  c->l.version);
         event(c, "Normal", "LegacySeeded", "%zu legacy migrations below version %ld recorded",
@@ -793,7 +797,7 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
     return 0;
 }
 
-void ctx_free(struct ctx *c)
+void runner_ctx_free(struct runner_ctx *c)
 {
     if (c->gw_fd >= 0)
         close(c->gw_fd);
@@ -814,7 +818,7 @@ void ctx_free(struct ctx *c)
  * --only of that very slug. --only of another slug, skip (it runs
  * nothing) and status (it reads) go on, saying which headers are broken.
  * 0, or -1 after the fatal line. */
-static int headers_gate(struct ctx *c, const struct runner_opts *o, int need_tree)
+static int headers_gate(struct runner_ctx *c, const struct runner_opts *o, int need_tree)
 {
     const struct migration *bad = tree_first_bad(&c->t);
     if (need_tree == TREE_NEEDED && !o->only) {
@@ -833,7 +837,7 @@ static int headers_gate(struct ctx *c, const struct runner_opts *o, int need_tre
     return 0;
 }
 
-int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
+int runner_ctx_open(struct runner_ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
 {
     memset(c, 0, sizeof *c);
     c->gw_fd = -1;
@@ -861,7 +865,7 @@ int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *hav
         log_warn("%s (showing the ledger alone)", err);
     if (loaded && c->t.nbad && headers_gate(c, o, need_tree) != 0)
         return EXIT_PACKAGING;
-    if (!(c->rest = connect_cluster(o)))
+    if (!(c->rest = runner_connect(o)))
         return EXIT_CLUSTER;
     c->loc = (struct ledger_loc){.rest = c->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
     kubeconfig_identity(rest_config(c->rest), c->identity, sizeof c->identity);
@@ -872,7 +876,7 @@ int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *hav
  * pre-apply tier, or --only of a pre-apply slug) goes first; the background
  * tier (a dispatched Job's --only of a background slug too) yields to it;
  * skip neither asks nor yields. */
-static enum lock_role lock_role(const struct ctx *c)
+static enum lock_role lock_role(const struct runner_ctx *c)
 {
     const struct runner_opts *o = c->o;
     if (c->po.skip_only)
@@ -882,18 +886,18 @@ static enum lock_role lock_role(const struct ctx *c)
     return strcmp(tier, "background") == 0 ? LOCK_ROLE_BACKGROUND : LOCK_ROLE_PRE_APPLY;
 }
 
-int runner_load_plan(struct ctx *c, const struct runner_opts *o, struct plan *p)
+int runner_load_plan(struct runner_ctx *c, const struct runner_opts *o, struct plan *p)
 {
-    int rc = open_ctx(c, o, 1, NULL);
+    int rc = runner_ctx_open(c, o, 1, NULL);
     if (rc == 0)
-        rc = fresh_cluster(c, 1);
-    return rc ? rc : read_and_plan(c, p);
+        rc = runner_fresh_cluster(c, 1);
+    return rc ? rc : runner_read_and_plan(c, p);
 }
 
 /* The line a local run on a cluster without a ledger stops with (exit 2):
  * what the hook would do there, and the choices, counted from the plans
  * each would make. */
-static void explain_fresh(struct ctx *c, int ns_missing)
+static void explain_fresh(struct runner_ctx *c, int ns_missing)
 {
     const struct runner_opts *o = c->o;
     struct ledger none;
@@ -949,7 +953,7 @@ static void explain_fresh(struct ctx *c, int ns_missing)
     plan_free(&latest);
 }
 
-int fresh_cluster(struct ctx *c, int predict)
+int runner_fresh_cluster(struct runner_ctx *c, int predict)
 {
     const struct runner_opts *o = c->o;
     int local = o->k.cfg.local;
@@ -1015,7 +1019,7 @@ double runner_timeout(const struct runner_opts *o, const struct migration *m)
 }
 
 /* The runner lock, for run and skip: 0, or an exit code after saying why. */
-static int take_lock(struct ctx *c)
+static int take_lock(struct runner_ctx *c)
 {
     const struct runner_opts *o = c->o;
     char err[ERRLINE_MAX];
@@ -1046,12 +1050,12 @@ static int take_lock(struct ctx *c)
 /* For run and skip: the lock taken (none in dry run), then the ledger read
  * fresh, since the previous holder may just have written it, and planned;
  * the planner's warnings said. 0 or an exit code. */
-static int lock_and_plan(struct ctx *c, struct plan *p)
+static int lock_and_plan(struct runner_ctx *c, struct plan *p)
 {
     int rc;
     if (!c->o->k.dry_run && ((rc = take_lock(c)) != 0 || c->yielded))
         return rc;
-    if ((rc = read_and_plan(c, p)) != 0)
+    if ((rc = runner_read_and_plan(c, p)) != 0)
         return rc;
     for (size_t i = 0; i < p->nwarnings; i++)
         log_warn("%s", p->warnings[i]);
@@ -1084,8 +1088,8 @@ static int lock_and_plan(struct ctx *c, struct plan *p)
     /* Protected before anything runs, so that "protected" says a runner
      * held the lock on this ledger (the wait above), even one whose Lease
      * was deleted during its first migration. */
-    if (c->l.exists && !c->l.protected_ && ((rc = hold(c, "labelling the ledger")) != 0 ||
-                                            (rc = protect_once(c)) != 0))
+    if (c->l.exists && !c->l.protected_ && ((rc = runner_hold(c, "labelling the ledger")) != 0 ||
+                                            (rc = runner_protect_once(c)) != 0))
         return rc;
     return 0;
 }
@@ -1100,7 +1104,7 @@ static int lock_and_plan(struct ctx *c, struct plan *p)
  * a pending one makes the next run take the lock. Anything else (an error
  * included) returns 0, and the run goes the locked way, which reads again
  * and says what is wrong. 1 when the run is over. */
-static int idle_unlocked(struct ctx *c, struct plan *p)
+static int idle_unlocked(struct runner_ctx *c, struct plan *p)
 {
     char err[ERRLINE_MAX], mark[64] = "";
     ledger_free(&c->l);
@@ -1122,78 +1126,107 @@ static int idle_unlocked(struct ctx *c, struct plan *p)
     return 1;
 }
 
-int runner_run(const struct runner_opts *o)
+/* What runner_run and runner_skip do once their context is open; each
+ * returns an exit code, and says why when it is not 0. */
+typedef int (*runner_body)(struct runner_ctx *c, struct plan *p);
+/* After a stop signal: the line that says where the command stopped. */
+typedef int (*runner_stopped)(struct runner_ctx *c, int rc);
+
+/* The one opening and closing of a command that works under the lock:
+ * the context (tree, cluster, ledger location) opened, body run, a stop
+ * said, everything freed. */
+static int runner_session(const struct runner_opts *o, int need_tree, runner_body body,
+                          runner_stopped stopped)
 {
-    struct ctx c;
+    struct runner_ctx c;
     struct plan p;
     memset(&p, 0, sizeof p);
+    int rc = runner_ctx_open(&c, o, need_tree, NULL);
+    if (rc == 0)
+        rc = body(&c, &p);
+    if (stop_signal())
+        rc = stopped(&c, rc);
+    plan_free(&p);
+    runner_ctx_free(&c);
+    return rc;
+}
+
+static int run_body(struct runner_ctx *c, struct plan *p)
+{
+    const struct runner_opts *o = c->o;
     char err[ERRLINE_MAX];
-    int rc = open_ctx(&c, o, 1, NULL);
-    if (rc != 0 || (rc = index_check_release(&c)) != 0)
-        goto out;
+    int rc;
+    if ((rc = runner_index_check_release(c)) != 0)
+        return rc;
     /* A request the image cannot serve is refused before waiting for the
      * lock another runner may hold. */
-    if (o->only && (rc = plan_check_only(&c.t, o->only, o->tier_given ? o->tier : NULL, err,
+    if (o->only && (rc = plan_check_only(&c->t, o->only, o->tier_given ? o->tier : NULL, err,
                                          sizeof err)) != 0) {
         log_fatal("%s", err);
-        goto out;
+        return rc;
     }
-    if ((rc = fresh_cluster(&c, o->k.dry_run)) != 0)
-        goto out;
-    if (!o->k.dry_run && !o->only && idle_unlocked(&c, &p))
-        goto out;
+    if ((rc = runner_fresh_cluster(c, o->k.dry_run)) != 0)
+        return rc;
+    if (!o->k.dry_run && !o->only && idle_unlocked(c, p))
+        return 0;
     /* The step a hand-over request names: the first this run has to do, as
      * a read without the lock plans it (lock.h "hand-over"). */
-    for (size_t i = 0; i < p.n && !*c.ask_step; i++)
-        if (p.s[i].kind == STEP_RUN || p.s[i].kind == STEP_RECORD_REVOKED)
-            snprintf(c.ask_step, sizeof c.ask_step, "%s", p.s[i].slug);
-    if ((rc = lock_and_plan(&c, &p)) != 0 || c.yielded || (rc = seed(&c, &p)) != 0)
-        goto out;
+    for (size_t i = 0; i < p->n && !*c->ask_step; i++)
+        if (p->s[i].kind == STEP_RUN || p->s[i].kind == STEP_RECORD_REVOKED)
+            snprintf(c->ask_step, sizeof c->ask_step, "%s", p->s[i].slug);
+    if ((rc = lock_and_plan(c, p)) != 0 || c->yielded || (rc = seed(c, p)) != 0)
+        return rc;
     /* A ledger that cannot be trusted was refused by the planner before
      * anything ran; what is left here is the repair (--only, SKIP) of a bad
      * record, the others reported in the warnings above. A fresh install
      * runs nothing, unless a local run said how the cluster was installed. */
-    if (!p.fresh_install || o->only || *p.installed_at)
-        rc = run_steps(&c, &p);
-out:
-    /* A stop that cut a request short ends here, with its line. */
-    if (stop_signal())
-        rc = stop_between(&c, NULL);
-    plan_free(&p);
-    ctx_free(&c);
+    if (!p->fresh_install || o->only || *p->installed_at)
+        rc = run_steps(c, p);
     return rc;
 }
 
+/* A stop that cut a request short ends here, with its line. */
+static int run_stopped(struct runner_ctx *c, int rc)
+{
+    (void)rc;
+    return stop_between(c, NULL);
+}
+
+int runner_run(const struct runner_opts *o)
+{
+    return runner_session(o, 1, run_body, run_stopped);
+}
+
 /* skip SLUG --reason TEXT: one record, under the lock, nothing run. */
+static int skip_body(struct runner_ctx *c, struct plan *p)
+{
+    char err[ERRLINE_MAX];
+    int rc;
+    c->po.skip_only = 1;
+    /* A slug the image cannot skip is refused before waiting for the lock. */
+    if ((rc = plan_check_skip(&c->t, c->o->skip[0], err, sizeof err)) != 0) {
+        log_fatal("%s", err);
+        return rc;
+    }
+    if ((rc = lock_and_plan(c, p)) != 0)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < p->n; i++) {
+        if (p->s[i].kind == STEP_RECORD_SKIPPED)
+            rc = skipped_step(c, &p->s[i], 1, 1);
+        else
+            out_line("%s is already %s with this reason; nothing to write", p->s[i].slug,
+                     p->s[i].why);
+    }
+    return rc;
+}
+
+static int skip_stopped(struct runner_ctx *c, int rc)
+{
+    return say_stopped(c, "%s", rc == 0 ? "after the skip was recorded"
+                                        : "before the skip was recorded: nothing recorded");
+}
+
 int runner_skip(const struct runner_opts *o)
 {
-    struct ctx c;
-    struct plan p;
-    memset(&p, 0, sizeof p);
-    char err[ERRLINE_MAX];
-    int rc = open_ctx(&c, o, TREE_NEEDED_ANY_HEADER, NULL);
-    if (rc != 0)
-        goto out;
-    c.po.skip_only = 1;
-    /* A slug the image cannot skip is refused before waiting for the lock. */
-    if ((rc = plan_check_skip(&c.t, o->skip[0], err, sizeof err)) != 0) {
-        log_fatal("%s", err);
-        goto out;
-    }
-    if ((rc = lock_and_plan(&c, &p)) != 0)
-        goto out;
-    for (size_t i = 0; rc == 0 && i < p.n; i++) {
-        if (p.s[i].kind == STEP_RECORD_SKIPPED)
-            rc = skipped_step(&c, &p.s[i], 1, 1);
-        else
-            out_line("%s is already %s with this reason; nothing to write", p.s[i].slug,
-                     p.s[i].why);
-    }
-out:
-    if (stop_signal())
-        rc = say_stopped(&c, "%s", rc == 0 ? "after the skip was recorded"
-                                           : "before the skip was recorded: nothing recorded");
-    plan_free(&p);
-    ctx_free(&c);
-    return rc;
+    return runner_session(o, TREE_NEEDED_ANY_HEADER, skip_body, skip_stopped);
 }

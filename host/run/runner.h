@@ -3,9 +3,9 @@
  * migration in a supervised child, recording outcomes, Events, progress
  * lines, and the exit code.
  *
- * Recipe: main.c fills runner_opts from the command line (every field has
- * its default from defaults.h there) and calls one of the four; each
- * returns a process exit code (exitcodes.h). */
+ * Recipe: cli/options.c fills runner_opts from the command line (every
+ * field has its default from defaults.h there) and calls one of the four;
+ * each returns a process exit code (exitcodes.h). */
 #ifndef COZY_RUNNER_H
 #define COZY_RUNNER_H
 #include <stddef.h>
@@ -44,6 +44,10 @@ struct runner_opts {
                                  * as installed at this release, and what follows runs */
     int create_namespace;       /* --create-namespace: make the ledger's namespace */
 };
+
+/* The cluster connection of o (kube_open), or NULL after saying why: what
+ * the runner and the dispatcher open. */
+struct rest_client *runner_connect(const struct runner_opts *o);
 
 int runner_run(const struct runner_opts *o);
 int runner_plan(const struct runner_opts *o);

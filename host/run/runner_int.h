@@ -12,7 +12,7 @@
 #include "kube/gateway.h"
 #include "kube/kubeconfig_private.h"
 #include "kube/rest.h"
-#include "run/child.h"
+#include "proc/child.h"
 #include "run/shellenv.h"
 #include "run/ledger.h"
 #include "run/lock.h"
@@ -20,7 +20,7 @@
 #include "run/report.h"
 #include "run/runner.h"
 
-struct ctx {
+struct runner_ctx {
     const struct runner_opts *o;
     struct rest_client *rest;
     struct ledger_loc loc;
@@ -54,7 +54,7 @@ struct ctx {
 
 /* ---- runner.c ---- */
 
-/* How much of the tree a command needs (open_ctx). */
+/* How much of the tree a command needs (runner_ctx_open). */
 enum {
     TREE_OPTIONAL = 0,          /* status: a tree that does not load is reported and left
                                  * empty; a bad header is reported */
@@ -65,16 +65,17 @@ enum {
 /* The tree first (a bad one exits before any cluster contact), then the
  * connection. Returns 0 or an exit code, with c ready to free either way.
  * need_tree: TREE_OPTIONAL, TREE_NEEDED or TREE_NEEDED_ANY_HEADER. */
-int open_ctx(struct ctx *c, const struct runner_opts *o, int need_tree, int *have_tree);
-void ctx_free(struct ctx *c);
+int runner_ctx_open(struct runner_ctx *c, const struct runner_opts *o, int need_tree,
+                    int *have_tree);
+void runner_ctx_free(struct runner_ctx *c);
 /* Reads the ledger and plans; a refusal is reported. 0 or an exit code. */
-int read_and_plan(struct ctx *c, struct plan *p);
+int runner_read_and_plan(struct runner_ctx *c, struct plan *p);
 /* What plan and preview start from: the tree loaded, the ledger read
  * (without the lock) and planned exactly as run plans it (--only, --tier,
  * SKIP and SKIP_REASON, the retention floor, a deleted ledger). 0 or an
  * exit code, c and p ready to free (the warnings in p are the caller's to
  * say). */
-int runner_load_plan(struct ctx *c, const struct runner_opts *o, struct plan *p);
+int runner_load_plan(struct runner_ctx *c, const struct runner_opts *o, struct plan *p);
 /* Before the lock, on a cluster without a ledger (its namespace looked at
  * too): a --local run says what the hook would do there and stops (exit 2)
  * unless told --as-installed-at, and needs --create-namespace where the
@@ -82,9 +83,9 @@ int runner_load_plan(struct ctx *c, const struct runner_opts *o, struct plan *p)
  * would). predict (plan, a dry run, preview) also says a missing namespace
  * without --local (the run would fail, exit 6). A real run without --local
  * (the hook) asks nothing. 0 or an exit code, said. */
-int fresh_cluster(struct ctx *c, int predict);
+int runner_fresh_cluster(struct runner_ctx *c, int predict);
 /* The tables' options from the runner's. */
-struct report_opts report_opts(const struct runner_opts *o);
+struct report_opts runner_report_opts(const struct runner_opts *o);
 /* A migration's timeout: --timeout, else its header's, else
  * DEFAULT_TIMEOUT_S. */
 double runner_timeout(const struct runner_opts *o, const struct migration *m);
@@ -101,8 +102,9 @@ struct shell_launch {
 };
 /* Prepares sl for step s (dry_run: the header's dry-run variable is set).
  * 0, or an exit code after saying why (the migration must not run). */
-int shell_launch_prep(struct ctx *c, const struct step *s, int dry_run, struct shell_launch *sl);
-void shell_launch_free(struct shell_launch *sl);
+int runner_shell_launch_prep(struct runner_ctx *c, const struct step *s, int dry_run,
+                             struct shell_launch *sl);
+void runner_shell_launch_free(struct shell_launch *sl);
 
 /* ---- indexcheck.c ---- */
 
@@ -110,32 +112,33 @@ void shell_launch_free(struct shell_launch *sl);
  * tree and image: 0 (none given, or they agree), or EXIT_RELEASED after a
  * line per difference and an Event (EXIT_PACKAGING when it cannot be read
  * whole). */
-int index_check_release(struct ctx *c);
+int runner_index_check_release(struct runner_ctx *c);
 
 /* ---- recording.c ---- */
 
-int read_ledger(struct ctx *c);
+int runner_read_ledger(struct runner_ctx *c);
 /* After a read: an absent ledger the Lease says existed is refused (exit
  * 12); a present one read under the lock gets its uid noted in the Lease. */
-int check_ledger(struct ctx *c);
+int runner_check_ledger(struct runner_ctx *c);
 /* Before a migration starts and before a record is written: is the lock
  * still held? 0, or EXIT_LOCK after saying so. */
-int hold(struct ctx *c, const char *what);
+int runner_hold(struct runner_ctx *c, const char *what);
 /* A record write found the ledger gone: exit 12, saying so. */
-int ledger_gone(struct ctx *c, const char *what);
+int runner_ledger_gone(struct runner_ctx *c, const char *what);
 /* After LEDGER_CONFLICT: 1 when the Lease is still ours and the ledger's
  * resourceVersion was read afresh (write again), 0 with *rc otherwise. */
-int after_conflict(struct ctx *c, const char *what, int *tries, int *rc);
+int runner_after_conflict(struct runner_ctx *c, const char *what, int *tries, int *rc);
 /* The no-delete label and keep annotation, once a run. 0 or EXIT_LEDGER_GONE. */
-int protect_once(struct ctx *c);
+int runner_protect_once(struct runner_ctx *c);
 /* The ledger is past LEDGER_SHRINK_AT: failed records are written shrunk. */
-int shrinking(const struct ctx *c);
+int runner_shrinking(const struct runner_ctx *c);
 /* Room for the largest record step s can write, or exit 13 after saying so. */
-int room_for(struct ctx *c, const struct step *s);
+int runner_room_for(struct runner_ctx *c, const struct step *s);
 /* Writes slug's record. 0 or an exit code (EXIT_LOCK, EXIT_LEDGER_GONE,
  * EXIT_LEDGER_FULL, EXIT_DENIED, EXIT_CLUSTER). held: the lock was confirmed
  * for this write just before. */
-int write_record(struct ctx *c, const char *slug, struct record *r, int held);
+int runner_write_record(struct runner_ctx *c, const char *slug, struct record *r, int held);
 /* A record for step s, stamped now. */
-void new_record(struct ctx *c, const struct step *s, enum rec_state st, struct record *r);
+void runner_new_record(struct runner_ctx *c, const struct step *s, enum rec_state st,
+                       struct record *r);
 #endif

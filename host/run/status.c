@@ -15,16 +15,16 @@
 
 int runner_plan(const struct runner_opts *o)
 {
-    struct ctx c;
+    struct runner_ctx c;
     struct plan p;
     memset(&p, 0, sizeof p);
     int rc = runner_load_plan(&c, o, &p);
     if (rc == 0) {
-        struct report_opts ro = report_opts(o);
+        struct report_opts ro = runner_report_opts(o);
         report_plan(&c.t, &c.l, &p, &ro);
     }
     plan_free(&p);
-    ctx_free(&c);
+    runner_ctx_free(&c);
     return rc;
 }
 
@@ -32,7 +32,7 @@ int runner_plan(const struct runner_opts *o)
  * what run would leave blocked). */
 int runner_status(const struct runner_opts *o)
 {
-    struct ctx c;
+    struct runner_ctx c;
     int have_tree = 0;
     struct plan plans[2];
     memset(plans, 0, sizeof plans);
@@ -40,12 +40,12 @@ int runner_status(const struct runner_opts *o)
     memset(&man, 0, sizeof man);
     int have_man = 0;
     char err[ERRLINE_MAX];
-    int rc = open_ctx(&c, o, 0, &have_tree);
-    if (rc != 0 || (rc = read_ledger(&c)) != 0)
+    int rc = runner_ctx_open(&c, o, 0, &have_tree);
+    if (rc != 0 || (rc = runner_read_ledger(&c)) != 0)
         goto out;
     /* The growth budget (README "The ledger"): past LEDGER_SHRINK_AT it
      * needs a person before it is full. */
-    int needs_person = c.l.exists && shrinking(&c);
+    int needs_person = c.l.exists && runner_shrinking(&c);
     /* An absent ledger the Lease says existed: a run refuses (exit 12). */
     char mark[64] = "";
     if (!c.l.exists &&
@@ -55,7 +55,7 @@ int runner_status(const struct runner_opts *o)
                  "one (uid %s): it was deleted, and a run refuses (exit 12) until it is restored "
                  "(README: The ledger)", c.loc.ns, c.loc.name, c.loc.ns, o->k.lease_name, mark);
     needs_person |= *mark != '\0';
-    if (c.l.exists && shrinking(&c))
+    if (c.l.exists && runner_shrinking(&c))
         log_warn("the ledger %s/%s holds %zu of its %d-byte limit (%zu%%): failed records are "
                  "written shrunk, and a migration whose largest record cannot fit is not run "
                  "(exit 13); make room by running again or skipping the failed migrations "
@@ -110,7 +110,7 @@ int runner_status(const struct runner_opts *o)
         v.bg = bg;
         v.nbg = nbg;
     }
-    struct report_opts ro = report_opts(o);
+    struct report_opts ro = runner_report_opts(o);
     if (o->status_slug) {
         int r = report_record(&v, o->status_slug, &ro);
         if (r < 0) {
@@ -136,6 +136,6 @@ out:
     plan_free(&plans[1]);
     if (have_man)
         manifest_free(&man);
-    ctx_free(&c);
+    runner_ctx_free(&c);
     return rc;
 }

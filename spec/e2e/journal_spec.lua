@@ -127,4 +127,15 @@ string.find(string.rep('a', 100000), '.-.-.-.-b')
     assert.are.equal(3, res.doc.journal.writes)
     assert.are.equal(3, #res.doc.journal.entries)
   end)
+
+  it('counts a request\'s path and query against the memory cap, as its body and answer', function()
+    local ns = runner.new_ns()
+    -- 6 MiB of '/' escape to an 18 MiB query: past a 24 MiB cap only when
+    -- the path's own buffer is counted.
+    local res = exec_json(ns, [[
+      local sel = string.rep('/', 6 * 1024 * 1024)
+      for _ in kube.list('configmaps', { namespace = NS, label_selector = sel }) do end
+    ]], '--memory', '24')
+    assert.are.equal('MemoryLimit', res.doc and res.doc.reason, res.out:sub(1, 600) .. res.err:sub(1, 600))
+  end)
 end)

@@ -32,7 +32,7 @@ local function plant(file, text, needle)
 end
 
 describe('the layers of host/', function()
-  it('keep base <- formats <- kube <- lua <- run <- cli as the tree is', function()
+  it('keep base <- formats <- kube <- lua <- proc <- run <- cli as the tree is', function()
     local res = layers(h.root)
     assert.are.equal(0, res.code, res.out .. res.err)
     assert.are.equal('', res.out)
@@ -48,6 +48,14 @@ describe('the layers of host/', function()
 
   it('are broken by release/ reaching the cluster layer', function()
     plant('release/lint.c', '\n#include "kube/rest.h"\n', 'release/ may not include kube/rest.h')
+  end)
+
+  it('are broken by the sandbox reaching up to the supervisor above it', function()
+    plant('lua/sandbox.c', '\n#include "proc/child.h"\n', 'lua/ may not include proc/child.h')
+  end)
+
+  it('are broken by the supervisor reaching up to the runner above it', function()
+    plant('proc/child.c', '\n#include "run/runner.h"\n', 'proc/ may not include run/runner.h')
   end)
 
   it('are broken by run/ including release/, which only cli/ may', function()

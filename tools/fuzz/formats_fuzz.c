@@ -122,19 +122,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(r2);
         /* the same text as a write journal, cut to a size of the input's choosing */
         size_t cap = 2 + (size_t)(data[0] / 6) * 16;
-        char *fit = journal_fit(s, cap);
+        cJSON *a = cJSON_Parse(s);
+        char *fit = journal_fit(a, cap);
         if (fit) {
-            cJSON *a = cJSON_Parse(s), *b = cJSON_Parse(fit);
+            cJSON *b = cJSON_Parse(fit);
             const cJSON *wa = cJSON_GetObjectItemCaseSensitive(a, "writes");
             const cJSON *wb = cJSON_GetObjectItemCaseSensitive(b, "writes");
             if (strlen(fit) + 1 > cap || !cJSON_IsObject(b) ||
                 !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(b, "entries")) ||
                 (cJSON_IsNumber(wa) && !(cJSON_IsNumber(wb) && wb->valuedouble == wa->valuedouble)))
                 abort();
-            cJSON_Delete(a);
             cJSON_Delete(b);
             free(fit);
         }
+        cJSON_Delete(a);
         free(s);
         break;
     }

@@ -1,4 +1,4 @@
-// sources: host/kube/guard.c host/kube/k8sproto.c host/formats/yamldoc.c host/base/mem.c
+// sources: host/kube/guard.c host/kube/k8sproto.c host/formats/yamldoc.c host/base/mem.c host/base/util.c
 /* guard_fuzz.c: libFuzzer target for the ledger guard (host/kube/guard.c), which
  * decides on every request a migration sends. Owns checking that any
  * method, path, body and content type gets a verdict, with one non-empty

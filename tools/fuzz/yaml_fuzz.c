@@ -1,4 +1,4 @@
-// sources: host/formats/yamldoc.c host/formats/yamlemit.c host/base/mem.c
+// sources: host/formats/yamldoc.c host/formats/yamlemit.c host/base/buf.c host/base/mem.c host/base/util.c
 /* yaml_fuzz.c: libFuzzer target for host/formats/yamldoc.c. Owns checking that any
  * input either loads or fails with a one-line message (one document exactly
  * too, yaml_load_single, which reads what yaml_load reads), that every

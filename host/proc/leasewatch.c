@@ -4,7 +4,7 @@
  * shared word; a stopped or wedged runner does not), and at once when the
  * runner's Lease watcher (run/lockwatch.h) sets the word in the past.
  * Polling is cheap and needs nothing from the parent. */
-#include "base/leasewatch.h"
+#include "proc/leasewatch.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
  * (log_script_line), and the tail kept for records: the last
  * OUTPUT_TAIL_LINES lines, each cut to RING_LINE_MAX on a whole character,
  * valid UTF-8, at most OUTPUT_TAIL_MAX bytes. */
-#include "run/childout.h"
+#include "proc/childout.h"
 
 #include <stdlib.h>
 #include <string.h>

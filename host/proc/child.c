@@ -9,9 +9,9 @@
  * child however it ends); in the parent, the deadline (TERM, grace, KILL to
  * the group; the same when a stop signal reaches the runner, stop.h), the
  * tick that renews the lease while waiting, and turning how the child ended
- * and its status record (lua/luachild.h) into an outcome; and, when the
+ * and its status record (proc/luachild.h) into an outcome; and, when the
  * runner dies under a shell child, removing the file it asked to be removed.
- * What runs in a Lua child is lua/luachild.c's; streaming its output and
+ * What runs in a Lua child is proc/luachild.c's; streaming its output and
  * keeping the tail is childout.c's.
  *
  * Must never: write the ledger or decide whether a migration runs (the
@@ -19,7 +19,7 @@
  * child_run returns; wait forever on a pipe a stray grandchild holds open;
  * let the child return into the caller's code (it always ends in _exit, so
  * no atexit handler or stdio buffer of the parent runs twice). */
-#include "run/child.h"
+#include "proc/child.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -42,14 +42,14 @@
 #include <unistd.h>
 
 #include "base/defaults.h"
-#include "base/leasewatch.h"
+#include "proc/leasewatch.h"
 #include "base/log.h"
 #include "base/stop.h"
 #include "base/util.h"
 #include "formats/journaldoc.h"
 #include "kube/gateway.h"
-#include "lua/luachild.h"
-#include "run/childout.h"
+#include "proc/luachild.h"
+#include "proc/childout.h"
 
 #define STATUS_MAX 4096       /* the verdict line (and the preview's note): the write
                                  * journal does not go through the pipe, see journal_map */
@@ -858,7 +858,8 @@ static void supervise(const struct child_spec *spec, const char *slug, struct pr
     }
 }
 
-/* The Lua child's write journal, as JSON text, into res->journal. */
+/* The child's write journal (its own, or its gateway's), read as data into
+ * res->journal. */
 static void take_journal(struct prep *p, const char *slug, struct child_result *res)
 {
     if (p->gw) {
@@ -882,13 +883,11 @@ static void take_journal(struct prep *p, const char *slug, struct child_result *
     const struct journal_log *log = p->jlog ? p->jlog : p->gw ? &p->gw->journal : NULL;
     if (!log || !log->active)
         return;
-    cJSON *j = journal_log_json(log);
-    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
-    res->journal = text ? strdup(text) : NULL;
-    if (j && !res->journal)
+    if (!(res->journal = malloc(sizeof *res->journal))) {
         log_error("%s: out of memory reading its write journal", slug);
-    cJSON_free(text);
-    cJSON_Delete(j);
+        return;
+    }
+    journal_log_read(res->journal, log);
 }
 
 int child_run(const struct child_spec *spec, struct child_result *res)
@@ -1021,7 +1020,7 @@ cJSON *child_result_json(const struct child_result *res, long ticks)
              cJSON_AddNumberToObject(gw, "peak_rss_kb", (double)res->gw_peak_rss_kb);
     else if (res->gateway)
         ok = 0;
-    cJSON *journal = ok && res->journal ? cJSON_Parse(res->journal) : NULL;
+    cJSON *journal = ok && res->journal ? journal_log_json(res->journal) : NULL;
     if (journal && !cJSON_AddItemToObject(j, "journal", journal)) {
         cJSON_Delete(journal);
         ok = 0;

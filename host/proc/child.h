@@ -13,6 +13,7 @@
 #include "kube/options.h"
 
 struct gateway_cred;
+struct journal_log;
 
 /* A shell migration's way to the cluster: the runner's loopback gateway
  * (kube/gateway.h), run by the shell's supervisor for the life of the
@@ -84,11 +85,12 @@ struct child_result {
     int exit_code, signal;       /* how the child process ended (0 when not applicable) */
     int stopped_by;              /* CHILD_STOPPED: the stop signal this process got */
     long duration_ms;
-    char *journal;               /* the write journal as JSON (journal.h), malloc'd; NULL when
+    struct journal_log *journal; /* the write journal as data (journaldoc.h), its counts and
+                                    entries checked; freed by child_result_free. NULL when
                                     a Lua script never opened the kube module, or a shell had
-                                    no gateway. Read
-                                    from memory shared with the child, so it is there however
-                                    the child ended (a Timeout kill, out of memory) */
+                                    no gateway. Read from memory shared with the child, so it
+                                    is there however the child ended (a Timeout kill, out of
+                                    memory) */
     char unpredictable[512];     /* preview: the first write the preview could not predict
                                     ("" when none): the outcome is then no prediction */
     int gateway;                 /* a shell that ran behind the gateway: what follows is its */

@@ -1,5 +1,5 @@
 /* luachild.h: the main of a Lua migration's child process, and the status
- * record it leaves for its supervisor (run/child.c).
+ * record it leaves for its supervisor (proc/child.c).
  *
  * The record, on LUA_CHILD_STATUS_FD, one line each, tab-separated:
  *   "ok\t\t" or "error\tREASON\tMESSAGE" (REASON as sandbox_status_name),

@@ -1,17 +1,17 @@
 /* luachild.c: the Lua child's main (see luachild.h). Owns what runs in the
- * child process of a Lua migration once its supervisor (run/child.c) has
+ * child process of a Lua migration once its supervisor (proc/child.c) has
  * set up its group, fds and signals: its host context, the lease watch,
  * the sandbox and the script, the preview's overlay written back, and the
  * one status record on LUA_CHILD_STATUS_FD, written before the state
  * closes so a finalizer misbehaving during close cannot lose the verdict.
  * Always ends in _exit, never returns into the supervisor's code. */
-#include "lua/luachild.h"
+#include "proc/luachild.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "base/leasewatch.h"
+#include "proc/leasewatch.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "lua/hostctx.h"

@@ -1,0 +1,69 @@
+-- Each of host/'s concepts is done in one place: the cluster connection is
+-- opened from the options by kube_open alone (runner, dispatcher, gateway
+-- and the Lua module all call it), and the growable buffer is base/buf.c's.
+local h = require('support.helpers')
+
+-- "file:line: text" of every match below host/, one a line.
+local function grep(pattern)
+  return h.run('cd ' .. h.q(h.root) .. ' && grep -rnE ' .. h.q(pattern) ..
+    ' host --include=*.c --include=*.h').out
+end
+
+local function files_of(out)
+  local set, list = {}, {}
+  for f in out:gmatch('(host/[%w_/]+%.[ch]):%d+:') do
+    if not set[f] then set[f] = true; list[#list + 1] = f end
+  end
+  table.sort(list)
+  return list
+end
+
+describe('host/', function()
+  it('opens the cluster connection from the options in kube/options.c alone', function()
+    assert.are.same({ 'host/kube/options.c', 'host/kube/rest.c', 'host/kube/rest.h' },
+      files_of(grep('\\brest_new\\(')))
+  end)
+
+  it('has every user of the connection open it through kube_open', function()
+    assert.are.same({ 'host/kube/gateway.c', 'host/kube/options.c', 'host/kube/options.h',
+      'host/lua/kube_core.c', 'host/run/runner.c' },
+      files_of(grep('\\bkube_open\\(')))
+    assert.are.same({ 'host/run/dispatch.c', 'host/run/runner.c', 'host/run/runner.h' },
+      files_of(grep('\\brunner_connect\\(')))
+  end)
+
+  -- read_file (base/util.c) hands plain malloc'd text to two dozen callers
+  -- that free() it; discovery.c grows an array of structs, not bytes.
+  it('grows a byte buffer by doubling in base/buf.c alone', function()
+    assert.are.same({ 'host/base/buf.c', 'host/base/util.c', 'host/kube/discovery.c' },
+      files_of(grep('(cap|nc|ncap) \\*=? ?2\\b')))
+  end)
+
+  -- The child's journal is data from the shared log to the record: made
+  -- text once, when the record is; never printed to be parsed back.
+  it('hands a migration\'s result on as data: no text of it is parsed back in run/', function()
+    assert.are.same({}, files_of(grep('cJSON_Parse\\((res|r|p|res->|res\\.)?\\.?journal')))
+    assert.are.same({}, files_of(grep('ledger_entry_bytes')))
+  end)
+
+  it('sizes a record written by what ledger_write sent, and one not yet written by record_max_bytes', function()
+    assert.are.same({ 'host/run/recording.c', 'host/run/runner.c' },
+      files_of(h.run('cd ' .. h.q(h.root) .. ' && grep -rnE ' .. h.q('ledger_write(_stamped)?\\(&') ..
+        ' host/run').out))
+    assert.are.same({ 'host/formats/record.c', 'host/formats/record.h', 'host/run/recording.c' },
+      files_of(grep('record_max_bytes\\(')))
+  end)
+
+  it('gives the runner\'s shared functions its prefix, and one meaning to each name in run/', function()
+    local f = assert(io.open(h.root .. '/host/run/runner_int.h'))
+    local text = f:read('a')
+    f:close()
+    local bare = {}
+    for line in text:gmatch('[^\n]+') do
+      local name = line:match('^[%a_][%w_ %*]-[ %*]([%a_][%w_]*)%(')
+      if name and not name:match('^runner_') then bare[#bare + 1] = name end
+    end
+    assert.are.same({}, bare)
+    assert.are.same({ 'host/run/dispatch.c' }, files_of(grep('\\bstruct ctx\\b')))
+  end)
+end)
