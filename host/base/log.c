@@ -9,7 +9,7 @@
  * any text from the cluster) are escaped here, the one place every line
  * passes, so none can start a line of its own or move the cursor. Must
  * never let another part of the host pick a format or a stream of its own.
- * The `log` Lua module over it is lua/log_lua.c. */
+ * The `log` Lua module over it is lua/lualog.c. */
 #include "base/log.h"
 
 #include <cjson/cJSON.h>

@@ -2,7 +2,7 @@
  * Owns turning YAML text into cJSON (core-schema scalars, anchors expanded
  * under a budget, duplicate and non-scalar keys refused, a line per node) and
  * the core schema both directions share (the writer is yamlemit.c, the
- * `yaml` Lua module over both lua/yaml_lua.c). Knows no Lua.
+ * `yaml` Lua module over both lua/luayaml.c). Knows no Lua.
  * Must never interpret what the document means (that is the caller's job),
  * never touch the filesystem except in yaml_load_file, and never let input
  * size, nesting or alias expansion exhaust memory or the C stack. */

@@ -6,7 +6,7 @@
  * answer kept, list pages merged with it, and what it cannot predict
  * called so (the migration's preview is then unpredictable, never a
  * failure of the run). The same rules as the Lua side's (lua/
- * kube_preview.c). Makes no request itself: the gateway sends through
+ * luakube_preview.c). Makes no request itself: the gateway sends through
  * the door. Called under the gateway's lock. */
 #ifndef COZY_GATEPREVIEW_H
 #define COZY_GATEPREVIEW_H

@@ -8,7 +8,7 @@
  * carries inputs only (options, deadline, paths, the memory the journal
  * writes into) and nothing comes back through it: what a module keeps while
  * the script runs is its own (the kube module's client, a Lua userdata),
- * and what the host needs afterwards it asks the module for (kube.h). */
+ * and what the host needs afterwards it asks the module for (luakube.h). */
 #ifndef COZY_HOSTCTX_H
 #define COZY_HOSTCTX_H
 #include <lua.h>

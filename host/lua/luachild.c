@@ -15,7 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "lua/hostctx.h"
-#include "lua/kube.h"
+#include "lua/luakube.h"
 #include "lua/sandbox.h"
 
 /* Makes p one field of the status record. */

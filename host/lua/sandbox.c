@@ -32,14 +32,14 @@
 #include <unistd.h>
 
 #include "lua/hostctx.h"
-#include "lua/kube.h"
+#include "lua/luakube.h"
 #include "base/log.h"
 #include "lua/luajson.h"
 #include "base/mem.h"
 #include "base/paths.h"
 #include "base/util.h"
-#include "lua/log_lua.h"
-#include "lua/yaml_lua.h"
+#include "lua/lualog.h"
+#include "lua/luayaml.h"
 
 #define HOOK_EVERY 10000
 

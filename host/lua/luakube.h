@@ -1,11 +1,11 @@
-/* kube.h: the C core of the `kube` Lua module (`kube.core`). Owns what every
+/* luakube.h: the C core of the `kube` Lua module (`kube.core`). Owns what every
  * script request passes through: the ledger/lease write guard, dry run and
  * its change report, apiserver errors as Lua values, and discovery caching.
  * Retries live in rest.c; the verbs are thin Lua in stdlib/kube.lua. Every
  * option (cluster, dry run, ledger names, deadline) comes from the state's
  * host context (hostctx.h), attached before the module is opened. */
-#ifndef COZY_KUBE_H
-#define COZY_KUBE_H
+#ifndef COZY_LUAKUBE_H
+#define COZY_LUAKUBE_H
 #include <stddef.h>
 
 #include "lua/hostctx.h"

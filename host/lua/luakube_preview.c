@@ -1,4 +1,4 @@
-/* kube_preview.c: the upgrade preview under the kube verbs (overlay.h).
+/* luakube_preview.c: the upgrade preview under the kube verbs (overlay.h).
  *
  * Owns what the copy-on-write overlay answers before a request goes out (an
  * object the preview changed, created or deleted), how a write to such an
@@ -6,8 +6,8 @@
  * dry-run answer in the overlay, merging it into list pages, and calling a
  * request it cannot predict PreviewUnsupported (the migration's preview is
  * then unpredictable, never a failure of the run). Sends nothing itself:
- * kube_request.c does, through its one door. */
-#include "lua/kube_int.h"
+ * luakube_request.c does, through its one door. */
+#include "lua/luakube_int.h"
 
 #include <lauxlib.h>
 #include <stdio.h>

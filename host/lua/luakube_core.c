@@ -1,4 +1,4 @@
-/* kube_core.c: `kube.core`, the module every kube verb stands on.
+/* luakube_core.c: `kube.core`, the module every kube verb stands on.
  *
  * Owns the module and its private table (the raw request function, handed
  * to stdlib/kube.lua alone); the client a state keeps while its script runs
@@ -9,9 +9,9 @@
  * fresh continue token of a 410); turning host data into Lua values with
  * finalizers held off; the discovery cache, refetched once on a miss; and
  * the small services (sleep, now, config, counters of connections and
- * requests sent). The request path is kube_request.c's, the preview's
- * overlay kube_preview.c's. */
-#include "lua/kube.h"
+ * requests sent). The request path is luakube_request.c's, the preview's
+ * overlay luakube_preview.c's. */
+#include "lua/luakube.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@
 #include "base/util.h"
 #include "kube/apipath.h"
 #include "kube/options.h"
-#include "lua/kube_int.h"
+#include "lua/luakube_int.h"
 #include "lua/luajson.h"
 
 #define CLIENT_MT "cozy.kube.client"

@@ -1,4 +1,4 @@
-/* kube_request.c: the one request function under every kube verb, a thin
+/* luakube_request.c: the one request function under every kube verb, a thin
  * caller of the door (kube/door.h) that a shell migration's gateway passes
  * too. Owns, for each request a script makes: reading and checking the
  * request table (fixed lists for the method and the headers, the query
@@ -9,7 +9,7 @@
  * run, the deadline, what is safe to repeat, the journal and the dry-run
  * report) is the door's. Must never send a request that did not pass the
  * door, nor let a script reach the ledger. */
-#include "lua/kube_int.h"
+#include "lua/luakube_int.h"
 
 #include <curl/curl.h>
 #include <lauxlib.h>
@@ -23,7 +23,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "kube/door.h"
-#include "lua/kube.h"
+#include "lua/luakube.h"
 #include "lua/luajson.h"
 
 /* Writes each line of text (newline-separated) as the migration's own

@@ -1,10 +1,10 @@
-/* kube_int.h: what the three files of the `kube.core` binding share
- * (kube_core.c: the module, its client, errors, discovery, small services;
- * kube_request.c: the one request function and the wire under it;
- * kube_preview.c: the upgrade preview's overlay). Nothing outside them
+/* luakube_int.h: what the three files of the `kube.core` binding share
+ * (luakube_core.c: the module, its client, errors, discovery, small services;
+ * luakube_request.c: the one request function and the wire under it;
+ * luakube_preview.c: the upgrade preview's overlay). Nothing outside them
  * includes it. */
-#ifndef COZY_KUBE_INT_H
-#define COZY_KUBE_INT_H
+#ifndef COZY_LUAKUBE_INT_H
+#define COZY_LUAKUBE_INT_H
 #include <stddef.h>
 #include <cjson/cJSON.h>
 #include <lua.h>
@@ -44,7 +44,7 @@ struct kube_client *kube_connect(struct kube_client *c, const struct host_ctx *h
  * is kept): the migration's preview is then unpredictable, not failed. */
 void kube_note_unpredictable(struct kube_client *c, const char *why);
 
-/* ---- error values (kube_core.c) ---- */
+/* ---- error values (luakube_core.c) ---- */
 
 /* Pushes the error metatable (kube.error). May raise (memory). */
 void kube_push_error_mt(lua_State *L);
@@ -65,7 +65,7 @@ void kube_push_rest_error(lua_State *L, const struct rest_error *e, const char *
  * converted may belong to the host. May raise (memory). */
 void kube_push_json(lua_State *L, const cJSON *v);
 
-/* ---- requests (kube_request.c) ---- */
+/* ---- requests (luakube_request.c) ---- */
 
 struct sbuf {
     char *p;
@@ -121,7 +121,7 @@ void kube_push_pending(lua_State *L);
 /* Writes each line of text as the migration's own output. */
 void kube_say_lines(const char *text);
 
-/* ---- the preview (kube_preview.c) ---- */
+/* ---- the preview (luakube_preview.c) ---- */
 
 /* What the overlay answers before anything is sent: the number of Lua
  * results it pushed, or -1 to send (q and snd possibly rewritten so that a
