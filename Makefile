@@ -58,10 +58,14 @@ asan: deps build/asan/cozy-migrate build/skewclock.so testenv-build
 	@ASAN=1 tools/run-tests build/asan/cozy-migrate
 
 # The authoring contract on this repository's own tree (spec/release/
-# self_lint_spec.lua runs the same inside `make test`), and the one include
-# direction of host/'s layers (tools/layers; spec/release/layers_spec.lua).
+# self_lint_spec.lua runs the same inside `make test`), the one include
+# direction of host/'s layers (tools/layers; spec/release/layers_spec.lua),
+# and the house rules beside it: comments name files that exist, exports
+# carry their module's prefix, no function over 120 lines (tools/conventions;
+# spec/release/conventions_spec.lua).
 lint: all
 	tools/layers
+	tools/conventions
 	build/cozy-migrate lint --dir . --history
 
 # The image's filesystem (Dockerfile), laid out under DESTDIR: the binary in

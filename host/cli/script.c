@@ -40,7 +40,7 @@
 static int file_header(struct cli *c, const char *file, int lua, char *why, size_t whylen)
 {
     size_t len;
-    char *text = read_file(file, &len);
+    char *text = util_read_file(file, &len);
     if (!text) {
         log_fatal("%s: %s: %s", c->cmd, file, strerror(errno));
         return EXIT_USAGE;
@@ -235,7 +235,7 @@ int cli_exec(struct cli *c, int argc, char **argv, int first)
     }
     if (cli_env_dry_run(c) != 0 || cli_env_namespace(c) != 0 || cli_script_file(c, argv[first + 1]) != 0)
         return EXIT_USAGE;
-    int shell = ends_with(argv[first + 1], ".sh");
+    int shell = util_ends_with(argv[first + 1], ".sh");
     char why[4400];
     if ((rc = file_header(c, argv[first + 1], !shell, why, sizeof why)) != 0)
         return rc;

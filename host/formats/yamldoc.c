@@ -5,7 +5,9 @@
  * `yaml` Lua module over both lua/luayaml.c). Knows no Lua.
  * Must never interpret what the document means (that is the caller's job),
  * never touch the filesystem except in yaml_load_file, and never let input
- * size, nesting or alias expansion exhaust memory or the C stack. */
+ * size, nesting or alias expansion exhaust memory or the C stack.
+ * Prefixes: yaml_ (the host's YAML documents; libyaml's own names go
+ * on to parser, event, emitter or document). */
 #include "formats/yamldoc.h"
 #include "formats/yaml_int.h"
 

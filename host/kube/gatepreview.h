@@ -29,10 +29,10 @@ struct gate_answer {
 
 /* 1 when the overlay answered (a filled), 0 to send req (possibly
  * rewritten into a's buffers). path is req's path without its query, jbody
- * its parsed body. gate_answer_free(a) in both cases. */
+ * its parsed body. gatepreview_answer_free(a) in both cases. */
 int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req *req,
                        const char *path, const cJSON *jbody, struct gate_answer *a);
-void gate_answer_free(struct gate_answer *a);
+void gatepreview_answer_free(struct gate_answer *a);
 /* The overlay's object at path, or NULL. */
 const cJSON *gatepreview_held(const struct overlay *ov, const char *path);
 /* After a successful request: a write's answer goes in the overlay, a list

@@ -4,7 +4,7 @@
  * certificates, and the bearer token (a token file wins over an inline
  * token, as in client-go, and is re-read as soon as it changes, as
  * service-account tokens rotate). Sends exactly one request
- * per call: retrying is the caller's policy (kube.c). */
+ * per call: retrying is the caller's policy (rest.c). */
 #ifndef COZY_HTTP_H
 #define COZY_HTTP_H
 #include <stddef.h>

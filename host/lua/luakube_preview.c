@@ -20,15 +20,15 @@
 
 /* Pushes a PreviewUnsupported error: the preview cannot predict this
  * request, which makes the migration's preview unpredictable (the client
- * remembers it, kube_unpredictable tells) rather than a failure of the run. May raise
+ * remembers it, luakube_unpredictable tells) rather than a failure of the run. May raise
  * (memory). */
 static void push_unsupported(lua_State *L, struct kube_client *c, const char *msg, const char *verb,
                              const char *method, const char *path)
 {
     char why[600];
     snprintf(why, sizeof why, "%s %s: %s", method, path, msg);
-    kube_note_unpredictable(c, why);
-    kube_push_error(L, 0, "PreviewUnsupported", msg, NULL, verb, method, path);
+    luakube_note_unpredictable(c, why);
+    luakube_push_error(L, 0, "PreviewUnsupported", msg, NULL, verb, method, path);
 }
 
 struct status_answer {
@@ -55,7 +55,7 @@ static int push_status_call(lua_State *L)
 static void push_status(lua_State *L, long status, const cJSON *body)
 {
     struct status_answer a = {status, body};
-    host_call_pinned(L, push_status_call, &a, 1);
+    host_ctx_call_pinned(L, push_status_call, &a, 1);
 }
 
 /* The collection a path's object lives in, with dryRun=All. */
@@ -66,14 +66,14 @@ static int collection_of(const char *path, struct sbuf *out)
         return -1;
     free(out->p);
     memset(out, 0, sizeof *out);
-    kube_sb_add(out, p.prefix);
+    luakube_sb_add(out, p.prefix);
     if (*p.ns) {
-        kube_sb_add(out, "/namespaces/");
-        kube_sb_add(out, p.ns);
+        luakube_sb_add(out, "/namespaces/");
+        luakube_sb_add(out, p.ns);
     }
-    kube_sb_add(out, "/");
-    kube_sb_add(out, p.resource);
-    kube_sb_add(out, "?dryRun=All");
+    luakube_sb_add(out, "/");
+    luakube_sb_add(out, p.resource);
+    luakube_sb_add(out, "?dryRun=All");
     return out->oom ? -1 : 0;
 }
 
@@ -97,7 +97,7 @@ static int resend_as(struct req *q, struct send *snd, const char *method, cJSON 
  * write to an object the overlay holds goes out as a dry run of the
  * overlay's version). *held is the overlay's object when it has one. May
  * raise. */
-int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
+int luakube_preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
                           const char *path0, const char *verb, const cJSON **held,
                           enum overlay_state *st)
 {
@@ -120,7 +120,7 @@ int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, stru
         return -1;
     if (*st == OV_DELETED && strcmp(method, "POST") != 0) {
         lua_pushnil(L);
-        kube_push_error(L, 404, "NotFound", lua_pushfstring(L, "%s \"%s\" not found (deleted earlier in "
+        luakube_push_error(L, 404, "NotFound", lua_pushfstring(L, "%s \"%s\" not found (deleted earlier in "
                    "this preview)", ap.resource, ap.name), NULL, verb, method, path0);
         lua_remove(L, -2);
         return 2;
@@ -137,7 +137,7 @@ int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, stru
     }
     if (strcmp(method, "POST") == 0) {
         lua_pushnil(L);
-        kube_push_error(L, 409, "AlreadyExists", lua_pushfstring(L, "%s \"%s\" already exists (created "
+        luakube_push_error(L, 409, "AlreadyExists", lua_pushfstring(L, "%s \"%s\" already exists (created "
                    "earlier in this preview)", ap.resource, cJSON_GetStringValue(
                    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(q->jbody,
                    "metadata"), "name"))), NULL, verb, method, path0);
@@ -187,7 +187,7 @@ int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, stru
 /* After a successful request in a preview: a write's answer goes in the
  * overlay; a list page is merged with it. 0, or -1 with an error pushed
  * (a selector the preview cannot evaluate). May raise. */
-int kube_preview_after(lua_State *L, struct kube_client *c, struct overlay *ov, struct req *q,
+int luakube_preview_after(lua_State *L, struct kube_client *c, struct overlay *ov, struct req *q,
                          const char *method, const char *path0, int qidx)
 {
     const cJSON *resp = q->res.json;

@@ -3,9 +3,9 @@
  * Owns the order of effects in `run`: validate the tree, take the lease,
  * read the ledger fresh, seed, then for each step run the migration in a
  * child and record the outcome (the parent alone writes the ledger, after
- * the child has ended), with a progress line and an Event each. Also the
- * read-only `plan` and `status` (their tables are report.c's), and `skip`.
- * Also what a shell child may reach: a private kubeconfig of the runner's
+ * the child has ended), with a progress line and an Event each, and
+ * `skip` (the read-only `plan` and `status` are status.c's, their tables
+ * report.c's). Also what a shell child may reach: a private kubeconfig of the runner's
  * own context. Must never record a migration that did not succeed as ok,
  * record anything after an abort, run a slug whose requires did not succeed
  * in the ledger or in this run, or write in dry run. */

@@ -3,8 +3,8 @@
  * migration in a supervised child, recording outcomes, Events, progress
  * lines, and the exit code.
  *
- * Recipe: main.c fills runner_opts from the command line (every field has
- * its default from defaults.h there) and calls one of the four; each
+ * Recipe: cli/options.c fills runner_opts from the command line (every
+ * field has its default from defaults.h there) and calls one of the four; each
  * returns a process exit code (exitcodes.h). */
 #ifndef COZY_RUNNER_H
 #define COZY_RUNNER_H
