@@ -21,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/util.h"
 #include "base/termlog.h"
+#include "base/util.h"
 
 static int json_mode;
 static enum log_level min_level = LOG_INFO;

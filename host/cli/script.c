@@ -3,10 +3,10 @@
  * operands; the child is run/child.c's, the sandbox lua/'s. */
 #include "cli/cli.h"
 
-#include <lauxlib.h>
-#include <lualib.h>
 #include <errno.h>
+#include <lauxlib.h>
 #include <limits.h>
+#include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -21,8 +21,8 @@
  * text, and nothing is sent. */
 #ifndef COZY_DOOR_H
 #define COZY_DOOR_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "kube/guard.h"
 #include "kube/journal.h"

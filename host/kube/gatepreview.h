@@ -10,8 +10,8 @@
  * the door. Called under the gateway's lock. */
 #ifndef COZY_GATEPREVIEW_H
 #define COZY_GATEPREVIEW_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "kube/door.h"
 #include "kube/overlay.h"

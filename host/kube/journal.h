@@ -16,8 +16,8 @@
  * with journal_log_json. */
 #ifndef COZY_JOURNAL_H
 #define COZY_JOURNAL_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "formats/journaldoc.h"
 

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kube/apipath.h"
 #include "base/util.h"
+#include "kube/apipath.h"
 
 struct overlay {
     cJSON *doc;             /* {"entries": [...]} */

@@ -16,8 +16,8 @@
  * answer goes in with overlay_put, a delete with overlay_delete. */
 #ifndef COZY_OVERLAY_H
 #define COZY_OVERLAY_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 struct overlay;
 

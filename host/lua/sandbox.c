@@ -31,13 +31,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lua/hostctx.h"
-#include "lua/luakube.h"
 #include "base/log.h"
-#include "lua/luajson.h"
 #include "base/mem.h"
 #include "base/paths.h"
 #include "base/util.h"
+#include "lua/hostctx.h"
+#include "lua/luajson.h"
+#include "lua/luakube.h"
 #include "lua/lualog.h"
 #include "lua/luayaml.h"
 

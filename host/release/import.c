@@ -21,12 +21,12 @@
 #include <sys/stat.h>
 
 #include "base/exitcodes.h"
-#include "release/scaffold.h"
 #include "base/fsutil.h"
+#include "base/util.h"
 #include "formats/header.h"
 #include "formats/manifest.h"
 #include "formats/tree.h"
-#include "base/util.h"
+#include "release/scaffold.h"
 
 #define HEADER_LINE "# cozystack-migration: on-error=abort\n"
 

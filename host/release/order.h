@@ -4,8 +4,8 @@
 #define COZY_ORDER_H
 #include <stddef.h>
 
-#include "release/gitread.h"
 #include "formats/manifest.h"
+#include "release/gitread.h"
 
 /* A script as a revision's tree holds it. tier is "pre-apply",
  * "background" or "legacy" (legacy-sh/<slug>.sh). */

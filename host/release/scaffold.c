@@ -23,10 +23,10 @@
 #include "base/exitcodes.h"
 #include "base/fsutil.h"
 #include "base/util.h"
-#include "release/gitread.h"
 #include "formats/manifest.h"
-#include "release/order.h"
 #include "formats/tree.h"
+#include "release/gitread.h"
+#include "release/order.h"
 
 #define SCRIPT_TMPL \
     "-- cozystack-migration: on-error=%s\n" \
