@@ -1,13 +1,14 @@
 /* main.c: the `cozy-migrate` command line.
  *
- * Owns the table of commands (git's commands[]: each with its options, its
- * help and its function; the main help is made from it) and the dispatch:
+ * Owns the table of commands (git's commands[]: a row per command with
+ * named fields and flag bits, naming its function, its options and its
+ * help; the main help and the man pages are made from it) and the dispatch:
  * stop signals installed for the commands that hold the lock or a child,
  * argv parsed against the command's table (options.c), the command's
  * function called with what is left. Must never hold migration logic: each
  * command hands its options to the layer that owns the work, and maps the
  * outcome to the exit codes of exitcodes.h. Every line it prints goes
- * through log.c or help_print. */
+ * through log.c or cli_help_print. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +42,12 @@ const struct command cli_commands[] = {
      .usage = "skip SLUG", .summary = "record a migration skipped by the operator (--reason TEXT)"},
     {.name = "lua", .fn = cli_lua, .flags = CMD_STOPS,
      .options = cli_lua_options, .help = cli_lua_help,
-     .usage = "lua FILE", .summary = "run a Lua file in the migration sandbox, kube module connected"},
+     .usage = "lua FILE",
+     .summary = "run a Lua file in the migration sandbox, kube module connected"},
     {.name = "exec", .fn = cli_exec, .flags = CMD_STOPS,
      .options = cli_exec_options, .help = cli_exec_help,
-     .usage = "exec SLUG F", .summary = "run one script in a supervised child and print the outcome"},
+     .usage = "exec SLUG F",
+     .summary = "run one script in a supervised child and print the outcome"},
     {.name = "config", .fn = cli_config,
      .options = cli_config_options, .help = cli_config_help,
      .usage = "config", .summary = "print which cluster and identity the kube module would use"},
@@ -53,7 +56,8 @@ const struct command cli_commands[] = {
      .usage = "spec [ARGS]", .summary = "run busted specs inside the host (ARGS are busted's)"},
     {.name = "order", .fn = cli_order,
      .options = cli_order_options, .help = cli_order_help,
-     .usage = "order", .summary = "generate migrations/order.d/ from the git history's release tags"},
+     .usage = "order",
+     .summary = "generate migrations/order.d/ from the git history's release tags"},
     {.name = "lint", .fn = cli_lint,
      .options = cli_lint_options, .help_fn = cli_lint_help_print,
      .usage = "lint", .summary = "check the migrations tree against the authoring contract"},
@@ -70,7 +74,8 @@ const struct command cli_commands[] = {
      .usage = "import-legacy", .summary = "bring numbered shell migrations into legacy-sh/"},
     {.name = "index", .fn = cli_index,
      .options = cli_index_options, .help = cli_index_help, .plain = "configmap",
-     .usage = "index", .summary = "the migrations index a chart ships (--check FILE: does it agree?)"},
+     .usage = "index",
+     .summary = "the migrations index a chart ships (--check FILE: does it agree?)"},
     {.name = "dispatch", .fn = cli_dispatch,
      .options = cli_dispatch_options, .help = cli_dispatch_help,
      .usage = "dispatch",

@@ -815,7 +815,8 @@ int cli_runner_opts_finish(struct cli *c, int argc, char **argv, int first)
     }
     if (cli_env_namespace(c) != 0)
         return EXIT_USAGE;
-    if (!cli_given(c, &cli_opt_pass_env) && o->pass_env && pass_env_check(c, "PASS_ENV", o->pass_env))
+    if (!cli_given(c, &cli_opt_pass_env) && o->pass_env &&
+        pass_env_check(c, "PASS_ENV", o->pass_env))
         return EXIT_USAGE;
     if (o->image && (has_control(o->image) || strlen(o->image) > IMAGE_MAX)) {
         log_usage(c->cmd, "MIGRATIONS_IMAGE='%s' is not an image reference: one line of at most "

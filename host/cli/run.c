@@ -235,7 +235,9 @@ int cli_status(struct cli *c, int argc, char **argv, int first)
         }
         c->r.status_slug = slug;
     }
-    return (rc = cli_runner_opts_finish(c, argc, argv, first)) ? rc : with_local_tree(c, 0, runner_status);
+    if ((rc = cli_runner_opts_finish(c, argc, argv, first)) != 0)
+        return rc;
+    return with_local_tree(c, 0, runner_status);
 }
 
 const char cli_skip_help[] =
@@ -292,5 +294,7 @@ int cli_skip(struct cli *c, int argc, char **argv, int first)
     c->r.only = NULL; /* env ONLY is the hook's, not the skip command's */
     c->r.skip = slug;
     c->r.nskip = 1;
-    return (rc = cli_runner_opts_finish(c, argc, argv, first)) ? rc : with_local_tree(c, 1, runner_skip);
+    if ((rc = cli_runner_opts_finish(c, argc, argv, first)) != 0)
+        return rc;
+    return with_local_tree(c, 1, runner_skip);
 }

@@ -101,7 +101,8 @@ int cli_lua(struct cli *c, int argc, char **argv, int first)
         log_usage(c->cmd, "%s", first >= argc ? "expected a FILE" : "expected exactly one FILE");
         return EXIT_USAGE;
     }
-    if (cli_env_dry_run(c) != 0 || cli_env_namespace(c) != 0 || cli_script_file(c, argv[first]) != 0)
+    if (cli_env_dry_run(c) != 0 || cli_env_namespace(c) != 0 ||
+        cli_script_file(c, argv[first]) != 0)
         return EXIT_USAGE;
     /* In a supervised child like a migration: the parent's kill is the
      * backstop for time spent in C or in finalizers. */
@@ -230,7 +231,8 @@ int cli_exec(struct cli *c, int argc, char **argv, int first)
     if (!slug_valid(argv[first])) {
         char buf[160];
         log_usage(c->cmd, "'%s' is not a valid slug (lower-case letters, digits and single "
-                  "dashes, at most %d characters)", cli_shown(argv[first], buf, sizeof buf), SLUG_MAX);
+                  "dashes, at most %d characters)", cli_shown(argv[first], buf, sizeof buf),
+                  SLUG_MAX);
         return EXIT_USAGE;
     }
     if (cli_env_dry_run(c) != 0 || cli_env_namespace(c) != 0 || cli_script_file(c, argv[first + 1]) != 0)
