@@ -18,7 +18,7 @@ OBJS    := $(patsubst host/%.c,build/obj/%.o,$(SRCS))
 AOBJS   := $(patsubst host/%.c,build/asan/obj/%.o,$(SRCS))
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps test asan bench reliability fuzz valgrind demo clean testenv-build lint manifest install \
+.PHONY: all deps test asan bench reliability fuzz valgrind demo clean testenv-build lint manifest install man \
         helm image cluster-test
 
 all: deps build/cozy-migrate
@@ -58,10 +58,14 @@ asan: deps build/asan/cozy-migrate build/skewclock.so testenv-build
 	@ASAN=1 tools/run-tests build/asan/cozy-migrate
 
 # The authoring contract on this repository's own tree (spec/release/
-# self_lint_spec.lua runs the same inside `make test`), and the one include
-# direction of host/'s layers (tools/layers; spec/release/layers_spec.lua).
+# self_lint_spec.lua runs the same inside `make test`), the one include
+# direction of host/'s layers (tools/layers; spec/release/layers_spec.lua),
+# and the house rules beside it: comments name files that exist, exports
+# carry their module's prefix, no function over 120 lines (tools/conventions;
+# spec/release/conventions_spec.lua).
 lint: all
 	tools/layers
+	tools/conventions
 	build/cozy-migrate lint --dir . --history
 
 # The image's filesystem (Dockerfile), laid out under DESTDIR: the binary in
@@ -105,8 +109,15 @@ manifest: build/cozy-migrate
 	  exit 1; \
 	fi
 
-install: build/cozy-migrate
-	install -d "$(SHARE)/bin" "$(DESTDIR)$(PREFIX)/bin"
+# A man page per command (man(7) source), made by the binary from its
+# command table and each command's --help (host/cli/man.c): build/man.
+man: build/cozy-migrate
+	@rm -rf build/man && mkdir -p build/man
+	build/cozy-migrate man --out build/man
+
+install: build/cozy-migrate man
+	install -d "$(SHARE)/bin" "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/man/man1"
+	install -m 0644 build/man/*.1 "$(DESTDIR)$(PREFIX)/share/man/man1/"
 	install -m 0755 build/cozy-migrate "$(SHARE)/bin/cozy-migrate"
 	ln -sfn ../share/cozy-migrate/bin/cozy-migrate "$(DESTDIR)$(PREFIX)/bin/cozy-migrate"
 	rm -rf "$(SHARE)/stdlib" "$(SHARE)/spec" "$(SHARE)/migrations" "$(SHARE)/legacy-sh"

@@ -3,7 +3,8 @@
  *
  * Owns only mechanics: no file here decides what to write. Must never
  * follow a symlink out of a copied tree (symlinks are refused) and never
- * leave a half-written file under its final name. */
+ * leave a half-written file under its final name.
+ * Prefixes: fs_ (the file system's mechanics). */
 #include "base/fsutil.h"
 
 #include <dirent.h>
@@ -126,7 +127,7 @@ int fs_copy_tree(const char *src, const char *dst, char *err, size_t errlen)
             rc = fs_copy_tree(s, t, err, errlen);
         } else if (S_ISREG(es.st_mode)) {
             size_t len;
-            char *buf = read_file(s, &len);
+            char *buf = util_read_file(s, &len);
             if (!buf || fs_write(t, buf, len, es.st_mode & 07777) != 0) {
                 snprintf(err, errlen, "%s: %s", buf ? t : s, strerror(errno));
                 rc = -1;

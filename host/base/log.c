@@ -9,7 +9,8 @@
  * any text from the cluster) are escaped here, the one place every line
  * passes, so none can start a line of its own or move the cursor. Must
  * never let another part of the host pick a format or a stream of its own.
- * The `log` Lua module over it is lua/log_lua.c. */
+ * The `log` Lua module over it is lua/lualog.c.
+ * Prefixes: out_ (a result on stdout, beside log_'s diagnostics). */
 #include "base/log.h"
 
 #include <cjson/cJSON.h>
@@ -20,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/util.h"
 #include "base/termlog.h"
+#include "base/util.h"
 
 static int json_mode;
 static enum log_level min_level = LOG_INFO;
@@ -72,7 +73,7 @@ static void json_line(int fd, cJSON *o)
         if (line) {
             memcpy(line, s, n);
             line[n] = '\n';
-            (void)write_all(fd, line, n + 1); /* a closed stream must not stop a run */
+            (void)util_write_all(fd, line, n + 1); /* a closed stream must not stop a run */
             free(line);
         }
     }
@@ -236,7 +237,7 @@ void log_script_line(const char *slug, const char *s, size_t n)
     out[at++] = ' ';
     at += text_escape(s, n, out + at, sizeof out - at - 1, 0);
     out[at++] = '\n';
-    (void)write_all(STDERR_FILENO, out, at);
+    (void)util_write_all(STDERR_FILENO, out, at);
 }
 
 void out_line(const char *fmt, ...)
@@ -283,7 +284,7 @@ void log_say(const char *line)
     emit(LOG_WARN, line, 1);
 }
 
-void logf_(enum log_level l, const char *fmt, ...)
+void log_write(enum log_level l, const char *fmt, ...)
 {
     if (l < min_level)
         return;

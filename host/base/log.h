@@ -18,16 +18,16 @@ void log_set_json(int on);
 int log_json(void);
 void log_set_level(enum log_level l);
 void log_set_prefix(const char *p);     /* e.g. the migration's slug */
-void logf_(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_write(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One diagnostic line as it is (no format): the `log` Lua module's. */
 void log_msg(enum log_level l, const char *msg);
 /* log_msg(LOG_WARN, line): where a lower layer's diagnostics go (the REST
  * client's retries, an apiserver's warnings: kube_open's say). */
 void log_say(const char *line);
-#define log_debug(...) logf_(LOG_DEBUG, __VA_ARGS__)
-#define log_info(...) logf_(LOG_INFO, __VA_ARGS__)
-#define log_warn(...) logf_(LOG_WARN, __VA_ARGS__)
-#define log_error(...) logf_(LOG_ERROR, __VA_ARGS__)
+#define log_debug(...) log_write(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) log_write(LOG_INFO, __VA_ARGS__)
+#define log_warn(...) log_write(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_write(LOG_ERROR, __VA_ARGS__)
 
 /* "cozy-migrate: MESSAGE" (text) or an error object (JSON), on stderr. */
 void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

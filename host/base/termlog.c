@@ -115,7 +115,7 @@ static void flush(void)
     int fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return;
-    (void)write_all(fd, buf, at);
+    (void)util_write_all(fd, buf, at);
     close(fd);
 }
 

@@ -1,7 +1,10 @@
 /* util.c: the monotonic clock, whole-file reads, timestamps, UTF-8-safe
  * truncation, escaping and repair, and the one parser of durations and of plain decimals, shared
  * by the host. Must never hold state, make a decision for its callers, or
- * accept a duration or a number in any spelling but the one grammar. */
+ * accept a duration or a number in any spelling but the one grammar.
+ * Prefixes: now_ utf8_ parse_ format_ text_ (the clock, UTF-8 cuts,
+ * the one grammar of durations and decimals, escaping: each a small module
+ * of its own; the rest util_). */
 #include "base/util.h"
 
 #include <dirent.h>
@@ -20,7 +23,7 @@ double now_mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int write_all(int fd, const char *p, size_t n)
+int util_write_all(int fd, const char *p, size_t n)
 {
     while (n) {
         ssize_t w = write(fd, p, n);
@@ -35,7 +38,7 @@ int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-char *read_file(const char *path, size_t *len)
+char *util_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -79,7 +82,7 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-void free_names(char **names, size_t n)
+void util_free_names(char **names, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(names[i]);
@@ -88,8 +91,8 @@ void free_names(char **names, size_t n)
 
 static int list(const char *dir, int hidden, char ***names, size_t *n);
 
-int list_dir(const char *dir, char ***names, size_t *n) { return list(dir, 0, names, n); }
-int list_dir_all(const char *dir, char ***names, size_t *n) { return list(dir, 1, names, n); }
+int util_list_dir(const char *dir, char ***names, size_t *n) { return list(dir, 0, names, n); }
+int util_list_dir_all(const char *dir, char ***names, size_t *n) { return list(dir, 1, names, n); }
 
 static int list(const char *dir, int hidden, char ***names, size_t *n)
 {
@@ -121,7 +124,7 @@ static int list(const char *dir, int hidden, char ***names, size_t *n)
         err = errno;
     closedir(d);
     if (err) {
-        free_names(v, cnt);
+        util_free_names(v, cnt);
         errno = err;
         return -1;
     }
@@ -347,7 +350,7 @@ char *utf8_repair(const char *s, size_t n)
     return out;
 }
 
-int ends_with(const char *s, const char *suffix)
+int util_ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && memcmp(s + a - b, suffix, b) == 0;

@@ -7,19 +7,19 @@
 double now_mono(void);                  /* seconds, CLOCK_MONOTONIC */
 /* Writes all n bytes, retrying on EINTR and short writes. 0, or -1 with
  * errno. Async-signal-safe. */
-int write_all(int fd, const char *p, size_t n);
+int util_write_all(int fd, const char *p, size_t n);
 /* Reads a whole file into a NUL-terminated malloc'd buffer; NULL + errno. */
-char *read_file(const char *path, size_t *len);
+char *util_read_file(const char *path, size_t *len);
 /* The entries of dir whose names do not start with '.', sorted bytewise.
- * Returns 0 with *names (free with free_names) and *n, or -1 with errno
+ * Returns 0 with *names (free with util_free_names) and *n, or -1 with errno
  * set (ENOENT when dir does not exist). */
-int list_dir(const char *dir, char ***names, size_t *n);
+int util_list_dir(const char *dir, char ***names, size_t *n);
 /* The same with the names that start with '.' too (but "." and ".."): for
  * directories where a dotfile must be refused or counted, never passed over. */
-int list_dir_all(const char *dir, char ***names, size_t *n);
-void free_names(char **names, size_t n);
+int util_list_dir_all(const char *dir, char ***names, size_t *n);
+void util_free_names(char **names, size_t n);
 /* 1 when s ends with suffix (s may be suffix itself), else 0. */
-int ends_with(const char *s, const char *suffix);
+int util_ends_with(const char *s, const char *suffix);
 /* "2026-08-12T10:04:00Z" for the current time. */
 void now_rfc3339(char buf[32]);
 

@@ -16,7 +16,7 @@
 #include "release/index.h"
 #include "run/dispatch.h"
 
-const char help_index[] =
+const char cli_index_help[] =
     "Usage: cozy-migrate index [--dir DIR] [--image REF] [--require-digest] [-o json|configmap]\n"
     "       cozy-migrate index --check FILE [--dir DIR] [--image REF] [--require-digest]\n"
     "\n"
@@ -43,6 +43,7 @@ const char help_index[] =
     "  --dir DIR                the tree (default: the image's, as for run)\n"
     "  --image REF              the image the release runs: repo:tag or repo@sha256:...\n"
     "  --require-digest         a release: REF (or FILE's image) must be a digest\n"
+    "  -o, --output FMT         json (default: the file) or configmap (the manifest)\n"
     "  --namespace NS           the ConfigMap's namespace (default $NAMESPACE or {NAMESPACE})\n"
     "  --max-attempts N         the ConfigMap's " INDEX_KEY_ATTEMPTS " (default {MAX_ATTEMPTS})\n"
     "  --retry-backoff D        its " INDEX_KEY_BACKOFF " (default {BACKOFF})\n"
@@ -52,25 +53,25 @@ const char help_index[] =
     "--require-digest), 3 the tree or FILE cannot be read (whole), 9 FILE disagrees\n"
     "with the tree, the image or the retry policy (each difference named).\n";
 
-const struct option opts_index[] = {
-    TOOL_OPTS, OPT("dir", required_argument, OPT_DIR),
-    OPT("image", required_argument, OPT_IMAGE),
-    OPT("require-digest", no_argument, OPT_REQUIRE_DIGEST),
-    OPT("check", required_argument, OPT_CHECK),
-    OPT("output", required_argument, OPT_OUTPUT),
-    OPT("namespace", required_argument, OPT_NAMESPACE),
-    OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
-    OPT("retry-backoff", required_argument, OPT_RETRY_BACKOFF),
-    OPT("retry-backoff-max", required_argument, OPT_RETRY_BACKOFF_MAX), END,
+const struct cli_option *const cli_index_options[] = {
+    TOOL_OPTS, &cli_opt_dir,
+    &cli_opt_image,
+    &cli_opt_require_digest,
+    &cli_opt_check,
+    &cli_opt_output,
+    &cli_opt_namespace,
+    &cli_opt_max_attempts,
+    &cli_opt_retry_backoff,
+    &cli_opt_retry_backoff_max, NULL,
 };
 
-int cmd_index(struct cli *c, int argc, char **argv, int first)
+int cli_index(struct cli *c, int argc, char **argv, int first)
 {
-    if (no_operands(c, argc, argv, first) || env_namespace(c) != 0)
+    if (cli_no_operands(c, argc, argv, first) || cli_env_namespace(c) != 0)
         return EXIT_USAGE;
     /* -o: the command's plain format is the ConfigMap, json the file (and
      * the default). */
-    int configmap = c->seen[OPT_OUTPUT - 256] && !c->r.output_json;
+    int configmap = cli_given(c, &cli_opt_output) && !c->r.output_json;
     if (c->check && configmap) {
         log_usage(c->cmd, "--check compares; -o configmap writes: give one");
         return EXIT_USAGE;
@@ -94,7 +95,7 @@ int cmd_index(struct cli *c, int argc, char **argv, int first)
     return index_cmd(&io);
 }
 
-const char help_dispatch[] =
+const char cli_dispatch_help[] =
     "Usage: cozy-migrate dispatch [options]\n"
     "\n"
     "One reconcile of the background tier, run by the chart's CronJob\n"
@@ -132,19 +133,19 @@ const char help_dispatch[] =
     "the index differs from its tree or image, 12 the ledger was deleted (the\n"
     "Lease records it), 14 a Job refused by admission: nothing dispatched.\n";
 
-const struct option opts_dispatch[] = {
-    CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
-    OPT("service-account", required_argument, OPT_SERVICE_ACCOUNT),
-    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+const struct cli_option *const cli_dispatch_options[] = {
+    CLUSTER_OPTS, &cli_opt_dry_run,
+    &cli_opt_service_account,
+    &cli_opt_ledger, &cli_opt_dir, NULL,
 };
 
-int cmd_dispatch(struct cli *c, int argc, char **argv, int first)
+int cli_dispatch(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
-    if (env_dry_run(c) != 0)
+    if (cli_env_dry_run(c) != 0)
         return EXIT_USAGE;
     c->r.only = NULL; /* env ONLY is a dispatched Job's, not the dispatcher's */
-    if ((rc = runner_finish(c, argc, argv, first)) != 0)
+    if ((rc = cli_runner_opts_finish(c, argc, argv, first)) != 0)
         return rc;
     const char *tmpl = getenv(DISPATCH_TEMPLATE_ENV);
     struct dispatch_opts d = {.service_account = c->service_account,

@@ -22,7 +22,7 @@
 #include "kube/restpool.h"
 #include "run/shellenv.h"
 
-const char cluster_opts_help[] =
+const char cli_cluster_opts_help[] =
     "Cluster options:\n"
     "  --kubeconfig FILE   use exactly this kubeconfig file\n"
     "  --context NAME      use this kubeconfig context\n"
@@ -34,6 +34,11 @@ const char cluster_opts_help[] =
     "  --concurrency N     writes fleet.each keeps in flight at once, 1 to {CONCURRENCY_MAX}\n"
     "                      (default {CONCURRENCY}; 1: one object at a time)\n";
 
+/* After the help of a command that never talks to the cluster. */
+const char cli_tool_opts_help[] =
+    "Common options:\n"
+    "  --log-format FMT    text (default) or json: every line printed is a JSON object\n";
+
 /* A default as --help says it: seconds below two minutes ("90s"), else as
  * a duration is written ("5m", "1h30m"). */
 static void help_duration(double s, char *buf, size_t len)
@@ -44,17 +49,22 @@ static void help_duration(double s, char *buf, size_t len)
         format_duration(s, buf, len);
 }
 
-void help_print(const char *text)
+void cli_help_print(const char *text)
+{
+    cli_help_write(text, stdout);
+}
+
+void cli_help_write(const char *text, FILE *f)
 {
     char buf[64];
     for (const char *p = text; *p;) {
         const char *open = strchr(p, '{');
         const char *close = open ? strchr(open, '}') : NULL;
         if (!close) {
-            fputs(p, stdout);
+            fputs(p, f);
             break;
         }
-        fwrite(p, 1, (size_t)(open - p), stdout);
+        fwrite(p, 1, (size_t)(open - p), f);
         size_t n = (size_t)(close - open - 1);
 #define IS(name) (n == strlen(name) && strncmp(open + 1, name, n) == 0)
         if (IS("TIMEOUT"))
@@ -88,7 +98,7 @@ void help_print(const char *text)
         else
             snprintf(buf, sizeof buf, "%.*s", (int)(n + 2), open); /* not a default: as it is */
 #undef IS
-        fputs(buf, stdout);
+        fputs(buf, f);
         p = close + 1;
     }
 }
@@ -119,7 +129,7 @@ void cli_init(struct cli *c, const struct command *cmd, char **env)
 
 /* A value as it can sit in a one-line message: control bytes escaped,
  * cut to fit. */
-const char *shown(const char *v, char *buf, size_t cap)
+const char *cli_shown(const char *v, char *buf, size_t cap)
 {
     size_t at = 0;
     for (const unsigned char *p = (const unsigned char *)v; *p && at + 5 < cap; p++) {
@@ -174,7 +184,7 @@ static int pass_env_check(struct cli *c, const char *what, const char *list)
         if (!ok) {
             log_usage(c->cmd, "%s: '%s' is not a comma-separated list of variable names "
                       "([A-Za-z_][A-Za-z0-9_]*, e.g. SKIP_BACKUP,RETRIES)", what,
-                      shown(list, buf, sizeof buf));
+                      cli_shown(list, buf, sizeof buf));
             return -1;
         }
         for (const char *const *r = shell_env_reserved; *r; r++)
@@ -218,208 +228,302 @@ static int duration_arg(struct cli *c, const char *flag, const char *arg, double
     return 0;
 }
 
-/* Applies one parsed option. 0, or -1 after reporting a bad value. One
- * switch with a short case per option, longer than ~150 lines on purpose:
- * it is the one place an option's value is read and checked, so every
- * command taking it gets the same rule and message. */
-static int apply_opt(struct cli *c, int id, const char *flag, const char *arg)
-{
-    struct runner_opts *r = &c->r;
-    double d;
-    switch (id) {
-    case OPT_KUBECONFIG:
-    case OPT_CONTEXT:
-        /* An empty value would fall back to KUBECONFIG or current-context:
-         * another cluster than the one asked for. */
-        if (!*arg) {
-            log_usage(c->cmd, "--%s: an empty value names no %s", flag,
-                      id == OPT_KUBECONFIG ? "file" : "context");
-            return -1;
-        }
-        if (id == OPT_KUBECONFIG)
-            r->k.cfg.kubeconfig = arg;
-        else
-            r->k.cfg.context = arg;
-        return 0;
-    case OPT_LOCAL: r->k.cfg.local = 1; return 0;
-    case OPT_CREATE_NAMESPACE: r->create_namespace = 1; return 0;
-    case OPT_AS_INSTALLED_AT:
-        /* a batch's release (as order names batches), latest or none */
-        if (!*arg || strlen(arg) > 100 || has_control(arg) || strchr(arg, ' ')) {
-            log_usage(c->cmd, "--as-installed-at: '%s' is not a release (v1.2.0, legacy, a "
-                      "batch name such as 00002-v1.2.0, latest or none)",
-                      shown(arg, (char[160]){0}, 160));
-            return -1;
-        }
-        r->installed_at = arg;
-        return 0;
-    case OPT_DRY_RUN: r->k.dry_run = 1; return 0;
-    case OPT_STDLIB_INTERNALS: r->k.stdlib_internals = 1; return 0;
-    case OPT_ONLY: r->only = arg; return 0;
-    case OPT_DIR: r->dir = arg; return 0;
-    case OPT_WORKDIR: c->workdir = arg; return 0;
-    case OPT_QUIET: c->quiet = 1; return 0;
-    case OPT_REPO: c->repo = arg; return 0;
-    case OPT_OUT: c->out = arg; return 0;
-    case OPT_REV: c->rev = arg; return 0;
-    case OPT_CHECK_PREFIX: c->check_prefix = 1; return 0;
-    case OPT_AGAINST: c->against = arg; return 0;
-    case OPT_HISTORY: c->history = 1; return 0;
-    case OPT_FROM: c->from = arg; return 0;
-    case OPT_PASS_ENV:
-        if (pass_env_check(c, "--pass-env", arg) != 0)
-            return -1;
-        r->pass_env = arg;
-        return 0;
-    case OPT_NAMES: c->names = arg; return 0;
-    case OPT_FORCE: r->force = 1; return 0;
-    case OPT_FAILED: r->failed_only = 1; return 0;
-    case OPT_REASON:
-        if (!*arg || strlen(arg) > SKIP_REASON_MAX) {
-            log_usage(c->cmd, "--reason: say why, in 1 to %d bytes", SKIP_REASON_MAX);
-            return -1;
-        }
-        if (has_control(arg)) {
-            log_usage(c->cmd, "--reason: one line of text, without newlines or other control "
-                      "characters (it is recorded and printed as it is)");
-            return -1;
-        }
-        r->skip_reason = arg;
-        return 0;
-    case OPT_ON_ERROR:
-        if (strcmp(arg, "abort") != 0 && strcmp(arg, "warn") != 0) {
-            log_usage(c->cmd, "--on-error: '%s' is not abort or warn", arg);
-            return -1;
-        }
-        c->on_error = arg;
-        return 0;
-    case OPT_NAMESPACE:
-        if (!namespace_valid(arg)) {
-            log_usage(c->cmd, "--namespace: '%s' is not a namespace name (at most 63 lower-case "
-                      "letters, digits and '-', starting and ending with a letter or digit)",
-                      shown(arg, (char[160]){0}, 160));
-            return -1;
-        }
-        r->k.ledger_namespace = arg;
-        return 0;
-    case OPT_LEDGER:
-        if (!k8s_name_valid(arg) || strlen(arg) + strlen(LEASE_SUFFIX) > 253) {
-            log_usage(c->cmd, "--ledger: '%s' is not a ConfigMap name (lower-case letters, "
-                      "digits, '-' and '.', at most %zu characters so that its Lease "
-                      "<name>" LEASE_SUFFIX " is a name too)", shown(arg, (char[160]){0}, 160),
-                      253 - strlen(LEASE_SUFFIX));
-            return -1;
-        }
-        r->k.ledger_name = arg;
-        return 0;
-    case OPT_LOG_FORMAT:
-        if (strcmp(arg, "json") == 0)
-            log_set_json(1);
-        else if (strcmp(arg, "text") == 0)
-            log_set_json(0);
-        else {
-            log_usage(c->cmd, "--log-format: '%s' is not text or json", arg);
-            return -1;
-        }
-        return 0;
-    case OPT_IMAGE: c->image = arg; return 0;
-    case OPT_REQUIRE_DIGEST: c->require_digest = 1; return 0;
-    case OPT_CHECK: c->check = arg; return 0;
-    case OPT_RETRY_BACKOFF:
-    case OPT_RETRY_BACKOFF_MAX: {
-        double *at = id == OPT_RETRY_BACKOFF ? &c->retry_backoff : &c->retry_backoff_max;
-        if (parse_duration(arg, at) != 0 || *at <= 0) {
-            log_usage(c->cmd, "--%s: '%s' is not a duration like 10m",
-                      id == OPT_RETRY_BACKOFF ? "retry-backoff" : "retry-backoff-max", arg);
-            return -1;
-        }
-        return 0;
-    }
-    case OPT_SERVICE_ACCOUNT:
-        if (!k8s_name_valid(arg)) {
-            log_usage(c->cmd, "--service-account: '%s' is not a ServiceAccount name",
-                      shown(arg, (char[160]){0}, 160));
-            return -1;
-        }
-        c->service_account = arg;
-        return 0;
-    case OPT_OUTPUT: {
-        /* each command names its plain format: status a table, preview text */
-        const char *plain = c->command->plain ? c->command->plain : "text";
-        if (strcmp(arg, "json") == 0)
-            r->output_json = 1;
-        else if (strcmp(arg, plain) != 0) {
-            log_usage(c->cmd, "--output: '%s' is not %s or json", arg, plain);
-            return -1;
-        }
-        return 0;
-    }
-    case OPT_TIER:
-        if (strcmp(arg, "pre-apply") != 0 && strcmp(arg, "background") != 0) {
-            log_usage(c->cmd, "--tier: '%s' is not pre-apply or background", arg);
-            return -1;
-        }
-        r->tier = arg;
-        r->tier_given = 1;
-        return 0;
-    case OPT_TIMEOUT:
-        c->timeout_set = 1;
-        return duration_arg(c, flag, arg, &r->timeout);
-    case OPT_LOCK_TIMEOUT:
-        return duration_arg(c, flag, arg, &r->lock_timeout);
-    case OPT_GRACE:
-        return duration_arg(c, flag, arg, &r->grace);
-    case OPT_TICK:
-        return duration_arg(c, flag, arg, &c->tick);
-    case OPT_RETRY_FOR:
-        return duration_arg(c, flag, arg, &r->k.retry_budget);
-    case OPT_LEASE_DURATION:
-        if (duration_arg(c, flag, arg, &d) != 0)
-            return -1;
-        r->lease_duration = d < 1 ? 1 : (int)d;
-        return 0;
-    /* Numbers are read exactly (parse_decimal: digits only, no sign, space
-     * or leading zero): strtol would take ' 8' or '+8' for 8. */
-    case OPT_MEMORY: {
-        long mb;
-        if (parse_decimal(arg, 65536, &mb) != 0 || mb < 1) {
-            log_usage(c->cmd, "--memory: '%s' is not a size in MiB (1..65536)", arg);
-            return -1;
-        }
-        r->memory = (size_t)mb << 20;
-        return 0;
-    }
-    case OPT_CONCURRENCY: {
-        long n;
-        if (parse_decimal(arg, REST_POOL_MAX, &n) != 0 || n < 1) {
-            log_usage(c->cmd, "--concurrency: '%s' is not a number from 1 to %d", arg,
-                      REST_POOL_MAX);
-            return -1;
-        }
-        r->k.concurrency = (int)n;
-        return 0;
-    }
-    case OPT_MAX_ATTEMPTS: {
-        long n;
-        if (parse_decimal(arg, 1000, &n) != 0 || n < 1) {
-            log_usage(c->cmd, "--max-attempts: '%s' is not a number from 1 to 1000", arg);
-            return -1;
-        }
-        r->max_attempts = (int)n;
-        return 0;
-    }
-    case OPT_ENV:
-        if (!strchr(arg, '=') || arg[0] == '=') {
-            log_usage(c->cmd, "--env: '%s' is not NAME=VALUE", arg);
-            return -1;
-        }
-        c->env[c->nenv++] = (char *)arg;
-        return 0;
-    }
-    return -1;
-}
+/* ---- every option, each with its one handler ----
+ * A handler reads and checks its option's value into the struct cli: 0,
+ * or -1 after reporting a bad value. Each option is defined once here, so
+ * every command taking it gets the same rule and message. */
 
-void prescan_log_format(int argc, char **argv)
+#define OPTION(var, name, arg, fn) const struct cli_option var = {name, arg, 0, 0, fn}
+/* An option that only sets a field to 1. */
+#define SWITCH(var, name, field)                                              \
+    static int set_##var(struct cli *c, const char *flag, const char *arg)    \
+    {                                                                         \
+        (void)flag, (void)arg;                                                \
+        c->field = 1;                                                         \
+        return 0;                                                             \
+    }                                                                         \
+    OPTION(var, name, no_argument, set_##var)
+/* An option whose value is kept as it is. */
+#define VALUE(var, name, field)                                               \
+    static int set_##var(struct cli *c, const char *flag, const char *arg)    \
+    {                                                                         \
+        (void)flag;                                                           \
+        c->field = arg;                                                       \
+        return 0;                                                             \
+    }                                                                         \
+    OPTION(var, name, required_argument, set_##var)
+/* A duration (90s, 5m, 1h30m) above zero. */
+#define DURATION(var, name, field)                                            \
+    static int set_##var(struct cli *c, const char *flag, const char *arg)    \
+    {                                                                         \
+        return duration_arg(c, flag, arg, &c->field);                         \
+    }                                                                         \
+    OPTION(var, name, required_argument, set_##var)
+
+const struct cli_option cli_opt_help = {"help", no_argument, 0, 0, NULL};
+
+SWITCH(cli_opt_local, "local", r.k.cfg.local);
+SWITCH(cli_opt_create_namespace, "create-namespace", r.create_namespace);
+SWITCH(cli_opt_dry_run, "dry-run", r.k.dry_run);
+SWITCH(cli_opt_stdlib_internals, "stdlib-internals", r.k.stdlib_internals);
+SWITCH(cli_opt_quiet, "quiet", quiet);
+SWITCH(cli_opt_check_prefix, "check-prefix", check_prefix);
+SWITCH(cli_opt_history, "history", history);
+SWITCH(cli_opt_force, "force", r.force);
+SWITCH(cli_opt_failed, "failed", r.failed_only);
+SWITCH(cli_opt_require_digest, "require-digest", require_digest);
+
+VALUE(cli_opt_only, "only", r.only);
+VALUE(cli_opt_dir, "dir", r.dir);
+VALUE(cli_opt_workdir, "workdir", workdir);
+VALUE(cli_opt_repo, "repo", repo);
+VALUE(cli_opt_out, "out", out);
+VALUE(cli_opt_rev, "rev", rev);
+VALUE(cli_opt_against, "against", against);
+VALUE(cli_opt_from, "from", from);
+VALUE(cli_opt_names, "names", names);
+VALUE(cli_opt_image, "image", image);
+VALUE(cli_opt_check, "check", check);
+
+DURATION(cli_opt_lock_timeout, "lock-timeout", r.lock_timeout);
+DURATION(cli_opt_grace, "grace", r.grace);
+DURATION(cli_opt_tick, "tick", tick);
+DURATION(cli_opt_retry_for, "retry-for", r.k.retry_budget);
+
+/* An empty --kubeconfig or --context would fall back to KUBECONFIG or
+ * current-context: another cluster than the one asked for. */
+static int set_kubeconfig(struct cli *c, const char *flag, const char *arg)
+{
+    if (!*arg) {
+        log_usage(c->cmd, "--%s: an empty value names no file", flag);
+        return -1;
+    }
+    c->r.k.cfg.kubeconfig = arg;
+    return 0;
+}
+OPTION(cli_opt_kubeconfig, "kubeconfig", required_argument, set_kubeconfig);
+
+static int set_context(struct cli *c, const char *flag, const char *arg)
+{
+    if (!*arg) {
+        log_usage(c->cmd, "--%s: an empty value names no context", flag);
+        return -1;
+    }
+    c->r.k.cfg.context = arg;
+    return 0;
+}
+OPTION(cli_opt_context, "context", required_argument, set_context);
+
+/* a batch's release (as order names batches), latest or none */
+static int set_as_installed_at(struct cli *c, const char *flag, const char *arg)
+{
+    if (!*arg || strlen(arg) > 100 || has_control(arg) || strchr(arg, ' ')) {
+        log_usage(c->cmd, "--as-installed-at: '%s' is not a release (v1.2.0, legacy, a "
+                  "batch name such as 00002-v1.2.0, latest or none)",
+                  cli_shown(arg, (char[160]){0}, 160));
+        return -1;
+    }
+    c->r.installed_at = arg;
+    return 0;
+}
+OPTION(cli_opt_as_installed_at, "as-installed-at", required_argument, set_as_installed_at);
+
+static int set_pass_env(struct cli *c, const char *flag, const char *arg)
+{
+    if (pass_env_check(c, "--pass-env", arg) != 0)
+        return -1;
+    c->r.pass_env = arg;
+    return 0;
+}
+OPTION(cli_opt_pass_env, "pass-env", required_argument, set_pass_env);
+
+static int set_reason(struct cli *c, const char *flag, const char *arg)
+{
+    if (!*arg || strlen(arg) > SKIP_REASON_MAX) {
+        log_usage(c->cmd, "--reason: say why, in 1 to %d bytes", SKIP_REASON_MAX);
+        return -1;
+    }
+    if (has_control(arg)) {
+        log_usage(c->cmd, "--reason: one line of text, without newlines or other control "
+                  "characters (it is recorded and printed as it is)");
+        return -1;
+    }
+    c->r.skip_reason = arg;
+    return 0;
+}
+OPTION(cli_opt_reason, "reason", required_argument, set_reason);
+
+static int set_on_error(struct cli *c, const char *flag, const char *arg)
+{
+    if (strcmp(arg, "abort") != 0 && strcmp(arg, "warn") != 0) {
+        log_usage(c->cmd, "--on-error: '%s' is not abort or warn", arg);
+        return -1;
+    }
+    c->on_error = arg;
+    return 0;
+}
+OPTION(cli_opt_on_error, "on-error", required_argument, set_on_error);
+
+static int set_namespace(struct cli *c, const char *flag, const char *arg)
+{
+    if (!namespace_valid(arg)) {
+        log_usage(c->cmd, "--namespace: '%s' is not a namespace name (at most 63 lower-case "
+                  "letters, digits and '-', starting and ending with a letter or digit)",
+                  cli_shown(arg, (char[160]){0}, 160));
+        return -1;
+    }
+    c->r.k.ledger_namespace = arg;
+    return 0;
+}
+OPTION(cli_opt_namespace, "namespace", required_argument, set_namespace);
+
+static int set_ledger(struct cli *c, const char *flag, const char *arg)
+{
+    if (!k8s_name_valid(arg) || strlen(arg) + strlen(LEASE_SUFFIX) > 253) {
+        log_usage(c->cmd, "--ledger: '%s' is not a ConfigMap name (lower-case letters, "
+                  "digits, '-' and '.', at most %zu characters so that its Lease "
+                  "<name>" LEASE_SUFFIX " is a name too)", cli_shown(arg, (char[160]){0}, 160),
+                  253 - strlen(LEASE_SUFFIX));
+        return -1;
+    }
+    c->r.k.ledger_name = arg;
+    return 0;
+}
+OPTION(cli_opt_ledger, "ledger", required_argument, set_ledger);
+
+static int set_log_format(struct cli *c, const char *flag, const char *arg)
+{
+    if (strcmp(arg, "json") == 0)
+        log_set_json(1);
+    else if (strcmp(arg, "text") == 0)
+        log_set_json(0);
+    else {
+        log_usage(c->cmd, "--log-format: '%s' is not text or json", arg);
+        return -1;
+    }
+    return 0;
+}
+OPTION(cli_opt_log_format, "log-format", required_argument, set_log_format);
+
+static int set_retry_backoff(struct cli *c, const char *flag, const char *arg)
+{
+    double *at = strcmp(flag, "retry-backoff") == 0 ? &c->retry_backoff : &c->retry_backoff_max;
+    if (parse_duration(arg, at) != 0 || *at <= 0) {
+        log_usage(c->cmd, "--%s: '%s' is not a duration like 10m", flag, arg);
+        return -1;
+    }
+    return 0;
+}
+OPTION(cli_opt_retry_backoff, "retry-backoff", required_argument, set_retry_backoff);
+OPTION(cli_opt_retry_backoff_max, "retry-backoff-max", required_argument, set_retry_backoff);
+
+static int set_service_account(struct cli *c, const char *flag, const char *arg)
+{
+    if (!k8s_name_valid(arg)) {
+        log_usage(c->cmd, "--service-account: '%s' is not a ServiceAccount name",
+                  cli_shown(arg, (char[160]){0}, 160));
+        return -1;
+    }
+    c->service_account = arg;
+    return 0;
+}
+OPTION(cli_opt_service_account, "service-account", required_argument, set_service_account);
+
+/* each command names its plain format: status a table, preview text */
+static int set_output(struct cli *c, const char *flag, const char *arg)
+{
+    const char *plain = c->command->plain ? c->command->plain : "text";
+    if (strcmp(arg, "json") == 0)
+        c->r.output_json = 1;
+    else if (strcmp(arg, plain) != 0) {
+        log_usage(c->cmd, "--output: '%s' is not %s or json", arg, plain);
+        return -1;
+    }
+    return 0;
+}
+const struct cli_option cli_opt_output = {"output", required_argument, 'o', 0, set_output};
+
+static int set_tier(struct cli *c, const char *flag, const char *arg)
+{
+    if (strcmp(arg, "pre-apply") != 0 && strcmp(arg, "background") != 0) {
+        log_usage(c->cmd, "--tier: '%s' is not pre-apply or background", arg);
+        return -1;
+    }
+    c->r.tier = arg;
+    c->r.tier_given = 1;
+    return 0;
+}
+OPTION(cli_opt_tier, "tier", required_argument, set_tier);
+
+static int set_timeout(struct cli *c, const char *flag, const char *arg)
+{
+    c->timeout_set = 1;
+    return duration_arg(c, flag, arg, &c->r.timeout);
+}
+OPTION(cli_opt_timeout, "timeout", required_argument, set_timeout);
+
+static int set_lease_duration(struct cli *c, const char *flag, const char *arg)
+{
+    double d;
+    if (duration_arg(c, flag, arg, &d) != 0)
+        return -1;
+    c->r.lease_duration = d < 1 ? 1 : (int)d;
+    return 0;
+}
+OPTION(cli_opt_lease_duration, "lease-duration", required_argument, set_lease_duration);
+
+/* Numbers are read exactly (parse_decimal: digits only, no sign, space or
+ * leading zero): strtol would take ' 8' or '+8' for 8. */
+static int set_memory(struct cli *c, const char *flag, const char *arg)
+{
+    long mb;
+    if (parse_decimal(arg, 65536, &mb) != 0 || mb < 1) {
+        log_usage(c->cmd, "--memory: '%s' is not a size in MiB (1..65536)", arg);
+        return -1;
+    }
+    c->r.memory = (size_t)mb << 20;
+    return 0;
+}
+OPTION(cli_opt_memory, "memory", required_argument, set_memory);
+
+static int set_concurrency(struct cli *c, const char *flag, const char *arg)
+{
+    long n;
+    if (parse_decimal(arg, REST_POOL_MAX, &n) != 0 || n < 1) {
+        log_usage(c->cmd, "--concurrency: '%s' is not a number from 1 to %d", arg, REST_POOL_MAX);
+        return -1;
+    }
+    c->r.k.concurrency = (int)n;
+    return 0;
+}
+OPTION(cli_opt_concurrency, "concurrency", required_argument, set_concurrency);
+
+static int set_max_attempts(struct cli *c, const char *flag, const char *arg)
+{
+    long n;
+    if (parse_decimal(arg, 1000, &n) != 0 || n < 1) {
+        log_usage(c->cmd, "--max-attempts: '%s' is not a number from 1 to 1000", arg);
+        return -1;
+    }
+    c->r.max_attempts = (int)n;
+    return 0;
+}
+OPTION(cli_opt_max_attempts, "max-attempts", required_argument, set_max_attempts);
+
+/* --env NAME=VALUE, any number of times: kept by pointer (main.c sized
+ * c->env for argc). */
+static int set_env(struct cli *c, const char *flag, const char *arg)
+{
+    if (!strchr(arg, '=') || arg[0] == '=') {
+        log_usage(c->cmd, "--env: '%s' is not NAME=VALUE", arg);
+        return -1;
+    }
+    c->env[c->nenv++] = (char *)arg;
+    return 0;
+}
+const struct cli_option cli_opt_env = {"env", required_argument, 0, 1, set_env};
+
+void cli_prescan_log_format(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0)
@@ -431,87 +535,159 @@ void prescan_log_format(int argc, char **argv)
     }
 }
 
-static const char *flag_name(const struct option *lo, int id)
-{
-    for (; lo->name; lo++)
-        if (lo->val == id)
-            return lo->name;
-    return "?";
-}
-
 /* Whether arg is one of this command's own flags ("--dir", "--dir=x"): a
  * flag taken as the value of the one before it ("--only --dir X") would
  * run with --dir as the slug and X left over. */
-static int names_a_flag(const struct option *lo, const char *arg)
+static int names_a_flag(const struct cli_option *const *opts, const char *arg)
 {
     if (strncmp(arg, "--", 2) != 0)
         return 0;
     size_t n = strcspn(arg + 2, "=");
-    for (; lo->name; lo++)
-        if (strlen(lo->name) == n && strncmp(lo->name, arg + 2, n) == 0)
+    for (; *opts; opts++)
+        if (strlen((*opts)->name) == n && strncmp((*opts)->name, arg + 2, n) == 0)
             return 1;
     return 0;
 }
 
-int parse(struct cli *c, int argc, char **argv, int *first_arg)
+int cli_given(const struct cli *c, const struct cli_option *opt)
 {
-    const struct command *cmd = c->command;
-    const struct option *lo = cmd->options;
-    char spec[16];
+    for (size_t i = 0; i < c->ngiven; i++)
+        if (c->given[i] == opt)
+            return 1;
+    return 0;
+}
+
+/* The command's --help, then the cluster options' when it takes them. */
+static void print_help(const struct command *cmd)
+{
+    if (cmd->help_fn)
+        cmd->help_fn();
+    else
+        cli_help_print(cmd->help);
+    const char *common = cli_common_help(cmd);
+    if (common) {
+        fputc('\n', stdout);
+        cli_help_print(common);
+    }
+}
+
+const char *cli_common_help(const struct command *cmd)
+{
+    const char *common = NULL;
+    for (const struct cli_option *const *o = cmd->options; o && *o; o++)
+        if (*o == &cli_opt_kubeconfig)
+            return cli_cluster_opts_help;
+        else if (*o == &cli_opt_log_format)
+            common = cli_tool_opts_help;
+    return common;
+}
+
+/* getopt_long's view of a command's table: option i answers 256 + i, and
+ * a one-letter form answers itself. */
+#define CLI_OPTIONS_MAX 64
+struct getopt_view {
+    struct option lo[CLI_OPTIONS_MAX + 1];
+    char shorts[16];
+    size_t n;
+};
+
+static int getopt_view(const struct command *cmd, struct getopt_view *v)
+{
+    size_t at = 0;
+    memset(v, 0, sizeof *v);
     /* Options stop at the first operand, except for commands whose operand
      * may sit among them (new, status, skip). */
-    snprintf(spec, sizeof spec, "%s:%s", cmd->permute ? "" : "+", cmd->shorts ? cmd->shorts : "");
+    v->shorts[at++] = (cmd->flags & CMD_PERMUTE) ? ':' : '+';
+    if (!(cmd->flags & CMD_PERMUTE))
+        v->shorts[at++] = ':';
+    for (const struct cli_option *const *o = cmd->options; *o; o++, v->n++) {
+        if (v->n == CLI_OPTIONS_MAX)
+            return -1;
+        v->lo[v->n] = (struct option){(*o)->name, (*o)->has_arg, NULL, 256 + (int)v->n};
+        if ((*o)->short_name && at + 3 < sizeof v->shorts) {
+            v->shorts[at++] = (*o)->short_name;
+            if ((*o)->has_arg == required_argument)
+                v->shorts[at++] = ':';
+        }
+    }
+    return 0;
+}
+
+/* The table's entry getopt_long answered with (a long option's 256 + i, or
+ * a one-letter form), or NULL. */
+static const struct cli_option *answered(const struct command *cmd, const struct getopt_view *v,
+                                         int o)
+{
+    if (o >= 256 && (size_t)(o - 256) < v->n)
+        return cmd->options[o - 256];
+    for (const struct cli_option *const *p = cmd->options; *p && o > 0 && o < 256; p++)
+        if ((*p)->short_name == o)
+            return *p;
+    return NULL;
+}
+
+/* A usage error getopt_long found: a value missing, given to a switch, or a
+ * flag the command does not take. */
+static void report_bad_flag(struct cli *c, const struct getopt_view *v, int o, int argc,
+                            char **argv)
+{
+    const char *bad = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "?";
+    const struct cli_option *opt = answered(c->command, v, optopt);
+    if (o == ':')
+        log_usage(c->cmd, "'%s' needs a value", bad);
+    else if (optopt >= 256 && opt && strchr(bad, '='))
+        log_usage(c->cmd, "--%s takes no value ('%s')%s", opt->name, bad,
+                  opt == &cli_opt_dry_run ? ": give --dry-run alone, or DRY_RUN=1" : "");
+    else if (optopt && optopt < 256)
+        log_usage(c->cmd, "unknown flag '-%c'", optopt);
+    else
+        log_usage(c->cmd, "unknown flag '%s'", bad);
+}
+
+int cli_parse(struct cli *c, int argc, char **argv, int *first_arg)
+{
+    const struct command *cmd = c->command;
+    struct getopt_view v;
+    if (getopt_view(cmd, &v) != 0) {
+        log_fatal("%s: more than %d options in its table", c->cmd, CLI_OPTIONS_MAX);
+        return -1;
+    }
     opterr = 0;
     optind = 1;
     int o;
-    while ((o = getopt_long(argc, argv, spec, lo, NULL)) != -1) {
-        if (o == OPT_HELP) {
-            if (cmd->help_fn)
-                cmd->help_fn();
-            else
-                help_print(cmd->help);
-            if (strcmp(flag_name(lo, OPT_KUBECONFIG), "kubeconfig") == 0) {
-                fputc('\n', stdout);
-                help_print(cluster_opts_help);
-            }
+    while ((o = getopt_long(argc, argv, v.shorts, v.lo, NULL)) != -1) {
+        if (o == '?' || o == ':') {
+            report_bad_flag(c, &v, o, argc, argv);
+            return -1;
+        }
+        const struct cli_option *opt = answered(cmd, &v, o);
+        if (!opt)
+            return -1;
+        if (!opt->apply) {
+            print_help(cmd);
             return 1;
         }
-        if (o == '?' || o == ':') {
-            const char *bad = optind > 1 && optind - 1 < argc ? argv[optind - 1] : "?";
-            if (o == ':')
-                log_usage(c->cmd, "'%s' needs a value", bad);
-            else if (optopt >= 256 && strchr(bad, '='))
-                log_usage(c->cmd, "--%s takes no value ('%s')%s", flag_name(lo, optopt), bad,
-                          optopt == OPT_DRY_RUN ? ": give --dry-run alone, or DRY_RUN=1" : "");
-            else if (optopt && optopt < 256)
-                log_usage(c->cmd, "unknown flag '-%c'", optopt);
-            else
-                log_usage(c->cmd, "unknown flag '%s'", bad);
+        if (optarg && names_a_flag(cmd->options, optarg)) {
+            log_usage(c->cmd, "--%s needs a value, but the next argument is the flag '%s'",
+                      opt->name, optarg);
             return -1;
         }
-        if (o == 'o')
-            o = OPT_OUTPUT;
-        const char *name = flag_name(lo, o);
-        if (optarg && names_a_flag(lo, optarg)) {
-            log_usage(c->cmd, "--%s needs a value, but the next argument is the flag '%s'", name,
-                      optarg);
-            return -1;
-        }
-        if (o >= 256 && o - 256 < (int)sizeof c->seen && o != OPT_ENV) {
-            if (c->seen[o - 256]) {
-                log_usage(c->cmd, "--%s is given twice: give it once", name);
+        if (!opt->repeat) {
+            if (cli_given(c, opt)) {
+                log_usage(c->cmd, "--%s is given twice: give it once", opt->name);
                 return -1;
             }
-            c->seen[o - 256] = 1;
+            if (c->ngiven < sizeof c->given / sizeof c->given[0])
+                c->given[c->ngiven++] = opt;
         }
-        if (apply_opt(c, o, name, optarg) != 0)
+        if (opt->apply(c, opt->name, optarg) != 0)
             return -1;
     }
     *first_arg = optind;
     return 0;
 }
 
-int no_operands(struct cli *c, int argc, char **argv, int first)
+int cli_no_operands(struct cli *c, int argc, char **argv, int first)
 {
     if (first == argc)
         return 0;
@@ -522,7 +698,7 @@ int no_operands(struct cli *c, int argc, char **argv, int first)
 /* env DRY_RUN, for the commands that take --dry-run: 1 or true is a dry
  * run; 0, false or empty (or unset) a real one; anything else is refused,
  * never taken for a real run. 0, or -1 after reporting. */
-int env_dry_run(struct cli *c)
+int cli_env_dry_run(struct cli *c)
 {
     const char *v = getenv("DRY_RUN");
     if (!v || !*v || strcmp(v, "0") == 0 || strcmp(v, "false") == 0)
@@ -533,26 +709,26 @@ int env_dry_run(struct cli *c)
     }
     char buf[160];
     log_usage(c->cmd, "DRY_RUN='%s' is neither 1 or true (a dry run) nor 0, false or empty (a "
-              "real run): set one of those", shown(v, buf, sizeof buf));
+              "real run): set one of those", cli_shown(v, buf, sizeof buf));
     return -1;
 }
 
 /* env NAMESPACE, when no --namespace overrides it: a namespace name (the
  * ledger guard protects it, the runner records into it). 0, or -1 after
  * reporting. */
-int env_namespace(struct cli *c)
+int cli_env_namespace(struct cli *c)
 {
     char buf[160];
-    if (c->seen[OPT_NAMESPACE - 256] || namespace_valid(c->r.k.ledger_namespace))
+    if (cli_given(c, &cli_opt_namespace) || namespace_valid(c->r.k.ledger_namespace))
         return 0;
     log_usage(c->cmd, "NAMESPACE='%s' is not a namespace name (at most 63 lower-case letters, "
               "digits and '-', starting and ending with a letter or digit)",
-              shown(c->r.k.ledger_namespace, buf, sizeof buf));
+              cli_shown(c->r.k.ledger_namespace, buf, sizeof buf));
     return -1;
 }
 
 /* A FILE operand of lua and exec: there, readable and a file, or usage. */
-int script_file(struct cli *c, const char *file)
+int cli_script_file(struct cli *c, const char *file)
 {
     struct stat st;
     const char *why = stat(file, &st) != 0       ? strerror(errno)
@@ -568,7 +744,7 @@ int script_file(struct cli *c, const char *file)
 
 /* env SKIP ("slug[,slug]") and SKIP_REASON, for run, plan and preview: the hook's
  * escape hatch. 0, or an exit code after reporting. */
-int skip_env(struct cli *c)
+int cli_skip_env(struct cli *c)
 {
     const char *env = getenv("SKIP");
     if (!env || !*env)
@@ -577,7 +753,7 @@ int skip_env(struct cli *c)
     char buf[160];
     if (!reason || !*reason || strlen(reason) > SKIP_REASON_MAX) {
         log_usage(c->cmd, "SKIP=%s needs SKIP_REASON: say why, in 1 to %d bytes",
-                  shown(env, buf, sizeof buf), SKIP_REASON_MAX);
+                  cli_shown(env, buf, sizeof buf), SKIP_REASON_MAX);
         return EXIT_USAGE;
     }
     if (has_control(reason)) {
@@ -621,30 +797,31 @@ int skip_env(struct cli *c)
 }
 
 /* What run, plan, status and skip share once parsed. 0 or an exit code. */
-int runner_finish(struct cli *c, int argc, char **argv, int first)
+int cli_runner_opts_finish(struct cli *c, int argc, char **argv, int first)
 {
-    if (no_operands(c, argc, argv, first))
+    if (cli_no_operands(c, argc, argv, first))
         return EXIT_USAGE;
     struct runner_opts *o = &c->r;
     char buf[300];
-    int only_flag = c->seen[OPT_ONLY - 256];
+    int only_flag = cli_given(c, &cli_opt_only);
     if (o->only && !slug_valid(o->only)) {
         log_usage(c->cmd, "%s: '%s' is not a valid slug", only_flag ? "--only" : "ONLY",
-                  shown(o->only, buf, sizeof buf));
+                  cli_shown(o->only, buf, sizeof buf));
         return EXIT_USAGE;
     }
     if (o->force && !o->only) {
         log_usage(c->cmd, "--force applies to --only SLUG (or ONLY): alone it changes nothing");
         return EXIT_USAGE;
     }
-    if (env_namespace(c) != 0)
+    if (cli_env_namespace(c) != 0)
         return EXIT_USAGE;
-    if (!c->seen[OPT_PASS_ENV - 256] && o->pass_env && pass_env_check(c, "PASS_ENV", o->pass_env))
+    if (!cli_given(c, &cli_opt_pass_env) && o->pass_env &&
+        pass_env_check(c, "PASS_ENV", o->pass_env))
         return EXIT_USAGE;
     if (o->image && (has_control(o->image) || strlen(o->image) > IMAGE_MAX)) {
         log_usage(c->cmd, "MIGRATIONS_IMAGE='%s' is not an image reference: one line of at most "
                   "%d bytes, no control characters (it is recorded in every record)",
-                  shown(o->image, buf, sizeof buf), IMAGE_MAX);
+                  cli_shown(o->image, buf, sizeof buf), IMAGE_MAX);
         return EXIT_USAGE;
     }
     if ((o->installed_at || o->create_namespace) && !o->k.cfg.local) {

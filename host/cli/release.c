@@ -20,7 +20,7 @@
 #include "release/order.h"
 #include "release/scaffold.h"
 
-const char help_order[] =
+const char cli_order_help[] =
     "Usage: cozy-migrate order [--repo DIR] [--out DIR] [--rev REV] [--check-prefix]\n"
     "\n"
     "Generates the manifest (migrations/order.d/) from git: this line's release\n"
@@ -45,15 +45,15 @@ const char help_order[] =
     "tag, not a git repository), 9 the manifest rewrites a released one,\n"
     "10 git is not installed.\n";
 
-const struct option opts_order[] = {
-    TOOL_OPTS, OPT("repo", required_argument, OPT_REPO), OPT("out", required_argument, OPT_OUT),
-    OPT("rev", required_argument, OPT_REV), OPT("check-prefix", no_argument, OPT_CHECK_PREFIX),
-    END,
+const struct cli_option *const cli_order_options[] = {
+    TOOL_OPTS, &cli_opt_repo, &cli_opt_out,
+    &cli_opt_rev, &cli_opt_check_prefix,
+    NULL,
 };
 
-int cmd_order(struct cli *c, int argc, char **argv, int first)
+int cli_order(struct cli *c, int argc, char **argv, int first)
 {
-    if (no_operands(c, argc, argv, first))
+    if (cli_no_operands(c, argc, argv, first))
         return EXIT_USAGE;
     return order_cmd(c->repo ? c->repo : ".", c->rev ? c->rev : "HEAD", c->out, c->check_prefix);
 }
@@ -76,7 +76,7 @@ static const char lint_usage[] =
 
 /* lint --help: the usage, then every rule of the linter's own table, its
  * doc wrapped under its name: "  NAME (WHEN)" and the doc indented. */
-void help_lint(void)
+void cli_lint_help_print(void)
 {
     fputs(lint_usage, stdout);
     for (const struct lint_rule *r = lint_rules; r->name; r++) {
@@ -102,10 +102,10 @@ void help_lint(void)
     }
 }
 
-const struct option opts_lint[] = {
-    TOOL_OPTS, OPT("dir", required_argument, OPT_DIR),
-    OPT("against", required_argument, OPT_AGAINST), OPT("history", no_argument, OPT_HISTORY),
-    END,
+const struct cli_option *const cli_lint_options[] = {
+    TOOL_OPTS, &cli_opt_dir,
+    &cli_opt_against, &cli_opt_history,
+    NULL,
 };
 
 /* The modules' fields as lint's api rule takes them (pointing into api). */
@@ -131,10 +131,10 @@ static int lint_api_of(const struct modapi *api, struct lint_api *la)
     return 0;
 }
 
-int cmd_lint(struct cli *c, int argc, char **argv, int first)
+int cli_lint(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
-    if (no_operands(c, argc, argv, first))
+    if (cli_no_operands(c, argc, argv, first))
         return EXIT_USAGE;
     /* luacheck checks against the globals the sandbox really gives, and
      * the api rule against the fields its modules really have */
@@ -202,7 +202,7 @@ static int editor_of(struct editor *ed, const char *cmd)
     return rc;
 }
 
-const char help_new[] =
+const char cli_new_help[] =
     "Usage: cozy-migrate new SLUG [--tier pre-apply|background] [--on-error abort|warn]\n"
     "                        [--dir DIR]\n"
     "\n"
@@ -222,16 +222,16 @@ const char help_new[] =
     "  --on-error MODE   abort (default) or warn\n"
     "  --dir DIR         the tree root (default .)\n";
 
-const struct option opts_new[] = {
-    TOOL_OPTS, OPT("tier", required_argument, OPT_TIER),
-    OPT("on-error", required_argument, OPT_ON_ERROR), OPT("dir", required_argument, OPT_DIR),
-    END,
+const struct cli_option *const cli_new_options[] = {
+    TOOL_OPTS, &cli_opt_tier,
+    &cli_opt_on_error, &cli_opt_dir,
+    NULL,
 };
 
-int cmd_new(struct cli *c, int argc, char **argv, int first)
+int cli_new(struct cli *c, int argc, char **argv, int first)
 {
     const char *slug = first < argc ? argv[first++] : NULL;
-    if (no_operands(c, argc, argv, first))
+    if (cli_no_operands(c, argc, argv, first))
         return EXIT_USAGE;
     if (!slug) {
         log_usage(c->cmd, "expected a SLUG");
@@ -247,7 +247,7 @@ int cmd_new(struct cli *c, int argc, char **argv, int first)
     return rc;
 }
 
-const char help_stubs[] =
+const char cli_stubs_help[] =
     "Usage: cozy-migrate stubs [--dir DIR]\n"
     "\n"
     "Writes the editor files of a migrations tree: .cozy-migrate/meta/<module>.lua,\n"
@@ -262,11 +262,11 @@ const char help_stubs[] =
     "Options:\n"
     "  --dir DIR         the tree root (default .)\n";
 
-const struct option opts_stubs[] = {TOOL_OPTS, OPT("dir", required_argument, OPT_DIR), END};
+const struct cli_option *const cli_stubs_options[] = {TOOL_OPTS, &cli_opt_dir, NULL};
 
-int cmd_stubs(struct cli *c, int argc, char **argv, int first)
+int cli_stubs(struct cli *c, int argc, char **argv, int first)
 {
-    if (no_operands(c, argc, argv, first))
+    if (cli_no_operands(c, argc, argv, first))
         return EXIT_USAGE;
     const char *dir = c->r.dir ? c->r.dir : ".";
     struct editor ed;
@@ -282,7 +282,7 @@ int cmd_stubs(struct cli *c, int argc, char **argv, int first)
     return rc;
 }
 
-const char help_import[] =
+const char cli_import_legacy_help[] =
     "Usage: cozy-migrate import-legacy --from DIR --names FILE [--dir DEST]\n"
     "\n"
     "Brings a platform's numbered shell migrations (files 1 .. N, and the lib/\n"
@@ -295,14 +295,14 @@ const char help_import[] =
     "without a shebang, a name that is not a valid slug, 9 DEST already holds\n"
     "legacy migrations or a slug is taken.\n";
 
-const struct option opts_import[] = {
-    TOOL_OPTS, OPT("from", required_argument, OPT_FROM),
-    OPT("names", required_argument, OPT_NAMES), OPT("dir", required_argument, OPT_DIR), END,
+const struct cli_option *const cli_import_legacy_options[] = {
+    TOOL_OPTS, &cli_opt_from,
+    &cli_opt_names, &cli_opt_dir, NULL,
 };
 
-int cmd_import_legacy(struct cli *c, int argc, char **argv, int first)
+int cli_import_legacy(struct cli *c, int argc, char **argv, int first)
 {
-    if (no_operands(c, argc, argv, first))
+    if (cli_no_operands(c, argc, argv, first))
         return EXIT_USAGE;
     if (!c->from || !c->names) {
         log_usage(c->cmd, "--from DIR and --names FILE are required");

@@ -15,7 +15,7 @@
 #include "run/preview.h"
 #include "run/runner.h"
 
-const char help_run[] =
+const char cli_run_help[] =
     "Usage: cozy-migrate run [options]\n"
     "\n"
     "Takes the runner lock (a Lease next to the ledger), reads the ledger,\n"
@@ -76,7 +76,7 @@ const char help_run[] =
     "from this tree or image (nothing ran), 11 refused by what the ledger records\n"
     "(SKIP of a slug recorded ok; --only of a legacy slug without --force).\n";
 
-const char help_plan[] =
+const char cli_plan_help[] =
     "Usage: cozy-migrate plan [options]\n"
     "\n"
     "Prints what `run` would do with the same options: the migrations it would\n"
@@ -86,26 +86,27 @@ const char help_plan[] =
     "Options: every option of run, with the same meaning (see 'cozy-migrate run\n"
     "--help'), so a run's command line can be planned as it is: --tier, --only,\n"
     "--force, --dry-run, --max-attempts, --ledger, --dir and the cluster options\n"
-    "change the plan; --timeout, --lock-timeout, --lease-duration, --grace,\n"
-    "--memory and --pass-env are checked and change nothing in it. Env DRY_RUN,\n"
+    "change the plan, as do --as-installed-at and --create-namespace with --local;\n"
+    "--timeout, --lock-timeout, --lease-duration, --grace, --memory and\n"
+    "--pass-env are checked and change nothing in it. Env DRY_RUN,\n"
     "ONLY, SKIP and SKIP_REASON too. Exits as run would refuse (7 for a ledger\n"
     "that cannot be trusted, naming each bad key).\n";
 
 /* run's options; plan takes the same, so a run's command line can be
  * planned as it is (the timing options change nothing in a plan). */
-const struct option opts_run[] = {
-    CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
-    OPT("timeout", required_argument, OPT_TIMEOUT),
-    OPT("memory", required_argument, OPT_MEMORY), OPT("tier", required_argument, OPT_TIER),
-    OPT("only", required_argument, OPT_ONLY),
-    OPT("lock-timeout", required_argument, OPT_LOCK_TIMEOUT),
-    OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
-    OPT("grace", required_argument, OPT_GRACE),
-    OPT("max-attempts", required_argument, OPT_MAX_ATTEMPTS),
-    OPT("force", no_argument, OPT_FORCE), OPT("pass-env", required_argument, OPT_PASS_ENV),
-    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR),
-    OPT("as-installed-at", required_argument, OPT_AS_INSTALLED_AT),
-    OPT("create-namespace", no_argument, OPT_CREATE_NAMESPACE), END,
+const struct cli_option *const cli_run_options[] = {
+    CLUSTER_OPTS, &cli_opt_dry_run,
+    &cli_opt_timeout,
+    &cli_opt_memory, &cli_opt_tier,
+    &cli_opt_only,
+    &cli_opt_lock_timeout,
+    &cli_opt_lease_duration,
+    &cli_opt_grace,
+    &cli_opt_max_attempts,
+    &cli_opt_force, &cli_opt_pass_env,
+    &cli_opt_ledger, &cli_opt_dir,
+    &cli_opt_as_installed_at,
+    &cli_opt_create_namespace, NULL,
 };
 
 /* --local: the runner reads the working tree's manifest (order_local), so
@@ -141,27 +142,27 @@ static int with_local_tree(struct cli *c, int need, int (*fn)(const struct runne
     return rc;
 }
 
-int cmd_run(struct cli *c, int argc, char **argv, int first)
+int cli_run(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
-    if (env_dry_run(c) != 0)
+    if (cli_env_dry_run(c) != 0)
         return EXIT_USAGE;
-    if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
+    if ((rc = cli_runner_opts_finish(c, argc, argv, first)) || (rc = cli_skip_env(c)))
         return rc;
     return with_local_tree(c, 1, runner_run);
 }
 
-int cmd_plan(struct cli *c, int argc, char **argv, int first)
+int cli_plan(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
-    if (env_dry_run(c) != 0)
+    if (cli_env_dry_run(c) != 0)
         return EXIT_USAGE;
-    if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
+    if ((rc = cli_runner_opts_finish(c, argc, argv, first)) || (rc = cli_skip_env(c)))
         return rc;
     return with_local_tree(c, 1, runner_plan);
 }
 
-const char help_preview[] =
+const char cli_preview_help[] =
     "Usage: cozy-migrate preview [options]\n"
     "\n"
     "What an upgrade would do to this cluster: runs every pending Lua migration\n"
@@ -180,25 +181,25 @@ const char help_preview[] =
     "  --timeout, --memory, --ledger, --dir, --as-installed-at, --create-namespace\n"
     "                       as for run\n";
 
-const struct option opts_preview[] = {
-    CLUSTER_OPTS, OPT("tier", required_argument, OPT_TIER), OPT("only", required_argument, OPT_ONLY),
-    OPT("output", required_argument, OPT_OUTPUT), OPT("timeout", required_argument, OPT_TIMEOUT),
-    OPT("memory", required_argument, OPT_MEMORY), OPT("ledger", required_argument, OPT_LEDGER),
-    OPT("dir", required_argument, OPT_DIR),
-    OPT("as-installed-at", required_argument, OPT_AS_INSTALLED_AT),
-    OPT("create-namespace", no_argument, OPT_CREATE_NAMESPACE), END,
+const struct cli_option *const cli_preview_options[] = {
+    CLUSTER_OPTS, &cli_opt_tier, &cli_opt_only,
+    &cli_opt_output, &cli_opt_timeout,
+    &cli_opt_memory, &cli_opt_ledger,
+    &cli_opt_dir,
+    &cli_opt_as_installed_at,
+    &cli_opt_create_namespace, NULL,
 };
 
-int cmd_preview(struct cli *c, int argc, char **argv, int first)
+int cli_preview(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
     /* what run would be told: SKIP and SKIP_REASON too */
-    if ((rc = runner_finish(c, argc, argv, first)) || (rc = skip_env(c)))
+    if ((rc = cli_runner_opts_finish(c, argc, argv, first)) || (rc = cli_skip_env(c)))
         return rc;
     return with_local_tree(c, 1, preview_run);
 }
 
-const char help_status[] =
+const char cli_status_help[] =
     "Usage: cozy-migrate status [SLUG] [options]\n"
     "\n"
     "Prints the ledger as a table: migration, state, when, attempts, batch,\n"
@@ -213,13 +214,13 @@ const char help_status[] =
     "                       a bad version); exit 1 when there is any\n"
     "  --ledger NAME, --dir DIR as for run\n";
 
-const struct option opts_status[] = {
-    CLUSTER_OPTS, OPT("output", required_argument, OPT_OUTPUT),
-    OPT("failed", no_argument, OPT_FAILED),
-    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+const struct cli_option *const cli_status_options[] = {
+    CLUSTER_OPTS, &cli_opt_output,
+    &cli_opt_failed,
+    &cli_opt_ledger, &cli_opt_dir, NULL,
 };
 
-int cmd_status(struct cli *c, int argc, char **argv, int first)
+int cli_status(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
     if (first < argc) {
@@ -234,10 +235,12 @@ int cmd_status(struct cli *c, int argc, char **argv, int first)
         }
         c->r.status_slug = slug;
     }
-    return (rc = runner_finish(c, argc, argv, first)) ? rc : with_local_tree(c, 0, runner_status);
+    if ((rc = cli_runner_opts_finish(c, argc, argv, first)) != 0)
+        return rc;
+    return with_local_tree(c, 0, runner_status);
 }
 
-const char help_skip[] =
+const char cli_skip_help[] =
     "Usage: cozy-migrate skip SLUG --reason TEXT [options]\n"
     "\n"
     "The operator's escape hatch: records SLUG in the ledger as\n"
@@ -261,22 +264,22 @@ const char help_skip[] =
     "7 untrustworthy ledger, 11 the slug is recorded ok, legacy or\n"
     "skipped-fresh-install (a migration that ran is never skipped).\n";
 
-const struct option opts_skip[] = {
-    CLUSTER_OPTS, OPT("reason", required_argument, OPT_REASON),
-    OPT("dry-run", no_argument, OPT_DRY_RUN),
-    OPT("lock-timeout", required_argument, OPT_LOCK_TIMEOUT),
-    OPT("lease-duration", required_argument, OPT_LEASE_DURATION),
-    OPT("ledger", required_argument, OPT_LEDGER), OPT("dir", required_argument, OPT_DIR), END,
+const struct cli_option *const cli_skip_options[] = {
+    CLUSTER_OPTS, &cli_opt_reason,
+    &cli_opt_dry_run,
+    &cli_opt_lock_timeout,
+    &cli_opt_lease_duration,
+    &cli_opt_ledger, &cli_opt_dir, NULL,
 };
 
-int cmd_skip(struct cli *c, int argc, char **argv, int first)
+int cli_skip(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
     if (first >= argc) {
         log_usage(c->cmd, "expected a SLUG");
         return EXIT_USAGE;
     }
-    if (env_dry_run(c) != 0)
+    if (cli_env_dry_run(c) != 0)
         return EXIT_USAGE;
     static const char *slug[1];
     slug[0] = argv[first++];
@@ -291,5 +294,7 @@ int cmd_skip(struct cli *c, int argc, char **argv, int first)
     c->r.only = NULL; /* env ONLY is the hook's, not the skip command's */
     c->r.skip = slug;
     c->r.nskip = 1;
-    return (rc = runner_finish(c, argc, argv, first)) ? rc : with_local_tree(c, 1, runner_skip);
+    if ((rc = cli_runner_opts_finish(c, argc, argv, first)) != 0)
+        return rc;
+    return with_local_tree(c, 1, runner_skip);
 }

@@ -3,10 +3,10 @@
  * operands; the child is proc/child.c's, the sandbox lua/'s. */
 #include "cli/cli.h"
 
-#include <lauxlib.h>
-#include <lualib.h>
 #include <errno.h>
+#include <lauxlib.h>
 #include <limits.h>
+#include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +40,7 @@
 static int file_header(struct cli *c, const char *file, int lua, char *why, size_t whylen)
 {
     size_t len;
-    char *text = read_file(file, &len);
+    char *text = util_read_file(file, &len);
     if (!text) {
         log_fatal("%s: %s: %s", c->cmd, file, strerror(errno));
         return EXIT_USAGE;
@@ -66,7 +66,7 @@ static int file_header(struct cli *c, const char *file, int lua, char *why, size
 
 /* ---- lua FILE ---------------------------------------------------------- */
 
-const char help_lua[] =
+const char cli_lua_help[] =
     "Usage: cozy-migrate lua [options] FILE\n"
     "\n"
     "Runs FILE in the migration sandbox (string, table, math, utf8, coroutine,\n"
@@ -87,21 +87,22 @@ const char help_lua[] =
     "  --stdlib-internals  FILE may also require the stdlib's private kube.core (the\n"
     "                      engine's own specs; a migration never can)\n";
 
-const struct option opts_lua[] = {
-    CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
-    OPT("stdlib-internals", no_argument, OPT_STDLIB_INTERNALS),
-    OPT("timeout", required_argument, OPT_TIMEOUT),
-    OPT("memory", required_argument, OPT_MEMORY), END,
+const struct cli_option *const cli_lua_options[] = {
+    CLUSTER_OPTS, &cli_opt_dry_run,
+    &cli_opt_stdlib_internals,
+    &cli_opt_timeout,
+    &cli_opt_memory, NULL,
 };
 
-int cmd_lua(struct cli *c, int argc, char **argv, int first)
+int cli_lua(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
     if (first != argc - 1) {
         log_usage(c->cmd, "%s", first >= argc ? "expected a FILE" : "expected exactly one FILE");
         return EXIT_USAGE;
     }
-    if (env_dry_run(c) != 0 || env_namespace(c) != 0 || script_file(c, argv[first]) != 0)
+    if (cli_env_dry_run(c) != 0 || cli_env_namespace(c) != 0 ||
+        cli_script_file(c, argv[first]) != 0)
         return EXIT_USAGE;
     /* In a supervised child like a migration: the parent's kill is the
      * backstop for time spent in C or in finalizers. */
@@ -134,7 +135,7 @@ int cmd_lua(struct cli *c, int argc, char **argv, int first)
 
 /* ---- exec SLUG FILE ------------------------------------------------------- */
 
-const char help_exec[] =
+const char cli_exec_help[] =
     "Usage: cozy-migrate exec [options] SLUG FILE\n"
     "\n"
     "Runs one migration FILE the way the runner does: in a supervised child\n"
@@ -166,13 +167,13 @@ const char help_exec[] =
     "the environment as it is). The result then carries `gateway`: requests,\n"
     "refusals, the gateway's peak memory.\n";
 
-const struct option opts_exec[] = {
-    CLUSTER_OPTS, OPT("dry-run", no_argument, OPT_DRY_RUN),
-    OPT("timeout", required_argument, OPT_TIMEOUT),
-    OPT("grace", required_argument, OPT_GRACE),
-    OPT("memory", required_argument, OPT_MEMORY),
-    OPT("workdir", required_argument, OPT_WORKDIR), OPT("env", required_argument, OPT_ENV),
-    OPT("tick", required_argument, OPT_TICK), OPT("quiet", no_argument, OPT_QUIET), END,
+const struct cli_option *const cli_exec_options[] = {
+    CLUSTER_OPTS, &cli_opt_dry_run,
+    &cli_opt_timeout,
+    &cli_opt_grace,
+    &cli_opt_memory,
+    &cli_opt_workdir, &cli_opt_env,
+    &cli_opt_tick, &cli_opt_quiet, NULL,
 };
 
 static int count_tick(void *ud)
@@ -220,7 +221,7 @@ static int exec_gateway(const struct kube_config_opts *ko, struct child_gateway 
     return 0;
 }
 
-int cmd_exec(struct cli *c, int argc, char **argv, int first)
+int cli_exec(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
     if (argc - first != 2) {
@@ -230,12 +231,13 @@ int cmd_exec(struct cli *c, int argc, char **argv, int first)
     if (!slug_valid(argv[first])) {
         char buf[160];
         log_usage(c->cmd, "'%s' is not a valid slug (lower-case letters, digits and single "
-                  "dashes, at most %d characters)", shown(argv[first], buf, sizeof buf), SLUG_MAX);
+                  "dashes, at most %d characters)", cli_shown(argv[first], buf, sizeof buf),
+                  SLUG_MAX);
         return EXIT_USAGE;
     }
-    if (env_dry_run(c) != 0 || env_namespace(c) != 0 || script_file(c, argv[first + 1]) != 0)
+    if (cli_env_dry_run(c) != 0 || cli_env_namespace(c) != 0 || cli_script_file(c, argv[first + 1]) != 0)
         return EXIT_USAGE;
-    int shell = ends_with(argv[first + 1], ".sh");
+    int shell = util_ends_with(argv[first + 1], ".sh");
     char why[4400];
     if ((rc = file_header(c, argv[first + 1], !shell, why, sizeof why)) != 0)
         return rc;
@@ -300,7 +302,7 @@ int cmd_exec(struct cli *c, int argc, char **argv, int first)
 
 /* ---- config -------------------------------------------------------------- */
 
-const char help_config[] =
+const char cli_config_help[] =
     "Usage: cozy-migrate config [options]\n"
     "\n"
     "Prints, as JSON, the cluster and identity the kube module would use: the\n"
@@ -308,12 +310,12 @@ const char help_config[] =
     "No secrets are printed. Exit 6 with a one-line error when the\n"
     "configuration cannot be resolved.\n";
 
-const struct option opts_config[] = {CLUSTER_OPTS, END};
+const struct cli_option *const cli_config_options[] = {CLUSTER_OPTS, NULL};
 
-int cmd_config(struct cli *c, int argc, char **argv, int first)
+int cli_config(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
-    if (no_operands(c, argc, argv, first))
+    if (cli_no_operands(c, argc, argv, first))
         return EXIT_USAGE;
     struct kube_config kc;
     char err[1024];
@@ -334,7 +336,7 @@ int cmd_config(struct cli *c, int argc, char **argv, int first)
     return rc;
 }
 
-const char help_spec[] =
+const char cli_spec_help[] =
     "Usage: cozy-migrate spec [--i-own-this-cluster] [busted options] [PATHS...]\n"
     "\n"
     "Runs busted inside the host, so specs can require the same native\n"
@@ -417,7 +419,7 @@ static const char SPEC_MAIN[] =
     "require('busted.runner')({ standalone = false })\n"
     "return true\n";
 
-int cmd_spec(struct cli *c, int argc, char **argv, int first)
+int cli_spec(struct cli *c, int argc, char **argv, int first)
 {
     (void)first; /* every argument but ours is busted's */
     int own = 0;
@@ -425,7 +427,7 @@ int cmd_spec(struct cli *c, int argc, char **argv, int first)
         if (strcmp(argv[i], "--") == 0)
             break;
         if (strcmp(argv[i], "--help") == 0) {
-            help_print(help_spec);
+            cli_help_print(cli_spec_help);
             return EXIT_OK;
         }
         if (strcmp(argv[i], "--i-own-this-cluster") == 0)

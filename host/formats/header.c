@@ -24,7 +24,7 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-const char *on_error_name(enum on_error e)
+const char *header_on_error_name(enum on_error e)
 {
     return e == ON_ERROR_ABORT ? "abort" : e == ON_ERROR_WARN ? "warn" : "unset";
 }

@@ -31,5 +31,5 @@ void header_free(struct header *h);
  * Returns buf. */
 const char *header_timeout_why(const struct header *h, const char *path, double override,
                                char *buf, size_t len);
-const char *on_error_name(enum on_error e);
+const char *header_on_error_name(enum on_error e);
 #endif

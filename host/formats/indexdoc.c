@@ -8,7 +8,8 @@
  * take an index it cannot read fully for a smaller one: a NUL byte,
  * anything after the one object or document, an unknown key, a wrong type,
  * a bad or repeated slug is refused, naming the file (and the byte offset
- * where the text goes wrong). Prints nothing. */
+ * where the text goes wrong). Prints nothing.
+ * Prefixes: index_ (the index, as indexdoc.h names it). */
 #include "formats/indexdoc.h"
 
 #include <stdarg.h>
@@ -155,7 +156,7 @@ static void bentries(struct buf *b, const char *key, const struct index_slug *v,
         char secs[32];
         seconds_text(g->timeout_s, secs, sizeof secs);
         buf_addf(b, ", \"timeout_s\": %s, \"on_error\": \"%s\", \"requires\": [", secs,
-             on_error_name(g->on_error));
+             header_on_error_name(g->on_error));
         for (size_t r = 0; r < g->nrequires; r++) {
             buf_addf(b, "%s", r ? ", " : "");
             bstr(b, g->requires[r]);
@@ -521,7 +522,7 @@ int index_load_file(const char *file, struct index *ix, char *err, size_t errlen
 {
     memset(ix, 0, sizeof *ix);
     size_t len = 0;
-    char *text = read_file(file, &len);
+    char *text = util_read_file(file, &len);
     if (!text)
         return fail(err, errlen, file, "cannot be read");
     int rc = -1;
@@ -653,7 +654,7 @@ static void compare_tier(struct diff *d, const char *tier, const struct index_sl
         }
         if (g->on_error != w->on_error)
             differ(d, "%s slug '%s': on-error=%s in the index, %s in the tree", tier, w->slug,
-                   on_error_name(g->on_error), on_error_name(w->on_error));
+                   header_on_error_name(g->on_error), header_on_error_name(w->on_error));
         int same = g->nrequires == w->nrequires;
         for (size_t r = 0; same && r < w->nrequires; r++)
             same = strcmp(g->requires[r], w->requires[r]) == 0;

@@ -4,8 +4,8 @@
  * reading it from the cluster and writing it back is run/ledger.h's. */
 #ifndef COZY_LEDGERDOC_H
 #define COZY_LEDGERDOC_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "formats/record.h"
 

@@ -2,7 +2,7 @@
  * fields a script uses). The one reader of Lua text outside the Lua
  * library itself: names, strings (with their value when it has no escape),
  * numbers and operators, each with its line; comments and long brackets
- * skipped as Lua's lexer (llex.c) skips them. It judges nothing: a text
+ * skipped as Lua's llex.c skips them. It judges nothing: a text
  * Lua would refuse still tokenizes, up to an LT_ERROR. */
 #ifndef COZY_LUATOK_H
 #define COZY_LUATOK_H

@@ -4,7 +4,8 @@
  * Owns the grammar of each line format and the error message for each way a
  * line can be wrong ("FILE:LINE: what"). Cross-file rules (a slug in two
  * batches, a revoked slug nobody ships) belong to tree.c, which sees
- * everything. Must never skip a line it does not understand. */
+ * everything. Must never skip a line it does not understand.
+ * Prefixes: slug_ revoked_ legacy_ digest_ (each line format's own). */
 #include "formats/manifest.h"
 
 #include <errno.h>
@@ -173,7 +174,7 @@ int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
     memset(m, 0, sizeof *m);
     char **names;
     size_t n;
-    if (list_dir_all(dir, &names, &n) != 0) {
+    if (util_list_dir_all(dir, &names, &n) != 0) {
         snprintf(err, errlen, "%s: %s (generate the manifest with 'cozy-migrate order')", dir,
                  strerror(errno));
         return -1;
@@ -193,7 +194,7 @@ int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
             break;
         }
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = util_read_file(path, &len);
         if (!text) {
             snprintf(err, errlen, "%s: %s", path, strerror(errno));
             rc = -1;
@@ -204,7 +205,7 @@ int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
         if (rc == 0)
             m->n++;
     }
-    free_names(names, n);
+    util_free_names(names, n);
     if (rc != 0)
         manifest_free(m);
     return rc;
@@ -283,7 +284,7 @@ int revoked_parse(const char *path, const char *text, size_t len, struct slug_li
 /* Reads a whole optional file: 1 = read, 0 = absent, -1 = error. */
 static int read_optional(const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
-    *text = read_file(path, len);
+    *text = util_read_file(path, len);
     if (*text)
         return 1;
     if (errno == ENOENT)

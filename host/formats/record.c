@@ -5,7 +5,8 @@
  * ledger's growth budget: the most bytes one can take, and the shrunk form
  * of a failed one near the limit. A record is parsed with cJSON,
  * never pattern-matched; anything it cannot trust becomes REC_UNKNOWN with a
- * reason, so the caller reports it and leaves the key alone. */
+ * reason, so the caller reports it and leaves the key alone.
+ * Prefixes: rec_ (record.h's, as its enum rec_state). */
 #include "formats/record.h"
 
 #include <stdio.h>

@@ -13,7 +13,8 @@
  * unreadable file), or shared code (the stdlib that runs, legacy-sh/lib/)
  * it cannot read. Must never touch
  * the cluster: this runs before the lock, and a bad tree exits before any
- * script runs. */
+ * script runs.
+ * Prefixes: sha256_ (the tree's checksums). */
 #include "formats/tree.h"
 
 #include <errno.h>
@@ -49,7 +50,7 @@ int sha256_text(const char *buf, size_t len, char out[65])
 int sha256_file(const char *path, char out[65])
 {
     size_t len;
-    char *buf = read_file(path, &len);
+    char *buf = util_read_file(path, &len);
     if (!buf)
         return -1;
     int rc = sha256_text(buf, len, out);
@@ -63,7 +64,7 @@ static int read_script(const char *path, int lua, int partial, struct migration 
                        size_t errlen)
 {
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = util_read_file(path, &len);
     if (!text) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
@@ -102,7 +103,7 @@ static int list_files(const char *base, const char *rel, char ***list, size_t *n
     char **names;
     size_t nn;
     /* Every file a script could source counts, dotfiles too. */
-    if (list_dir_all(path, &names, &nn) != 0) {
+    if (util_list_dir_all(path, &names, &nn) != 0) {
         if (errno == ENOENT && !*rel)
             return 0;
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -134,7 +135,7 @@ static int list_files(const char *base, const char *rel, char ***list, size_t *n
             }
         }
     }
-    free_names(names, nn);
+    util_free_names(names, nn);
     return rc;
 }
 
@@ -156,7 +157,7 @@ int sha256_dir(const char *dir, char out[65], char *err, size_t errlen)
         char full[8200];
         snprintf(full, sizeof full, "%s/%s", dir, list[i]);
         size_t len;
-        char *buf = read_file(full, &len);
+        char *buf = util_read_file(full, &len);
         if (!buf) {
             snprintf(err, errlen, "%s: %s", full, strerror(errno));
             rc = -1;
@@ -176,7 +177,7 @@ int sha256_dir(const char *dir, char out[65], char *err, size_t errlen)
     if (rc == 0)
         hex(d, dn, out);
     EVP_MD_CTX_free(ctx);
-    free_names(list, n);
+    util_free_names(list, n);
     return rc;
 }
 
@@ -188,7 +189,7 @@ int tree_list_files(const char *dir, char ***list, size_t *n, char *err, size_t 
     if (rc == 0 && *n > 1)
         qsort(*list, *n, sizeof **list, cmp_path);
     if (rc != 0) {
-        free_names(*list, *n);
+        util_free_names(*list, *n);
         *list = NULL;
         *n = 0;
     }
@@ -276,7 +277,7 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
     snprintf(dir, sizeof dir, "%s/%s", root, rel);
     char **all = NULL;
     size_t na = 0;
-    if (list_dir_all(dir, &all, &na) != 0) {
+    if (util_list_dir_all(dir, &all, &na) != 0) {
         if (errno == ENOENT)
             return 0;
         snprintf(err, errlen, "%s: %s", dir, strerror(errno));
@@ -284,7 +285,7 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
     }
     char *keep = na ? calloc(na, 1) : NULL;
     if (na && !keep) {
-        free_names(all, na);
+        util_free_names(all, na);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -330,7 +331,7 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
         snprintf(full, sizeof full, "%s/%s", dir, all[i]);
         snprintf(relpath, sizeof relpath, "%s/%s", rel, all[i]);
         struct tree_entry e = {TREE_SCRIPT, full, relpath, all[i], "", "", 0};
-        if (!ends_with(all[i], ext)) {
+        if (!util_ends_with(all[i], ext)) {
             snprintf(why, sizeof why, "not a migration (expected <slug>%s)", ext);
             e.kind = TREE_STRAY;
             e.why = why;
@@ -341,7 +342,7 @@ int tree_scan_dir(const char *root, const char *rel, int shell, tree_visit_fn fn
         rc = fn(ud, &e);
     }
     free(keep);
-    free_names(all, na);
+    util_free_names(all, na);
     return rc;
 }
 

@@ -2,10 +2,12 @@
  * Owns turning YAML text into cJSON (core-schema scalars, anchors expanded
  * under a budget, duplicate and non-scalar keys refused, a line per node) and
  * the core schema both directions share (the writer is yamlemit.c, the
- * `yaml` Lua module over both lua/yaml_lua.c). Knows no Lua.
+ * `yaml` Lua module over both lua/luayaml.c). Knows no Lua.
  * Must never interpret what the document means (that is the caller's job),
  * never touch the filesystem except in yaml_load_file, and never let input
- * size, nesting or alias expansion exhaust memory or the C stack. */
+ * size, nesting or alias expansion exhaust memory or the C stack.
+ * Prefixes: yaml_ (the host's YAML documents; libyaml's own names go
+ * on to parser, event, emitter or document). */
 #include "formats/yamldoc.h"
 #include "formats/yaml_int.h"
 
@@ -834,7 +836,7 @@ int yaml_load_file(const char *path, struct yaml_doc *doc, char *err, size_t err
 {
     size_t len;
     memset(doc, 0, sizeof *doc);
-    char *buf = read_file(path, &len);
+    char *buf = util_read_file(path, &len);
     if (!buf) {
         yaml_seterr(err, errlen, "%s: %s", path, errno == ENOMEM ? "out of memory or too large"
                                                                   : strerror(errno));

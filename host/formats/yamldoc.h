@@ -5,8 +5,8 @@
  * can report "file:line: what is wrong". Never interprets the content. */
 #ifndef COZY_YAMLDOC_H
 #define COZY_YAMLDOC_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 struct yaml_mark { const cJSON *node; int line; };
 struct yaml_doc {

@@ -3,7 +3,7 @@
  * Owns reading both discovery formats into one table and the matching rules
  * (plural, singular, short name, Kind case-insensitively, resource.group,
  * resource.version.group). Must never fetch or cache across processes: the
- * caller (kube.c) decides when to (re)fetch. */
+ * caller (lua/luakube_core.c) decides when to (re)fetch. */
 #include "kube/discovery.h"
 
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * name-resolution rules. Holds no connection: the caller fetches. */
 #ifndef COZY_DISCOVERY_H
 #define COZY_DISCOVERY_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 struct api_resource {
     char *group;        /* "" for the core group */

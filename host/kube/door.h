@@ -1,6 +1,6 @@
 /* door.h: the one door every request of a migration passes on its way to
  * the apiserver, whoever makes it: a Lua migration's kube module
- * (lua/kube_request.c) and a shell migration's kubectl through the runner's
+ * (lua/luakube_request.c) and a shell migration's kubectl through the runner's
  * loopback gateway (kube/gateway.h) alike, so the promises are the same
  * for both. Owns, for one request as it will go on the wire: the ledger
  * guard's judgement (guard.h) of its method, path and body; in a dry run,
@@ -21,8 +21,8 @@
  * text, and nothing is sent. */
 #ifndef COZY_DOOR_H
 #define COZY_DOOR_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "kube/guard.h"
 #include "kube/journal.h"

@@ -173,7 +173,7 @@ int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req
     return 0;
 }
 
-void gate_answer_free(struct gate_answer *a)
+void gatepreview_answer_free(struct gate_answer *a)
 {
     cJSON_Delete(a->body);
     free(a->own_path);

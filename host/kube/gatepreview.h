@@ -1,6 +1,6 @@
 /* gatepreview.h: a preview's copy-on-write overlay (overlay.h) in front of
  * the door: the one set of rules (gatepreview_decide, gatepreview_keep)
- * the Lua module's preview (lua/kube_preview.c) and the gateway's, for
+ * the Lua module's preview (lua/luakube_preview.c) and the gateway's, for
  * requests that arrive as HTTP (a shell migration's kubectl), both follow.
  * What the overlay answers before anything is sent
  * (an object the preview changed, created or deleted), a write to such an
@@ -11,8 +11,8 @@
  * the door. The gateway calls it under its lock. */
 #ifndef COZY_GATEPREVIEW_H
 #define COZY_GATEPREVIEW_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "kube/apipath.h"
 #include "kube/door.h"
@@ -67,10 +67,10 @@ struct gate_answer {
 
 /* 1 when the overlay answered (a filled), 0 to send req (possibly
  * rewritten into a's buffers). path is req's path without its query, jbody
- * its parsed body. gate_answer_free(a) in both cases. */
+ * its parsed body. gatepreview_answer_free(a) in both cases. */
 int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req *req,
                        const char *path, const cJSON *jbody, struct gate_answer *a);
-void gate_answer_free(struct gate_answer *a);
+void gatepreview_answer_free(struct gate_answer *a);
 /* The overlay's object at path, or NULL. */
 const cJSON *gatepreview_held(const struct overlay *ov, const char *path);
 /* After a successful request: a write's answer goes in the overlay, a list

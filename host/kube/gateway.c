@@ -391,7 +391,7 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
         enum MHD_Result mr = pa.body ? json_reply(con, (unsigned)pa.status, pa.body)
                                      : status_reply(con, (unsigned)pa.status, pa.reason,
                                                     pa.message);
-        gate_answer_free(&pa);
+        gatepreview_answer_free(&pa);
         return mr;
     }
     struct door_prior prior;
@@ -406,7 +406,7 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
             note_unpredictable(g, w->method, path, msg);
         rest_result_free(&res);
         door_prior_free(&prior);
-        gate_answer_free(&pa);
+        gatepreview_answer_free(&pa);
         cJSON_Delete(jbody);
         return status_reply(con, rc == DOOR_LATE ? 504 : rc == DOOR_NOMEM ? 500
                                  : gv == GUARD_BAD_PATH ? 400 : 403, reason, msg);
@@ -423,7 +423,7 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
             note_unpredictable(g, w->method, path, perr);
     }
     door_prior_free(&prior);
-    gate_answer_free(&pa);
+    gatepreview_answer_free(&pa);
     cJSON_Delete(jbody);
     enum MHD_Result mr;
     if (res.status == 0)
@@ -659,7 +659,7 @@ struct gateway *gateway_start(const struct gateway_opts *o, char *err, size_t er
 static long peak_rss_kb(void)
 {
     size_t len;
-    char *t = read_file("/proc/self/status", &len);
+    char *t = util_read_file("/proc/self/status", &len);
     const char *p = t ? strstr(t, "VmHWM:") : NULL;
     long kb = p ? strtol(p + 6, NULL, 10) : 0;
     free(t);

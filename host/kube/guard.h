@@ -13,8 +13,8 @@
  * (as the apiserver's RequestInfo reads it), and reading a body in the
  * format its content type names (JSON without duplicate keys, YAML, or a
  * create's name out of Kubernetes protobuf, k8sproto.h).
- * Holds no state and makes no request; kube.c calls it on every request it
- * sends, the ones it builds itself included.
+ * Holds no state and makes no request; door.c calls it on every request a
+ * migration sends, the ones lua/luakube_request.c builds itself included.
  *
  * Recipe: build the path you will send (no query: queries are appended
  * after the guard, from values it has seen escaped), call guard_check with

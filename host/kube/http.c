@@ -214,7 +214,7 @@ static int load_token(struct http_client *c)
         c->token_size = st.st_size;
     }
     size_t len;
-    char *t = read_file(c->token_file, &len);
+    char *t = util_read_file(c->token_file, &len);
     if (!t) {
         /* Keep using the previous token through a rotation hiccup. */
         if (c->token)

@@ -8,7 +8,7 @@
  * no-op patch from a change costs no request when the object was read
  * first). Makes no request and knows no Lua.
  *
- * Recipe (lua/kube_request.c): after every successful read,
+ * Recipe (lua/luakube_request.c): after every successful read,
  * journal_seen(path, body); before a write, journal_rv(path) for the
  * resourceVersion it had (NULL: read it first if you need to know); after
  * the write, journal_add (journal_pending brackets the time the write is on
@@ -16,8 +16,8 @@
  * with journal_log_json. */
 #ifndef COZY_JOURNAL_H
 #define COZY_JOURNAL_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "formats/journaldoc.h"
 

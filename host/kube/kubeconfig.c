@@ -7,7 +7,8 @@
  * (an unsupported auth method is an error, not a silent anonymous request),
  * and never put secrets or key material into a message or a description.
  * The one kubeconfig the engine writes, a shell child's private file, is
- * kubeconfig_private.c's. */
+ * kubeconfig_private.c's.
+ * Prefixes: kc_ (kubeconfig_int.h's short prefix). */
 #include "kube/kubeconfig.h"
 #include "kube/kubeconfig_int.h"
 #include "formats/yamldoc.h"

@@ -4,8 +4,8 @@
  * account. Reads files; never opens a connection. */
 #ifndef COZY_KUBECONFIG_H
 #define COZY_KUBECONFIG_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 struct kube_config {
     char *server;                       /* https://host:port, no trailing / */

@@ -5,7 +5,8 @@
  * CA and client certificates holding PEM certificates, a key that is the
  * certificate's; an exec or auth-provider user is "not supported". Every
  * message names the file and the line. File selection, merging and the
- * contexts are kubeconfig.c's. */
+ * contexts are kubeconfig.c's.
+ * Prefixes: kc_ (kubeconfig_int.h's short prefix). */
 #include "kube/kubeconfig_int.h"
 
 #include <errno.h>

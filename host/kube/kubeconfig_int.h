@@ -3,8 +3,8 @@
  * share. Nothing outside kube/ includes it. */
 #ifndef COZY_KUBECONFIG_INT_H
 #define COZY_KUBECONFIG_INT_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "formats/yamldoc.h"
 #include "kube/kubeconfig.h"

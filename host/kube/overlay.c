@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kube/apipath.h"
 #include "base/util.h"
+#include "kube/apipath.h"
 
 struct overlay {
     cJSON *doc;             /* {"entries": [...]} */
@@ -42,7 +42,7 @@ static struct overlay *overlay_new(cJSON *doc)
 struct overlay *overlay_load(const char *path, char *err, size_t errlen)
 {
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = util_read_file(path, &len);
     cJSON *doc = NULL;
     if (text && len) {
         doc = cJSON_ParseWithLength(text, len);

@@ -6,17 +6,18 @@
  * the next), merging it into list pages (label and field selectors
  * evaluated with the apiserver's semantics; one it cannot evaluate is an
  * error, never a silent mismatch), and applying merge and JSON patches to
- * an object it holds. Makes no request: kube.c decides what to send.
+ * an object it holds. Makes no request: lua/luakube_preview.c and
+ * gatepreview.c decide what to send.
  *
- * Recipe (kube.c, preview mode): a read of an object asks overlay_get first;
+ * Recipe (lua/luakube_preview.c, preview mode): a read of an object asks overlay_get first;
  * a list page goes through overlay_merge_list; a write to an object the
  * overlay holds is sent as a dry run of the overlay's version
  * (overlay_apply_patch for a patch); every successful dry-run write's
  * answer goes in with overlay_put, a delete with overlay_delete. */
 #ifndef COZY_OVERLAY_H
 #define COZY_OVERLAY_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 struct overlay;
 

@@ -5,8 +5,8 @@
  * nothing of Lua, dry run or the ledger guard. */
 #ifndef COZY_REST_H
 #define COZY_REST_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "kube/kubeconfig.h"
 

@@ -11,8 +11,8 @@
  * write to the ledger is the guard's (LedgerProtected). Makes no request. */
 #ifndef COZY_STAMP_H
 #define COZY_STAMP_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 enum stamp_verdict {
     STAMP_NONE = 0,     /* not a replace, patch or create of the ledger object itself */

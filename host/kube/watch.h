@@ -15,8 +15,8 @@
  * kube_watch_free. */
 #ifndef COZY_KUBE_WATCH_H
 #define COZY_KUBE_WATCH_H
-#include <stddef.h>
 #include <cjson/cJSON.h>
+#include <stddef.h>
 
 #include "kube/kubeconfig.h"
 

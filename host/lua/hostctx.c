@@ -37,9 +37,9 @@ double host_ctx_remaining(const struct host_ctx *hc)
     return hc->deadline - now_mono();
 }
 
-void host_call_pinned(lua_State *L, lua_CFunction f, void *ud, int nres)
+void host_ctx_call_pinned(lua_State *L, lua_CFunction f, void *ud, int nres)
 {
-    luaL_checkstack(L, 2, "host_call_pinned");
+    luaL_checkstack(L, 2, "host_ctx_call_pinned");
     /* -1 inside a finalizer: the collector is already held off there */
     int running = lua_gc(L, LUA_GCISRUNNING) == 1;
     if (running)

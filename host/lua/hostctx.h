@@ -8,7 +8,7 @@
  * carries inputs only (options, deadline, paths, the memory the journal
  * writes into) and nothing comes back through it: what a module keeps while
  * the script runs is its own (the kube module's client, a Lua userdata),
- * and what the host needs afterwards it asks the module for (kube.h). */
+ * and what the host needs afterwards it asks the module for (luakube.h). */
 #ifndef COZY_HOSTCTX_H
 #define COZY_HOSTCTX_H
 #include <lua.h>
@@ -41,7 +41,7 @@ struct host_ctx *host_ctx(lua_State *L);
  * f turns it into Lua values. f finds ud as a light userdata at index 1 and
  * leaves nres results. Emergency collections still run (they never call
  * finalizers). May raise what f raises, after restarting the collector. */
-void host_call_pinned(lua_State *L, lua_CFunction f, void *ud, int nres);
+void host_ctx_call_pinned(lua_State *L, lua_CFunction f, void *ud, int nres);
 /* Seconds before the deadline (negative once passed); HUGE_VAL without one. */
 double host_ctx_remaining(const struct host_ctx *hc);
 #endif

@@ -6,7 +6,7 @@
  * has exactly the keys 1..n; integers are written as integers (raw digits, so
  * 64-bit values are not squeezed through a double). It never guesses: a table
  * with mixed or sparse keys, a function, a cycle is an error naming the path.
- */
+ * Prefixes: ljson_ (the bridge's short prefix, as luajson.h names it). */
 #include "lua/luajson.h"
 
 #include <lauxlib.h>

@@ -5,9 +5,9 @@
  * back goes through here; nothing else converts. */
 #ifndef COZY_LUAJSON_H
 #define COZY_LUAJSON_H
-#include <stddef.h>
-#include <lua.h>
 #include <cjson/cJSON.h>
+#include <lua.h>
+#include <stddef.h>
 
 int luaopen_json(lua_State *L);
 

@@ -151,7 +151,7 @@ static int read_function(lua_State *L, struct modapi_field *f, const char *stdli
         char path[4200];
         size_t len;
         snprintf(path, sizeof path, "%s/%s.lua", stdlib_dir, module);
-        *src_cache = read_file(path, &len);
+        *src_cache = util_read_file(path, &len);
     }
     f->doc = doc_above(strcmp(ar.source, own) == 0 ? *src_cache : NULL, ar.linedefined, f->name);
     return f->doc ? 0 : -1;

@@ -17,7 +17,7 @@
  * the stdlib itself uses (the stdlib requires its own instances). The
  * parent's SIGKILL of the child's process group remains the backstop for a
  * script stuck inside C (a blocked request gets the remaining time as its
- * own timeout, see kube.c). */
+ * own timeout, see kube/door.h). */
 #include "lua/sandbox.h"
 
 #include <errno.h>
@@ -31,15 +31,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lua/hostctx.h"
-#include "lua/kube.h"
 #include "base/log.h"
-#include "lua/luajson.h"
 #include "base/mem.h"
 #include "base/paths.h"
 #include "base/util.h"
-#include "lua/log_lua.h"
-#include "lua/yaml_lua.h"
+#include "lua/hostctx.h"
+#include "lua/luajson.h"
+#include "lua/luakube.h"
+#include "lua/lualog.h"
+#include "lua/luayaml.h"
 
 #define HOOK_EVERY 10000
 
@@ -161,7 +161,7 @@ static void arm_thread(lua_State *co)
 
 /* ---- coroutines: every thread is armed ------------------------------------ */
 
-/* Lua's own coroutine.resume/wrap (lcorolib.c), with the resumed thread
+/* Lua's own coroutine.resume/wrap (Lua's lcorolib.c), with the resumed thread
  * armed first: a coroutine created before the deadline, or resumed after
  * it, never runs unhooked. Once the deadline has passed a resume raises in
  * the resumer instead of running the coroutine at all. */
@@ -390,7 +390,7 @@ static void load_stdlib_module(lua_State *L, const char *stdlib_dir, const char 
         if (*p == '.' && strcmp(p, ".lua") != 0)
             *p = '/';
     size_t len;
-    char *src = read_file(path, &len);
+    char *src = util_read_file(path, &len);
     if (!src) {
         if (strcmp(name, "kube") == 0)
             luaL_error(L, "module 'kube': %s: %s", path, strerror(errno));
@@ -408,7 +408,7 @@ static void load_stdlib_module(lua_State *L, const char *stdlib_dir, const char 
     lua_pushstring(L, name);
     int nargs = 1;
     if (strcmp(name, "kube") == 0) {
-        kube_push_private(L);
+        luakube_push_private(L);
         nargs = 2;
     }
     lua_call(L, nargs, 1);
@@ -724,7 +724,7 @@ static int tostring_call(lua_State *L)
 /* The message of an error value at idx, whatever it is. A string is taken
  * as it is (Lua put the script's FILE:LINE before it); the kube module's
  * error values name the script's line, the verb and the object
- * (kube_error_text); anything else goes through luaL_tolstring (its __tostring) in a
+ * (luakube_error_text); anything else goes through luaL_tolstring (its __tostring) in a
  * protected call bounded by ERROR_TEXT_S, so a __tostring that raises,
  * returns a non-string or loops yields a generic message with the value's
  * type instead of ending the process. */
@@ -736,7 +736,7 @@ static void error_text(struct sandbox *sb, lua_State *L, int idx, char *err, siz
         utf8_clip(err);
         return;
     }
-    if (kube_error_text(L, idx, err, errlen) == 0) {
+    if (luakube_error_text(L, idx, err, errlen) == 0) {
         utf8_clip(err);
         return;
     }
@@ -771,14 +771,14 @@ enum sandbox_status sandbox_run_file(struct sandbox *sb, const char *path, char 
 {
     lua_State *L = sb->L;
     size_t len;
-    char *src = read_file(path, &len);
+    char *src = util_read_file(path, &len);
     if (!src) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return SANDBOX_LOADERR;
     }
     char chunk[PATH_MAX + 2];
     snprintf(chunk, sizeof chunk, "@%s", path);
-    /* Skip a #! line the way lua.c does, then compile as text only. */
+    /* Skip a #! line the way Lua's lua.c does, then compile as text only. */
     size_t off = 0;
     if (len > 1 && src[0] == '#' && src[1] == '!')
         while (off < len && src[off] != '\n')
@@ -838,7 +838,7 @@ void sandbox_free(struct sandbox *sb)
         return;
     /* Finalizers run while the state closes, after the outcome is known:
      * they may not talk to the cluster any more. */
-    kube_end(sb->L);
+    luakube_end(sb->L);
     lua_close(sb->L);
     free(sb);
 }

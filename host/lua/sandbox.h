@@ -9,8 +9,8 @@
  * modules, so specs see what migrations see. */
 #ifndef COZY_SANDBOX_H
 #define COZY_SANDBOX_H
-#include <stddef.h>
 #include <lua.h>
+#include <stddef.h>
 
 #include "lua/hostctx.h"
 

@@ -106,7 +106,7 @@ static void report_spawn_error(int fd, const char *stage, int err)
     n = append(buf, n, sizeof buf, ":");
     n = append_uint(buf, n, sizeof buf, (unsigned)err);
     n = append(buf, n, sizeof buf, "\n");
-    (void)write_all(fd, buf, n);
+    (void)util_write_all(fd, buf, n);
 }
 
 static const char *signal_name(int sig)
@@ -240,7 +240,7 @@ static struct gateway *start_gateway(const struct launch *l)
     if (!g) {
         char rec[1400];
         size_t n = (size_t)snprintf(rec, sizeof rec, "error\tGatewayError\t%s\n", err);
-        (void)write_all(STATUS_FD, rec, n < sizeof rec ? n : sizeof rec - 1);
+        (void)util_write_all(STATUS_FD, rec, n < sizeof rec ? n : sizeof rec - 1);
         _exit(127);
     }
     return g;

@@ -15,7 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "lua/hostctx.h"
-#include "lua/kube.h"
+#include "lua/luakube.h"
 #include "lua/sandbox.h"
 
 /* Makes p one field of the status record. */
@@ -37,13 +37,13 @@ static void write_status(enum sandbox_status st, char *err, const char *unpredic
         one_line(err);
         snprintf(rec, sizeof rec, "error\t%s\t%.1100s\n", sandbox_status_name(st), err);
     }
-    (void)write_all(LUA_CHILD_STATUS_FD, rec, strlen(rec));
+    (void)util_write_all(LUA_CHILD_STATUS_FD, rec, strlen(rec));
     if (unpredictable) {
         char why[512];
         snprintf(why, sizeof why, "%s", unpredictable);
         one_line(why);
         snprintf(rec, sizeof rec, "unpredictable\t%.1000s\n", why);
-        (void)write_all(LUA_CHILD_STATUS_FD, rec, strlen(rec));
+        (void)util_write_all(LUA_CHILD_STATUS_FD, rec, strlen(rec));
     }
 }
 
@@ -51,7 +51,7 @@ static void write_status(enum sandbox_status st, char *err, const char *unpredic
 static void save_overlay(struct sandbox *sb)
 {
     char err[512];
-    if (sb && kube_preview_save(sandbox_state(sb), err, sizeof err) != 0)
+    if (sb && luakube_preview_save(sandbox_state(sb), err, sizeof err) != 0)
         log_error("%s", err);
 }
 
@@ -95,14 +95,14 @@ _Noreturn void lua_child_main(const struct lua_child *l)
         st = sandbox_run_file(sb, l->path, err, sizeof err);
         /* writes a deadline or an error left in flight: awaited a moment,
          * journaled, or counted unanswered (before the journal is read) */
-        kube_settle(sandbox_state(sb));
+        luakube_settle(sandbox_state(sb));
     }
     /* Output before the status, so the parent has it all by the time it
      * reads the verdict (it drains the pipe until EOF anyway). */
     fflush(stdout);
     fflush(stderr);
     save_overlay(sb);
-    write_status(st, err, sb ? kube_unpredictable(sandbox_state(sb)) : NULL);
+    write_status(st, err, sb ? luakube_unpredictable(sandbox_state(sb)) : NULL);
     /* Written before lua_close, so a finalizer misbehaving during close
      * cannot lose the verdict. */
     sandbox_free(sb);

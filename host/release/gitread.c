@@ -5,7 +5,8 @@
  * commands only, argv only (proc.c), paths given relative to the tree root
  * the user named. Must never write to the repository, never read the
  * working tree except to hash a working file, and never guess: a git
- * failure is an error carrying git's own first line. */
+ * failure is an error carrying git's own first line.
+ * Prefixes: git_ (every git invocation). */
 #include "release/gitread.h"
 
 #include <stdio.h>
@@ -163,7 +164,7 @@ int git_commit_of(const struct git_repo *g, const char *rev, char oid[65], char 
     return 0;
 }
 
-void rtags_free(struct rtag *tags, size_t n)
+void git_release_tags_free(struct rtag *tags, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(tags[i].name);
@@ -220,7 +221,7 @@ int git_release_tags(const struct git_repo *g, const char *merged, const char *p
     }
     proc_result_free(&res);
     if (rc != 0) {
-        rtags_free(*tags, *n);
+        git_release_tags_free(*tags, *n);
         *tags = NULL;
         *n = 0;
         return -1;

@@ -40,7 +40,7 @@ struct rtag {
  * merged (--merged) or pointing at points_at. Other tag names are ignored. */
 int git_release_tags(const struct git_repo *g, const char *merged, const char *points_at,
                      struct rtag **tags, size_t *n, char *err, size_t errlen);
-void rtags_free(struct rtag *tags, size_t n);
+void git_release_tags_free(struct rtag *tags, size_t n);
 
 struct git_entry {
     char *path;                 /* relative to the repo's prefix */

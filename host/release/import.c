@@ -21,12 +21,12 @@
 #include <sys/stat.h>
 
 #include "base/exitcodes.h"
-#include "release/scaffold.h"
 #include "base/fsutil.h"
+#include "base/util.h"
 #include "formats/header.h"
 #include "formats/manifest.h"
 #include "formats/tree.h"
-#include "base/util.h"
+#include "release/scaffold.h"
 
 #define HEADER_LINE "# cozystack-migration: on-error=abort\n"
 
@@ -159,7 +159,7 @@ static int stamp_script(struct import *im, long k)
     struct item *it = item_numbered(im, k);
     snprintf(path, sizeof path, "%s/%ld", im->o->from, k);
     size_t l;
-    char *src = read_file(path, &l);
+    char *src = util_read_file(path, &l);
     if (!src) {
         log_fatal("import-legacy: %s: %s", path, strerror(errno));
         return EXIT_FAILED;
@@ -347,7 +347,7 @@ static int write_digests(struct import *im)
     for (size_t i = 0; lines && i < n; i++)
         free(lines[i]);
     free(lines);
-    free_names(files, nfiles);
+    util_free_names(files, nfiles);
     return rc;
 }
 
@@ -409,7 +409,7 @@ int import_legacy(const struct import_opts *o)
     char err[2048];
     struct import im = {.o = o};
     size_t len;
-    char *text = read_file(o->names, &len);
+    char *text = util_read_file(o->names, &len);
     if (!text) {
         log_fatal("import-legacy: %s: %s", o->names, strerror(errno));
         return EXIT_USAGE;

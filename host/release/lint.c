@@ -6,7 +6,7 @@
  * "file:line: rule: what". Reads the working tree through the runner's own
  * loader (tree_scan_dir, so every entry the runner refuses is a finding)
  * and parsers (slug_valid, header_parse, revoked/legacy-map/batch loaders),
- * and git through gitread.c/order.c; the rules over the release tags are
+ * and git through gitread.c and order.c; the rules over the release tags are
  * lint_history.c's. Must never modify the tree and never pass a check it
  * could not run: a missing tool or an unanswerable git question is an
  * error, not a silent skip. */
@@ -242,7 +242,7 @@ static int scan_entry(void *ud, const struct tree_entry *e)
         if (strcmp(l->s[k].slug, s->slug) == 0)
             s->dup_of = l->s[k].rel;
     size_t len;
-    char *text = read_file(e->path, &len);
+    char *text = util_read_file(e->path, &len);
     if (!text) {
         snprintf(s->header_err, sizeof s->header_err, "cannot read: %s", strerror(errno));
         s->header_line = 1;
@@ -287,14 +287,14 @@ static void read_lists(struct lint *l)
     size_t len;
     display(l, "migrations/revoked", shown, sizeof shown);
     snprintf(path, sizeof path, "%s/migrations/revoked", l->o->dir);
-    char *text = read_file(path, &len);
+    char *text = util_read_file(path, &len);
     l->revoked_missing = !text && errno == ENOENT;
     if (text && revoked_parse(shown, text, len, &l->revoked, err, sizeof err) != 0)
         snprintf(l->revoked_err, sizeof l->revoked_err, "%s", err);
     free(text);
     display(l, "legacy-sh/legacy-map", shown, sizeof shown);
     snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", l->o->dir);
-    text = read_file(path, &len);
+    text = util_read_file(path, &len);
     if (text && legacy_map_parse(shown, text, len, &l->lm, err, sizeof err) != 0)
         snprintf(l->legacy_err, sizeof l->legacy_err, "%s", err);
     free(text);
@@ -357,7 +357,7 @@ static int read_order(struct lint *l)
                     if (strcmp(l->man.b[b].e[k].slug, s->slug) == 0)
                         s->batch = (long)b;
         } else if (l->have_walk && !s->shell) {
-            const struct walk_slug *ws = walk_find(&l->w, s->slug);
+            const struct walk_slug *ws = order_walk_find(&l->w, s->slug);
             if (ws)
                 s->batch = 1 + (long)ws->first;
         }
@@ -417,7 +417,7 @@ static void each_require(struct lint *l, void (*fn)(struct lint *, const struct 
 static void require_known(struct lint *l, const struct script *s, const char *req,
                           const struct script *t)
 {
-    if (!t && !is_legacy_slug(&l->lm, req) && !(l->have_walk && walk_find(&l->w, req)))
+    if (!t && !is_legacy_slug(&l->lm, req) && !(l->have_walk && order_walk_find(&l->w, req)))
         lint_add(l, s->rel, s->requires_line, "requires", "requires '%s', which no script, "
                  "legacy-map entry or release carries", req);
 }
@@ -584,7 +584,7 @@ static int rule_revoked(struct lint *l)
     for (size_t i = 0; i < l->revoked.n; i++) {
         const char *slug = l->revoked.slug[i];
         if (!find_script(l, slug) && !is_legacy_slug(&l->lm, slug) &&
-            !(l->have_walk && walk_find(&l->w, slug)))
+            !(l->have_walk && order_walk_find(&l->w, slug)))
             lint_add(l, "migrations/revoked", l->revoked.line[i], "revoked", "revoked slug '%s' "
                      "is shipped by no script and carried by no release", slug);
     }
@@ -867,7 +867,7 @@ int lint_run(const struct lint_opts *o)
     slug_list_free(&l.revoked);
     legacy_map_free(&l.lm);
     manifest_free(&l.man);
-    walk_free(&l.w);
+    order_walk_free(&l.w);
     lint_history_free(&l);
     lint_frozen_free(&l);
     if (l.have_git)

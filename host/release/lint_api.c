@@ -306,7 +306,7 @@ int lint_rule_api(struct lint *l)
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", l->o->dir, s->rel);
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = util_read_file(path, &len);
         if (!text)
             continue; /* the header rule has said it cannot be read */
         check_script(l, s->rel, text, len);

@@ -125,11 +125,11 @@ int lint_rule_frozen(struct lint *l)
             if (!found)
                 lint_add(l, LIST_REL, d->line, "frozen", "lists legacy-sh/%s, which is gone: "
                          "legacy-sh/lib/ is what every shell record's lib_sha256 names", d->path);
-        } else if (strchr(d->path, '/') || !ends_with(d->path, ".sh")) {
+        } else if (strchr(d->path, '/') || !util_ends_with(d->path, ".sh")) {
             lint_add(l, LIST_REL, d->line, "frozen", "lists %s, which is neither a legacy script "
                      "(<slug>.sh) nor a lib/ file", d->path);
         }
     }
-    free_names(files, nfiles);
+    util_free_names(files, nfiles);
     return 0;
 }

@@ -97,11 +97,11 @@ void lint_history_free(struct lint *l)
     size_t n = ts->rs ? (size_t)((long)ts->nall - ts->first) : 0;
     for (size_t k = 0; k < n; k++)
         if (ts->rs[k])
-            rev_scripts_free(ts->rs[k], ts->nrs[k]);
+            order_rev_scripts_free(ts->rs[k], ts->nrs[k]);
     free(ts->rs);
     free(ts->nrs);
     free(ts->oids);
-    rtags_free(ts->all, ts->nall);
+    git_release_tags_free(ts->all, ts->nall);
     free(ts);
     l->tags = NULL;
 }
@@ -131,7 +131,7 @@ int lint_rule_history(struct lint *l)
     for (long t = ts->first; t < (long)ts->nall; t++) {
         size_t k = (size_t)(t - ts->first);
         for (size_t i = 0; ts->rs[k] && i < l->ns; i++) {
-            const struct rev_script *x = rev_script_find(ts->rs[k], ts->nrs[k], l->s[i].slug);
+            const struct rev_script *x = order_rev_script_find(ts->rs[k], ts->nrs[k], l->s[i].slug);
             if (!x || reused[i] || same_kind(x, &l->s[i]))
                 continue;
             lint_add(l, l->s[i].rel, 1, "history", "slug '%s' was shipped as %s in %s: a slug "
@@ -141,7 +141,7 @@ int lint_rule_history(struct lint *l)
     }
     /* Retired in this line and back again. */
     for (size_t i = 0; i < l->ns; i++) {
-        const struct walk_slug *ws = l->have_walk ? walk_find(&l->w, l->s[i].slug) : NULL;
+        const struct walk_slug *ws = l->have_walk ? order_walk_find(&l->w, l->s[i].slug) : NULL;
         if (!ws || reused[i])
             continue;
         if (ws->last + 1 < l->w.ntags || ws->count != ws->last - ws->first + 1)
@@ -162,7 +162,7 @@ static void files_below(struct lint *l, const char *rel, char ***list, size_t *n
     snprintf(dir, sizeof dir, "%s/%s", l->o->dir, rel);
     char **names;
     size_t nn;
-    if (list_dir_all(dir, &names, &nn) != 0)
+    if (util_list_dir_all(dir, &names, &nn) != 0)
         return;
     for (size_t i = 0; i < nn && !l->oom; i++) {
         char sub[1200], full[5500];
@@ -185,7 +185,7 @@ static void files_below(struct lint *l, const char *rel, char ***list, size_t *n
         *list = nl;
         (*n)++;
     }
-    free_names(names, nn);
+    util_free_names(names, nn);
 }
 
 /* legacy-sh/lib/ is frozen like the scripts (its digest is every shell
@@ -246,7 +246,7 @@ static int check_lib(struct lint *l, const struct git_repo *g, const struct rtag
     }
     free(reported);
     free(oids);
-    free_names(now, nnow);
+    util_free_names(now, nnow);
     return rc;
 }
 
@@ -268,7 +268,7 @@ int lint_rule_changed(struct lint *l)
         for (long t = ts->first; t < (long)ts->nall; t++) {
             size_t k = (size_t)(t - ts->first);
             for (size_t i = 0; ts->rs[k] && i < l->ns; i++) {
-                const struct rev_script *x = rev_script_find(ts->rs[k], ts->nrs[k], l->s[i].slug);
+                const struct rev_script *x = order_rev_script_find(ts->rs[k], ts->nrs[k], l->s[i].slug);
                 if (!x || changed[i] || !same_kind(x, &l->s[i]) || strcmp(x->oid, ts->oids[i]) == 0)
                     continue;
                 lint_add(l, l->s[i].rel, 1, "changed", "differs from the script %s %s%s%s: a "

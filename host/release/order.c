@@ -33,7 +33,7 @@
 static const char *const script_dirs[] = {"migrations/pre-apply", "migrations/background",
                                           "legacy-sh", NULL};
 
-void rev_scripts_free(struct rev_script *s, size_t n)
+void order_rev_scripts_free(struct rev_script *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(s[i].slug);
@@ -42,7 +42,7 @@ void rev_scripts_free(struct rev_script *s, size_t n)
     free(s);
 }
 
-const struct rev_script *rev_script_find(const struct rev_script *s, size_t n, const char *slug)
+const struct rev_script *order_rev_script_find(const struct rev_script *s, size_t n, const char *slug)
 {
     for (size_t i = 0; i < n; i++)
         if (strcmp(s[i].slug, slug) == 0)
@@ -76,7 +76,7 @@ int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_scrip
          * legacy-map and whatever else its scripts need. */
         if (!name || strchr(name, '/') || name[0] == '.')
             continue;
-        if (!ends_with(name, ext)) {
+        if (!util_ends_with(name, ext)) {
             if (strcmp(tier, "legacy") == 0)
                 continue;
             snprintf(err, errlen, "%s:%s: not a migration (expected <slug>%s)", rev, path, ext);
@@ -93,7 +93,7 @@ int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_scrip
             rc = EXIT_PACKAGING;
             break;
         }
-        const struct rev_script *dup = rev_script_find(s, ns, slug);
+        const struct rev_script *dup = order_rev_script_find(s, ns, slug);
         if (dup) {
             snprintf(err, errlen, "%s: slug '%s' is shipped twice: %s and %s", rev, slug,
                      dup->path, path);
@@ -119,7 +119,7 @@ int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_scrip
     }
     git_entries_free(e, n);
     if (rc != 0) {
-        rev_scripts_free(s, ns);
+        order_rev_scripts_free(s, ns);
         return rc;
     }
     *out = s;
@@ -127,19 +127,19 @@ int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_scrip
     return 0;
 }
 
-void walk_free(struct walk *w)
+void order_walk_free(struct walk *w)
 {
-    rtags_free(w->tags, w->ntags);
+    git_release_tags_free(w->tags, w->ntags);
     for (size_t i = 0; i < w->n; i++) {
         free(w->s[i].slug);
         free(w->s[i].path);
     }
     free(w->s);
-    rev_scripts_free(w->at, w->nat);
+    order_rev_scripts_free(w->at, w->nat);
     memset(w, 0, sizeof *w);
 }
 
-const struct walk_slug *walk_find(const struct walk *w, const char *slug)
+const struct walk_slug *order_walk_find(const struct walk *w, const char *slug)
 {
     for (size_t i = 0; i < w->n; i++)
         if (strcmp(w->s[i].slug, slug) == 0)
@@ -201,10 +201,10 @@ static int check_gaps(const struct git_repo *g, const char *rev, const struct rt
                      "missing previous tag: %s is in %s's history but %s is not in this clone "
                      "(fetch every tag: git fetch --tags)",
                      line[i].name, rev, name);
-        rtags_free(all, nall);
+        git_release_tags_free(all, nall);
         return EXIT_HISTORY;
     }
-    rtags_free(all, nall);
+    git_release_tags_free(all, nall);
     return 0;
 }
 
@@ -229,11 +229,11 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
     size_t nat_rev = 0;
     if (git_release_tags(g, oid, NULL, &w->tags, &w->ntags, err, errlen) != 0 ||
         git_release_tags(g, NULL, oid, &at_rev, &nat_rev, err, errlen) != 0) {
-        walk_free(w);
+        order_walk_free(w);
         return EXIT_HISTORY;
     }
     w->rev_tagged = nat_rev > 0;
-    rtags_free(at_rev, nat_rev);
+    git_release_tags_free(at_rev, nat_rev);
     int rc = check_gaps(g, rev, w->tags, w->ntags, err, errlen);
     if (rc == 0)
         rc = order_scripts_at(g, oid, &w->at, &w->nat, err, errlen);
@@ -254,7 +254,7 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
         for (size_t i = 0; rc == 0 && i < ns; i++) {
             if (strcmp(s[i].tier, "legacy") == 0)
                 continue;
-            struct walk_slug *ws = (struct walk_slug *)walk_find(w, s[i].slug);
+            struct walk_slug *ws = (struct walk_slug *)order_walk_find(w, s[i].slug);
             if (ws) {
                 ws->last = t;
                 ws->count++;
@@ -280,10 +280,10 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
                 rc = EXIT_FAILED;
             }
         }
-        rev_scripts_free(s, ns);
+        order_rev_scripts_free(s, ns);
     }
     if (rc != 0)
-        walk_free(w);
+        order_walk_free(w);
     return rc;
 }
 
@@ -379,15 +379,15 @@ static int load_header(const struct git_repo *g, struct gen *gn, struct node *x,
     if (!*oid) {
         char full[8400];
         snprintf(full, sizeof full, "%s/%s", worktree, path);
-        if (!(text = read_file(full, &len))) {
+        if (!(text = util_read_file(full, &len))) {
             snprintf(err, errlen, "%s: %s", full, strerror(errno));
             return EXIT_PACKAGING;
         }
     } else if (git_blob(g, oid, &text, &len, err, errlen) != 0) {
         return EXIT_HISTORY;
     }
-    int rc = header_parse(x->label, text, len, ends_with(path, ".lua"), &x->h, err, errlen);
-    (*oid ? mem_free : free)(text); /* git_blob's text is mem_*'s, read_file's malloc's */
+    int rc = header_parse(x->label, text, len, util_ends_with(path, ".lua"), &x->h, err, errlen);
+    (*oid ? mem_free : free)(text); /* git_blob's text is mem_*'s, util_read_file's malloc's */
     if (rc != 0)
         return EXIT_PACKAGING;
     x->has_header = 1;
@@ -507,7 +507,7 @@ static int legacy_batch(struct ordering *o)
     if (o->lm.n && add_batch(&o->gn, LEGACY_BATCH) != 0)
         return OOM;
     for (size_t i = 0; i < o->lm.n; i++) {
-        const struct rev_script *s = rev_script_find(o->w.at, o->w.nat, o->lm.e[i].slug);
+        const struct rev_script *s = order_rev_script_find(o->w.at, o->w.nat, o->lm.e[i].slug);
         if (s && strcmp(s->tier, "legacy") != 0) {
             snprintf(o->err, o->errlen, "%s:%d: '%s' is a legacy slug, but %s is not a shell script",
                      label, o->lm.e[i].line, o->lm.e[i].slug, s->path);
@@ -548,7 +548,7 @@ static int tag_batches(struct ordering *o)
                     return OOM;
                 opened = 1;
             }
-            const struct rev_script *now = rev_script_find(w->at, w->nat, ws->slug);
+            const struct rev_script *now = order_rev_script_find(w->at, w->nat, ws->slug);
             if (now && strcmp(now->tier, "legacy") == 0) {
                 snprintf(o->err, o->errlen, "%s:%s: slug '%s' was shipped as %s in %s: a slug is "
                          "never reused", o->rev, now->path, ws->slug, ws->path, w->tags[t].name);
@@ -572,7 +572,7 @@ static int untagged_batch(struct ordering *o)
     int opened = 0;
     for (size_t i = 0; i < o->w.nat; i++) {
         const struct rev_script *s = &o->w.at[i];
-        if (strcmp(s->tier, "legacy") == 0 || walk_find(&o->w, s->slug) ||
+        if (strcmp(s->tier, "legacy") == 0 || order_walk_find(&o->w, s->slug) ||
             in_legacy_map(&o->lm, s->slug))
             continue;
         if (o->w.rev_tagged) {
@@ -710,7 +710,7 @@ int order_generate(const struct git_repo *g, const char *rev, struct manifest *m
         manifest_free(m);
     legacy_map_free(&o.lm);
     gen_free(&o.gn);
-    walk_free(&o.w);
+    order_walk_free(&o.w);
     return rc;
 }
 
@@ -728,7 +728,7 @@ struct wt_scan {
 static int wt_entry(void *ud, const struct tree_entry *e)
 {
     struct wt_scan *w = ud;
-    if (e->kind != TREE_SCRIPT || !slug_valid(e->slug) || rev_script_find(w->s, w->n, e->slug))
+    if (e->kind != TREE_SCRIPT || !slug_valid(e->slug) || order_rev_script_find(w->s, w->n, e->slug))
         return 0;
     struct rev_script *ns = realloc(w->s, (w->n + 1) * sizeof *ns);
     if (!ns) {
@@ -768,7 +768,7 @@ static int worktree_scripts(const char *dir, struct rev_script **out, size_t *no
     if (w.oom)
         snprintf(err, errlen, "out of memory");
     if (rc != 0) {
-        rev_scripts_free(w.s, w.n);
+        order_rev_scripts_free(w.s, w.n);
         return rc;
     }
     *out = w.s;
@@ -820,7 +820,7 @@ static int local_from_order_d(const char *dir, struct manifest *m, char *note, s
     /* untagged entries without a script: never released, so never retired */
     for (size_t i = 0; ub && i < ub->n;) {
         struct batch_entry *e = &ub->e[i];
-        if (e->retired || rev_script_find(wt, nwt, e->slug)) {
+        if (e->retired || order_rev_script_find(wt, nwt, e->slug)) {
             i++;
             continue;
         }
@@ -896,7 +896,7 @@ static int local_from_order_d(const char *dir, struct manifest *m, char *note, s
         rc = EXIT_FAILED;
     }
     gen_free(&o.gn);
-    rev_scripts_free(wt, nwt);
+    order_rev_scripts_free(wt, nwt);
     if (rc != 0)
         manifest_free(m);
     return rc;
@@ -927,7 +927,7 @@ int order_local(const char *dir, struct manifest *m, char *note, size_t notelen,
         if (git_commit_of(&g, "HEAD", oid, gerr, sizeof gerr) == 0 &&
             (rc = order_walk(&g, "HEAD", &o.w, err, errlen)) == 0) {
             /* the working tree in HEAD's place: its scripts, never tagged as such */
-            rev_scripts_free(o.w.at, o.w.nat);
+            order_rev_scripts_free(o.w.at, o.w.nat);
             o.w.at = NULL;
             o.w.nat = 0;
             o.w.rev_tagged = 0;
@@ -957,7 +957,7 @@ int order_local(const char *dir, struct manifest *m, char *note, size_t notelen,
     }
     legacy_map_free(&o.lm);
     gen_free(&o.gn);
-    walk_free(&o.w);
+    order_walk_free(&o.w);
     if (have_git)
         git_close(&g);
     return rc;
@@ -1052,9 +1052,9 @@ int order_check_prefix(const struct git_repo *g, const char *rev, const struct m
                  prev->name, pm.n, pm.n == 1 ? "" : "es");
     manifest_free(&pm);
 out:
-    rtags_free(line, nline);
-    rtags_free(here, nhere);
-    rtags_free(all, nall);
+    git_release_tags_free(line, nline);
+    git_release_tags_free(here, nhere);
+    git_release_tags_free(all, nall);
     return rc;
 }
 

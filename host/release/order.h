@@ -4,8 +4,8 @@
 #define COZY_ORDER_H
 #include <stddef.h>
 
-#include "release/gitread.h"
 #include "formats/manifest.h"
+#include "release/gitread.h"
 
 /* A script as a revision's tree holds it. tier is "pre-apply",
  * "background" or "legacy" (legacy-sh/<slug>.sh). */
@@ -19,8 +19,8 @@ struct rev_script {
  * that is no migration, EXIT_HISTORY when git fails) with err. */
 int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_script **s,
                      size_t *n, char *err, size_t errlen);
-void rev_scripts_free(struct rev_script *s, size_t n);
-const struct rev_script *rev_script_find(const struct rev_script *s, size_t n, const char *slug);
+void order_rev_scripts_free(struct rev_script *s, size_t n);
+const struct rev_script *order_rev_script_find(const struct rev_script *s, size_t n, const char *slug);
 
 /* The tag walk: this line's release tags (reachable from rev) in version
  * order, and for each slug any of them carries, the first one. */
@@ -46,8 +46,8 @@ struct walk {
  * previous tag or a git failure, EXIT_PACKAGING for a bad file at a tag. */
 int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *err,
                size_t errlen);
-void walk_free(struct walk *w);
-const struct walk_slug *walk_find(const struct walk *w, const char *slug);
+void order_walk_free(struct walk *w);
+const struct walk_slug *order_walk_find(const struct walk *w, const char *slug);
 
 /* Generates rev's manifest. An exit code (0, EXIT_PACKAGING for a cycle, a
  * dangling `requires`, a `requires` on a later batch, a bad header or

@@ -23,10 +23,10 @@
 #include "base/exitcodes.h"
 #include "base/fsutil.h"
 #include "base/util.h"
-#include "release/gitread.h"
 #include "formats/manifest.h"
-#include "release/order.h"
 #include "formats/tree.h"
+#include "release/gitread.h"
+#include "release/order.h"
 
 #define SCRIPT_TMPL \
     "-- cozystack-migration: on-error=%s\n" \
@@ -186,15 +186,15 @@ static int taken(const struct scaffold_opts *o)
         }
         if (r != 0)
             continue; /* a broken tag is order's and lint's to report */
-        const struct rev_script *x = rev_script_find(s, ns, o->slug);
+        const struct rev_script *x = order_rev_script_find(s, ns, o->slug);
         if (x) {
             log_fatal("new: slug '%s' was shipped in %s as %s: a slug is "
                     "never reused", o->slug, tags[i].name, x->path);
             rc = EXIT_RELEASED;
         }
-        rev_scripts_free(s, ns);
+        order_rev_scripts_free(s, ns);
     }
-    rtags_free(tags, n);
+    git_release_tags_free(tags, n);
     git_close(&g);
     return rc;
 }
@@ -258,7 +258,7 @@ static int ignore_order_d(const char *dir, char *err, size_t errlen)
     char path[4200];
     snprintf(path, sizeof path, "%s/.gitignore", dir);
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = util_read_file(path, &len);
     if (!text)
         return write_missing(path, GITIGNORE_TEXT, err, errlen);
     int has = 0;

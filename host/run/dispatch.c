@@ -450,13 +450,179 @@ static const struct job *final_job(const struct ctx *c, const char *slug, long a
     return NULL;
 }
 
+/* The Job of ours still running slug, or NULL. */
+static const struct job *running_job(const struct ctx *c, const char *slug)
+{
+    for (size_t k = 0; k < c->njobs; k++)
+        if (!c->jobs[k].finished && strcmp(c->jobs[k].slug, slug) == 0)
+            return &c->jobs[k];
+    return NULL;
+}
+
+/* A slug the plan does not run now (settled, blocked, not in the plan):
+ * its line of the view, counted. An on-error=abort slug that is blocked
+ * holds every later one (*held). 0, or -1 when out of memory. */
+static int view_not_run(struct verdict *v, size_t i, const struct index_slug *g,
+                        const struct step *s, const struct record *rec, int M, const char **held)
+{
+    if (!s)
+        return view_set(v, i, "%s", rec ? rec_state_name(rec->state) : "not in the plan");
+    if (s->kind == STEP_SKIP) {
+        if (rec && rec->state == REC_FAILED && rec->attempts >= M) {
+            v->exhausted++;
+            return view_set(v, i, "failed %ld of %d attempts (%s): not retried; 'run --only %s' or "
+                            "'skip %s' settles it", rec->attempts, M,
+                            *rec->reason ? rec->reason : "Failed", g->slug, g->slug);
+        }
+        v->done++;
+        return view_set(v, i, "%s", rec ? rec_state_name(rec->state) : s->why);
+    }
+    if (s->kind == STEP_BLOCKED) {
+        v->blocked++;
+        if (!*held && g->on_error == ON_ERROR_ABORT)
+            *held = g->slug;
+    }
+    return view_set(v, i, "%s", s->why);
+}
+
+/* When slug's attempt a + 1 may start (epoch seconds; 0: at once), and why
+ * it waits (why: "" when nothing to say). The retry backoff runs from the
+ * failed record's `at`, and from the end of each Job of this attempt that
+ * failed without advancing the record. *again: the Jobs made for this
+ * attempt so far. */
+static double next_attempt_at(const struct ctx *c, const struct index_slug *g,
+                              const struct record *rec, long a, char *why, size_t whylen,
+                              size_t *again)
+{
+    const struct policy *pol = &c->pol;
+    double until = 0;
+    *why = '\0';
+    if (rec && rec->state == REC_FAILED) {
+        double at = record_time_epoch(rec->at);
+        until = (at >= 0 ? at : 0) + backoff(pol, a);
+        char b[32];
+        span(backoff(pol, a), b);
+        snprintf(why, whylen, "failed %ld of %d attempts (%s), retried after %s", a,
+                 pol->max_attempts, *rec->reason ? rec->reason : "Failed", b);
+    }
+    /* The latest Job of this attempt that ended without advancing the
+     * record says what comes next: it failed (a crash, a lost lock, an
+     * image that cannot be pulled: wait as after a failed attempt, counted
+     * over such Jobs), or it completed (it yielded the lock to the upgrade:
+     * go on). */
+    size_t failed_so = 0;
+    const struct job *latest = NULL;
+    *again = 0;
+    for (size_t k = 0; k < c->njobs; k++) {
+        const struct job *j = &c->jobs[k];
+        if (strcmp(j->slug, g->slug) != 0 || j->attempts_before != a)
+            continue;
+        (*again)++;
+        failed_so += j->finished && j->failed;
+        if (j->finished && (!latest || j->ended >= latest->ended))
+            latest = j;
+    }
+    if (latest && latest->failed) {
+        double u = latest->ended + backoff(pol, (long)failed_so);
+        if (u > until)
+            until = u;
+        char b[32];
+        span(backoff(pol, (long)failed_so), b);
+        snprintf(why, whylen, "its Job %s failed without recording it (%zu so), retried after %s",
+                 latest->name, failed_so, b);
+    } else if (latest) {
+        snprintf(why + strlen(why), whylen - strlen(why), "%sits Job %s ended without a record "
+                 "(it yielded the lock to the upgrade)", *why ? "; " : "", latest->name);
+    }
+    return until;
+}
+
+/* A slug whose retry is not due: its line of the view, the earliest wait
+ * kept for the summary. 0, or -1 when out of memory. */
+static int view_waiting(struct verdict *v, size_t i, const struct index_slug *g, double until,
+                        const char *why, const char **held)
+{
+    char t[32];
+    when(until, t);
+    v->waiting++;
+    if (!*v->first_wait || until < v->first_wait_at) {
+        snprintf(v->first_wait, sizeof v->first_wait, "%.60s waits until %s", g->slug, t);
+        v->first_wait_at = until;
+    }
+    if (!*held && g->on_error == ON_ERROR_ABORT)
+        *held = g->slug;
+    return view_set(v, i, "%s; next attempt after %s", *why ? why : "waiting", t);
+}
+
+/* A slug due to run: the first is this dispatch's pick, the others wait
+ * for it. 0, or -1 when out of memory. */
+static int view_due(struct verdict *v, size_t i, const struct index_slug *g, long a, size_t again,
+                    const char *why, int M)
+{
+    if (v->pick)
+        return view_set(v, i, "pending (after %s)", v->pick->slug);
+    v->pick = g;
+    v->attempt = a + 1;
+    v->again = again;
+    snprintf(v->reason, sizeof v->reason, "%s", *why ? why : "no record");
+    if (v->running)
+        return view_set(v, i, "pending: attempt %ld of %d once Job %s ends%s%s", a + 1, M,
+                        v->running->name, *why ? "; " : "", why);
+    return view_set(v, i, "pending: attempt %ld of %d at the next dispatch%s%s", a + 1, M,
+                    *why ? "; " : "", why);
+}
+
+/* One background slug's line of the view, in the steps a dispatch weighs
+ * it: running, not run by the plan, held by an earlier abort slug, failed
+ * for good, waiting for its retry, or due. 0, or -1 when out of memory. */
+static int decide_slug(struct ctx *c, const struct ledger *l, const struct plan *p,
+                       struct verdict *v, size_t i, const char **held)
+{
+    int M = c->pol.max_attempts;
+    const struct index_slug *g = &c->ix.bg[i];
+    if (!(v->view[i].slug = strdup(g->slug)))
+        return -1;
+    const struct step *s = step_of(p, g->slug);
+    const struct record *rec = ledger_find(l, g->slug);
+    const struct job *run = running_job(c, g->slug);
+    if (run) {
+        long a = rec ? rec->attempts : 0;
+        return view_set(v, i, "running in Job %s (attempt %ld of %d)", run->name,
+                        run->attempts_before >= 0 ? run->attempts_before + 1 : a + 1, M);
+    }
+    if (!s || s->kind != STEP_RUN)
+        return view_not_run(v, i, g, s, rec, M, held);
+    if (*held) {
+        v->blocked++;
+        return view_set(v, i, "held: %s before it waits (on-error=abort)", *held);
+    }
+    long a = s->prev_attempts;
+    /* A Job of this attempt failed on an exit no retry changes (the image
+     * does not ship the slug, the ledger is full, ...): another Job would
+     * end the same, so the slug waits for a person, as one past its
+     * attempts does. */
+    const struct job *fin = final_job(c, g->slug, a);
+    if (fin) {
+        v->exhausted++;
+        if (g->on_error == ON_ERROR_ABORT)
+            *held = g->slug;
+        return view_set(v, i, "its Job %s failed on an exit no retry changes (%s): not retried; "
+                        "fix the cause, then 'run --only %s' (or delete Job %s for the next "
+                        "dispatch to try again)", fin->name, fin->final_why, g->slug, fin->name);
+    }
+    char why[300];
+    size_t again;
+    double until = next_attempt_at(c, g, rec, a, why, sizeof why, &again);
+    if (c->now < until)
+        return view_waiting(v, i, g, until, why, held);
+    return view_due(v, i, g, a, again, why, M);
+}
+
 /* What the tier looks like now and what one dispatch does. 0, or -1 when
  * out of memory. */
 static int decide(struct ctx *c, const struct ledger *l, const struct plan *p, struct verdict *v)
 {
     memset(v, 0, sizeof *v);
-    const struct policy *pol = &c->pol;
-    int M = pol->max_attempts;
     for (size_t i = 0; i < c->njobs; i++)
         if (!c->jobs[i].finished && !v->running)
             v->running = &c->jobs[i];
@@ -464,146 +630,9 @@ static int decide(struct ctx *c, const struct ledger *l, const struct plan *p, s
         return -1;
     v->nview = c->ix.nbg;
     const char *held = NULL;
-    for (size_t i = 0; i < c->ix.nbg; i++) {
-        const struct index_slug *g = &c->ix.bg[i];
-        if (!(v->view[i].slug = strdup(g->slug)))
+    for (size_t i = 0; i < c->ix.nbg; i++)
+        if (decide_slug(c, l, p, v, i, &held) != 0)
             return -1;
-        const struct step *s = step_of(p, g->slug);
-        const struct record *rec = ledger_find(l, g->slug);
-        const struct job *run = NULL;
-        for (size_t k = 0; k < c->njobs && !run; k++)
-            if (!c->jobs[k].finished && strcmp(c->jobs[k].slug, g->slug) == 0)
-                run = &c->jobs[k];
-        long a = rec ? rec->attempts : 0;
-        if (run) {
-            if (view_set(v, i, "running in Job %s (attempt %ld of %d)", run->name,
-                         run->attempts_before >= 0 ? run->attempts_before + 1 : a + 1, M))
-                return -1;
-            continue;
-        }
-        if (!s) {
-            if (view_set(v, i, "%s", rec ? rec_state_name(rec->state) : "not in the plan"))
-                return -1;
-            continue;
-        }
-        if (s->kind == STEP_SKIP) {
-            int out = rec && rec->state == REC_FAILED && rec->attempts >= M;
-            if (out) {
-                v->exhausted++;
-                if (view_set(v, i, "failed %ld of %d attempts (%s): not retried; 'run --only %s' or "
-                             "'skip %s' settles it", rec->attempts, M, *rec->reason ? rec->reason : "Failed",
-                             g->slug, g->slug))
-                    return -1;
-            } else {
-                v->done++;
-                if (view_set(v, i, "%s", rec ? rec_state_name(rec->state) : s->why))
-                    return -1;
-            }
-            continue;
-        }
-        if (s->kind == STEP_BLOCKED) {
-            v->blocked++;
-            if (!held && g->on_error == ON_ERROR_ABORT)
-                held = g->slug;
-            if (view_set(v, i, "%s", s->why))
-                return -1;
-            continue;
-        }
-        if (s->kind != STEP_RUN) {
-            if (view_set(v, i, "%s", s->why))
-                return -1;
-            continue;
-        }
-        if (held) {
-            v->blocked++;
-            if (view_set(v, i, "held: %s before it waits (on-error=abort)", held))
-                return -1;
-            continue;
-        }
-        a = s->prev_attempts;
-        /* A Job of this attempt failed on an exit no retry changes (the
-         * image does not ship the slug, the ledger is full, ...): another
-         * Job would end the same, so the slug waits for a person, as one
-         * past its attempts does. */
-        const struct job *fin = final_job(c, g->slug, a);
-        if (fin) {
-            v->exhausted++;
-            if (!held && g->on_error == ON_ERROR_ABORT)
-                held = g->slug;
-            if (view_set(v, i, "its Job %s failed on an exit no retry changes (%s): not retried; "
-                         "fix the cause, then 'run --only %s' (or delete Job %s for the next "
-                         "dispatch to try again)", fin->name, fin->final_why, g->slug, fin->name))
-                return -1;
-            continue;
-        }
-        /* The retry backoff: from the failed record's `at`, and from the
-         * end of each Job that failed without advancing the record. */
-        double until = 0;
-        char why[300] = "";
-        if (rec && rec->state == REC_FAILED) {
-            double at = record_time_epoch(rec->at);
-            until = (at >= 0 ? at : 0) + backoff(pol, a);
-            char b[32];
-            span(backoff(pol, a), b);
-            snprintf(why, sizeof why, "failed %ld of %d attempts (%s), retried after %s", a, M,
-                     *rec->reason ? rec->reason : "Failed", b);
-        }
-        /* The latest Job of this attempt that ended without advancing the
-         * record says what comes next: it failed (a crash, a lost lock, an
-         * image that cannot be pulled: wait as after a failed attempt,
-         * counted over such Jobs), or it completed (it yielded the lock to
-         * the upgrade: go on). */
-        size_t again = 0, failed_so = 0;
-        const struct job *latest = NULL;
-        for (size_t k = 0; k < c->njobs; k++) {
-            const struct job *j = &c->jobs[k];
-            if (strcmp(j->slug, g->slug) != 0 || j->attempts_before != a)
-                continue;
-            again++;
-            failed_so += j->finished && j->failed;
-            if (j->finished && (!latest || j->ended >= latest->ended))
-                latest = j;
-        }
-        if (latest && latest->failed) {
-            double u = latest->ended + backoff(pol, (long)failed_so);
-            if (u > until)
-                until = u;
-            char b[32];
-            span(backoff(pol, (long)failed_so), b);
-            snprintf(why, sizeof why, "its Job %s failed without recording it (%zu so), retried "
-                     "after %s", latest->name, failed_so, b);
-        } else if (latest) {
-            snprintf(why + strlen(why), sizeof why - strlen(why), "%sits Job %s ended without a "
-                     "record (it yielded the lock to the upgrade)", *why ? "; " : "", latest->name);
-        }
-        if (c->now < until) {
-            char t[32];
-            when(until, t);
-            v->waiting++;
-            if (!*v->first_wait || until < v->first_wait_at) {
-                snprintf(v->first_wait, sizeof v->first_wait, "%.60s waits until %s", g->slug, t);
-                v->first_wait_at = until;
-            }
-            if (!held && g->on_error == ON_ERROR_ABORT)
-                held = g->slug;
-            if (view_set(v, i, "%s; next attempt after %s", *why ? why : "waiting", t))
-                return -1;
-            continue;
-        }
-        if (!v->pick) {
-            v->pick = g;
-            v->attempt = a + 1;
-            v->again = again;
-            snprintf(v->reason, sizeof v->reason, "%s", *why ? why : "no record");
-            if (v->running ? view_set(v, i, "pending: attempt %ld of %d once Job %s ends%s%s", a + 1,
-                                      M, v->running->name, *why ? "; " : "", why)
-                           : view_set(v, i, "pending: attempt %ld of %d at the next dispatch%s%s",
-                                      a + 1, M, *why ? "; " : "", why))
-                return -1;
-        } else if (view_set(v, i, "pending (after %s)", v->pick->slug)) {
-            return -1;
-        }
-    }
     return 0;
 }
 

@@ -40,7 +40,7 @@ static int l_header(lua_State *L)
     if (header_parse(name, text, len, lua, &h, err, sizeof err) != 0)
         return fail(L, err);
     lua_createtable(L, 0, 3);
-    lua_pushstring(L, on_error_name(h.on_error));
+    lua_pushstring(L, header_on_error_name(h.on_error));
     lua_setfield(L, -2, "on_error");
     lua_createtable(L, (int)h.nrequires, 0);
     for (size_t i = 0; i < h.nrequires; i++) {

@@ -50,6 +50,15 @@ kubectl create configmap smoke-sh -n "$NAMESPACE" --from-literal=seen="$seen" --
     assert.are.equal(h.slurp(repo:path('legacy-sh/tool-check.sh')), h.slurp(share .. '/legacy-sh/tool-check.sh'))
   end)
 
+  it('installs a man page per command and the main page in share/man/man1', function()
+    local man1 = dest .. '/usr/share/man/man1/'
+    h.contains(h.slurp(man1 .. 'cozy-migrate.1') or '', '.TH COZY\\-MIGRATE 1', 'the main page')
+    local list = h.must(h.cozy('man', '--list')).out
+    for name in list:gmatch('([%w-]+)[^\n]*\n') do
+      assert.are.equal(0, h.run('test -s ' .. h.q(man1 .. 'cozy-migrate-' .. name .. '.1')).code, name)
+    end
+  end)
+
   it('leaves the migrations tree as it was: order.d is generated into DESTDIR only', function()
     assert.are.equal(1, h.run('test -e ' .. h.q(repo:path('migrations/order.d'))).code, 'order.d written into the tree')
     assert.are.equal('', sh('git -C ' .. h.q(repo.dir) .. ' status --porcelain --ignored').out)

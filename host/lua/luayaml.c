@@ -1,8 +1,8 @@
-/* yaml_lua.c: the `yaml` Lua module, yaml.decode and yaml.encode over the
+/* luayaml.c: the `yaml` Lua module, yaml.decode and yaml.encode over the
  * project's one YAML reader and writer (formats/yamldoc.h), with the Lua
  * side through the JSON bridge (luajson.h). Owns boxing the C memory a
  * conversion holds while Lua code that may raise runs. */
-#include "lua/yaml_lua.h"
+#include "lua/luayaml.h"
 
 #include <lauxlib.h>
 #include <string.h>

@@ -1,9 +1,9 @@
-/* log_lua.c: the `log` Lua module, log.debug/info/warn/error(fmt, ...),
+/* lualog.c: the `log` Lua module, log.debug/info/warn/error(fmt, ...),
  * writing a migration's diagnostics through base/log.c's formats and
  * streams (so JSON mode covers what a script logs too). Owns formatting the
  * arguments with the string library as it was opened, never with anything
  * a script put in its globals. */
-#include "lua/log_lua.h"
+#include "lua/lualog.h"
 
 #include <lauxlib.h>
 #include <lualib.h>

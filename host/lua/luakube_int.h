@@ -1,10 +1,10 @@
-/* kube_int.h: what the three files of the `kube.core` binding share
- * (kube_core.c: the module, its client, errors, discovery, small services;
- * kube_request.c: the one request function and the wire under it;
- * kube_preview.c: the upgrade preview's overlay). Nothing outside them
+/* luakube_int.h: what the three files of the `kube.core` binding share
+ * (luakube_core.c: the module, its client, errors, discovery, small services;
+ * luakube_request.c: the one request function and the wire under it;
+ * luakube_preview.c: the upgrade preview's overlay). Nothing outside them
  * includes it. */
-#ifndef COZY_KUBE_INT_H
-#define COZY_KUBE_INT_H
+#ifndef COZY_LUAKUBE_INT_H
+#define COZY_LUAKUBE_INT_H
 #include <stddef.h>
 #include <cjson/cJSON.h>
 #include <lua.h>
@@ -29,29 +29,29 @@ struct kube_client {
     char init_err[512];
     int init_failed;
     struct journal journal;     /* writes into the context's journal_log when it has one */
-    struct overlay *overlay;    /* preview: loaded on first use, kube_preview_save writes it */
-    int ended;                  /* kube_end: the script is over (its state is closing) */
+    struct overlay *overlay;    /* preview: loaded on first use, luakube_preview_save writes it */
+    int ended;                  /* luakube_end: the script is over (its state is closing) */
     int unpredictable;          /* preview: a request the preview cannot predict was
                                  * refused (PreviewUnsupported, DryRunRefused) */
     char unpredictable_why[512]; /* the first such refusal, one line */
 };
 
 /* The state's client (created when the module is opened), or NULL. */
-struct kube_client *kube_client_of(lua_State *L);
+struct kube_client *luakube_client_of(lua_State *L);
 /* c, connected. NULL when the cluster config cannot be resolved (the
  * reason stays in c->init_err for every later call). */
-struct kube_client *kube_connect(struct kube_client *c, const struct host_ctx *hc);
+struct kube_client *luakube_connect(struct kube_client *c, const struct host_ctx *hc);
 /* Notes that the preview met something it cannot predict (the first why
  * is kept): the migration's preview is then unpredictable, not failed. */
-void kube_note_unpredictable(struct kube_client *c, const char *why);
+void luakube_note_unpredictable(struct kube_client *c, const char *why);
 
-/* ---- error values (kube_core.c) ---- */
+/* ---- error values (luakube_core.c) ---- */
 
 /* Pushes the error metatable (kube.error). May raise (memory). */
-void kube_push_error_mt(lua_State *L);
+void luakube_push_error_mt(lua_State *L);
 /* Pushes an error value {code, reason, message, details, verb, method,
  * path}. May raise (memory). */
-void kube_push_error(lua_State *L, long code, const char *reason, const char *message,
+void luakube_push_error(lua_State *L, long code, const char *reason, const char *message,
                      const cJSON *details, const char *verb, const char *method,
                      const char *path);
 /* The same from a REST error, with after_retry and the continue token of a
@@ -59,20 +59,20 @@ void kube_push_error(lua_State *L, long code, const char *reason, const char *me
 /* One write sent from L's thread changed an object: counted per thread
  * (core.changed_by), so fleet.each can tell which fn changed its object
  * when fn did not say so. May raise (memory). */
-void kube_count_change(lua_State *L);
-void kube_push_rest_error(lua_State *L, const struct rest_error *e, const char *verb,
+void luakube_count_change(lua_State *L);
+void luakube_push_rest_error(lua_State *L, const struct rest_error *e, const char *verb,
                           const char *method, const char *path);
-/* ljson_push with finalizers held off (host_call_pinned): what is being
+/* ljson_push with finalizers held off (host_ctx_call_pinned): what is being
  * converted may belong to the host. May raise (memory). */
-void kube_push_json(lua_State *L, const cJSON *v);
+void luakube_push_json(lua_State *L, const cJSON *v);
 
-/* ---- requests (kube_request.c) ---- */
+/* ---- requests (luakube_request.c) ---- */
 
 
 /* The C memory one request holds while it calls into Lua (which may raise:
  * the memory cap, a bad query value), boxed in a userdata as lauxlib boxes
  * its buffers: a raise leaves it to __gc, the normal path frees it at once
- * through kube_req_release. */
+ * through luakube_req_release. */
 #define REQ_MT "cozy.kube.req"
 struct req {
     char *body;
@@ -84,13 +84,13 @@ struct req {
     int pool_rc;                /* sent through the pool: rest_do's return value */
     char rv_before[64];         /* the object's resourceVersion before a write ("": unknown) */
     /* a write in the pool: what its journal entry needs should the script
-     * end before its answer is handed back (kube_settle) */
+     * end before its answer is handed back (luakube_settle) */
     char *jpath;
     char jmethod[8], jverb[24];
 };
-void kube_req_release(struct req *q);
+void luakube_req_release(struct req *q);
 /* Pushes a new, empty box. May raise (memory). */
-struct req *kube_req_box(lua_State *L);
+struct req *luakube_req_box(lua_State *L);
 
 /* How a request goes out; the preview may turn a write into another. */
 struct send {
@@ -103,31 +103,31 @@ struct send {
 /* A GET the host makes for itself (discovery, a read before a write),
  * through the one door every request passes. NULL with err filled when it
  * failed or was not sent. Makes no Lua call. */
-cJSON *kube_get_json(struct host_ctx *hc, struct kube_client *c, const char *path,
+cJSON *luakube_get_json(struct host_ctx *hc, struct kube_client *c, const char *path,
                      const char *accept, struct rest_error *err);
-/* The raw request function only stdlib/kube.lua receives (kube_push_private). */
-int kube_l_request(lua_State *L);
+/* The raw request function only stdlib/kube.lua receives (luakube_push_private). */
+int luakube_l_request(lua_State *L);
 /* core.adopt(co), core.await(), core.PENDING: requests of adopted threads
  * go to the pool in flight together, and the thread yields until its
  * answer is back (stdlib/fleet.lua drives them). May raise (memory). */
-int kube_l_adopt(lua_State *L);
-int kube_l_await(lua_State *L);
-void kube_push_pending(lua_State *L);
+int luakube_l_adopt(lua_State *L);
+int luakube_l_await(lua_State *L);
+void luakube_push_pending(lua_State *L);
 /* Writes each line of text as the migration's own output. */
-void kube_say_lines(const char *text);
+void luakube_say_lines(const char *text);
 
-/* ---- the preview (kube_preview.c) ---- */
+/* ---- the preview (luakube_preview.c) ---- */
 
 /* What the overlay answers before anything is sent: the number of Lua
  * results it pushed, or -1 to send (q and snd possibly rewritten so that a
  * write to an object the overlay holds goes out as a dry run of the
  * overlay's version). *held is the overlay's object when it has one. May
  * raise. */
-int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
+int luakube_preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
                         const char *path0, const char *verb, const cJSON **held);
 /* After a successful request in a preview: a write's answer goes in the
  * overlay; a list page is merged with it. 0, or -1 with an error pushed. May
  * raise. */
-int kube_preview_after(lua_State *L, struct kube_client *c, struct overlay *ov, struct req *q,
+int luakube_preview_after(lua_State *L, struct kube_client *c, struct overlay *ov, struct req *q,
                        const char *method, const char *path0, int qidx);
 #endif

@@ -1,4 +1,4 @@
-/* kube_request.c: the one request function under every kube verb, a thin
+/* luakube_request.c: the one request function under every kube verb, a thin
  * caller of the door (kube/door.h) that a shell migration's gateway passes
  * too. Owns, for each request a script makes: reading and checking the
  * request table (fixed lists for the method and the headers, the query
@@ -9,7 +9,7 @@
  * run, the deadline, what is safe to repeat, the journal and the dry-run
  * report) is the door's. Must never send a request that did not pass the
  * door, nor let a script reach the ledger. */
-#include "lua/kube_int.h"
+#include "lua/luakube_int.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -23,13 +23,13 @@
 #include "base/util.h"
 #include "kube/apipath.h"
 #include "kube/door.h"
-#include "lua/kube.h"
+#include "lua/luakube.h"
 #include "lua/luajson.h"
 
 /* Writes each line of text (newline-separated) as the migration's own
  * output: what the dry run would change belongs with what the script
  * printed. */
-void kube_say_lines(const char *text)
+void luakube_say_lines(const char *text)
 {
     for (const char *p = text; *p;) {
         size_t n = strcspn(p, "\n");
@@ -105,7 +105,7 @@ static int allowed(const char *const *list, const char *v)
     return 0;
 }
 
-void kube_req_release(struct req *q)
+void luakube_req_release(struct req *q)
 {
     cJSON_free(q->body);
     cJSON_Delete(q->jbody);
@@ -119,12 +119,12 @@ void kube_req_release(struct req *q)
 
 static int req_gc(lua_State *L)
 {
-    kube_req_release(luaL_checkudata(L, 1, REQ_MT));
+    luakube_req_release(luaL_checkudata(L, 1, REQ_MT));
     return 0;
 }
 
 /* Pushes a new, empty box. May raise (memory). */
-struct req *kube_req_box(lua_State *L)
+struct req *luakube_req_box(lua_State *L)
 {
     /* its user value: the thread waiting for its answer, while in the pool */
     struct req *q = lua_newuserdatauv(L, sizeof *q, 1);
@@ -140,14 +140,14 @@ struct req *kube_req_box(lua_State *L)
  * output. */
 static struct door door_of(struct host_ctx *hc, struct kube_client *c)
 {
-    struct door d = {&hc->kube, hc->deadline, c->rest, &c->journal, kube_say_lines};
+    struct door d = {&hc->kube, hc->deadline, c->rest, &c->journal, luakube_say_lines};
     return d;
 }
 
 /* A GET the host makes for itself (discovery, a read before a write),
  * through the same door. NULL with err filled when it failed or was not
  * sent. */
-cJSON *kube_get_json(struct host_ctx *hc, struct kube_client *c, const char *path,
+cJSON *luakube_get_json(struct host_ctx *hc, struct kube_client *c, const char *path,
                      const char *accept, struct rest_error *err)
 {
     struct door d = door_of(hc, c);
@@ -173,20 +173,15 @@ static int raise_refusal(lua_State *L, const struct host_ctx *hc, struct kube_cl
     if (gv == GUARD_DRY_RUN) {
         snprintf(msg, sizeof msg, "%s %s: %s", method, path, why);
         if (hc->overlay_path)
-            kube_note_unpredictable(c, msg);
-        kube_push_error(L, 0, "DryRunRefused", msg, NULL, verb, method, path);
+            luakube_note_unpredictable(c, msg);
+        luakube_push_error(L, 0, "DryRunRefused", msg, NULL, verb, method, path);
         return lua_error(L);
     }
     const char *reason = door_refusal(rc, gv, why, msg, sizeof msg);
-    kube_push_error(L, 0, reason, msg, NULL, verb, method, path);
+    luakube_push_error(L, 0, reason, msg, NULL, verb, method, path);
     return lua_error(L);
 }
 
-/* request{method=, path=, query=, body=, content_type=, accept=, verb=,
- *         idempotent=} -> {status=, body=} | nil, err
- * Not a function of kube.core: only stdlib/kube.lua receives it (see
- * kube_push_private), so a migration reaches the API through the verbs alone.
- * May raise: for misuse, for a write to the ledger, and on memory. */
 /* The request table at index 1 as the script gave it. */
 struct asked {
     const char *method, *path, *verb, *ctype, *accept;
@@ -273,13 +268,13 @@ static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client 
     if (a->mutating)
         journal_pending(&c->journal, -1);
     if (c->journal.log->changed > changed)
-        kube_count_change(L);
-    if (rc == 0 && ov && kube_preview_after(L, c, ov, q, method, path0, qidx) != 0)
+        luakube_count_change(L);
+    if (rc == 0 && ov && luakube_preview_after(L, c, ov, q, method, path0, qidx) != 0)
         return lua_error(L);
     if (rc != 0) {
         lua_pushnil(L);
-        kube_push_rest_error(L, &q->res.err, verb, method, path0);
-        kube_req_release(q);
+        luakube_push_rest_error(L, &q->res.err, verb, method, path0);
+        luakube_req_release(q);
         return 2;
     }
     lua_createtable(L, 0, 3);
@@ -291,13 +286,13 @@ static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client 
         mem_free(q->res.body);
         q->res.body = NULL;
         q->res.len = 0;
-        kube_push_json(L, q->res.json);
+        luakube_push_json(L, q->res.json);
     } else if (q->res.len)
         lua_pushlstring(L, q->res.body, q->res.len);
     else
         lua_pushnil(L);
     lua_setfield(L, -2, "body");
-    kube_req_release(q);
+    luakube_req_release(q);
     lua_replace(L, box);
     lua_settop(L, box);
     return 1;
@@ -349,13 +344,13 @@ static int request_resumed(lua_State *L, int status, lua_KContext ctx)
     struct asked a = {0};
     read_asked(L, &a);
     struct host_ctx *hc = host_ctx(L);
-    struct kube_client *c = kube_client_of(L);
+    struct kube_client *c = luakube_client_of(L);
     return request_answer(L, hc, c, q, &a, q->pool_rc, NULL, box + 1, box);
 }
 
 /* core.adopt(co): co's requests go to the pool; each one makes co yield
  * core.PENDING until core.await hands its answer back. May raise. */
-int kube_l_adopt(lua_State *L)
+int luakube_l_adopt(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTHREAD);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &WORKERS_KEY) != LUA_TTABLE) {
@@ -378,9 +373,9 @@ int kube_l_adopt(lua_State *L)
  * answered (or to fail after its retries), puts the answer in its box and
  * returns the thread to resume; nil when nothing is in flight. May raise
  * (memory). */
-int kube_l_await(lua_State *L)
+int luakube_l_await(lua_State *L)
 {
-    struct kube_client *c = kube_client_of(L);
+    struct kube_client *c = luakube_client_of(L);
     void *tag = NULL;
     int rc = 0;
     struct rest_result res;
@@ -403,9 +398,9 @@ int kube_l_await(lua_State *L)
     return 1;
 }
 
-void kube_settle(lua_State *L)
+void luakube_settle(lua_State *L)
 {
-    struct kube_client *c = kube_client_of(L);
+    struct kube_client *c = luakube_client_of(L);
     struct host_ctx *hc = host_ctx(L);
     if (!c || !c->pool || !hc)
         return;
@@ -429,7 +424,7 @@ void kube_settle(lua_State *L)
 }
 
 /* Pushes core.PENDING (the value a thread waiting in the pool yields). */
-void kube_push_pending(lua_State *L)
+void luakube_push_pending(lua_State *L)
 {
     lua_pushlightuserdata(L, (void *)&PENDING_KEY);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PENDING_KEY) != LUA_TTABLE) {
@@ -440,20 +435,25 @@ void kube_push_pending(lua_State *L)
         lua_pop(L, 1);
 }
 
-int kube_l_request(lua_State *L)
+/* request{method=, path=, query=, body=, content_type=, accept=, verb=,
+ *         idempotent=} -> {status=, body=} | nil, err
+ * Not a function of kube.core: only stdlib/kube.lua receives it (see
+ * luakube_push_private), so a migration reaches the API through the verbs alone.
+ * May raise: for misuse, for a write to the ledger, and on memory. */
+int luakube_l_request(lua_State *L)
 {
     struct host_ctx *hc = host_ctx(L);
-    struct kube_client *kc = kube_client_of(L);
+    struct kube_client *kc = luakube_client_of(L);
     struct asked a = {0};
     read_asked(L, &a);
     const char *method = a.method, *path0 = a.path, *verb = a.verb, *ctype = a.ctype;
     int mutating = a.mutating;
-    struct req *q = kube_req_box(L);
+    struct req *q = luakube_req_box(L);
     int box = lua_gettop(L);
     size_t body_len = read_body(L, q, verb);
     /* The guard judges the path and body as the script asked for them
      * before anything is resolved or connected (the query is appended after
-     * it, from escaped values with no dryRun); wire() judges again what is
+     * it, from escaped values with no dryRun); door_send judges again what is
      * finally sent, which the preview may have rewritten. */
     char why[512];
     enum guard_verdict gv = door_judge(&hc->kube, method, path0, q->body, body_len,
@@ -476,11 +476,11 @@ int kube_l_request(lua_State *L)
     if (pb->failed)
         return luaL_error(L, "kube: out of memory");
 
-    struct kube_client *c = kube_connect(kc, hc);
+    struct kube_client *c = luakube_connect(kc, hc);
     if (!c) {
-        kube_req_release(q);
+        luakube_req_release(q);
         lua_pushnil(L);
-        kube_push_error(L, 0, "ConfigError", kc->init_err, NULL, verb, method, path0);
+        luakube_push_error(L, 0, "ConfigError", kc->init_err, NULL, verb, method, path0);
         return 2;
     }
     if (q->body && !ctype)
@@ -495,9 +495,9 @@ int kube_l_request(lua_State *L)
     struct send snd = {method, ctype, body_len, a.safe};
     const cJSON *held = NULL;
     if (ov) {
-        int r = kube_preview_before(L, c, q, &snd, path0, verb, &held);
+        int r = luakube_preview_before(L, c, q, &snd, path0, verb, &held);
         if (r >= 0) {
-            kube_req_release(q);
+            luakube_req_release(q);
             return r; /* the top r values: what the overlay answered */
         }
     }
@@ -525,7 +525,7 @@ int kube_l_request(lua_State *L)
             snprintf(q->jmethod, sizeof q->jmethod, "%s", w.method);
             snprintf(q->jverb, sizeof q->jverb, "%s", verb ? verb : "");
             /* from here a write may land: counted until its answer is
-             * journaled (kube_settle, if the script ends first) */
+             * journaled (luakube_settle, if the script ends first) */
             journal_pending(&c->journal, 1);
         }
         int sub = rest_pool_submit(c->pool, w.method, o.path, w.accept, w.ctype, o.body,

@@ -1,4 +1,4 @@
-/* kube_preview.c: the upgrade preview under the kube verbs (overlay.h).
+/* luakube_preview.c: the upgrade preview under the kube verbs (overlay.h).
  *
  * Owns turning the overlay's rules (kube/gatepreview.h: what it answers
  * before a request goes out, how a write to an object it holds is rewritten
@@ -6,8 +6,8 @@
  * pages; the gateway follows the same) into Lua results: an answer, a
  * rewritten request, or PreviewUnsupported for what it cannot predict (the
  * migration's preview is then unpredictable, never a failure of the run).
- * Sends nothing itself: kube_request.c does, through its one door. */
-#include "lua/kube_int.h"
+ * Sends nothing itself: luakube_request.c does, through its one door. */
+#include "lua/luakube_int.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -21,15 +21,15 @@
 
 /* Pushes a PreviewUnsupported error: the preview cannot predict this
  * request, which makes the migration's preview unpredictable (the client
- * remembers it, kube_unpredictable tells) rather than a failure of the run. May raise
+ * remembers it, luakube_unpredictable tells) rather than a failure of the run. May raise
  * (memory). */
 static void push_unsupported(lua_State *L, struct kube_client *c, const char *msg, const char *verb,
                              const char *method, const char *path)
 {
     char why[600];
     snprintf(why, sizeof why, "%s %s: %.500s", method, path, msg);
-    kube_note_unpredictable(c, why);
-    kube_push_error(L, 0, "PreviewUnsupported", msg, NULL, verb, method, path);
+    luakube_note_unpredictable(c, why);
+    luakube_push_error(L, 0, "PreviewUnsupported", msg, NULL, verb, method, path);
 }
 
 struct status_answer {
@@ -56,7 +56,7 @@ static int push_status_call(lua_State *L)
 static void push_status(lua_State *L, long status, const cJSON *body)
 {
     struct status_answer a = {status, body};
-    host_call_pinned(L, push_status_call, &a, 1);
+    host_ctx_call_pinned(L, push_status_call, &a, 1);
 }
 
 /* The body q sends becomes obj (a patch applied by the preview), as JSON. */
@@ -79,7 +79,7 @@ static int resend_as(struct req *q, struct send *snd, const char *method, cJSON 
  * or -1 to send (q and snd possibly rewritten so a write to an object the
  * overlay holds goes out as a dry run of the overlay's version). *held is
  * the overlay's object when it has one. May raise. */
-int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
+int luakube_preview_before(lua_State *L, struct kube_client *c, struct req *q, struct send *snd,
                         const char *path0, const char *verb, const cJSON **held)
 {
     const char *method = snd->method;
@@ -95,7 +95,7 @@ int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, stru
         return 1;
     case GP_STATUS:
         lua_pushnil(L);
-        kube_push_error(L, v.status, v.reason, v.message, NULL, verb, method, path0);
+        luakube_push_error(L, v.status, v.reason, v.message, NULL, verb, method, path0);
         return 2;
     case GP_UNSUPPORTED:
         lua_pushnil(L);
@@ -126,7 +126,7 @@ int kube_preview_before(lua_State *L, struct kube_client *c, struct req *q, stru
  * overlay; a list page is merged with it, by the selectors the script's
  * query table holds (gatepreview_keep). 0, or -1 with an error pushed.
  * May raise. */
-int kube_preview_after(lua_State *L, struct kube_client *c, struct overlay *ov, struct req *q,
+int luakube_preview_after(lua_State *L, struct kube_client *c, struct overlay *ov, struct req *q,
                        const char *method, const char *path0, int qidx)
 {
     int list = strcmp(method, "GET") == 0;

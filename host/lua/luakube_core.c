@@ -1,17 +1,17 @@
-/* kube_core.c: `kube.core`, the module every kube verb stands on.
+/* luakube_core.c: `kube.core`, the module every kube verb stands on.
  *
  * Owns the module and its private table (the raw request function, handed
  * to stdlib/kube.lua alone); the client a state keeps while its script runs
  * (the connection, opened on first use; the write journal; the preview's
  * overlay; what the preview could not predict), and the explicit functions
- * the host asks it through once the script has run (kube.h); apiserver
+ * the host asks it through once the script has run (luakube.h); apiserver
  * errors as Lua values (code, reason, message, details, verb, path, and the
  * fresh continue token of a 410); turning host data into Lua values with
  * finalizers held off; the discovery cache, refetched once on a miss; and
  * the small services (sleep, now, config, counters of connections and
- * requests sent). The request path is kube_request.c's, the preview's
- * overlay kube_preview.c's. */
-#include "lua/kube.h"
+ * requests sent). The request path is luakube_request.c's, the preview's
+ * overlay luakube_preview.c's. */
+#include "lua/luakube.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@
 #include "base/util.h"
 #include "kube/apipath.h"
 #include "kube/options.h"
-#include "lua/kube_int.h"
+#include "lua/luakube_int.h"
 #include "lua/luajson.h"
 
 #define CLIENT_MT "cozy.kube.client"
@@ -45,7 +45,7 @@ static int client_gc(lua_State *L)
 }
 
 /* The state's client (created when the module is opened), or NULL. */
-struct kube_client *kube_client_of(lua_State *L)
+struct kube_client *luakube_client_of(lua_State *L)
 {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &CLIENT_KEY);
     struct kube_client *c = lua_touserdata(L, -1);
@@ -55,7 +55,7 @@ struct kube_client *kube_client_of(lua_State *L)
 
 /* Notes that the preview met something it cannot predict (the first why
  * is kept): the migration's preview is then unpredictable, not failed. */
-void kube_note_unpredictable(struct kube_client *c, const char *why)
+void luakube_note_unpredictable(struct kube_client *c, const char *why)
 {
     if (c->unpredictable)
         return;
@@ -71,7 +71,7 @@ void kube_note_unpredictable(struct kube_client *c, const char *why)
 
 /* c, connected. NULL when the cluster config cannot be resolved (the
  * reason stays in c->init_err for every later call). */
-struct kube_client *kube_connect(struct kube_client *c, const struct host_ctx *hc)
+struct kube_client *luakube_connect(struct kube_client *c, const struct host_ctx *hc)
 {
     if (c->ended) {
         snprintf(c->init_err, sizeof c->init_err,
@@ -108,7 +108,7 @@ static int error_tostring(lua_State *L)
     return 1;
 }
 
-void kube_push_error_mt(lua_State *L)
+void luakube_push_error_mt(lua_State *L)
 {
     if (luaL_newmetatable(L, ERROR_MT)) {
         lua_pushcfunction(L, error_tostring);
@@ -128,12 +128,12 @@ static int push_json_call(lua_State *L)
     return 1;
 }
 
-/* ljson_push with finalizers held off (host_call_pinned): what is being
+/* ljson_push with finalizers held off (host_ctx_call_pinned): what is being
  * converted may belong to the host (the overlay, a response), and a __gc
  * calling kube meanwhile could free or replace it. May raise (memory). */
-void kube_push_json(lua_State *L, const cJSON *v)
+void luakube_push_json(lua_State *L, const cJSON *v)
 {
-    host_call_pinned(L, push_json_call, (void *)v, 1);
+    host_ctx_call_pinned(L, push_json_call, (void *)v, 1);
 }
 
 /* Sets field "where" of the table on top to the script's place on L's
@@ -198,7 +198,7 @@ static int error_text_call(lua_State *L)
     return 0;
 }
 
-int kube_error_text(lua_State *L, int idx, char *buf, size_t len)
+int luakube_error_text(lua_State *L, int idx, char *buf, size_t len)
 {
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx))
@@ -219,7 +219,7 @@ int kube_error_text(lua_State *L, int idx, char *buf, size_t len)
     return 0;
 }
 
-void kube_push_error(lua_State *L, long code, const char *reason, const char *message,
+void luakube_push_error(lua_State *L, long code, const char *reason, const char *message,
                        const cJSON *details, const char *verb, const char *method,
                        const char *path)
 {
@@ -231,7 +231,7 @@ void kube_push_error(lua_State *L, long code, const char *reason, const char *me
     lua_pushstring(L, message);
     lua_setfield(L, -2, "message");
     if (details) {
-        kube_push_json(L, details);
+        luakube_push_json(L, details);
         lua_setfield(L, -2, "details");
     }
     lua_pushstring(L, verb ? verb : method);
@@ -241,14 +241,14 @@ void kube_push_error(lua_State *L, long code, const char *reason, const char *me
     lua_pushstring(L, path);
     lua_setfield(L, -2, "path");
     set_where(L);
-    kube_push_error_mt(L);
+    luakube_push_error_mt(L);
     lua_setmetatable(L, -2);
 }
 
-void kube_push_rest_error(lua_State *L, const struct rest_error *e, const char *verb,
+void luakube_push_rest_error(lua_State *L, const struct rest_error *e, const char *verb,
                             const char *method, const char *path)
 {
-    kube_push_error(L, e->code, e->reason, e->message, e->details, verb, method, path);
+    luakube_push_error(L, e->code, e->reason, e->message, e->details, verb, method, path);
     if (e->after_retry) {
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "after_retry");
@@ -278,7 +278,7 @@ static int load_discovery(struct host_ctx *hc, struct kube_client *c, struct res
     const char *roots[] = {"/api", "/apis"};
     for (int i = 0; i < 2; i++) {
         snprintf(failed, flen, "%s", roots[i]);
-        cJSON *doc = kube_get_json(hc, c, roots[i], AGG_ACCEPT, err);
+        cJSON *doc = luakube_get_json(hc, c, roots[i], AGG_ACCEPT, err);
         if (!doc)
             return -1;
         rest_error_free(err);
@@ -293,7 +293,7 @@ static int load_discovery(struct host_ctx *hc, struct kube_client *c, struct res
                 if (!cJSON_IsString(v))
                     continue;
                 snprintf(failed, flen, "/api/%s", v->valuestring);
-                cJSON *rl = kube_get_json(hc, c, failed, "application/json", err);
+                cJSON *rl = luakube_get_json(hc, c, failed, "application/json", err);
                 if (!rl) {
                     cJSON_Delete(doc);
                     return -1;
@@ -316,7 +316,7 @@ static int load_discovery(struct host_ctx *hc, struct kube_client *c, struct res
                         continue;
                     char p[512];
                     snprintf(p, sizeof p, "/apis/%s", gv->valuestring);
-                    cJSON *rl = kube_get_json(hc, c, p, "application/json", err);
+                    cJSON *rl = luakube_get_json(hc, c, p, "application/json", err);
                     rest_error_free(err);
                     if (!rl) {
                         /* An unavailable aggregated API must not hide the rest. */
@@ -378,20 +378,20 @@ static int push_resource_call(lua_State *L)
  * refetch discovery and free the catalogue. May raise (memory). */
 static void push_resource(lua_State *L, const struct api_resource *r)
 {
-    host_call_pinned(L, push_resource_call, (void *)r, 1);
+    host_ctx_call_pinned(L, push_resource_call, (void *)r, 1);
 }
 
 /* Pushes nil and the error of a failed discovery. May raise (memory). */
 static int discovery_failed(lua_State *L, struct rest_error *e, const char *path)
 {
     /* e owns C memory and the push may raise: box it first. */
-    struct req *q = kube_req_box(L);
+    struct req *q = luakube_req_box(L);
     q->res.err = *e;
     q->have_res = 1;
     memset(e, 0, sizeof *e);
     lua_pushnil(L);
-    kube_push_rest_error(L, &q->res.err, "discovery", "GET", path);
-    kube_req_release(q);
+    luakube_push_rest_error(L, &q->res.err, "discovery", "GET", path);
+    luakube_req_release(q);
     lua_remove(L, -3);
     return 2;
 }
@@ -402,10 +402,10 @@ static int l_resolve(lua_State *L)
 {
     struct host_ctx *hc = host_ctx(L);
     const char *name = luaL_checkstring(L, 1);
-    struct kube_client *kc = kube_client_of(L), *c = kube_connect(kc, hc);
+    struct kube_client *kc = luakube_client_of(L), *c = luakube_connect(kc, hc);
     if (!c) {
         lua_pushnil(L);
-        kube_push_error(L, 0, "ConfigError", kc->init_err, NULL, "discovery", "GET", "/apis");
+        luakube_push_error(L, 0, "ConfigError", kc->init_err, NULL, "discovery", "GET", "/apis");
         return 2;
     }
     struct rest_error e;
@@ -424,7 +424,7 @@ static int l_resolve(lua_State *L)
     }
     if (!r) {
         lua_pushnil(L);
-        kube_push_error(L, 0, "UnknownResource",
+        luakube_push_error(L, 0, "UnknownResource",
                    lua_pushfstring(L, "the server doesn't have a resource type \"%s\"", name),
                    NULL, "discovery", "GET", "/apis");
         lua_remove(L, -2);
@@ -456,7 +456,7 @@ static int l_now(lua_State *L)
 
 static int l_connects(lua_State *L)
 {
-    struct kube_client *c = kube_client_of(L);
+    struct kube_client *c = luakube_client_of(L);
     lua_pushinteger(L, c->rest ? rest_connects(c->rest) : 0);
     return 1;
 }
@@ -465,7 +465,7 @@ static int l_connects(lua_State *L)
  * included): lets a test prove what was, or was not, sent. */
 static int l_requests(lua_State *L)
 {
-    struct kube_client *c = kube_client_of(L);
+    struct kube_client *c = luakube_client_of(L);
     lua_pushinteger(L, c->rest ? rest_requests(c->rest) : 0);
     return 1;
 }
@@ -475,10 +475,10 @@ static int l_requests(lua_State *L)
  * May raise (memory). */
 static int l_config(lua_State *L)
 {
-    struct kube_client *kc = kube_client_of(L), *c = kube_connect(kc, host_ctx(L));
+    struct kube_client *kc = luakube_client_of(L), *c = luakube_connect(kc, host_ctx(L));
     if (!c) {
         lua_pushnil(L);
-        kube_push_error(L, 0, "ConfigError", kc->init_err, NULL, "config", "GET", "");
+        luakube_push_error(L, 0, "ConfigError", kc->init_err, NULL, "config", "GET", "");
         return 2;
     }
     struct ljson_box *box = ljson_box(L);
@@ -493,7 +493,7 @@ static int l_config(lua_State *L)
  * context's (or the service account's), else "default", as kubectl does. */
 static int l_default_namespace(lua_State *L)
 {
-    struct kube_client *c = kube_connect(kube_client_of(L), host_ctx(L));
+    struct kube_client *c = luakube_connect(luakube_client_of(L), host_ctx(L));
     const struct kube_config *kc = c ? rest_config(c->rest) : NULL;
     lua_pushstring(L, kc && kc->namespace && *kc->namespace ? kc->namespace : "default");
     return 1;
@@ -503,7 +503,7 @@ static int l_default_namespace(lua_State *L)
  * migration's writes so far (for specs, and what the runner records). */
 static int l_journal(lua_State *L)
 {
-    struct kube_client *c = kube_client_of(L);
+    struct kube_client *c = luakube_client_of(L);
     struct ljson_box *box = ljson_box(L);
     if (!(box->json = journal_json(&c->journal)))
         return luaL_error(L, "kube: out of memory");
@@ -530,7 +530,7 @@ static void push_changed_table(lua_State *L)
     lua_rawsetp(L, LUA_REGISTRYINDEX, &CHANGED_KEY);
 }
 
-void kube_count_change(lua_State *L)
+void luakube_count_change(lua_State *L)
 {
     push_changed_table(L);
     lua_pushthread(L);
@@ -561,13 +561,13 @@ static int l_changed_by(lua_State *L)
 }
 
 /* error_text(err) -> the text a script's error shows at its top: a kube
- * error's with the script's line, verb and object (kube_error_text), any
+ * error's with the script's line, verb and object (luakube_error_text), any
  * other value's tostring. */
 static int l_error_text(lua_State *L)
 {
     luaL_checkany(L, 1);
     char buf[4096];
-    if (kube_error_text(L, 1, buf, sizeof buf) == 0)
+    if (luakube_error_text(L, 1, buf, sizeof buf) == 0)
         lua_pushstring(L, buf);
     else
         luaL_tolstring(L, 1, NULL);
@@ -584,7 +584,7 @@ static int l_make_error(lua_State *L)
     } else {
         lua_pop(L, 1);
     }
-    kube_push_error_mt(L);
+    luakube_push_error_mt(L);
     lua_setmetatable(L, 1);
     return 1;
 }
@@ -605,7 +605,7 @@ static int l_is_error(lua_State *L)
  * opened in a state; a second require (busted insulation) shares it. */
 static void ensure_client(lua_State *L, const struct host_ctx *hc)
 {
-    if (kube_client_of(L))
+    if (luakube_client_of(L))
         return;
     struct kube_client *c = lua_newuserdatauv(L, sizeof *c, 0);
     memset(c, 0, sizeof *c);
@@ -620,24 +620,24 @@ static void ensure_client(lua_State *L, const struct host_ctx *hc)
     journal_init(&c->journal, hc->journal_log);
 }
 
-/* ---- what comes back to the host (kube.h) ------------------------------- */
+/* ---- what comes back to the host (luakube.h) ---------------------------- */
 
-void kube_end(lua_State *L)
+void luakube_end(lua_State *L)
 {
-    struct kube_client *c = kube_client_of(L);
+    struct kube_client *c = luakube_client_of(L);
     if (c)
         c->ended = 1;
 }
 
-const char *kube_unpredictable(lua_State *L)
+const char *luakube_unpredictable(lua_State *L)
 {
-    struct kube_client *c = kube_client_of(L);
+    struct kube_client *c = luakube_client_of(L);
     return c && c->unpredictable ? c->unpredictable_why : NULL;
 }
 
-int kube_preview_save(lua_State *L, char *err, size_t errlen)
+int luakube_preview_save(lua_State *L, char *err, size_t errlen)
 {
-    struct kube_client *c = kube_client_of(L);
+    struct kube_client *c = luakube_client_of(L);
     const struct host_ctx *hc = host_ctx(L);
     if (!c || !c->overlay || !hc || !hc->overlay_path || !overlay_changed(c->overlay))
         return 0;
@@ -650,7 +650,7 @@ static const char PRIVATE_KEY = 'p';
  * with (sandbox.c loads it in a pristine environment and hands it this
  * table as its second argument): nothing else can reach it, since it lives
  * only in the registry and in that chunk's arguments. May raise (memory). */
-void kube_push_private(lua_State *L)
+void luakube_push_private(lua_State *L)
 {
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY) != LUA_TNIL)
         return;
@@ -677,8 +677,8 @@ int luaopen_kube_core(lua_State *L)
         {"changed_by", l_changed_by},
         {"journal", l_journal},
         {"is_error", l_is_error},
-        {"adopt", kube_l_adopt},
-        {"await", kube_l_await},
+        {"adopt", luakube_l_adopt},
+        {"await", luakube_l_await},
         {NULL, NULL},
     };
     struct host_ctx *hc = host_ctx(L);
@@ -687,20 +687,20 @@ int luaopen_kube_core(lua_State *L)
     ensure_client(L, hc);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY) == LUA_TNIL) {
         lua_createtable(L, 0, 1);
-        lua_pushcfunction(L, kube_l_request);
+        lua_pushcfunction(L, luakube_l_request);
         lua_setfield(L, -2, "request");
         lua_rawsetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY);
     }
     lua_pop(L, 1);
     ljson_init(L);
-    kube_push_error_mt(L);
+    luakube_push_error_mt(L);
     lua_pop(L, 1);
     luaL_newlib(L, f);
     lua_pushboolean(L, hc->kube.dry_run);
     lua_setfield(L, -2, "dry_run");
     lua_pushinteger(L, hc->kube.concurrency > 0 ? hc->kube.concurrency : 1);
     lua_setfield(L, -2, "concurrency");
-    kube_push_pending(L);
+    luakube_push_pending(L);
     lua_setfield(L, -2, "PENDING");
     lua_pushstring(L, hc->kube.ledger_namespace);
     lua_setfield(L, -2, "ledger_namespace");

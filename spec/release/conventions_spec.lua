@@ -1,0 +1,160 @@
+-- The house rules of host/ beside its layers (tools/conventions, run by
+-- `make lint`): a comment names only files that exist, every export carries
+-- its module's prefix, no function is over 120 lines. Each is seen failing,
+-- naming the file and line, on a copy of the tree with a violation planted
+-- in it, and passing on what it must let through.
+local h = require('support.helpers')
+
+-- What still waits on issue 30's other half (h30a renames run/'s internal
+-- names and reworks the journal and ledger documents' functions, results as
+-- data, and splits preview_step): the tree's problems may be in these files
+-- only. Empty this list as they land.
+local awaiting = {
+  ['host/run/childout.c'] = true, ['host/run/plan.c'] = true, ['host/run/recording.c'] = true,
+  ['host/run/runner.c'] = true, ['host/run/preview.c'] = true,
+  ['host/formats/journaldoc.c'] = true, ['host/formats/ledgerdoc.c'] = true,
+}
+
+local function conventions(root, objdir)
+  return h.run(h.q(h.root .. '/tools/conventions') .. ' ' .. h.q(root) .. ' ' .. h.q(objdir))
+end
+
+-- A scratch root with a copy of host/ and an empty object directory; the
+-- caller plants files (and objects) in it.
+local function scratch()
+  local d = h.tmpdir()
+  h.must(h.run('cp -r ' .. h.q(h.root .. '/host') .. ' ' .. h.q(d .. '/host')), 'copy host/')
+  h.must(h.run('mkdir -p ' .. h.q(d .. '/obj')), 'the object directory')
+  return d
+end
+
+-- plant(d, 'formats/x.c', text): writes host/formats/x.c and its object.
+local function plant(d, file, text)
+  h.write(d .. '/host/' .. file, text)
+  local obj = d .. '/obj/' .. file:gsub('%.c$', '.o')
+  h.must(h.run('mkdir -p ' .. h.q(obj:match('^(.*)/'))), 'the object folder')
+  h.must(h.run('cc -c -x c -I ' .. h.q(d .. '/host') .. ' -o ' .. h.q(obj) .. ' ' ..
+    h.q(d .. '/host/' .. file)), 'compile ' .. file)
+end
+
+local function check(d)
+  local res = conventions(d, d .. '/obj')
+  h.run('rm -rf ' .. h.q(d))
+  return res
+end
+
+describe('the house rules of host/', function()
+  it('hold on the tree as it is, but for the files issue 30 still renames', function()
+    local objdir = h.root .. '/build/obj'
+    if h.run('test -d ' .. h.q(objdir)).code ~= 0 then objdir = h.root .. '/build/asan/obj' end
+    local res = conventions(h.root, objdir)
+    local elsewhere = {}
+    for line in res.out:gmatch('[^\n]+') do
+      local file = line:match('^([^:]+):')
+      if not awaiting[file] then elsewhere[#elsewhere + 1] = line end
+    end
+    assert.are.same({}, elsewhere)
+    if next(awaiting) then
+      assert.is_true(res.code == 0 or res.code == 1, 'the check ran: ' .. res.err)
+    else
+      assert.are.equal(0, res.code, res.out .. res.err)
+    end
+  end)
+
+  describe('files', function()
+    it('fail on a comment naming a C file that is gone', function()
+      local d = scratch()
+      plant(d, 'kube/planted.c', '/* planted.c: x.\n * The caller (kube.c) decides. */\nint planted_x;\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, 'host/kube/planted.c:2: the comment names kube.c, which is not in host/')
+    end)
+
+    it('fail on a path naming a folder the file is not in', function()
+      local d = scratch()
+      plant(d, 'lua/planted.c', '/* planted.c: x */\n// see lua/kube_core.c\nint planted_x;\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, 'host/lua/planted.c:2: the comment names lua/kube_core.c')
+    end)
+
+    it("let through a file that exists, a system header and another project's file", function()
+      local d = scratch()
+      plant(d, 'base/planted.c', '/* planted.c: like run/child.c and rest.h, over <yaml.h>,\n' ..
+        " * as git's run-command.c and Lua's llex.c do. */\nint planted_x;\n" ..
+        'const char *planted_s = "gone.c is a string, not a comment";\n')
+      local res = check(d)
+      h.lacks(res.out, 'planted.c', 'nothing said of the planted file')
+    end)
+  end)
+
+  describe('prefix', function()
+    it('fails on an export without its module\'s prefix, naming it', function()
+      local d = scratch()
+      plant(d, 'cli/planted.c', '/* planted.c: x */\nint planted_ok(void) { return 0; }\n' ..
+        'const char *shown(void) { return "x"; }\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, "host/cli/planted.c:1: shown is exported without its module's prefix")
+      h.lacks(res.out, 'planted_ok', 'the prefixed one passes')
+    end)
+
+    it('fails on lua/ exporting under kube/\'s prefix, the layer below', function()
+      local d = scratch()
+      plant(d, 'lua/planted.c', '/* planted.c: x */\nint kube_connect(void) { return 0; }\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, 'host/lua/planted.c:1: kube_connect is exported without')
+    end)
+
+    it('lets through the layer, the family, the interface, luaopen_ and a declared prefix', function()
+      local d = scratch()
+      plant(d, 'kube/planted.c', '/* planted.c: x */\nint kube_planted_x(void) { return 0; }\n')
+      plant(d, 'release/lint_planted.c', '/* lint_planted.c: x */\nint lint_rule_planted(void) { return 0; }\n')
+      plant(d, 'base/planted_io.c', '/* planted_io.c: x */\n#include "base/stop.h"\n' ..
+        'int stop_planted(void) { return 0; }\n')
+      plant(d, 'lua/luaplanted.c', '/* luaplanted.c: x */\nint luaopen_planted(void) { return 0; }\n' ..
+        'static int hidden(void) { return 1; }\nint luaplanted_y(void) { return hidden(); }\n')
+      plant(d, 'base/planted.c', '/* planted.c: x\n * Prefixes: pl_ (its short name). */\n' ..
+        'int pl_x(void) { return 0; }\n')
+      local res = check(d)
+      h.lacks(res.out, 'planted', 'nothing said of the planted files')
+    end)
+
+    it('does not take a declaration that is not a prefix', function()
+      local d = scratch()
+      plant(d, 'base/planted.c', '/* planted.c: x\n * Prefixes: hold (no underscore). */\n' ..
+        'int hold(void) { return 0; }\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, 'host/base/planted.c:1: hold is exported without')
+    end)
+  end)
+
+  describe('length', function()
+    local function body(n)
+      local t = {}
+      for i = 1, n do t[i] = '    x += ' .. i .. ';' end
+      return table.concat(t, '\n') .. '\n'
+    end
+
+    it('fails on a function over 120 lines, naming it and its opening line', function()
+      local d = scratch()
+      plant(d, 'base/planted.c', '/* planted.c: x */\nint planted_long(int x)\n{\n' .. body(119) ..
+        '    return x;\n}\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, 'host/base/planted.c:3: planted_long is 122 lines long (at most 120')
+    end)
+
+    it('lets through 120 lines and a table of any length', function()
+      local d = scratch()
+      local rows = {}
+      for i = 1, 300 do rows[i] = '    ' .. i .. ',' end
+      plant(d, 'base/planted.c', '/* planted.c: x */\nint planted_fits(int x)\n{\n' .. body(117) ..
+        '    return x;\n}\n\nconst int planted_table[] = {\n' .. table.concat(rows, '\n') .. '\n};\n')
+      local res = check(d)
+      h.lacks(res.out, 'planted', 'nothing said of the planted file')
+    end)
+  end)
+end)
