@@ -5,7 +5,8 @@
  * else); what makes it untrustworthy (a bad `version`, an unreadable record,
  * a key under binaryData, a value holding a NUL byte) noted for the planner
  * rather than refused; its size as the object limit counts it. Reading and
- * writing it on the cluster is run/ledger.c's. */
+ * writing it on the cluster is run/ledger.c's.
+ * Prefixes: ledger_ configmap_ (the ledger ConfigMap's document and its data). */
 #include "formats/ledgerdoc.h"
 
 #include <stdio.h>

@@ -3,7 +3,8 @@
  * STREAM_LINE_MAX goes in pieces), streaming each as "[slug] line"
  * (log_script_line), and the tail kept for records: the last
  * OUTPUT_TAIL_LINES lines, each cut to RING_LINE_MAX on a whole character,
- * valid UTF-8, at most OUTPUT_TAIL_MAX bytes. */
+ * valid UTF-8, at most OUTPUT_TAIL_MAX bytes.
+ * Prefixes: child_output_ (one child's output, as childout.h names it). */
 #include "proc/childout.h"
 
 #include <stdlib.h>

@@ -8,7 +8,8 @@
  * `version`). Pure: no I/O, no clock (the caller passes `now`), so every
  * rule is testable on data. Must never plan to overwrite an `ok` record
  * except for an explicit --only re-run, nor run anything on a ledger it
- * cannot trust. */
+ * cannot trust.
+ * Prefixes: step_ (a plan's steps). */
 #include "run/plan.h"
 
 #include <stdarg.h>

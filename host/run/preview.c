@@ -122,18 +122,14 @@ static void print_changes(const cJSON *journal)
         out_line("    ... and %d more writes", (int)more->valuedouble);
 }
 
-/* Previews one step. Returns 1 when the run would stop there, else 0. */
-static int preview_step(struct preview *v, const struct step *s, size_t k, size_t n, int *blind)
+/* A step the run would record or hold without running it (revoked,
+ * skipped by the operator, blocked). Returns -1 when the step runs, else 1
+ * when the run would stop there, 0 when it goes on. */
+static int preview_without_running(struct preview *v, const struct step *s, cJSON *mj, size_t k,
+                                   size_t n)
 {
     const struct runner_opts *o = v->o;
     const struct migration *m = s->m;
-    cJSON *mj = cJSON_CreateObject();
-    if (!mj || !cJSON_AddItemToArray(v->migrations, mj) ||
-        !cJSON_AddStringToObject(mj, "migration", s->slug) ||
-        !cJSON_AddStringToObject(mj, "tier", s->tier) || !cJSON_AddStringToObject(mj, "batch", s->batch)) {
-        log_warn("preview: out of memory");
-        return 0;
-    }
     if (s->kind == STEP_RECORD_REVOKED) {
         cJSON_AddStringToObject(mj, "outcome", "revoked");
         if (!o->output_json)
@@ -162,6 +158,24 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
                      stop ? "; on-error=abort: the upgrade would stop here" : "");
         return stop;
     }
+    return -1;
+}
+
+/* Previews one step. Returns 1 when the run would stop there, else 0. */
+static int preview_step(struct preview *v, const struct step *s, size_t k, size_t n, int *blind)
+{
+    const struct runner_opts *o = v->o;
+    const struct migration *m = s->m;
+    cJSON *mj = cJSON_CreateObject();
+    if (!mj || !cJSON_AddItemToArray(v->migrations, mj) ||
+        !cJSON_AddStringToObject(mj, "migration", s->slug) ||
+        !cJSON_AddStringToObject(mj, "tier", s->tier) || !cJSON_AddStringToObject(mj, "batch", s->batch)) {
+        log_warn("preview: out of memory");
+        return 0;
+    }
+    int held = preview_without_running(v, s, mj, k, n);
+    if (held >= 0)
+        return held;
     /* A shell migration's kubectl goes through the runner's gateway with
      * the same overlay, so what it would do is previewed like a Lua
      * migration's. */
