@@ -1,6 +1,6 @@
 /* exitcodes.h: the process exit codes, one per kind of outcome an operator
- * or a Job's backoff must tell apart. Documented in the README; never reuse
- * a number for another meaning. */
+ * or a Job's backoff must tell apart. Documented in docs/operating.md (Exit
+ * codes); never reuse a number for another meaning. */
 #ifndef COZY_EXITCODES_H
 #define COZY_EXITCODES_H
 enum {
@@ -18,8 +18,9 @@ enum {
                                commands (manifest not a prefix, slug taken or reused,
                                index --check), and run (the hook) or dispatch given an
                                index that differs from the tree and image they run */
-    EXIT_TOOL = 10,         /* release commands: a required tool (git, shellcheck,
-                               luacheck) is not installed */
+    EXIT_TOOL = 10,         /* a required tool is not installed: git (order, lint, new,
+                               a --local run or plan without order.d), shellcheck or
+                               luacheck (lint), busted (spec) */
     EXIT_REFUSED = 11,      /* what the ledger records forbids the request: `skip` of a
                                slug recorded ok (or legacy, skipped-fresh-install), or
                                `--only` of a legacy slug whose script would stamp an

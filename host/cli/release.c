@@ -72,7 +72,7 @@ static const char lint_usage[] =
     "Exit codes: 0 clean, 3 problems found, 8 git cannot answer (not a\n"
     "repository, shallow clone), 10 shellcheck, luacheck or git missing.\n"
     "\n"
-    "Rules (the README's table is this list):\n";
+    "Rules (docs/writing-migrations.md's table is this list):\n";
 
 /* lint --help: the usage, then every rule of the linter's own table, its
  * doc wrapped under its name: "  NAME (WHEN)" and the doc indented. */

@@ -27,8 +27,8 @@ const char cli_run_help[] =
     "Options:\n"
     "  --tier TIER          pre-apply (default) or background\n"
     "  --only SLUG          re-run exactly this migration, even if recorded (env ONLY)\n"
-    "  --dry-run            Lua migrations send every write with dryRun=All; shell\n"
-    "                       migrations are listed, not run; nothing is recorded (env DRY_RUN)\n"
+    "  --dry-run            every write is sent with dryRun=All, a shell migration's\n"
+    "                       through the runner's gateway; nothing is recorded (env DRY_RUN)\n"
     "  --timeout DURATION   per-migration timeout, overriding every header (default:\n"
     "                       the header's timeout, else 10m)\n"
     "  --lock-timeout DUR   how long to wait for another runner's lock (default {LOCK_WAIT})\n"
@@ -73,8 +73,11 @@ const char cli_run_help[] =
     "Exit codes: 0 ok, 1 a migration failed or was blocked, 2 usage, 3 invalid\n"
     "packaging, 4 retention floor, 5 lock not acquired, 6 cluster unreachable or\n"
     "forbidden, 7 untrustworthy ledger (nothing ran), 9 MIGRATIONS_INDEX differs\n"
-    "from this tree or image (nothing ran), 11 refused by what the ledger records\n"
-    "(SKIP of a slug recorded ok; --only of a legacy slug without --force).\n";
+    "from this tree or image (nothing ran), 10 git missing (--local without\n"
+    "order.d), 11 refused by what the ledger records (SKIP of a slug recorded ok;\n"
+    "--only of a legacy slug without --force), 12 the ledger deleted during the run\n"
+    "or absent where the Lease says there was one, 13 no room in the ledger for a\n"
+    "record, 14 a ledger write denied by admission.\n";
 
 const char cli_plan_help[] =
     "Usage: cozy-migrate plan [options]\n"

@@ -62,7 +62,7 @@ struct ledger {
     size_t failures_bytes;  /* the annotation's key and value (counted in bytes) */
 };
 
-/* The growth budget (README "The ledger"). Past LEDGER_SHRINK_AT a failed
+/* The growth budget (docs/internals.md, "The ledger"). Past LEDGER_SHRINK_AT a failed
  * record is written shrunk (record_shrink); LEDGER_RESERVE is left free for
  * what legacy scripts write (`version`) beside the records. */
 #define LEDGER_SHRINK_AT (LEDGER_LIMIT / 10 * 8)

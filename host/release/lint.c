@@ -1,7 +1,7 @@
 /* lint.c: `cozy-migrate lint`, the authoring contract as a table of rules.
  *
  * Owns the rules (lint_rules: each one's name, when it runs, the function
- * that checks it and its one-line doc, from which --help and the README's
+ * that checks it and its one-line doc, from which --help and docs/writing-migrations.md's
  * table come), reading what they judge, and the one output format
  * "file:line: rule: what". Reads the working tree through the runner's own
  * loader (tree_scan_dir, so every entry the runner refuses is a finding)
@@ -763,7 +763,7 @@ static int rule_luacheck(struct lint *l)
     return rc;
 }
 
-/* The rules, in the order --help and the README list them. */
+/* The rules, in the order --help and docs/writing-migrations.md list them. */
 const struct lint_rule lint_rules[] = {
     {"slug", NULL, rule_slug,
      "file name is `<slug>.lua` / `<slug>.sh`, grammar `^[a-z0-9]+(-[a-z0-9]+)*$`, at most 60 "

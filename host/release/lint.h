@@ -23,7 +23,7 @@ struct lint_opts {
 };
 
 struct lint;
-/* One rule of the contract: what --help and the README list. */
+/* One rule of the contract: what --help and docs/writing-migrations.md list. */
 struct lint_rule {
     const char *name;
     const char *when;               /* the flag it needs ("`--history`"), NULL: always */

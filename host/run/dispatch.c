@@ -1106,7 +1106,7 @@ static int no_ledger(struct ctx *c)
     if (*mark) {
         log_fatal("dispatch: nothing dispatched: the ledger %s/%s is absent, but the Lease %s/%s "
                   "records that this cluster had one (uid %s): it was deleted, and every run "
-                  "refuses until it is restored (exit 12; README: The ledger)", c->ns, c->ledger,
+                  "refuses until it is restored (exit 12; docs/internals.md: The ledger)", c->ns, c->ledger,
                   c->ns, c->o->k.lease_name, mark);
         return EXIT_LEDGER_GONE;
     }
@@ -1219,7 +1219,7 @@ int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
     memset(&v, 0, sizeof v);
     int rc = read_index(&c);
     if (rc == 1) {
-        log_fatal("no index %s/%s: the chart renders it next to the ledger (README: Deploying the "
+        log_fatal("no index %s/%s: the chart renders it next to the ledger (docs/shipping.md: Deploying the "
                   "hook); without it there is no background tier to dispatch", c.ns, INDEX_NAME);
         rc = EXIT_PACKAGING;
     }

@@ -263,7 +263,7 @@ enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t 
  * strings it means what a JSON merge patch means (a key set, null removes
  * it), keys written so stay out of kubectl's last-applied-configuration as
  * well, and the apiserver applies it in about half the time of a JSON merge
- * patch of the same keys (README, Performance). */
+ * patch of the same keys (docs/performance.md, (d)). */
 static enum ledger_rc patch(struct ledger_loc *at, cJSON *p, char *err, size_t errlen)
 {
     if (*at->rv) {

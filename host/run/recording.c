@@ -187,7 +187,7 @@ static int ledger_full(struct runner_ctx *c, const char *slug, size_t need, size
               "its %d-byte limit (%d kept free): %s. Make room: failed records are the large "
               "ones (cozy-migrate status --failed); running each again once fixed (run --only "
               "SLUG) or skipping it (cozy-migrate skip SLUG --reason TEXT) rewrites it in a few "
-              "hundred bytes (README: The ledger, growth budget)", ran ? "recording" : "not running",
+              "hundred bytes (docs/internals.md: The ledger, growth budget)", ran ? "recording" : "not running",
               slug, need, c->loc.ns, c->loc.name, have, LEDGER_LIMIT, LEDGER_RESERVE,
               ran ? "the apiserver refused it as too large; it is not recorded and runs again next time"
                   : "it would run with no room to record its outcome, so nothing ran (exit 13)");
@@ -279,7 +279,7 @@ int runner_write_record(struct runner_ctx *c, const char *slug, struct record *r
     if (!c->size_warned && runner_shrinking(c)) {
         c->size_warned = 1;
         log_warn("the ledger %s/%s holds about %zu KiB, past 80%% of the 1 MiB object limit: "
-                 "failed records are written shrunk from now on (README: The ledger, growth budget)",
+                 "failed records are written shrunk from now on (docs/internals.md: The ledger, growth budget)",
                  c->loc.ns, c->loc.name, c->ledger_bytes / 1024);
     }
     return 0;

@@ -37,7 +37,7 @@ struct runner_opts {
     const char *skip_reason;    /* their message (--reason, env SKIP_REASON) */
     const char *status_slug;    /* status SLUG: the whole record */
     int failed_only;            /* status --failed */
-    /* --local against a development cluster (README "Running against kind") */
+    /* --local against a development cluster (docs/writing-migrations.md, "Running against kind") */
     const struct manifest *manifest; /* the working tree's (order_local), in place of
                                  * dir's order.d; NULL: order.d */
     const char *installed_at;   /* --as-installed-at: a cluster without a ledger is seeded

@@ -43,7 +43,7 @@ int runner_status(const struct runner_opts *o)
     int rc = runner_ctx_open(&c, o, 0, &have_tree);
     if (rc != 0 || (rc = runner_read_ledger(&c)) != 0)
         goto out;
-    /* The growth budget (README "The ledger"): past LEDGER_SHRINK_AT it
+    /* The growth budget (docs/internals.md, "The ledger"): past LEDGER_SHRINK_AT it
      * needs a person before it is full. */
     int needs_person = c.l.exists && runner_shrinking(&c);
     /* An absent ledger the Lease says existed: a run refuses (exit 12). */
@@ -53,13 +53,13 @@ int runner_status(const struct runner_opts *o)
                               sizeof err) == 0 && *mark)
         log_warn("the ledger %s/%s is absent, but the Lease %s/%s records that this cluster had "
                  "one (uid %s): it was deleted, and a run refuses (exit 12) until it is restored "
-                 "(README: The ledger)", c.loc.ns, c.loc.name, c.loc.ns, o->k.lease_name, mark);
+                 "(docs/internals.md: The ledger)", c.loc.ns, c.loc.name, c.loc.ns, o->k.lease_name, mark);
     needs_person |= *mark != '\0';
     if (c.l.exists && runner_shrinking(&c))
         log_warn("the ledger %s/%s holds %zu of its %d-byte limit (%zu%%): failed records are "
                  "written shrunk, and a migration whose largest record cannot fit is not run "
                  "(exit 13); make room by running again or skipping the failed migrations "
-                 "(README: The ledger, growth budget)", c.loc.ns, c.loc.name, c.l.bytes,
+                 "(docs/internals.md: The ledger, growth budget)", c.loc.ns, c.loc.name, c.l.bytes,
                  LEDGER_LIMIT, c.l.bytes * 100 / LEDGER_LIMIT);
     struct status_view v = {.l = &c.l, .t = have_tree ? &c.t : NULL};
     char *version_problem[2];
