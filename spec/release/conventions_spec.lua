@@ -80,7 +80,7 @@ describe('the house rules of host/', function()
 
     it("let through a file that exists, a system header and another project's file", function()
       local d = scratch()
-      plant(d, 'base/planted.c', '/* planted.c: like run/child.c and rest.h, over <yaml.h>,\n' ..
+      plant(d, 'base/planted.c', '/* planted.c: like proc/child.c and rest.h, over <yaml.h>,\n' ..
         " * as git's run-command.c and Lua's llex.c do. */\nint planted_x;\n" ..
         'const char *planted_s = "gone.c is a string, not a comment";\n')
       local res = check(d)

@@ -26,7 +26,7 @@ describe('host/', function()
 
   it('has every user of the connection open it through kube_open', function()
     assert.are.same({ 'host/kube/gateway.c', 'host/kube/options.c', 'host/kube/options.h',
-      'host/lua/kube_core.c', 'host/run/runner.c' },
+      'host/lua/luakube_core.c', 'host/run/runner.c' },
       files_of(grep('\\bkube_open\\(')))
     assert.are.same({ 'host/run/dispatch.c', 'host/run/runner.c', 'host/run/runner.h' },
       files_of(grep('\\brunner_connect\\(')))
