@@ -19,6 +19,8 @@ struct http_response {
     size_t cap;             /* allocated size of body (grows geometrically) */
     char content_type[128];
     double retry_after;     /* seconds from Retry-After, -1 if absent */
+    char pf_level[48];      /* X-Kubernetes-PF-PriorityLevel-UID: the API Priority
+                             * and Fairness level that admitted or refused it */
     int transport_error;    /* a CURLcode, 0 when a response arrived */
     int sent;               /* the request (or part of its body) may have reached the server */
     int resent;             /* libcurl re-sent the request on a fresh connection

@@ -23,6 +23,7 @@
 struct kube_client {
     struct rest_client *rest;
     struct rest_pool *pool;     /* fleet.each's requests in flight: made on first use */
+    int pace_ceiling, pace_adapt; /* core.pace's, for the pool (0: none asked) */
     struct discovery disc;
     int disc_loaded;
     char init_err[512];
@@ -118,6 +119,16 @@ int kube_l_request(lua_State *L);
 int kube_l_adopt(lua_State *L);
 int kube_l_await(lua_State *L);
 void kube_push_pending(lua_State *L);
+/* core.pace(ceiling, adapt): the in-flight bound of the sweep that starts
+ * (pace.h); core.pace_seen() -> what it saw, or nil. */
+int kube_l_pace(lua_State *L);
+int kube_l_pace_seen(lua_State *L);
+/* Whether the running thread is one core.adopt took and may yield: its
+ * waits (a request, core.sleep) yield it alone. */
+int kube_adopted(lua_State *L);
+/* core.SLEEPING: what an adopted thread in core.sleep yields, with the
+ * monotonic time it wakes at. */
+void kube_push_sleeping(lua_State *L);
 /* Writes each line of text as the migration's own output. */
 void kube_say_lines(const char *text);
 

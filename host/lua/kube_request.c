@@ -23,6 +23,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "kube/door.h"
+#include "kube/pace.h"
 #include "lua/kube.h"
 #include "lua/luajson.h"
 
@@ -343,10 +344,9 @@ static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client 
  * yield from a script's own. */
 static const char WORKERS_KEY = 'w';
 static const char PENDING_KEY = 'q';
+static const char SLEEPING_KEY = 's';
 
-/* Whether this request goes to the pool: the running thread was adopted,
- * can yield, and the pool exists or can be made. */
-static int pooled(lua_State *L, struct kube_client *c)
+int kube_adopted(lua_State *L)
 {
     if (!lua_isyieldable(L))
         return 0;
@@ -358,8 +358,18 @@ static int pooled(lua_State *L, struct kube_client *c)
     lua_pushthread(L);
     int adopted = lua_rawget(L, -2) != LUA_TNIL;
     lua_pop(L, 2);
-    if (adopted && !c->pool)
-        c->pool = rest_pool_new(c->rest);
+    return adopted;
+}
+
+void kube_push_sleeping(lua_State *L) { lua_pushlightuserdata(L, (void *)&SLEEPING_KEY); }
+
+/* Whether this request goes to the pool: the running thread was adopted,
+ * can yield, and the pool exists or can be made. */
+static int pooled(lua_State *L, struct kube_client *c)
+{
+    int adopted = kube_adopted(L);
+    if (adopted && !c->pool && (c->pool = rest_pool_new(c->rest)) && c->pace_ceiling > 0)
+        rest_pool_pace(c->pool, c->pace_ceiling, c->pace_adapt);
     return adopted && c->pool;
 }
 
@@ -405,18 +415,29 @@ int kube_l_adopt(lua_State *L)
     return 0;
 }
 
-/* core.await() -> co | nil: waits for the next request in the pool to be
- * answered (or to fail after its retries), puts the answer in its box and
- * returns the thread to resume; nil when nothing is in flight. May raise
- * (memory). */
+/* core.await([max_s]) -> co | false | nil: waits for the next request in
+ * the pool to be answered (or to fail after its retries), puts the answer
+ * in its box and returns the thread to resume; false when max_s seconds
+ * passed first (a sleeping thread's turn), nil when nothing is in flight.
+ * May raise (memory). */
 int kube_l_await(lua_State *L)
 {
     struct kube_client *c = kube_client_of(L);
     void *tag = NULL;
     int rc = 0;
     struct rest_result res;
-    if (!c || !c->pool || !rest_pool_next(c->pool, &tag, &rc, &res)) {
+    int timed = !lua_isnoneornil(L, 1);
+    double max_s = timed ? luaL_checknumber(L, 1) : 0;
+    if (!c || !c->pool || rest_pool_busy(c->pool) == 0) {
         lua_pushnil(L);
+        return 1;
+    }
+    if (!(timed ? rest_pool_next_within(c->pool, max_s > 0 ? max_s : 0, &tag, &rc, &res)
+                : rest_pool_next(c->pool, &tag, &rc, &res))) {
+        if (rest_pool_busy(c->pool) == 0)
+            lua_pushnil(L);
+        else
+            lua_pushboolean(L, 0);
         return 1;
     }
     lua_rawgetp(L, LUA_REGISTRYINDEX, &PENDING_KEY);
@@ -431,6 +452,56 @@ int kube_l_await(lua_State *L)
     lua_getiuservalue(L, -1, 1); /* the thread */
     lua_pushnil(L);
     lua_rawsetp(L, -4, tag);
+    return 1;
+}
+
+/* core.pace(ceiling, adapt): from now on the pool keeps at most ceiling
+ * requests on the wire, under pace.h's adaptive bound when adapt. */
+int kube_l_pace(lua_State *L)
+{
+    struct kube_client *c = kube_client_of(L);
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n >= 1 && n <= REST_POOL_MAX, 1, "a whole number from 1 to 64");
+    if (!c)
+        return 0;
+    c->pace_ceiling = (int)n;
+    c->pace_adapt = lua_toboolean(L, 2);
+    if (c->pool)
+        rest_pool_pace(c->pool, c->pace_ceiling, c->pace_adapt);
+    return 0;
+}
+
+/* core.pace_seen() -> {ceiling=, window=, low=, high=, answers=,
+ * throttled=, cuts=, level=} | nil (no request went through the pool). */
+int kube_l_pace_seen(lua_State *L)
+{
+    struct kube_client *c = kube_client_of(L);
+    if (!c || !c->pool) {
+        lua_pushnil(L);
+        return 1;
+    }
+    const struct pace *p = rest_pool_pace_seen(c->pool);
+    lua_createtable(L, 0, 8);
+    lua_pushinteger(L, p->ceiling);
+    lua_setfield(L, -2, "ceiling");
+    lua_pushinteger(L, pace_allowed(p));
+    lua_setfield(L, -2, "window");
+    lua_pushinteger(L, p->low);
+    lua_setfield(L, -2, "low");
+    lua_pushinteger(L, p->high);
+    lua_setfield(L, -2, "high");
+    lua_pushinteger(L, (lua_Integer)p->answers);
+    lua_setfield(L, -2, "answers");
+    lua_pushinteger(L, (lua_Integer)p->throttled);
+    lua_setfield(L, -2, "throttled");
+    lua_pushinteger(L, (lua_Integer)p->cuts);
+    lua_setfield(L, -2, "cuts");
+    lua_pushboolean(L, p->adapt);
+    lua_setfield(L, -2, "adapt");
+    if (*p->level) {
+        lua_pushstring(L, p->level);
+        lua_setfield(L, -2, "level");
+    }
     return 1;
 }
 
