@@ -1122,12 +1122,34 @@ static int idle_unlocked(struct ctx *c, struct plan *p)
     return 1;
 }
 
+/* The run's account in the termination message (termlog_done): where its
+ * seconds went from the process's start, so a hook's time can be told
+ * from its pod's start (make cluster-test prints both). started: the
+ * process's start on the monotonic clock; steps, steps_end: the
+ * migrations' (0: none ran). */
+static void say_timings(double started, double steps, double steps_end, int ran)
+{
+    double end = now_mono();
+    char line[256];
+    if (!steps)
+        steps = steps_end = end;
+    snprintf(line, sizeof line,
+             "ok: %d step%s in %.3f s from the process's start: start-up %.3f s "
+             "(configuration, tree, index, ledger, lock), migrations %.3f s, the rest %.3f s",
+             ran, ran == 1 ? "" : "s", end - started, steps - started, steps_end - steps,
+             end - steps_end);
+    termlog_done(line);
+}
+
 int runner_run(const struct runner_opts *o)
 {
     struct ctx c;
     struct plan p;
     memset(&p, 0, sizeof p);
     char err[ERRLINE_MAX];
+    double age = process_age(), steps = 0, steps_end = 0;
+    double started = now_mono() - (age > 0 ? age : 0);
+    int ran = 0;
     int rc = open_ctx(&c, o, 1, NULL);
     if (rc != 0 || (rc = index_check_release(&c)) != 0)
         goto out;
@@ -1153,14 +1175,20 @@ int runner_run(const struct runner_opts *o)
      * anything ran; what is left here is the repair (--only, SKIP) of a bad
      * record, the others reported in the warnings above. A fresh install
      * runs nothing, unless a local run said how the cluster was installed. */
-    if (!p.fresh_install || o->only || *p.installed_at)
+    if (!p.fresh_install || o->only || *p.installed_at) {
+        steps = now_mono();
         rc = run_steps(&c, &p);
+        steps_end = now_mono();
+        ran = (int)work_steps(&p);
+    }
 out:
     /* A stop that cut a request short ends here, with its line. */
     if (stop_signal())
         rc = stop_between(&c, NULL);
     plan_free(&p);
     ctx_free(&c);
+    if (rc == 0 && !o->k.dry_run)
+        say_timings(started, steps, steps_end, ran);
     return rc;
 }
 
