@@ -671,15 +671,22 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
         assert.is_truthy(p[k], 'phase ' .. k .. ' not seen')
       end
     end
+    -- a container that ends within a second or so is reported started
+    -- and exited in one status update of the kubelet: then one row, and
+    -- the engine's own account splits the time inside it
     local rows = {
       { 'helm upgrade, start to Job created', 0, 'job' },
       { 'Job created to its pod created', 'job', 'pod' },
       { 'pod created to scheduled', 'pod', 'scheduled' },
-      { 'scheduled to container started', 'scheduled', 'started' },
-      { 'container started to exited', 'started', 'exited' },
-      { 'container exited to Job complete', 'exited', 'complete' },
-      { 'Job complete to helm done', 'complete', 'helm' },
     }
+    if b.started == b.exited or e.started == e.exited then
+      rows[#rows + 1] = { 'scheduled to container started and exited', 'scheduled', 'exited' }
+    else
+      rows[#rows + 1] = { 'scheduled to container started', 'scheduled', 'started' }
+      rows[#rows + 1] = { 'container started to exited', 'started', 'exited' }
+    end
+    rows[#rows + 1] = { 'container exited to Job complete', 'exited', 'complete' }
+    rows[#rows + 1] = { 'Job complete to helm done', 'complete', 'helm' }
     local function at(p, k) return k == 0 and 0 or p[k] end
     local f = assert(io.open(LANE .. '/steps.txt', 'a'))
     f:write('  the upgrade at the pod-start limit (F: one trivial pre-apply migration), seconds:\n')
@@ -691,7 +698,7 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     local hb, he = b.complete - b.job, e.complete - e.job
     f:write(string.format('    %-44s %10.2f %10.2f %+10.2f\n', 'the hook: Job created to Job complete', hb, he, he - hb))
     f:write(string.format('    %-44s %10.2f %10.2f %+10.2f\n', 'helm upgrade in all', b.helm, e.helm, e.helm - b.helm))
-    f:write('    the engine\'s own account (its termination message): ' .. e.message:gsub('%s+$', '') .. '\n')
+    f:write('    inside the engine\'s container (its termination message): ' .. e.message:gsub('%s+$', '') .. '\n')
     f:write(string.format('    goal: the engine\'s part <= 0.5 s of the hook\'s time: %s (%.2f s of %.2f s; the rest is Kubernetes\')\n',
       he - hb <= 0.5 and 'met' or 'MISSED', he - hb, he))
     f:close()
