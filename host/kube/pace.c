@@ -4,6 +4,7 @@
 #include "kube/pace.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void pace_init(struct pace *p, int ceiling, int adapt)
 {
@@ -13,6 +14,21 @@ void pace_init(struct pace *p, int ceiling, int adapt)
     p->window = adapt && p->ceiling > PACE_START ? PACE_START : p->ceiling;
     p->ssthresh = p->ceiling;
     p->low = p->high = (int)p->window;
+}
+
+void pace_exempt(struct pace *p, const char *uid)
+{
+    if (!uid || !*uid || strlen(uid) >= sizeof p->exempt[0] || p->nexempt >= PACE_EXEMPT_MAX)
+        return;
+    snprintf(p->exempt[p->nexempt++], sizeof p->exempt[0], "%s", uid);
+}
+
+static int is_exempt(const struct pace *p, const char *level)
+{
+    for (int i = 0; level && *level && i < p->nexempt; i++)
+        if (strcmp(p->exempt[i], level) == 0)
+            return 1;
+    return 0;
 }
 
 int pace_allowed(const struct pace *p)
@@ -31,21 +47,17 @@ static void seen(struct pace *p)
 }
 
 /* Load, not an answer about one object (pace.h). */
-static int is_throttle(long status, int status_body, double retry_after, const char *pf_level)
+static int is_throttle(long status, int status_body, double retry_after)
 {
     if (status == 503)
         return 1;
-    if (status != 429)
-        return 0;
-    if (retry_after >= 0 || !status_body)
-        return 1;
-    (void)pf_level; /* a Status 429 without Retry-After names one object's refusal */
-    return 0;
+    /* a Status 429 without Retry-After names one object's refusal */
+    return status == 429 && (retry_after >= 0 || !status_body);
 }
 
 /* An answer that was no throttle: the window moves by the queue the round
  * trips show (pace.h). */
-static void answered(struct pace *p, double rtt, double now)
+static void answered(struct pace *p, double rtt, double now, int exempt)
 {
     if (rtt > 0) {
         if (p->base <= 0 || rtt < p->base)
@@ -54,6 +66,14 @@ static void answered(struct pace *p, double rtt, double now)
     }
     if (!p->adapt || now < p->hold_until)
         return;
+    if (exempt) {
+        /* nothing queues this flow: its round trips say nothing of a queue */
+        if (p->window < p->ceiling)
+            p->window += p->window < p->ssthresh ? 1.0 : 1.0 / p->window;
+        if (p->window > p->ceiling)
+            p->window = p->ceiling;
+        return;
+    }
     /* slow start ends at the first answer that waited (HyStart's test):
      * the smoothed estimate below lags a doubling window */
     if (p->window < p->ssthresh && rtt > p->base * PACE_WAITED)
@@ -75,8 +95,10 @@ int pace_answer(struct pace *p, double sent_at, double now, long status, int sta
                 double retry_after, const char *pf_level)
 {
     p->answers++;
-    if (!is_throttle(status, status_body, retry_after, pf_level)) {
-        answered(p, now - sent_at, now);
+    if (!is_throttle(status, status_body, retry_after)) {
+        int exempt = is_exempt(p, pf_level);
+        p->exempt_seen |= exempt;
+        answered(p, now - sent_at, now, exempt);
         seen(p);
         return 0;
     }

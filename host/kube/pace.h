@@ -24,15 +24,24 @@
  *     until that many seconds passed: the server said when to come back;
  *   - it never passes the ceiling; with adapt off it is the ceiling.
  *
- * A throttle is an answer 503, or 429 that is load: one carrying
- * Retry-After, or API Priority and Fairness's (its X-Kubernetes-PF-*
- * headers on a body that is not a Kubernetes Status: APF's own refusal
- * when the flow's seats and queue are full), or any 429 that is not a
- * Status. A 429 Status without Retry-After (the eviction API refusing
- * what a PodDisruptionBudget forbids) is about one object, not load: it
- * counts as an answer. The priority level of the last throttle
- * (X-Kubernetes-PF-PriorityLevel-UID) is kept for the sweep's summary, so
- * an operator can name the level that throttled it.
+ * API Priority and Fairness names the priority level of every answer
+ * (X-Kubernetes-PF-PriorityLevel-UID). A level of type Exempt (the admin's
+ * system:masters, probes) is never queued nor refused: answers from one of
+ * the levels pace_exempt named skip the queue estimate (a busy apiserver's
+ * round trips grow with its load, not with a queue of the flow's) and the
+ * window grows to the ceiling, as a fixed pace would send; throttles still
+ * cut it. Without those names (the levels could not be read) every level
+ * counts as one that queues.
+ *
+ * A throttle is an answer 503, or a 429 that speaks of load: one carrying
+ * Retry-After, or whose body is not a Kubernetes Status (API Priority and
+ * Fairness refuses in plain text, with Retry-After, when the flow's seats
+ * and queue are full; so does the max-inflight filter without it). A 429
+ * Status without Retry-After (the eviction API refusing what a
+ * PodDisruptionBudget forbids) is about one object, not load: it counts as
+ * an answer. The X-Kubernetes-PF-PriorityLevel-UID of the last throttle is
+ * kept for the sweep's summary, so an operator can name the priority level
+ * that throttled it.
  *
  * Pure: times are passed in (monotonic seconds); no I/O, no allocation. */
 #ifndef COZY_PACE_H
@@ -45,6 +54,8 @@
 #define PACE_SMOOTH 0.25  /* the moving average's weight of each round trip */
 #define PACE_WAITED 2.0   /* a round trip this many times the fastest waited */
 
+#define PACE_EXEMPT_MAX 4 /* Exempt priority levels remembered */
+
 struct pace {
     int ceiling, adapt;
     double window;
@@ -56,11 +67,17 @@ struct pace {
     unsigned long answers, throttled, cuts;
     int low, high;       /* the least and most requests the window allowed */
     char level[48];      /* the APF priority level of the last throttle */
+    char exempt[PACE_EXEMPT_MAX][48]; /* the Exempt levels' UIDs (pace_exempt) */
+    int nexempt;
+    int exempt_seen;     /* an answer came from one of them */
 };
 
 /* ceiling: 1..REST_POOL_MAX; adapt 0: the window is the ceiling. The
  * window starts at PACE_START, or at the ceiling if lower. */
 void pace_init(struct pace *p, int ceiling, int adapt);
+/* Names a priority level of type Exempt (its UID): answers from it skip
+ * the queue estimate. Past PACE_EXEMPT_MAX, or a UID too long, is ignored. */
+void pace_exempt(struct pace *p, const char *uid);
 /* How many requests may be in flight now (>= 1). */
 int pace_allowed(const struct pace *p);
 /* An HTTP answer arrived at now to an attempt sent at sent_at: status,

@@ -117,6 +117,8 @@ void rest_pool_pace(struct rest_pool *p, int ceiling, int adapt)
 
 const struct pace *rest_pool_pace_seen(const struct rest_pool *p) { return &p->pace; }
 
+struct pace *rest_pool_pace_of(struct rest_pool *p) { return &p->pace; }
+
 static char *dup_or_null(const char *s, int *oom)
 {
     if (!s)

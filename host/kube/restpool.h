@@ -33,9 +33,11 @@ int rest_pool_busy(const struct rest_pool *p);
  * goes past it waits in the pool for its turn. Starts the pace anew (a
  * new sweep). A new pool: REST_POOL_MAX, not adaptive. */
 void rest_pool_pace(struct rest_pool *p, int ceiling, int adapt);
-/* What the pace saw since rest_pool_pace (pace.h's counters). */
+/* What the pace saw since rest_pool_pace (pace.h's counters); the pace
+ * itself, to name its Exempt levels (pace_exempt) after rest_pool_pace. */
 struct pace;
 const struct pace *rest_pool_pace_seen(const struct rest_pool *p);
+struct pace *rest_pool_pace_of(struct rest_pool *p);
 /* Hands one request to the pool, which copies the strings and the body;
  * tag comes back with its answer. 0, or -1 when the pool is full or
  * memory ran out (nothing was sent). time_left as rest_do's. */

@@ -13,6 +13,7 @@
 #include "kube/journal.h"
 #include "kube/overlay.h"
 #include "kube/rest.h"
+#include "kube/pace.h"
 #include "kube/restpool.h"
 #include "lua/hostctx.h"
 
@@ -24,6 +25,8 @@ struct kube_client {
     struct rest_client *rest;
     struct rest_pool *pool;     /* fleet.each's requests in flight: made on first use */
     int pace_ceiling, pace_adapt; /* core.pace's, for the pool (0: none asked) */
+    char pace_exempt[PACE_EXEMPT_MAX][48];    /* core.pace's Exempt priority levels (pace.h) */
+    int pace_nexempt;
     struct discovery disc;
     int disc_loaded;
     char init_err[512];

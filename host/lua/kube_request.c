@@ -365,11 +365,21 @@ void kube_push_sleeping(lua_State *L) { lua_pushlightuserdata(L, (void *)&SLEEPI
 
 /* Whether this request goes to the pool: the running thread was adopted,
  * can yield, and the pool exists or can be made. */
+/* core.pace's settings onto the pool. */
+static void apply_pace(struct kube_client *c)
+{
+    if (!c->pool || c->pace_ceiling <= 0)
+        return;
+    rest_pool_pace(c->pool, c->pace_ceiling, c->pace_adapt);
+    for (int i = 0; i < c->pace_nexempt; i++)
+        pace_exempt(rest_pool_pace_of(c->pool), c->pace_exempt[i]);
+}
+
 static int pooled(lua_State *L, struct kube_client *c)
 {
     int adopted = kube_adopted(L);
-    if (adopted && !c->pool && (c->pool = rest_pool_new(c->rest)) && c->pace_ceiling > 0)
-        rest_pool_pace(c->pool, c->pace_ceiling, c->pace_adapt);
+    if (adopted && !c->pool && (c->pool = rest_pool_new(c->rest)))
+        apply_pace(c);
     return adopted && c->pool;
 }
 
@@ -455,19 +465,32 @@ int kube_l_await(lua_State *L)
     return 1;
 }
 
-/* core.pace(ceiling, adapt): from now on the pool keeps at most ceiling
- * requests on the wire, under pace.h's adaptive bound when adapt. */
+/* core.pace(ceiling, adapt [, exempt]): from now on the pool keeps at most
+ * ceiling requests on the wire, under pace.h's adaptive bound when adapt;
+ * exempt: a list of the UIDs of the Exempt priority levels (pace_exempt).
+ * May raise (a bad argument). */
 int kube_l_pace(lua_State *L)
 {
     struct kube_client *c = kube_client_of(L);
     lua_Integer n = luaL_checkinteger(L, 1);
     luaL_argcheck(L, n >= 1 && n <= REST_POOL_MAX, 1, "a whole number from 1 to 64");
+    if (!lua_isnoneornil(L, 3))
+        luaL_checktype(L, 3, LUA_TTABLE);
     if (!c)
         return 0;
     c->pace_ceiling = (int)n;
     c->pace_adapt = lua_toboolean(L, 2);
-    if (c->pool)
-        rest_pool_pace(c->pool, c->pace_ceiling, c->pace_adapt);
+    c->pace_nexempt = 0;
+    for (lua_Integer i = 1; lua_istable(L, 3) && c->pace_nexempt < PACE_EXEMPT_MAX; i++) {
+        if (lua_rawgeti(L, 3, i) != LUA_TSTRING) {
+            lua_pop(L, 1);
+            break;
+        }
+        snprintf(c->pace_exempt[c->pace_nexempt], sizeof c->pace_exempt[0], "%s", lua_tostring(L, -1));
+        c->pace_nexempt++;
+        lua_pop(L, 1);
+    }
+    apply_pace(c);
     return 0;
 }
 
@@ -498,6 +521,8 @@ int kube_l_pace_seen(lua_State *L)
     lua_setfield(L, -2, "cuts");
     lua_pushboolean(L, p->adapt);
     lua_setfield(L, -2, "adapt");
+    lua_pushboolean(L, p->exempt_seen);
+    lua_setfield(L, -2, "exempt");
     if (*p->level) {
         lua_pushstring(L, p->level);
         lua_setfield(L, -2, "level");

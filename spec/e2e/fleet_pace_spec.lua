@@ -87,6 +87,49 @@ describe('#e2e fleet.each\'s adaptive pace', function()
     for _, v in pairs(values(set)) do assert.are.equal('new', v) end
   end)
 
+  it('grows to its ceiling for a flow API Priority and Fairness never queues (the admin\'s, of an Exempt level)', function()
+    local set = 'exempt'
+    configmaps(set, 120)
+    local res = must(sweep(set, [[
+      local r = fleet.each('configmaps', { namespace = NS, label_selector = { set = SET }, concurrency = 12 },
+        function(obj)
+          kube.patch('configmaps', obj.metadata.name, { data = { v = 'new' } }, { namespace = NS })
+          return true
+        end)
+      print(json.encode({ changed = r.changed, pace = r.pace }))
+    ]]))
+    local pace = res.json.pace
+    assert.are.equal(120, res.json.changed)
+    assert.is_true(pace.exempt, res.out)
+    assert.are.same({ 12, 12, 0 }, { pace.high, pace.window, pace.throttled })
+  end)
+
+  it('stops short of API Priority and Fairness\'s refusals for a flow it gives few seats', function()
+    if not h.run(h.q(h.root .. '/tools/testenv') .. ' status').ok then
+      pending('needs the local apiserver of tools/testenv (tools/testenv apf)')
+      return
+    end
+    local kc = h.must(h.run(h.q(h.root .. '/tools/testenv') .. ' apf fp-seats 1 4')).out:gsub('%s+$', '')
+    local set = 'seats'
+    configmaps(set, 300)
+    local res = must(sweep(set, [[
+      local r = fleet.each('configmaps', { namespace = NS, label_selector = { set = SET }, concurrency = 64 },
+        function(obj)
+          kube.patch('configmaps', obj.metadata.name, { data = { v = 'new' } }, { namespace = NS })
+          return true
+        end)
+      print(json.encode({ changed = r.changed, pace = r.pace }))
+    ]], '--kubeconfig', kc))
+    local pace = res.json.pace
+    assert.are.equal(300, res.json.changed)
+    -- 3 seats and a queue of 4: the window stayed far below its ceiling
+    assert.is_false(pace.exempt, res.out)
+    assert.is_true(pace.high < 16, res.out)
+    assert.is_true(pace.throttled <= pace.answers * 0.05, res.out)
+    assert.matches('configmaps: .*in flight between %d+ and %d+ of 64', res.err)
+    for _, v in pairs(values(set)) do assert.are.equal('new', v) end
+  end)
+
   it('keeps exactly its concurrency in flight with adapt = false, whatever the answers', function()
     local set = 'fixed'
     configmaps(set, 40)

@@ -71,7 +71,9 @@ pace_run() {
 	t0=$(now)
 	"$1" run --kubeconfig "$2" --timeout 1h --dir "$t" --namespace "$ln" >"$work/pace-$3.out" 2>&1 || rc=$?
 	s=$(elapsed "$t0")
-	fl=$(grep -o 'in flight between [0-9]* and [0-9]* of [0-9]*' "$work/pace-$3.out" | tail -1 | awk '{ print $4 ".." $6 }')
+	fl=$({ grep -o 'in flight between [0-9]* and [0-9]* of [0-9]*' "$work/pace-$3.out" || true; } | tail -1 | awk '{ print $4 ".." $6 }')
+	# no line: the window reached the ceiling unthrottled
+	[[ -n $fl || $5 == *"adapt = false"* ]] || fl="..${5##*concurrency = }"
 	echo "$s $rc ${fl:--}"
 }
 
@@ -96,12 +98,12 @@ pace_objects "$pns" "$pace_n"
 pace_rows=()
 best_s="" best_c=""
 for c in $pace_scan adaptive; do
-	if [[ $c == adaptive ]]; then key=adapt64 opts=", concurrency = 64" label="64, adaptive"
-	else key=fixed$c opts=", concurrency = $c, adapt = false" label="$c, fixed"; fi
+	if [[ $c == adaptive ]]; then pkey=adapt64 opts=", concurrency = 64" label="64, adaptive"
+	else pkey=fixed$c opts=", concurrency = $c, adapt = false" label="$c, fixed"; fi
 	read -r d0 r0 < <(pace_metrics)
-	read -r s rc fl < <(pace_run "$bin" "$apf_kc" "$key" "$pns" "$opts")
+	read -r s rc fl < <(pace_run "$bin" "$apf_kc" "$pkey" "$pns" "$opts")
 	read -r d1 r1 < <(pace_metrics)
-	did=$(pace_done "$pns" "$key")
+	did=$(pace_done "$pns" "$pkey")
 	rej=$((r1 - r0)) all=$((d1 - d0 + r1 - r0))
 	pace_rows+=("$label|$s|$rc|$rej|$all|$fl|$did")
 	say "pace: concurrency $label: ${s}s, $rej of $all requests refused, exit $rc, $did labelled"
