@@ -319,8 +319,9 @@ function M.each(resource, opts, fn)
       log.info('%s: the apiserver throttled %d of %d answers%s; in flight between %d and %d of %d%s', resource,
         p.throttled, p.answers, p.level and (' (API Priority and Fairness level ' .. p.level .. ')') or '',
         p.low, p.high, p.ceiling, p.adapt and '' or ' (fixed)')
-    elseif p and p.high < p.ceiling then
-      -- slower than asked, on purpose: said where the operator reads the run
+    elseif p and p.high < p.ceiling and res.seen > p.ceiling then
+      -- slower than asked, on purpose (a fleet smaller than the ceiling
+      -- never filled it): said where the operator reads the run
       log.info('%s: in flight between %d and %d of %d (the apiserver\'s answers slowed as more were sent)',
         resource, p.low, p.high, p.ceiling)
     end
