@@ -60,11 +60,18 @@ RUN make install DESTDIR=/out PREFIX=/usr ORDER_FLAGS="$ORDER_FLAGS" MIGRATIONS_
 FROM ${RUNTIME_IMAGE}
 # bash runs the shell migrations; /bin/sh becomes bash because Debian's dash
 # has no `set -o pipefail`; jq, coreutils (base64, timeout), sed and awk are
-# what the legacy scripts call.
-RUN apt-get update && apt-get install -y --no-install-recommends \
+# what the legacy scripts call. Nothing else lands in the layer: apt's
+# package lists and caches live in cache mounts (80 MB that a base image
+# without Docker's apt clean-up would keep), and dpkg leaves out the
+# documentation but copyrights, manual pages and translations.
+RUN --mount=type=cache,target=/var/cache/apt --mount=type=cache,target=/var/lib/apt/lists \
+    printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
+      'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
+      'path-exclude=/usr/share/lintian/*' >/etc/dpkg/dpkg.cfg.d/01-cozy-minimal \
+    && apt-get update && apt-get install -y --no-install-recommends \
       liblua5.4-0 libcurl4 libcjson1 libyaml-0-2 libssl3 libmicrohttpd12 ca-certificates \
       bash jq coreutils sed mawk \
-    && rm -rf /var/lib/apt/lists/* \
+    && rm -rf /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old \
     && ln -sf bash /bin/sh \
     && sh -c 'set -o pipefail'
 COPY --from=kubectl /out/kubectl /usr/local/bin/kubectl

@@ -98,50 +98,169 @@ end
 -- whose requests go to the host's pool (core.adopt): a request makes it
 -- yield core.PENDING, and it is resumed when core.await hands that
 -- request's answer back, so fn reads as straight-line code while up to n
--- of them wait on the apiserver together. The list is read a page at a
--- time as room frees up: memory holds n objects and one page, whatever the
--- fleet's size. Whatever fn does, it does through the same request function
--- as one sent alone (guard, dry run, retries, one journal entry per write,
--- in the order the answers arrive).
+-- of them wait on the apiserver together. n is a ceiling: the pool keeps
+-- on the wire what its adaptive pace allows (host/kube/pace.h: additive
+-- increase, multiplicative decrease on 429/503 and Retry-After), the rest
+-- wait their turn there. kube.sleep in fn yields its own coroutine
+-- (core.SLEEPING with its wake time): the others go on meanwhile.
+-- The list is read by a coroutine of its own through the same pool, a
+-- page ahead: the next page is asked for as soon as the current one is
+-- being worked on, so its fetch overlaps the writes in flight. Memory holds
+-- n objects and two pages, whatever the fleet's size. Whatever fn does, it
+-- does through the same request function as one sent alone (guard, dry
+-- run, retries, one journal entry per write, in the order the answers
+-- arrive).
 local sweeping = false -- a concurrent sweep is running (fleet.each nests sequentially in it)
+local LISTED = {} -- what the list's coroutine yields with each object
+local PLC = 'prioritylevelconfigurations.flowcontrol.apiserver.k8s.io'
 
-local function concurrent(resource, list_opts, fn, res, n)
-  local running, inflight = {}, 0 -- co -> {obj, index}
-
-  local function step(co, ok, ret)
-    local w = running[co]
-    -- the pool answers only the coroutines a sweep adopted (kube.core is
-    -- the stdlib's alone), and a nested sweep runs sequentially
-    if not w then error('fleet.each: an answer came back for a coroutine this sweep did not start', 0) end
-    if ok and ret == core.PENDING and coroutine.status(co) == 'suspended' then return end
-    if ok and coroutine.status(co) == 'suspended' then
-      -- fn yielded for a reason of its own: nobody will resume it
-      coroutine.close(co)
-      ok, ret = false, 'fleet.each: fn yielded outside a kube request; coroutines inside fn must be its own'
+-- The UIDs of the priority levels API Priority and Fairness never queues
+-- (type Exempt: the admin's system:masters), read once per migration: the
+-- pace lets a flow answered from one of them grow to its ceiling (pace.h).
+-- Empty when they cannot be read (no right to list them, no flowcontrol
+-- v1): every level then counts as one that queues.
+local exempt_levels
+local function exempt()
+  if exempt_levels then return exempt_levels end
+  local found = {}
+  local ok = pcall(function()
+    if not kube.has_resource(PLC) then return end
+    for plc in kube.list(PLC, {}) do
+      if (plc.spec or {}).type == 'Exempt' and plc.metadata and plc.metadata.uid then
+        found[#found + 1] = plc.metadata.uid
+      end
     end
+  end)
+  exempt_levels = ok and found or {}
+  return exempt_levels
+end
+
+local function concurrent(resource, list_opts, fn, res, n, adapt)
+  local running, inflight = {}, 0 -- co -> {obj, index}
+  local sleepers = {}               -- co -> the monotonic time it wakes at
+  local ready, head, tail = {}, 1, 0 -- listed, not started yet
+  local page = list_opts.limit or 500
+  local lister = coroutine.create(function()
+    for obj in kube.list(resource, list_opts) do coroutine.yield(LISTED, obj) end
+  end)
+  local lister_waits, listed, list_err = false, false, nil
+  local stopping = false -- something broke: no more pages
+  core.adopt(lister)
+  core.pace(n, adapt, adapt and exempt() or nil)
+
+  local function settle_one(co, ok, ret)
+    local w = running[co]
     running[co], inflight = nil, inflight - 1
     settle(res, resource, w.obj, w.index, ok, ret, core.changed_by(co))
   end
 
-  local function wait_one()
-    local co = core.await()
-    if not co then error('fleet.each: a request in flight was lost (nothing to wait for)', 0) end
-    step(co, coroutine.resume(co))
+  -- what the list's coroutine did when resumed
+  local function on_lister(ok, a, b)
+    lister_waits = false
+    if not ok then
+      listed, list_err = true, a
+    elseif coroutine.status(lister) == 'dead' then
+      listed = true
+    elseif a == core.PENDING then
+      lister_waits = true
+    elseif a == core.SLEEPING then
+      lister_waits, sleepers[lister] = true, b
+    elseif a == LISTED then
+      tail = tail + 1
+      ready[tail] = b
+    else
+      coroutine.close(lister)
+      listed, list_err = true, 'fleet.each: the list yielded outside a kube request'
+    end
   end
 
-  local listed, lerr = pcall(function()
-    for obj in kube.list(resource, list_opts) do
-      while inflight >= n do wait_one() end
-      res.seen = res.seen + 1
-      local co = coroutine.create(fn)
-      core.adopt(co)
-      running[co], inflight = { obj = obj, index = res.seen }, inflight + 1
-      step(co, coroutine.resume(co, obj))
+  -- keeps the next page coming: the list runs on while less than a page
+  -- waits to be started
+  local function pump()
+    while not listed and not lister_waits and not stopping and tail - head + 1 < page do
+      on_lister(coroutine.resume(lister))
+    end
+  end
+
+  local function step(co, ok, ret, wake)
+    if co == lister then
+      on_lister(ok, ret, wake)
+      pump()
+      return
+    end
+    -- the pool answers only the coroutines a sweep adopted (kube.core is
+    -- the stdlib's alone), and a nested sweep runs sequentially
+    if not running[co] then error('fleet.each: an answer came back for a coroutine this sweep did not start', 0) end
+    if ok and coroutine.status(co) == 'suspended' then
+      if ret == core.PENDING then return end
+      if ret == core.SLEEPING then
+        sleepers[co] = wake
+        return
+      end
+      -- fn yielded for a reason of its own: nobody will resume it
+      coroutine.close(co)
+      ok, ret = false, 'fleet.each: fn yielded outside a kube request; coroutines inside fn must be its own'
+    end
+    settle_one(co, ok, ret)
+  end
+
+  local function first_wake()
+    local at
+    for _, t in pairs(sleepers) do
+      if not at or t < at then at = t end
+    end
+    return at
+  end
+
+  -- Waits for the next answer or the next sleeper's time, and resumes
+  -- whoever it was for.
+  local function wait_one()
+    local at = first_wake()
+    local co
+    if at then
+      co = core.await(math.max(at - core.now(), 0))
+      if co == nil then core.sleep(math.max(at - core.now(), 0)) end
+    else
+      co = core.await()
+      if not co then error('fleet.each: a request in flight was lost (nothing to wait for)', 0) end
+    end
+    if co then
+      step(co, coroutine.resume(co))
+      return
+    end
+    local now = core.now()
+    for s, t in pairs(sleepers) do
+      if t <= now then
+        sleepers[s] = nil
+        step(s, coroutine.resume(s))
+      end
+    end
+  end
+
+  local ok, err = pcall(function()
+    pump()
+    while true do
+      while inflight < n and head <= tail do
+        local obj = ready[head]
+        ready[head], head = nil, head + 1
+        res.seen = res.seen + 1
+        local co = coroutine.create(fn)
+        core.adopt(co)
+        running[co], inflight = { obj = obj, index = res.seen }, inflight + 1
+        step(co, coroutine.resume(co, obj))
+        pump()
+      end
+      if inflight == 0 and head > tail and listed then break end
+      wait_one()
     end
   end)
-  -- What is in flight finishes (and is counted) even when the list broke.
-  while inflight > 0 do wait_one() end
-  if not listed then error(lerr, 0) end
+  -- What is in flight finishes (and is counted) even when something broke.
+  if not ok then
+    stopping = true
+    while inflight > 0 or lister_waits do wait_one() end
+    error(err, 0)
+  end
+  if list_err then error(list_err, 0) end
   table.sort(res.failures, function(a, b) return a.index < b.index end)
 end
 
@@ -153,7 +272,11 @@ end
 -- opts.concurrency: how many objects' fn run at once, their requests in
 --   flight together (default: the run's --concurrency, 8; 1: one at a
 --   time, in list order). fn must then not rely on the order objects are
---   finished in, only on its own object.
+--   finished in, only on its own object. It is a ceiling: how many
+--   requests are on the wire adapts to the apiserver's answers (slows down
+--   on 429/503, comes back up; host/kube/pace.h).
+-- opts.adapt: false keeps exactly `concurrency` requests in flight
+--   whatever the apiserver answers (a benchmark's fixed point).
 -- fn(obj) returns true when it changed the object, false or nil when the
 -- object was already as wanted; anything else counts as a failure, so a
 -- forgotten return cannot pass for "unchanged".
@@ -167,12 +290,17 @@ function M.each(resource, opts, fn)
   if type(fn) ~= 'function' then error('fleet.each: fn must be a function', 2) end
   local list_opts = {}
   for k, v in pairs(opts or {}) do
-    if k ~= 'best_effort' and k ~= 'concurrency' then list_opts[k] = v end
+    if k ~= 'best_effort' and k ~= 'concurrency' and k ~= 'adapt' then list_opts[k] = v end
   end
   if list_opts.namespace == nil then list_opts.all_namespaces = true end
   local n = (opts and opts.concurrency) or core.concurrency or 1
   if math.type(n) ~= 'integer' or n < 1 or n > 64 then
     error('fleet.each: opts.concurrency must be a whole number from 1 to 64', 2)
+  end
+  local adapt = true
+  if opts and opts.adapt ~= nil then
+    if type(opts.adapt) ~= 'boolean' then error('fleet.each: opts.adapt must be true or false', 2) end
+    adapt = opts.adapt
   end
 
   local res = { seen = 0, changed = 0, failed = 0, failures = {} }
@@ -182,9 +310,21 @@ function M.each(resource, opts, fn)
     sequential(resource, list_opts, fn, res)
   else
     sweeping = true
-    local ok, err = pcall(concurrent, resource, list_opts, fn, res, n)
+    local ok, err = pcall(concurrent, resource, list_opts, fn, res, n, adapt)
     sweeping = false
+    res.pace = core.pace_seen()
     if not ok then error(err, 0) end
+    local p = res.pace
+    if p and p.throttled > 0 then
+      log.info('%s: the apiserver throttled %d of %d answers%s; in flight between %d and %d of %d%s', resource,
+        p.throttled, p.answers, p.level and (' (API Priority and Fairness level ' .. p.level .. ')') or '',
+        p.low, p.high, p.ceiling, p.adapt and '' or ' (fixed)')
+    elseif p and p.high < p.ceiling and res.seen > p.ceiling then
+      -- slower than asked, on purpose (a fleet smaller than the ceiling
+      -- never filled it): said where the operator reads the run
+      log.info('%s: in flight between %d and %d of %d (the apiserver\'s answers slowed as more were sent)',
+        resource, p.low, p.high, p.ceiling)
+    end
   end
   for _, f in ipairs(res.failures) do f.index = nil end
 

@@ -143,3 +143,20 @@ void termlog_failure(const char *slug, const char *tier, const char *reason, con
     nfailures++;
     flush();
 }
+
+void termlog_done(const char *line)
+{
+    if (*fatal_line || nfailures)
+        return;
+    const char *p = path();
+    if (access(p, W_OK) != 0)
+        return;
+    char esc[TERMLOG_MAX - 16], buf[TERMLOG_MAX];
+    one_line(line, esc, sizeof esc);
+    int n = snprintf(buf, sizeof buf, "cozy-migrate: %s\n", esc);
+    int fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 || n < 0)
+        return;
+    (void)util_write_all(fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    close(fd);
+}

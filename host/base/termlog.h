@@ -25,4 +25,9 @@
 void termlog_fatal(const char *line);
 /* A migration that failed: "failed: SLUG (TIER): REASON: MESSAGE". */
 void termlog_failure(const char *slug, const char *tier, const char *reason, const char *message);
+/* A command that ended with nothing fatal and nothing failed: its one-line
+ * account ("cozy-migrate: " is prepended; the run's timings, so the pod
+ * of a hook that succeeded says where its seconds went). Written only
+ * when no fatal line or failed migration is held. */
+void termlog_done(const char *line);
 #endif

@@ -23,6 +23,33 @@ double now_mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+double util_process_age(void)
+{
+    FILE *f = fopen("/proc/self/stat", "re");
+    if (!f)
+        return -1;
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* the command name (field 2) may hold anything: fields count from the
+     * last ')'; starttime is field 22 */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    p++;
+    for (int field = 2; field < 21 && p; field++)
+        p = strchr(p + 1, ' ');
+    char *end;
+    unsigned long long ticks = p ? strtoull(p + 1, &end, 10) : 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    struct timespec ts;
+    if (!p || end == p + 1 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
+        return -1;
+    double age = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - (double)ticks / (double)hz;
+    return age >= 0 ? age : -1;
+}
+
 int util_write_all(int fd, const char *p, size_t n)
 {
     while (n) {

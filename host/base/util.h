@@ -5,6 +5,9 @@
 #include <stddef.h>
 
 double now_mono(void);                  /* seconds, CLOCK_MONOTONIC */
+/* Seconds since this process was started (exec'd), from the kernel's
+ * record of it (/proc/self/stat, in clock ticks: 10 ms); -1 when unknown. */
+double util_process_age(void);
 /* Writes all n bytes, retrying on EINTR and short writes. 0, or -1 with
  * errno. Async-signal-safe. */
 int util_write_all(int fd, const char *p, size_t n);

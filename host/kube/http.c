@@ -159,6 +159,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     if (len > 5 && strncmp(p, "HTTP/", 5) == 0) {
         r->retry_after = -1;
         r->content_type[0] = '\0';
+        r->pf_level[0] = '\0';
         return len;
     }
     char *colon = memchr(p, ':', len);
@@ -176,6 +177,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
         double s = strtod(buf, &end);
         /* An HTTP-date form is rare from the apiserver; treat it as 1s. */
         r->retry_after = (end != buf && s >= 0) ? s : 1;
+    } else if (klen == 33 && strncasecmp(p, "X-Kubernetes-PF-PriorityLevel-UID", 33) == 0) {
+        trim_copy(r->pf_level, sizeof r->pf_level, v, vlen);
     } else if (r->keep_headers &&
                ((klen == 4 && strncasecmp(p, "ETag", 4) == 0) ||
                 (klen == 13 && strncasecmp(p, "Cache-Control", 13) == 0) ||

@@ -34,6 +34,8 @@ struct http_response {
     char content_type[128];
     double retry_after;     /* seconds from Retry-After, -1 if absent */
     enum http_failure failure;
+    char pf_level[48];      /* X-Kubernetes-PF-PriorityLevel-UID: the API Priority
+                             * and Fairness level that admitted or refused it */
     int sent;               /* the request (or part of its body) may have reached the server */
     int resent;             /* libcurl re-sent the request on a fresh connection
                              * because the reused one died before any answer */

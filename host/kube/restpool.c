@@ -4,9 +4,12 @@
  * reused, and its own copy of what it sends), driving the multi handle
  * until one is done, the wait before a retry (a slot waiting for its time
  * is not in the multi handle, so a backoff holds up no other request), and
- * the order answers are handed out in (completion order). Retry decisions
- * are rest.c's (rest_int.h), one step per attempt. Must never send a
- * request nobody submitted, nor repeat one rest.c would not repeat. */
+ * the order answers are handed out in (completion order), and how many
+ * attempts are on the wire at once: no more than the pace allows (pace.h;
+ * the others wait their turn in submission order, retries by their due
+ * time). Retry decisions are rest.c's (rest_int.h), one step per attempt.
+ * Must never send a request nobody submitted, nor repeat one rest.c would
+ * not repeat. */
 #include "kube/restpool.h"
 
 #include <curl/curl.h>
@@ -17,6 +20,7 @@
 #include "base/stop.h"
 #include "base/util.h"
 #include "kube/http_xfer.h"
+#include "kube/pace.h"
 #include "kube/rest_int.h"
 
 enum op_state { OP_FREE = 0, OP_RUNNING, OP_WAITING, OP_DONE };
@@ -29,7 +33,9 @@ struct op {
     struct rest_try t;
     char *method, *path, *accept, *ctype, *body;
     size_t body_len;
-    double due;                 /* OP_WAITING: when the next attempt starts */
+    double due;                 /* OP_WAITING: when the next attempt may start */
+    double sent_at;             /* OP_RUNNING: when this attempt started */
+    unsigned long order;        /* submission order: who goes first when due */
     int rc;                     /* OP_DONE: rest_do's return value */
     struct rest_result res;     /* OP_DONE: the result, until handed out */
     unsigned long seq;          /* OP_DONE: completion order */
@@ -39,9 +45,11 @@ struct op {
 struct rest_pool {
     struct rest_client *rest;
     CURLM *multi;
-    struct op ops[REST_POOL_MAX];
+    struct op ops[REST_POOL_SLOTS];
     int busy;
-    unsigned long seq;
+    int running;                /* attempts on the wire (OP_RUNNING) */
+    unsigned long seq, submitted;
+    struct pace pace;
 };
 
 struct rest_pool *rest_pool_new(struct rest_client *c)
@@ -52,6 +60,7 @@ struct rest_pool *rest_pool_new(struct rest_client *c)
         return NULL;
     }
     p->rest = c;
+    pace_init(&p->pace, REST_POOL_MAX, 0);
     /* Over HTTP/1.1 each request in flight needs its own connection: no
      * more than the pool holds. HTTP/2 multiplexes them on one. */
     if (curl_multi_setopt(p->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX) != CURLM_OK ||
@@ -63,6 +72,8 @@ struct rest_pool *rest_pool_new(struct rest_client *c)
     }
     return p;
 }
+
+static long start_due(struct rest_pool *p);
 
 static void op_clear(struct op *o)
 {
@@ -80,7 +91,7 @@ void rest_pool_free(struct rest_pool *p)
     if (!p)
         return;
     struct http_client *hc = rest_http(p->rest);
-    for (int i = 0; i < REST_POOL_MAX; i++) {
+    for (int i = 0; i < REST_POOL_SLOTS; i++) {
         struct op *o = &p->ops[i];
         if (o->state == OP_RUNNING) {
             curl_multi_remove_handle(p->multi, o->h);
@@ -98,6 +109,15 @@ void rest_pool_free(struct rest_pool *p)
 }
 
 int rest_pool_busy(const struct rest_pool *p) { return p->busy; }
+
+void rest_pool_pace(struct rest_pool *p, int ceiling, int adapt)
+{
+    pace_init(&p->pace, ceiling > REST_POOL_MAX ? REST_POOL_MAX : ceiling, adapt);
+}
+
+const struct pace *rest_pool_pace_seen(const struct rest_pool *p) { return &p->pace; }
+
+struct pace *rest_pool_pace_of(struct rest_pool *p) { return &p->pace; }
 
 static char *dup_or_null(const char *s, int *oom)
 {
@@ -121,6 +141,9 @@ static void op_done(struct rest_pool *p, struct op *o)
 /* After an attempt ended (rc as http_request's): retried later, or done. */
 static void op_judge(struct rest_pool *p, struct op *o, int rc)
 {
+    if (rc == 0)
+        pace_answer(&p->pace, o->sent_at, now_mono(), o->r.status,
+                    strstr(o->r.content_type, "json") != NULL, o->r.retry_after, o->r.pf_level);
     double delay = rest_try_judge(p->rest, &o->t, rc, &o->r);
     if (delay < 0) {
         op_done(p, o);
@@ -156,6 +179,8 @@ static void op_start(struct rest_pool *p, struct op *o)
         return;
     }
     o->state = OP_RUNNING;
+    o->sent_at = now_mono();
+    p->running++;
 }
 
 int rest_pool_submit(struct rest_pool *p, const char *method, const char *path,
@@ -163,7 +188,7 @@ int rest_pool_submit(struct rest_pool *p, const char *method, const char *path,
                      size_t body_len, int idempotent, double time_left, void *tag)
 {
     struct op *o = NULL;
-    for (int i = 0; i < REST_POOL_MAX && !o; i++)
+    for (int i = 0; i < REST_POOL_SLOTS && !o; i++)
         if (p->ops[i].state == OP_FREE)
             o = &p->ops[i];
     if (!o)
@@ -194,7 +219,10 @@ int rest_pool_submit(struct rest_pool *p, const char *method, const char *path,
     memset(&o->res, 0, sizeof o->res);
     rest_try_begin(&o->t, o->method, o->path, idempotent, time_left);
     p->busy++;
-    op_start(p, o);
+    o->order = ++p->submitted;
+    o->state = OP_WAITING;
+    o->due = 0; /* its turn comes as the pace allows (start_due) */
+    start_due(p);
     return 0;
 }
 
@@ -202,26 +230,39 @@ int rest_pool_submit(struct rest_pool *p, const char *method, const char *path,
 static struct op *first_done(struct rest_pool *p)
 {
     struct op *best = NULL;
-    for (int i = 0; i < REST_POOL_MAX; i++)
+    for (int i = 0; i < REST_POOL_SLOTS; i++)
         if (p->ops[i].state == OP_DONE && (!best || p->ops[i].seq < best->seq))
             best = &p->ops[i];
     return best;
 }
 
-/* Starts the retries whose time has come; returns the milliseconds until
- * the next one is due (1000 when none waits). */
+/* Starts the waiting attempts whose time has come, as many as the pace
+ * allows, the earliest due first (then in submission order); returns the
+ * milliseconds until the next one is due (1000 when none waits; those
+ * the pace holds wait for an answer, which wakes the poll). */
 static long start_due(struct rest_pool *p)
 {
     double now = now_mono(), next = HUGE_VAL;
-    for (int i = 0; i < REST_POOL_MAX; i++) {
-        struct op *o = &p->ops[i];
-        if (o->state != OP_WAITING)
-            continue;
-        /* a stop cuts the wait short, as rest_sleep's */
-        if (o->due <= now || stop_cuts_waits())
-            op_start(p, o);
-        else if (o->due < next)
-            next = o->due;
+    for (;;) {
+        struct op *first = NULL;
+        for (int i = 0; i < REST_POOL_SLOTS; i++) {
+            struct op *o = &p->ops[i];
+            if (o->state != OP_WAITING)
+                continue;
+            /* a stop cuts the wait short, as rest_sleep's */
+            if (o->due > now && !stop_cuts_waits()) {
+                if (o->due < next)
+                    next = o->due;
+                continue;
+            }
+            if (!first || o->due < first->due || (o->due == first->due && o->order < first->order))
+                first = o;
+        }
+        if (!first)
+            break;
+        if (p->running >= pace_allowed(&p->pace) && !stop_cuts_waits())
+            break;
+        op_start(p, first);
     }
     if (isinf(next))
         return 1000;
@@ -243,6 +284,7 @@ static void reap(struct rest_pool *p)
         if (curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&o) != CURLE_OK || !o)
             continue;
         curl_multi_remove_handle(p->multi, h);
+        p->running--;
         int rc = http_xfer_end(rest_http(p->rest), o->x, code);
         o->x = NULL;
         op_judge(p, o, rc);
@@ -271,11 +313,12 @@ static void drive(struct rest_pool *p)
     int running = 0;
     if (curl_multi_perform(p->multi, &running) != CURLM_OK) {
         /* the multi handle itself failed: every transfer in it ends so */
-        for (int i = 0; i < REST_POOL_MAX; i++) {
+        for (int i = 0; i < REST_POOL_SLOTS; i++) {
             struct op *r = &p->ops[i];
             if (r->state != OP_RUNNING)
                 continue;
             curl_multi_remove_handle(p->multi, r->h);
+            p->running--;
             int hrc = http_xfer_end(rest_http(p->rest), r->x, CURLE_OUT_OF_MEMORY);
             r->x = NULL;
             op_judge(p, r, hrc);
@@ -338,7 +381,7 @@ void rest_pool_send(struct rest_pool *p, double max_s)
     for (;;) {
         drive(p);
         int waiting = 0;
-        for (int i = 0; i < REST_POOL_MAX; i++) {
+        for (int i = 0; i < REST_POOL_SLOTS; i++) {
             curl_off_t pre = 0;
             struct op *o = &p->ops[i];
             /* past pretransfer the request is being written: one more turn

@@ -3,7 +3,8 @@
  * connection where the server offers them, else a pool of keep-alive
  * connections no larger than the pool), the slots of the requests in
  * flight, their retries (rest.c's policy, step by step: rest_int.h), and
- * handing the answers out one at a time in the order they completed. A
+ * handing the answers out one at a time in the order they completed, and
+ * how many are on the wire at once (pace.h: an adaptive bound). A
  * request in the pool is retried, given up and told exactly as rest_do
  * would; the pool never judges what a request may do (the guard and dry
  * run are the caller's, before it submits). Knows no Lua. */
@@ -13,8 +14,11 @@
 
 #include "kube/rest.h"
 
-/* The most requests one pool holds: the upper bound of --concurrency. */
+/* The most requests on the wire at once: the upper bound of --concurrency. */
 #define REST_POOL_MAX 64
+/* The most requests one pool holds: a sweep's objects, each waiting for
+ * one answer, and the next page of its list. */
+#define REST_POOL_SLOTS (REST_POOL_MAX + 1)
 
 struct rest_pool;
 
@@ -24,6 +28,16 @@ struct rest_pool *rest_pool_new(struct rest_client *c);
 void rest_pool_free(struct rest_pool *p);
 /* Requests held (in flight, waiting to be retried or to be handed out). */
 int rest_pool_busy(const struct rest_pool *p);
+/* From now on at most ceiling (1..REST_POOL_MAX) attempts are on the wire
+ * at once, under the adaptive bound of pace.h unless adapt is 0; what
+ * goes past it waits in the pool for its turn. Starts the pace anew (a
+ * new sweep). A new pool: REST_POOL_MAX, not adaptive. */
+void rest_pool_pace(struct rest_pool *p, int ceiling, int adapt);
+/* What the pace saw since rest_pool_pace (pace.h's counters); the pace
+ * itself, to name its Exempt levels (pace_exempt) after rest_pool_pace. */
+struct pace;
+const struct pace *rest_pool_pace_seen(const struct rest_pool *p);
+struct pace *rest_pool_pace_of(struct rest_pool *p);
 /* Hands one request to the pool, which copies the strings and the body;
  * tag comes back with its answer. 0, or -1 when the pool is full or
  * memory ran out (nothing was sent). time_left as rest_do's. */

@@ -14,11 +14,13 @@
 #include "lua/luakube.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "base/stop.h"
 #include "base/util.h"
 #include "kube/apipath.h"
 #include "kube/options.h"
@@ -436,7 +438,25 @@ static int l_resolve(lua_State *L)
 
 /* ---- small host services the Lua side needs ------------------------------ */
 
-/* core.sleep(seconds): waits, never past the migration's deadline. */
+/* The continuation of a sleep an adopted thread yielded: ctx is the wake
+ * time in monotonic milliseconds; resumed before it (by anyone but its
+ * sweep's timer), it sleeps on. */
+static int sleep_resumed(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    double wake = (double)ctx / 1000.0;
+    if (now_mono() < wake && !stop_cuts_waits()) {
+        lua_settop(L, 0);
+        luakube_push_sleeping(L);
+        lua_pushnumber(L, wake);
+        return lua_yieldk(L, 2, ctx, sleep_resumed);
+    }
+    return 0;
+}
+
+/* core.sleep(seconds): waits, never past the migration's deadline. In a
+ * thread fleet.each adopted it yields that thread alone (core.SLEEPING and
+ * the time it wakes at): the sweep's other objects go on meanwhile. */
 static int l_sleep(lua_State *L)
 {
     struct host_ctx *hc = host_ctx(L);
@@ -444,6 +464,16 @@ static int l_sleep(lua_State *L)
     double left = host_ctx_remaining(hc);
     if (s > left)
         s = left;
+    if (!(s > 0))
+        s = 0;
+    if (luakube_adopted(L)) {
+        double wake = now_mono() + s;
+        lua_KContext ctx = (lua_KContext)ceil(wake * 1000.0);
+        lua_settop(L, 0);
+        luakube_push_sleeping(L);
+        lua_pushnumber(L, (double)ctx / 1000.0);
+        return lua_yieldk(L, 2, ctx, sleep_resumed);
+    }
     rest_sleep(s);
     return 0;
 }
@@ -679,6 +709,8 @@ int luaopen_kube_core(lua_State *L)
         {"is_error", l_is_error},
         {"adopt", luakube_l_adopt},
         {"await", luakube_l_await},
+        {"pace", luakube_l_pace},
+        {"pace_seen", luakube_l_pace_seen},
         {NULL, NULL},
     };
     struct host_ctx *hc = host_ctx(L);
@@ -702,6 +734,8 @@ int luaopen_kube_core(lua_State *L)
     lua_setfield(L, -2, "concurrency");
     luakube_push_pending(L);
     lua_setfield(L, -2, "PENDING");
+    luakube_push_sleeping(L);
+    lua_setfield(L, -2, "SLEEPING");
     lua_pushstring(L, hc->kube.ledger_namespace);
     lua_setfield(L, -2, "ledger_namespace");
     lua_pushstring(L, hc->kube.ledger_name);

@@ -14,6 +14,7 @@
 #include "kube/journal.h"
 #include "kube/overlay.h"
 #include "kube/rest.h"
+#include "kube/pace.h"
 #include "kube/restpool.h"
 #include "lua/hostctx.h"
 
@@ -24,6 +25,9 @@
 struct kube_client {
     struct rest_client *rest;
     struct rest_pool *pool;     /* fleet.each's requests in flight: made on first use */
+    int pace_ceiling, pace_adapt; /* core.pace's, for the pool (0: none asked) */
+    char pace_exempt[PACE_EXEMPT_MAX][48];    /* core.pace's Exempt priority levels (pace.h) */
+    int pace_nexempt;
     struct discovery disc;
     int disc_loaded;
     char init_err[512];
@@ -113,6 +117,16 @@ int luakube_l_request(lua_State *L);
 int luakube_l_adopt(lua_State *L);
 int luakube_l_await(lua_State *L);
 void luakube_push_pending(lua_State *L);
+/* core.pace(ceiling, adapt): the in-flight bound of the sweep that starts
+ * (pace.h); core.pace_seen() -> what it saw, or nil. */
+int luakube_l_pace(lua_State *L);
+int luakube_l_pace_seen(lua_State *L);
+/* Whether the running thread is one core.adopt took and may yield: its
+ * waits (a request, core.sleep) yield it alone. */
+int luakube_adopted(lua_State *L);
+/* core.SLEEPING: what an adopted thread in core.sleep yields, with the
+ * monotonic time it wakes at. */
+void luakube_push_sleeping(lua_State *L);
 /* Writes each line of text as the migration's own output. */
 void luakube_say_lines(const char *text);
 

@@ -23,6 +23,7 @@
 #include "base/util.h"
 #include "kube/apipath.h"
 #include "kube/door.h"
+#include "kube/pace.h"
 #include "lua/luakube.h"
 #include "lua/luajson.h"
 
@@ -307,10 +308,9 @@ static int request_answer(lua_State *L, struct host_ctx *hc, struct kube_client 
  * yield from a script's own. */
 static const char WORKERS_KEY = 'w';
 static const char PENDING_KEY = 'q';
+static const char SLEEPING_KEY = 's';
 
-/* Whether this request goes to the pool: the running thread was adopted,
- * can yield, and the pool exists or can be made. */
-static int pooled(lua_State *L, struct kube_client *c)
+int luakube_adopted(lua_State *L)
 {
     if (!lua_isyieldable(L))
         return 0;
@@ -322,8 +322,28 @@ static int pooled(lua_State *L, struct kube_client *c)
     lua_pushthread(L);
     int adopted = lua_rawget(L, -2) != LUA_TNIL;
     lua_pop(L, 2);
-    if (adopted && !c->pool)
-        c->pool = rest_pool_new(c->rest);
+    return adopted;
+}
+
+void luakube_push_sleeping(lua_State *L) { lua_pushlightuserdata(L, (void *)&SLEEPING_KEY); }
+
+/* Whether this request goes to the pool: the running thread was adopted,
+ * can yield, and the pool exists or can be made. */
+/* core.pace's settings onto the pool. */
+static void apply_pace(struct kube_client *c)
+{
+    if (!c->pool || c->pace_ceiling <= 0)
+        return;
+    rest_pool_pace(c->pool, c->pace_ceiling, c->pace_adapt);
+    for (int i = 0; i < c->pace_nexempt; i++)
+        pace_exempt(rest_pool_pace_of(c->pool), c->pace_exempt[i]);
+}
+
+static int pooled(lua_State *L, struct kube_client *c)
+{
+    int adopted = luakube_adopted(L);
+    if (adopted && !c->pool && (c->pool = rest_pool_new(c->rest)))
+        apply_pace(c);
     return adopted && c->pool;
 }
 
@@ -369,18 +389,29 @@ int luakube_l_adopt(lua_State *L)
     return 0;
 }
 
-/* core.await() -> co | nil: waits for the next request in the pool to be
- * answered (or to fail after its retries), puts the answer in its box and
- * returns the thread to resume; nil when nothing is in flight. May raise
- * (memory). */
+/* core.await([max_s]) -> co | false | nil: waits for the next request in
+ * the pool to be answered (or to fail after its retries), puts the answer
+ * in its box and returns the thread to resume; false when max_s seconds
+ * passed first (a sleeping thread's turn), nil when nothing is in flight.
+ * May raise (memory). */
 int luakube_l_await(lua_State *L)
 {
     struct kube_client *c = luakube_client_of(L);
     void *tag = NULL;
     int rc = 0;
     struct rest_result res;
-    if (!c || !c->pool || !rest_pool_next(c->pool, &tag, &rc, &res)) {
+    int timed = !lua_isnoneornil(L, 1);
+    double max_s = timed ? luaL_checknumber(L, 1) : 0;
+    if (!c || !c->pool || rest_pool_busy(c->pool) == 0) {
         lua_pushnil(L);
+        return 1;
+    }
+    if (!(timed ? rest_pool_next_within(c->pool, max_s > 0 ? max_s : 0, &tag, &rc, &res)
+                : rest_pool_next(c->pool, &tag, &rc, &res))) {
+        if (rest_pool_busy(c->pool) == 0)
+            lua_pushnil(L);
+        else
+            lua_pushboolean(L, 0);
         return 1;
     }
     lua_rawgetp(L, LUA_REGISTRYINDEX, &PENDING_KEY);
@@ -395,6 +426,71 @@ int luakube_l_await(lua_State *L)
     lua_getiuservalue(L, -1, 1); /* the thread */
     lua_pushnil(L);
     lua_rawsetp(L, -4, tag);
+    return 1;
+}
+
+/* core.pace(ceiling, adapt [, exempt]): from now on the pool keeps at most
+ * ceiling requests on the wire, under pace.h's adaptive bound when adapt;
+ * exempt: a list of the UIDs of the Exempt priority levels (pace_exempt).
+ * May raise (a bad argument). */
+int luakube_l_pace(lua_State *L)
+{
+    struct kube_client *c = luakube_client_of(L);
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n >= 1 && n <= REST_POOL_MAX, 1, "a whole number from 1 to 64");
+    if (!lua_isnoneornil(L, 3))
+        luaL_checktype(L, 3, LUA_TTABLE);
+    if (!c)
+        return 0;
+    c->pace_ceiling = (int)n;
+    c->pace_adapt = lua_toboolean(L, 2);
+    c->pace_nexempt = 0;
+    for (lua_Integer i = 1; lua_istable(L, 3) && c->pace_nexempt < PACE_EXEMPT_MAX; i++) {
+        if (lua_rawgeti(L, 3, i) != LUA_TSTRING) {
+            lua_pop(L, 1);
+            break;
+        }
+        snprintf(c->pace_exempt[c->pace_nexempt], sizeof c->pace_exempt[0], "%s", lua_tostring(L, -1));
+        c->pace_nexempt++;
+        lua_pop(L, 1);
+    }
+    apply_pace(c);
+    return 0;
+}
+
+/* core.pace_seen() -> {ceiling=, window=, low=, high=, answers=,
+ * throttled=, cuts=, level=} | nil (no request went through the pool). */
+int luakube_l_pace_seen(lua_State *L)
+{
+    struct kube_client *c = luakube_client_of(L);
+    if (!c || !c->pool) {
+        lua_pushnil(L);
+        return 1;
+    }
+    const struct pace *p = rest_pool_pace_seen(c->pool);
+    lua_createtable(L, 0, 8);
+    lua_pushinteger(L, p->ceiling);
+    lua_setfield(L, -2, "ceiling");
+    lua_pushinteger(L, pace_allowed(p));
+    lua_setfield(L, -2, "window");
+    lua_pushinteger(L, p->low);
+    lua_setfield(L, -2, "low");
+    lua_pushinteger(L, p->high);
+    lua_setfield(L, -2, "high");
+    lua_pushinteger(L, (lua_Integer)p->answers);
+    lua_setfield(L, -2, "answers");
+    lua_pushinteger(L, (lua_Integer)p->throttled);
+    lua_setfield(L, -2, "throttled");
+    lua_pushinteger(L, (lua_Integer)p->cuts);
+    lua_setfield(L, -2, "cuts");
+    lua_pushboolean(L, p->adapt);
+    lua_setfield(L, -2, "adapt");
+    lua_pushboolean(L, p->exempt_seen);
+    lua_setfield(L, -2, "exempt");
+    if (*p->level) {
+        lua_pushstring(L, p->level);
+        lua_setfield(L, -2, "level");
+    }
     return 1;
 }
 

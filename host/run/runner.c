@@ -1151,7 +1151,32 @@ static int runner_session(const struct runner_opts *o, int need_tree, runner_bod
     return rc;
 }
 
-static int run_body(struct runner_ctx *c, struct plan *p)
+/* The run's account in the termination message (termlog_done): where its
+ * seconds went from the process's start, so a hook's time can be told
+ * from its pod's start (make cluster-test prints both). started: the
+ * process's start on the monotonic clock; steps, steps_end: the
+ * migrations' (0: none ran). */
+static void say_timings(double started, double steps, double steps_end, int ran)
+{
+    double end = now_mono();
+    char line[256];
+    if (!steps)
+        steps = steps_end = end;
+    snprintf(line, sizeof line,
+             "ok: %d step%s in %.3f s from the process's start: start-up %.3f s "
+             "(configuration, tree, index, ledger, lock), migrations %.3f s, the rest %.3f s",
+             ran, ran == 1 ? "" : "s", end - started, steps - started, steps_end - steps,
+             end - steps_end);
+    termlog_done(line);
+}
+
+/* When the migrations of a run started and ended, and how many there were. */
+struct run_times {
+    double steps, steps_end;
+    int ran;
+};
+
+static int run_work(struct runner_ctx *c, struct plan *p, struct run_times *tm)
 {
     const struct runner_opts *o = c->o;
     char err[ERRLINE_MAX];
@@ -1180,8 +1205,23 @@ static int run_body(struct runner_ctx *c, struct plan *p)
      * anything ran; what is left here is the repair (--only, SKIP) of a bad
      * record, the others reported in the warnings above. A fresh install
      * runs nothing, unless a local run said how the cluster was installed. */
-    if (!p->fresh_install || o->only || *p->installed_at)
+    if (!p->fresh_install || o->only || *p->installed_at) {
+        tm->steps = now_mono();
         rc = run_steps(c, p);
+        tm->steps_end = now_mono();
+        tm->ran = (int)work_steps(p);
+    }
+    return rc;
+}
+
+static int run_body(struct runner_ctx *c, struct plan *p)
+{
+    double age = util_process_age();
+    double started = now_mono() - (age > 0 ? age : 0);
+    struct run_times tm = {0, 0, 0};
+    int rc = run_work(c, p, &tm);
+    if (rc == 0 && !c->o->k.dry_run && !stop_signal())
+        say_timings(started, tm.steps, tm.steps_end, tm.ran);
     return rc;
 }
 

@@ -319,7 +319,8 @@ print(string.format('swept %%d, at most %%d at once', r.changed, most))
       local dir = fixture.tree { batches = { { '00001-v1', { 'sweep' } } }, scripts = { sweep = {
         on_error = 'warn', timeout = '2s', body = string.format([[
 local kube, fleet = require('kube'), require('fleet')
-fleet.each('configmaps', { namespace = %q, label_selector = { set = %q } }, function(obj)
+-- a fixed pace: the adaptive one would send fewer once the answers slow
+fleet.each('configmaps', { namespace = %q, label_selector = { set = %q }, adapt = false }, function(obj)
   kube.patch('configmaps', obj.metadata.name, { data = { v = 'new' } }, { namespace = obj.metadata.namespace })
   return true
 end)

@@ -155,6 +155,30 @@ describe('#e2e the termination message', function()
     end
   end)
 
+  it('says where a successful run\'s seconds went, from the process\'s start, when nothing failed', function()
+    local ns = runner.new_ns()
+    local dir = fixture.tree({
+      batches = { { '00001-v1.0.0', { 'quick', 'slow' } } },
+      scripts = { quick = { body = 'return' }, slow = { body = "require('kube').sleep(0.3)" } },
+    })
+    runner.make_ledger(ns, {})
+    local f = termfile()
+    h.must(runner.run(dir, ns, { env = { COZY_TERMINATION_LOG = f } }))
+    local text = h.slurp(f)
+    local total, startup, migrations, rest = text:match(
+      "^cozy%-migrate: ok: 2 steps in ([%d.]+) s from the process's start: start%-up ([%d.]+) s %(configuration, " ..
+      "tree, index, ledger, lock%), migrations ([%d.]+) s, the rest ([%d.]+) s\n$")
+    assert.is_truthy(total, text)
+    total, startup, migrations, rest = tonumber(total), tonumber(startup), tonumber(migrations), tonumber(rest)
+    -- the parts make the whole, and the migrations hold the 0.3 s sleep
+    assert.is_true(math.abs(startup + migrations + rest - total) <= 0.002, text)
+    assert.is_true(migrations >= 0.3, text)
+    -- nothing to run: the account says so; a run with a failure keeps the failure alone
+    f = termfile()
+    h.must(runner.run(dir, ns, { env = { COZY_TERMINATION_LOG = f } }))
+    assert.matches("^cozy%-migrate: ok: 0 steps in [%d.]+ s from the process's start: .*migrations 0%.000 s", h.slurp(f))
+  end)
+
   it('writes nothing where the file does not exist', function()
     local ns = runner.new_ns()
     local dir = fixture.tree({ batches = { { '00001-v1.0.0', { 'hard' } } },
