@@ -546,9 +546,9 @@ static int l_journal(lua_State *L)
  * keys: a finished coroutine's count goes with it). */
 static const char CHANGED_KEY = 'c';
 
-static void push_changed_table(lua_State *L)
+void luakube_push_weak_table(lua_State *L, const void *key)
 {
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &CHANGED_KEY) == LUA_TTABLE)
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE)
         return;
     lua_pop(L, 1);
     lua_newtable(L);
@@ -557,8 +557,10 @@ static void push_changed_table(lua_State *L)
     lua_setfield(L, -2, "__mode");
     lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &CHANGED_KEY);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, key);
 }
+
+static void push_changed_table(lua_State *L) { luakube_push_weak_table(L, &CHANGED_KEY); }
 
 void luakube_count_change(lua_State *L)
 {

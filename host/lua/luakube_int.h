@@ -109,6 +109,9 @@ struct send {
  * failed or was not sent. Makes no Lua call. */
 cJSON *luakube_get_json(struct host_ctx *hc, struct kube_client *c, const char *path,
                      const char *accept, struct rest_error *err);
+/* Pushes the registry table under key, made with weak keys (a finished
+ * coroutine's entry goes with it) the first time. May raise (memory). */
+void luakube_push_weak_table(lua_State *L, const void *key);
 /* The raw request function only stdlib/kube.lua receives (luakube_push_private). */
 int luakube_l_request(lua_State *L);
 /* core.adopt(co), core.await(), core.PENDING: requests of adopted threads

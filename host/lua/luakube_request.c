@@ -373,16 +373,7 @@ static int request_resumed(lua_State *L, int status, lua_KContext ctx)
 int luakube_l_adopt(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTHREAD);
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &WORKERS_KEY) != LUA_TTABLE) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_createtable(L, 0, 1);
-        lua_pushliteral(L, "k");
-        lua_setfield(L, -2, "__mode");
-        lua_setmetatable(L, -2);
-        lua_pushvalue(L, -1);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &WORKERS_KEY);
-    }
+    luakube_push_weak_table(L, &WORKERS_KEY);
     lua_pushvalue(L, 1);
     lua_pushboolean(L, 1);
     lua_rawset(L, -3);
