@@ -1,4 +1,4 @@
-// sources: host/formats/indexdoc.c host/formats/ledgerdoc.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/formats/header.c host/formats/tree.c host/formats/yamldoc.c host/formats/yamlemit.c host/base/mem.c host/base/util.c host/base/paths.c
+// sources: host/formats/indexdoc.c host/formats/ledgerdoc.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/formats/header.c host/formats/tree.c host/formats/yamldoc.c host/formats/yamlemit.c host/base/mem.c host/base/util.c host/base/paths.c host/base/buf.c
 /* indexdoc_fuzz.c: libFuzzer target for host/formats/indexdoc.c, the
  * migrations index the hook and the dispatcher trust (issue 27: read whole,
  * compared whole). Owns checking that any input, as an index file's text or
