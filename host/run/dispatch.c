@@ -28,6 +28,7 @@
 #include "formats/record.h"
 #include "formats/tree.h"
 #include "kube/event.h"
+#include "run/indexcheck.h"
 #include "run/lock.h"
 #include "run/plan.h"
 
@@ -137,32 +138,6 @@ static int read_index(struct ctx *c)
     return rc;
 }
 
-/* The differences an index comparison names: one alone goes into the
- * fatal line (an image that differs is one line), several are a line each
- * before it; the Event gets them all, cut. */
-struct said {
-    char text[1400];
-    size_t at, n;
-    char first[900];
-};
-
-static void say(void *ud, const char *line)
-{
-    struct said *s = ud;
-    if (s->n == 0)
-        snprintf(s->first, sizeof s->first, "%s", line);
-    else if (s->n == 1)
-        log_error("%s: %s", INDEX_NAME, s->first);
-    if (s->n >= 1)
-        log_error("%s: %s", INDEX_NAME, line);
-    s->n++;
-    if (s->at + 4 < sizeof s->text)
-        s->at += (size_t)snprintf(s->text + s->at, sizeof s->text - s->at, "%s%s",
-                                  s->at ? "; " : "", line);
-    if (s->at >= sizeof s->text)
-        s->at = sizeof s->text - 1;
-}
-
 /* The live index against the tree and image this dispatcher runs: every
  * slug, field and the image compared. 0, or EXIT_RELEASED after a line per
  * difference, the fatal line and one Warning Event on the index (said
@@ -184,8 +159,8 @@ static int check_index(struct ctx *c)
         log_fatal("out of memory");
         return EXIT_FAILED;
     }
-    struct said m = {"", 0, 0, ""};
-    size_t n = index_compare(&c->ix, &want, o->dir, say, &m);
+    struct indexcheck_said m = {.label = INDEX_NAME};
+    size_t n = index_compare(&c->ix, &want, o->dir, indexcheck_say, &m);
     index_free(&want);
     if (!n)
         return 0;

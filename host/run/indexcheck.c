@@ -7,8 +7,12 @@
  * before anything runs: a difference is a line naming it, one Warning
  * Event on the ledger and exit 9 (the hook's podFailurePolicy fails the
  * upgrade at once). The live ConfigMap is not what it reads: a pre-upgrade
- * hook runs before Helm applies the new one. Owns nothing else; the format
- * and the comparison are formats/indexdoc.c's. */
+ * hook runs before Helm applies the new one. Also owns how a difference is
+ * told (indexcheck.h), which the dispatcher shares. The format and the
+ * comparison are formats/indexdoc.c's.
+ * Prefixes: runner_ (the check, a step of the runner's, as runner_int.h names it). */
+#include "run/indexcheck.h"
+
 #include "run/runner_int.h"
 
 #include <stdio.h>
@@ -20,24 +24,15 @@
 #include "formats/indexdoc.h"
 #include "kube/event.h"
 
-/* The differences an index comparison names: one alone goes into the
- * fatal line (an image that differs is one line), several are a line each
- * before it; the Event gets them all, cut. */
-struct said {
-    char text[1400];
-    size_t at, n;
-    char first[900];
-};
-
-static void say(void *ud, const char *line)
+void indexcheck_say(void *ud, const char *line)
 {
-    struct said *s = ud;
+    struct indexcheck_said *s = ud;
     if (s->n == 0)
         snprintf(s->first, sizeof s->first, "%s", line);
     else if (s->n == 1)
-        log_error("%s: %s", INDEX_ENV, s->first);
+        log_error("%s: %s", s->label, s->first);
     if (s->n >= 1)
-        log_error("%s: %s", INDEX_ENV, line);
+        log_error("%s: %s", s->label, line);
     s->n++;
     if (s->at + 4 < sizeof s->text)
         s->at += (size_t)snprintf(s->text + s->at, sizeof s->text - s->at, "%s%s",
@@ -63,8 +58,8 @@ int runner_index_check_release(struct runner_ctx *c)
         log_fatal("out of memory");
         return EXIT_FAILED;
     }
-    struct said s = {"", 0, 0, ""};
-    size_t n = index_compare(&got, &want, o->dir, say, &s);
+    struct indexcheck_said s = {.label = INDEX_ENV};
+    size_t n = index_compare(&got, &want, o->dir, indexcheck_say, &s);
     index_free(&got);
     index_free(&want);
     if (!n)
