@@ -312,12 +312,13 @@ print(string.format('swept %%d, at most %%d at once', r.changed, most))
       configmaps(set, 40)
       local base = '/api/v1/namespaces/' .. NS .. '/configmaps/'
       -- the first 16 PATCHes are answered at once; each later one lands on
-      -- the apiserver, and its answer comes 5 s later, past the deadline
-      proxy.faults(p, { 'method=PATCH,path=' .. base .. set .. '-,action=slow-after,delay=5,skip=16' })
+      -- the apiserver, and its answer comes 10 s later, past the deadline
+      -- (4 s: time enough for the first 16 on a loaded machine)
+      proxy.faults(p, { 'method=PATCH,path=' .. base .. set .. '-,action=slow-after,delay=10,skip=16' })
       local ns = runner.new_ns()
       runner.make_ledger(ns, {})
       local dir = fixture.tree { batches = { { '00001-v1', { 'sweep' } } }, scripts = { sweep = {
-        on_error = 'warn', timeout = '2s', body = string.format([[
+        on_error = 'warn', timeout = '4s', body = string.format([[
 local kube, fleet = require('kube'), require('fleet')
 -- a fixed pace: the adaptive one would send fewer once the answers slow
 fleet.each('configmaps', { namespace = %q, label_selector = { set = %q }, adapt = false }, function(obj)
@@ -333,12 +334,20 @@ end)
       local j = type(rec.journal) == 'string' and json.decode(rec.journal) or rec.journal
       local applied = 0
       for _, v in pairs(values(set)) do if v == 'new' then applied = applied + 1 end end
-      assert.are.equal(16 + 8, applied, 'the apiserver applied the 16 answered and the 8 in flight')
+      -- on a failure: how often the proxy saw each object's PATCH, what it
+      -- printed, the run's output and its journal
+      local seen = {}
+      for k, v in pairs(proxy.counts(p).received or {}) do
+        if k:find('^PATCH ') then seen[#seen + 1] = k:match('[^/]+$') .. '=' .. tostring(v) end
+      end
+      table.sort(seen)
+      local why = table.concat({ table.concat(seen, ' '), proxy.log(p, 40), res.out .. res.err, json.encode(j) }, '\n')
+      assert.are.equal(16 + 8, applied, 'the apiserver applied the 16 answered and the 8 in flight\n' .. why)
       -- every write the apiserver may have applied is counted ...
-      assert.are.equal(applied, j.writes, json.encode(j))
+      assert.are.equal(applied, j.writes, why)
       -- ... those without an answer as unknown, never as unchanged
-      assert.are.equal(16, j.changed, json.encode(j))
-      assert.are.equal(8, j.unknown, json.encode(j))
+      assert.are.equal(16, j.changed, why)
+      assert.are.equal(8, j.unknown, why)
       runner.delete_namespaces()
     end)
   end)

@@ -3,7 +3,8 @@
 -- connections. build() compiles it (go's cache makes repeats cheap);
 -- start(args) runs one on a free loopback port and writes a kubeconfig that
 -- trusts it (the proxy adds the admin identity upstream); faults() replaces
--- its rules and counters; counts() reads what it received and forwarded.
+-- its rules and counters; counts() reads what it received and forwarded;
+-- log() what it printed.
 local h = require('support.helpers')
 local json = require('json')
 
@@ -63,5 +64,11 @@ end
 
 function M.faults(p, specs) control(p, 'PUT', 'faults', json.array(specs)) end
 function M.counts(p) return control(p, 'GET', 'counts') end
+-- log(p, n) -> the last n lines the proxy printed (its faults, upstream errors)
+function M.log(p, n)
+  local lines = {}
+  for l in (h.slurp(p.dir .. '/log') or ''):gmatch('[^\n]+') do lines[#lines + 1] = l end
+  return table.concat(lines, '\n', math.max(1, #lines - (n or 40) + 1))
+end
 
 return M
