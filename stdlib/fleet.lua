@@ -103,10 +103,11 @@ end
 -- increase, multiplicative decrease on 429/503 and Retry-After), the rest
 -- wait their turn there. kube.sleep in fn yields its own coroutine
 -- (core.SLEEPING with its wake time): the others go on meanwhile.
--- The list is read by a coroutine of its own through the same pool, a
--- page ahead: the next page is asked for as soon as the current one is
--- being worked on, so its fetch overlaps the writes in flight. Memory holds
--- n objects and two pages, whatever the fleet's size. Whatever fn does, it
+-- The list is read by a coroutine of its own through the same pool, ahead
+-- of the objects started: the next page is asked for while `ahead` objects
+-- still wait to be started, so its fetch overlaps their writes. Memory
+-- holds n objects in fn, those waiting and a page, whatever the fleet's
+-- size. Whatever fn does, it
 -- does through the same request function as one sent alone (guard, dry
 -- run, retries, one journal entry per write, in the order the answers
 -- arrive).
@@ -139,7 +140,12 @@ local function concurrent(resource, list_opts, fn, res, n, adapt)
   local running, inflight = {}, 0 -- co -> {obj, index}
   local sleepers = {}               -- co -> the monotonic time it wakes at
   local ready, head, tail = {}, 1, 0 -- listed, not started yet
-  local page = list_opts.limit or 500
+  -- Objects listed ahead are live data the collector walks at every
+  -- cycle: a whole page ahead (500) cost a 2,000-object sweep 10-15% more
+  -- CPU than the sweep before it. 2n, at least 64, still asks for the next
+  -- page while that many wait (at ~1 ms an object here, longer than a page
+  -- of 500 takes to arrive).
+  local ahead = math.max(2 * n, 64)
   local lister = coroutine.create(function()
     for obj in kube.list(resource, list_opts) do coroutine.yield(LISTED, obj) end
   end)
@@ -174,10 +180,10 @@ local function concurrent(resource, list_opts, fn, res, n, adapt)
     end
   end
 
-  -- keeps the next page coming: the list runs on while less than a page
-  -- waits to be started
+  -- keeps the next page coming: the list runs on while fewer than
+  -- `ahead` objects wait to be started
   local function pump()
-    while not listed and not lister_waits and not stopping and tail - head + 1 < page do
+    while not listed and not lister_waits and not stopping and tail - head + 1 < ahead do
       on_lister(coroutine.resume(lister))
     end
   end
