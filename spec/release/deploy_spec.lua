@@ -408,7 +408,11 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
       return
     end
     local ns = h.kubectl('get namespace cozy-system')
-    if ns.code ~= 0 then h.must(h.kubectl('create namespace cozy-system')) end
+    if ns.code ~= 0 then
+      h.must(h.kubectl('create namespace cozy-system'))
+      -- the manifests name it; made for this case, it goes with it
+      finally(function() h.kubectl('delete namespace cozy-system --wait=false') end)
+    end
     local all = h.must(template('--set migrations.only=tenant-ancestor-labels')).out
     local files = { DEPLOY .. '/hook-job.yaml', DEPLOY .. '/jobs-rbac.yaml', DEPLOY .. '/only-job.yaml',
       DEPLOY .. '/dispatch.yaml', DEPLOY .. '/index.yaml', DEPLOY .. '/admission.yaml', h.write(os.tmpname() .. '.yaml', all) }
