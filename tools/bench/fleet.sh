@@ -17,20 +17,8 @@ fleet_c=${BENCH_FLEET_CONCURRENCY:-8}
 fleet_rows=()
 
 # fleet_tree KEY CONC NS: a tree whose one migration labels every object of
-# NS with bench.cozystack.io/KEY=done through fleet.each
-fleet_tree() {
-	local t
-	t=$(new_tree)
-	add_lua "$t" "fleet-$1" "local kube = require('kube')
-local fleet = require('fleet')
-fleet.each('configmaps', { namespace = '$3', label_selector = 'bench=fleet', concurrency = $2 }, function(cm)
-  if (cm.metadata.labels or {})['bench.cozystack.io/$1'] == 'done' then return false end
-  kube.patch('configmaps', cm.metadata.name,
-    { metadata = { labels = { ['bench.cozystack.io/$1'] = 'done' } } }, { namespace = cm.metadata.namespace })
-  return true
-end)"
-	echo "$t"
-}
+# NS with bench.cozystack.io/KEY=done through fleet.each at CONC
+fleet_tree() { sweep_tree "fleet-$1" "$1" "$3" bench=fleet ", concurrency = $2"; }
 
 # fleet_run KEY CONC NS SIZE: runs it; prints "<seconds> <peak RSS kB>"
 fleet_run() {

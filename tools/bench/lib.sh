@@ -107,6 +107,24 @@ add_lua() {
 	echo "$2" >>"$1/migrations/order.d/00001-v1.0.0"
 }
 
+# sweep_tree SLUG KEY NS SELECTOR OPTS: a tree whose one migration SLUG
+# labels every object of NS matching SELECTOR with bench.cozystack.io/KEY=done
+# through fleet.each with OPTS (Lua table fields after the selector);
+# prints its directory
+sweep_tree() {
+	local t
+	t=$(new_tree)
+	add_lua "$t" "$1" "local kube = require('kube')
+local fleet = require('fleet')
+fleet.each('configmaps', { namespace = '$3', label_selector = '$4'$5 }, function(cm)
+  if (cm.metadata.labels or {})['bench.cozystack.io/$2'] == 'done' then return false end
+  kube.patch('configmaps', cm.metadata.name,
+    { metadata = { labels = { ['bench.cozystack.io/$2'] = 'done' } } }, { namespace = cm.metadata.namespace })
+  return true
+end)"
+	echo "$t"
+}
+
 # add_sh TREE SLUG BODY: a legacy shell migration: numbered in legacy-map and
 # listed in 00000-legacy in that order, as the runner requires
 add_sh() {

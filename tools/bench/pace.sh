@@ -65,19 +65,7 @@ pace_metrics() {
 # pace_tree KEY NS OPTS: a tree whose one migration labels every object of
 # NS with bench.cozystack.io/KEY=done through fleet.each with OPTS (Lua
 # table fields after the selector)
-pace_tree() {
-	local t
-	t=$(new_tree)
-	add_lua "$t" "pace-$1" "local kube = require('kube')
-local fleet = require('fleet')
-fleet.each('configmaps', { namespace = '$2', label_selector = 'bench=pace'$3 }, function(cm)
-  if (cm.metadata.labels or {})['bench.cozystack.io/$1'] == 'done' then return false end
-  kube.patch('configmaps', cm.metadata.name,
-    { metadata = { labels = { ['bench.cozystack.io/$1'] = 'done' } } }, { namespace = cm.metadata.namespace })
-  return true
-end)"
-	echo "$t"
-}
+pace_tree() { sweep_tree "pace-$1" "$1" "$2" bench=pace "$3"; }
 
 # pace_run BIN KUBECONFIG KEY NS OPTS: runs it; prints "<seconds> <rc> <in flight>"
 pace_run() {
