@@ -40,13 +40,8 @@ fleet_done() {
 
 for n in $fleet_sizes; do
 	fns=bench-fleet-$n-$$
-	new_ns "$fns"
 	say "fleet: creating $n ConfigMaps"
-	awk -v n="$n" -v s="$server" -v ns="$fns" 'BEGIN {
-		for (i = 1; i <= n; i++)
-			printf "POST\t%s/api/v1/namespaces/%s/configmaps\t{\"metadata\":{\"name\":\"cm-%06d\",\"labels\":{\"bench\":\"fleet\"}},\"data\":{\"index\":\"%d\"}}\n", s, ns, i, i
-	}' >"$work/fleet-create"
-	CURLLOOP_CONCURRENCY=16 curlloop send "$work/fleet-create" - >/dev/null
+	bench_configmaps "$fns" "$n" fleet
 	for k in rawseq rawconc; do
 		awk -v n="$n" -v s="$server" -v ns="$fns" -v k="$k" 'BEGIN {
 			for (i = 1; i <= n; i++)

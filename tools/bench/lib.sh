@@ -86,6 +86,17 @@ new_ns() {
 # curlloop MODE ARG1 ARG2: the raw loop with the admin identity
 curlloop() { "$CURLLOOP" "$1" "$2" "$3" "$ca" "$crt" "$key"; }
 
+# bench_configmaps NS N VALUE: the namespace NS (new) with N ConfigMaps
+# cm-000001... labelled bench=VALUE, created by the raw loop
+bench_configmaps() {
+	new_ns "$1"
+	awk -v n="$2" -v s="$server" -v ns="$1" -v v="$3" 'BEGIN {
+		for (i = 1; i <= n; i++)
+			printf "POST\t%s/api/v1/namespaces/%s/configmaps\t{\"metadata\":{\"name\":\"cm-%06d\",\"labels\":{\"bench\":\"%s\"}},\"data\":{\"index\":\"%d\"}}\n", s, ns, i, v, i
+	}' >"$work/$3-create"
+	CURLLOOP_CONCURRENCY=16 curlloop send "$work/$3-create" - >/dev/null
+}
+
 # drop_collection NS: deletes every ConfigMap of NS in one request
 drop_collection() { "${kubectl[@]}" delete --raw "/api/v1/namespaces/$1/configmaps" >/dev/null; }
 

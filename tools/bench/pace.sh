@@ -84,14 +84,7 @@ pace_run() {
 }
 
 # pace_objects NS N: N ConfigMaps labelled bench=pace in NS (new)
-pace_objects() {
-	new_ns "$1"
-	awk -v n="$2" -v s="$server" -v ns="$1" 'BEGIN {
-		for (i = 1; i <= n; i++)
-			printf "POST\t%s/api/v1/namespaces/%s/configmaps\t{\"metadata\":{\"name\":\"cm-%06d\",\"labels\":{\"bench\":\"pace\"}},\"data\":{\"index\":\"%d\"}}\n", s, ns, i, i
-	}' >"$work/pace-create"
-	CURLLOOP_CONCURRENCY=16 curlloop send "$work/pace-create" - >/dev/null
-}
+pace_objects() { bench_configmaps "$1" "$2" pace; }
 
 pace_done() {
 	curlloop list "$server/api/v1/namespaces/$1/configmaps?labelSelector=bench.cozystack.io%2F$2%3Ddone" 500 | awk '{ print $2 }'
