@@ -6,6 +6,7 @@
 -- connections.
 local h = require('support.helpers')
 local proxy = require('support.proxy')
+local cmset = require('support.cmset')
 local json = require('json')
 
 local NS = string.format('fc-%d-%d', os.time(), math.random(1000, 9999))
@@ -13,22 +14,11 @@ local must = h.must
 
 -- n ConfigMaps labelled set=SET and watch=SET, data.v = 'old'; returns
 -- their names
-local function configmaps(set, n)
-  local items, names = {}, {}
-  for i = 1, n do
-    names[i] = string.format('%s-%03d', set, i)
-    items[i] = { apiVersion = 'v1', kind = 'ConfigMap',
-      metadata = { name = names[i], namespace = NS, labels = { set = set, watch = set } }, data = { v = 'old' } }
-  end
-  h.kcreate({ apiVersion = 'v1', kind = 'List', items = items }, 'configmaps')
-  return names
-end
+local function configmaps(set, n) return cmset.make(NS, set, n, { watch = set }) end
 
 -- runs body with kube, json, fleet, core and NS, SET in scope; the last line
 -- printed is decoded into res.json
-local function sweep(set, body, ...)
-  return h.kube_script({ NS = NS, SET = set }, "local fleet = require('fleet')\n" .. body, ...)
-end
+local function sweep(set, body, ...) return cmset.sweep(NS, set, body, ...) end
 
 -- fn for the sweeps below: data.v = 'new' unless it already is, and a log
 -- of when each object's fn started and ended, to tell how many overlapped
@@ -77,13 +67,7 @@ local function watch(set)
   return w
 end
 
-local function values(set)
-  local got = {}
-  for _, cm in ipairs(h.kubectl_json('get configmaps -n ' .. NS .. ' -l set=' .. set).items) do
-    got[cm.metadata.name] = cm.data.v
-  end
-  return got
-end
+local function values(set) return cmset.values(NS, set) end
 
 describe('#e2e fleet.each with concurrent writes', function()
   setup(function()

@@ -6,33 +6,14 @@
 -- case needs throttling or a slow answer.
 local h = require('support.helpers')
 local proxy = require('support.proxy')
+local cmset = require('support.cmset')
 
 local NS = string.format('fp-%d-%d', os.time(), math.random(1000, 9999))
 local must = h.must
 
--- n ConfigMaps labelled set=SET, data.v = 'old'; returns their names
-local function configmaps(set, n)
-  local items, names = {}, {}
-  for i = 1, n do
-    names[i] = string.format('%s-%03d', set, i)
-    items[i] = { apiVersion = 'v1', kind = 'ConfigMap',
-      metadata = { name = names[i], namespace = NS, labels = { set = set } }, data = { v = 'old' } }
-  end
-  h.kcreate({ apiVersion = 'v1', kind = 'List', items = items }, 'configmaps')
-  return names
-end
-
-local function sweep(set, body, ...)
-  return h.kube_script({ NS = NS, SET = set }, "local fleet = require('fleet')\n" .. body, ...)
-end
-
-local function values(set)
-  local got = {}
-  for _, cm in ipairs(h.kubectl_json('get configmaps -n ' .. NS .. ' -l set=' .. set).items) do
-    got[cm.metadata.name] = cm.data.v
-  end
-  return got
-end
+local function configmaps(set, n) return cmset.make(NS, set, n) end
+local function sweep(set, body, ...) return cmset.sweep(NS, set, body, ...) end
+local function values(set) return cmset.values(NS, set) end
 
 describe('#e2e fleet.each\'s adaptive pace', function()
   local p
