@@ -49,8 +49,9 @@
 
 #define PACE_START 2      /* the window's start (slow start: 8 after 2 round trips) */
 #define PACE_CUT 0.5      /* the multiplicative decrease on a throttle */
-/* Grow while fewer requests wait at the server, shrink while more than
- * PACE_QUEUE_HIGH do. Higher than TCP Vegas's 1 and 3 packets: a few
+/* Grow while fewer than PACE_QUEUE_LOW requests wait at the server, shrink
+ * while more than PACE_QUEUE_HIGH do. Higher than TCP Vegas's 1 and 3
+ * packets: a few
  * requests waiting keep the flow's seats busy while answers travel back
  * and the next request is made (with 3 seats and a queue of 4, 6 to 8 in
  * flight was the fastest fixed point, where 1 and 3 held the window at 3
