@@ -51,13 +51,12 @@
 #define PACE_CUT 0.5      /* the multiplicative decrease on a throttle */
 /* Grow while fewer than PACE_QUEUE_LOW requests wait at the server, shrink
  * while more than PACE_QUEUE_HIGH do. Higher than TCP Vegas's 1 and 3
- * packets: a few
- * requests waiting keep the flow's seats busy while answers travel back
- * and the next request is made (with 3 seats and a queue of 4, 6 to 8 in
- * flight was the fastest fixed point, where 1 and 3 held the window at 3
- * to 5: docs/performance.md (p)); and the estimate reads
- * high, since the fastest round trip of a sweep is a lucky one. 5 is
- * still short of the default priority levels' queues (50 a queue). */
+ * packets: a few requests waiting keep the flow's seats busy while answers
+ * travel back and the next request is made (with 3 seats and a queue of 4,
+ * 6 to 8 in flight was the fastest fixed point, where 1 and 3 held the
+ * window at 3 to 5: docs/performance.md (p)); and the estimate reads high,
+ * since the fastest round trip of a sweep is a lucky one. 5 is still short
+ * of the default priority levels' queues (50 a queue). */
 #define PACE_QUEUE_LOW 3
 #define PACE_QUEUE_HIGH 5
 #define PACE_SMOOTH 0.25  /* the moving average's weight of each round trip */
