@@ -61,6 +61,30 @@ bench_setup() {
 	gcc -O2 -Wall -Wextra -Werror -o "$CURLLOOP" tools/bench/curlloop.c "${curlflags[@]}"
 	gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$REQTIME" tools/bench/reqtime.c -ldl "${curlflags[@]}"
 	BENCH_NAMESPACES=()
+	bench_baseline
+}
+
+# BENCH_BASELINE names the engine the (d) and (q) rows compare against: a
+# built binary, or a git revision of this repository (a tag, a branch, a
+# commit), which is built here from that revision's files alone (git
+# archive) into build/bench/baseline-<commit>/ and kept there for the next
+# run, so a figure against "the engine before X" can be reproduced by anyone
+# with the repository.
+bench_baseline() {
+	local rev=${BENCH_BASELINE:-} commit dir
+	[[ -z $rev || -x $rev ]] && return 0
+	commit=$(git -C "$root" rev-parse --verify --quiet "$rev^{commit}") ||
+		{ say "BENCH_BASELINE=$rev is neither an executable file nor a revision of this repository"; exit 2; }
+	dir=$root/build/bench/baseline-$commit
+	if [[ ! -x $dir/build/cozy-migrate ]]; then
+		say "building the baseline engine from $rev ($commit) in $dir"
+		rm -rf "$dir" && mkdir -p "$dir"
+		git -C "$root" archive "$commit" | tar -x -C "$dir"
+		make -s -C "$dir" build/cozy-migrate >"$work/baseline-build.log" 2>&1 ||
+			{ say "the baseline $rev did not build (log: $work/baseline-build.log)"; tail -5 "$work/baseline-build.log" >&2; exit 2; }
+	fi
+	BENCH_BASELINE=$dir/build/cozy-migrate
+	say "baseline engine: $rev ($commit), $BENCH_BASELINE"
 }
 
 bench_cleanup() {

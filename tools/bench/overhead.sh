@@ -10,8 +10,8 @@
 # record writes replayed by the raw loop on a scratch ConfigMap growing the
 # same way: as the engine sends them (strategic merge patch, metadata
 # answered), and as JSON merge patches (the engine before), with the
-# metadata or the whole object answered. With BENCH_BASELINE=BINARY (an
-# engine to compare, e.g. main's build/cozy-migrate before this change), the
+# metadata or the whole object answered. With BENCH_BASELINE=BINARY|REVISION (an
+# engine to compare, or a git revision built for it: tools/bench/lib.sh), the
 # same 500 migrations run by it too, side by side. Targets: <= 5 ms a
 # migration; at most 1.2x the raw cost of the request a migration must wait
 # for (its record write, replayed raw); at least 1.8x faster than the
@@ -102,6 +102,6 @@ if [[ -n $base_s ]]; then
 	target "(d) >= 1.8x faster than the baseline engine" \
 		"$(awk -v r="$vs_base" 'BEGIN { print (r >= 1.8 ? "met" : "MISSED") }')" "${vs_base}x" "$lease_why"
 else
-	target "(d) >= 1.8x faster than the baseline engine" "not run" "set BENCH_BASELINE=BINARY"
+	target "(d) >= 1.8x faster than the baseline engine" "not run" "set BENCH_BASELINE=BINARY or a git revision"
 fi
 drop_collection "$ovns"
