@@ -74,9 +74,9 @@ static void answered(struct pace *p, double rtt, double now, int exempt)
             p->window = p->ceiling;
         return;
     }
-    /* slow start ends at the first answer that waited (HyStart's test):
+    /* slow start ends at the first answer that shows a queue (pace.h):
      * the smoothed estimate below lags a doubling window */
-    if (p->window < p->ssthresh && rtt > p->base * PACE_WAITED)
+    if (p->window < p->ssthresh && rtt > 0 && p->window * (1 - p->base / rtt) > PACE_SS_QUEUE)
         p->ssthresh = p->window;
     double queued = p->srtt > 0 ? p->window * (1 - p->base / p->srtt) : 0;
     if (queued > PACE_QUEUE_HIGH) {

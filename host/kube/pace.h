@@ -5,9 +5,12 @@
  * with the queue estimate of TCP Vegas deciding when to stop growing:
  *
  *   - the window starts at PACE_START and grows by one per answer (slow
- *     start: it doubles each round trip) until an answer took PACE_WAITED
- *     times the fastest round trip (it waited in a queue), a throttle or
- *     the queue below; then by 1/window per answer (one per round trip);
+ *     start: it doubles each round trip) until one answer's own round trip
+ *     says more than PACE_SS_QUEUE request waited (the estimate below on
+ *     that answer alone: the average lags a doubling window by a round
+ *     trip, and against a flow of 3 seats and a queue of 4 slow start then
+ *     ran to 9 or 10 in flight and was refused), a throttle or the queue
+ *     below; then by 1/window per answer (one per round trip);
  *   - it grows only while the apiserver queues fewer than PACE_QUEUE_LOW
  *     of its requests, and shrinks by 1/window per answer (one per round
  *     trip) while it queues more than PACE_QUEUE_HIGH. The queue is
@@ -60,7 +63,7 @@
 #define PACE_QUEUE_LOW 3
 #define PACE_QUEUE_HIGH 5
 #define PACE_SMOOTH 0.25  /* the moving average's weight of each round trip */
-#define PACE_WAITED 2.0   /* a round trip this many times the fastest waited */
+#define PACE_SS_QUEUE 1.0 /* slow start ends at an answer showing more waited */
 
 #define PACE_EXEMPT_MAX 4 /* Exempt priority levels remembered */
 
