@@ -1,8 +1,8 @@
 /* migrate_lua.c: the `migrate` Lua module, the runner's own parsers and
  * planner exposed to specs and tools (never to migrations: the sandbox does
  * not offer it). Owns only the conversion between Lua values and the C
- * structures; every rule stays in header.c, manifest.c, record.c, tree.c and
- * plan.c, so a spec tests the code the runner runs. */
+ * structures; every rule stays in header.c, manifest.c, record.c, tree.c,
+ * plan.c and pace.c, so a spec tests the code the runner runs. */
 #include "run/migrate_lua.h"
 
 #include <lauxlib.h>
@@ -11,6 +11,7 @@
 
 #include "base/defaults.h"
 #include "kube/guard.h"
+#include "kube/pace.h"
 #include "formats/header.h"
 #include "formats/ledgerdoc.h"
 #include "lua/luajson.h"
@@ -325,6 +326,67 @@ static int l_duration(lua_State *L)
     return 1;
 }
 
+static double opt_number(lua_State *L, int t, const char *k, double dflt)
+{
+    lua_getfield(L, t, k);
+    double v = lua_isnil(L, -1) ? dflt : luaL_checknumber(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* pace(ceiling, adapt, exempt_uids, answers) -> steps, summary: the sweep's
+ * pace (kube/pace.c) replayed over answers, each { sent = s, at = s,
+ * status = n, status_body = bool (default true), retry_after = s (default
+ * none), level = uid }; steps[i] = { allowed, window, throttle } after
+ * answer i; summary = { low, high, cuts, throttled, answers }. May raise on
+ * arguments of the wrong type. */
+static int l_pace(lua_State *L)
+{
+    struct pace p;
+    pace_init(&p, (int)luaL_checkinteger(L, 1), lua_toboolean(L, 2));
+    luaL_checktype(L, 3, LUA_TTABLE);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    for (lua_Integer i = 1; lua_geti(L, 3, i) != LUA_TNIL; i++) {
+        pace_exempt(&p, luaL_checkstring(L, -1));
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_newtable(L);
+    for (lua_Integer i = 1; lua_geti(L, 4, i) != LUA_TNIL; i++) {
+        int a = lua_gettop(L);
+        luaL_checktype(L, a, LUA_TTABLE);
+        lua_getfield(L, a, "status_body");
+        int body = lua_isnil(L, -1) || lua_toboolean(L, -1);
+        lua_getfield(L, a, "level");
+        const char *level = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+        int throttle = pace_answer(&p, opt_number(L, a, "sent", 0), opt_number(L, a, "at", 0),
+                                   (long)opt_number(L, a, "status", 200), body,
+                                   opt_number(L, a, "retry_after", -1), level);
+        lua_pop(L, 3);
+        lua_createtable(L, 0, 3);
+        lua_pushinteger(L, pace_allowed(&p));
+        lua_setfield(L, -2, "allowed");
+        lua_pushnumber(L, p.window);
+        lua_setfield(L, -2, "window");
+        lua_pushboolean(L, throttle);
+        lua_setfield(L, -2, "throttle");
+        lua_seti(L, -2, i);
+    }
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 5);
+    lua_pushinteger(L, p.low);
+    lua_setfield(L, -2, "low");
+    lua_pushinteger(L, p.high);
+    lua_setfield(L, -2, "high");
+    lua_pushinteger(L, (lua_Integer)p.cuts);
+    lua_setfield(L, -2, "cuts");
+    lua_pushinteger(L, (lua_Integer)p.throttled);
+    lua_setfield(L, -2, "throttled");
+    lua_pushinteger(L, (lua_Integer)p.answers);
+    lua_setfield(L, -2, "answers");
+    return 2;
+}
+
 /* slug_valid(s) -> boolean */
 static int l_slug_valid(lua_State *L)
 {
@@ -351,6 +413,7 @@ int luaopen_migrate(lua_State *L)
         {"header", l_header},     {"batch", l_batch},   {"revoked", l_revoked},
         {"legacy_map", l_legacy_map}, {"record", l_record}, {"plan", l_plan},
         {"slug_valid", l_slug_valid}, {"guard", l_guard}, {"duration", l_duration},
+        {"pace", l_pace},
         {NULL, NULL},
     };
     ljson_init(L);
