@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -462,7 +463,11 @@ static CURLcode xfer_setup(struct http_client *c, struct http_xfer *x, CURL *h, 
         hdrs = t;
     x->hdrs = hdrs;
 
-    long ms = timeout_s > 0 ? (long)(timeout_s * 1000) : 0;
+    /* Rounded up: a request cut short of the migration's deadline by the
+     * rounding frees its slot before the deadline, and fleet.each sends the
+     * next object's write with under a millisecond left; it lands on the
+     * apiserver though nothing may be sent at the deadline (door.c). */
+    long ms = timeout_s > 0 ? (long)ceil(timeout_s * 1000) : 0;
     if (timeout_s > 0 && ms < 1)
         ms = 1;
     int bad = 0;
