@@ -147,8 +147,8 @@ describe('#e2e fleet.each\'s adaptive pace', function()
     local set = 'paged'
     configmaps(set, 20)
     local base = '/api/v1/namespaces/' .. NS .. '/configmaps'
-    -- the second page's answer comes 2 s late; the writes are answered at once
-    proxy.faults(p, { 'method=GET,path=' .. base .. ',query=continue=,action=slow-after,delay=2' })
+    -- the second page's answer comes 4 s late; the writes are answered at once
+    proxy.faults(p, { 'method=GET,path=' .. base .. ',query=continue=,action=slow-after,delay=4' })
     local res = must(sweep(set, [[
       local t0, page1_done, page2_start = core.now(), 0, nil
       local r = fleet.each('configmaps', { namespace = NS, label_selector = { set = SET }, concurrency = 5,
@@ -166,8 +166,8 @@ describe('#e2e fleet.each\'s adaptive pace', function()
     -- the first page's ten writes (two rounds of five) were all answered
     -- while the second page was still on its way: its request had gone out
     -- before them, not after the first page was used up (which would have
-    -- held their answers behind a 2 s wait)
-    assert.is_true(out.page1_done + 1 < out.page2_start, res.out)
+    -- held their answers behind a 4 s wait)
+    assert.is_true(out.page1_done + 2 < out.page2_start, res.out)
     assert.is_true(proxy.counts(p).faulted['GET ' .. base] >= 1, 'the second page was not slowed')
   end)
 
@@ -180,7 +180,7 @@ describe('#e2e fleet.each\'s adaptive pace', function()
         function(obj)
           local name = obj.metadata.name
           if name == SET .. '-001' then
-            kube.sleep(1.5)
+            kube.sleep(3)
             events[#events + 1] = 'woke ' .. name
           end
           kube.patch('configmaps', name, { data = { v = 'new' } }, { namespace = NS })
