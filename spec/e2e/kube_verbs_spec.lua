@@ -328,19 +328,21 @@ describe('#e2e kube verbs', function()
   describe('wait', function()
     it('returns once the predicate holds for a change made by someone else', function()
       must(h.kubectl('create configmap w1 -n ' .. NS))
-      -- kubectl labels the object a second after the script starts waiting
-      os.execute(string.format('(sleep 1; %s kubectl label configmap w1 -n %s ready=yes) >/dev/null 2>&1 &',
-        h.q(h.testenv), NS))
+      -- kubectl labels the object once the script says it is about to wait
+      -- (it creates w1-waiting), however long the script took to start
+      local kc = h.q(h.testenv) .. ' kubectl'
+      os.execute(string.format('(for i in $(seq 300); do %s get configmap w1-waiting -n %s && break; sleep 0.1; done; '
+        .. 'sleep 0.3; %s label configmap w1 -n %s ready=yes) >/dev/null 2>&1 &', kc, NS, kc, NS))
       local res = run [[
-        local core = require('kube.core')
-        local t0 = core.now()
+        local before = kube.get('cm', 'w1', { namespace = NS }).metadata.labels
+        kube.create('cm', { metadata = { name = 'w1-waiting' } }, { namespace = NS })
         local cm = kube.wait('cm', 'w1', function(o) return o and o.metadata.labels and o.metadata.labels.ready == 'yes' end,
           30, { namespace = NS })
-        print(json.encode({ ready = cm.metadata.labels.ready, elapsed = core.now() - t0 }))
+        print(json.encode({ ready = cm.metadata.labels.ready, before = before or json.null }))
       ]]
       must(res)
-      assert.are.equal('yes', res.json.ready)
-      assert.is_true(res.json.elapsed >= 0.5, 'returned after ' .. res.json.elapsed .. 's')
+      -- unlabelled when it began, labelled by someone else while it waited
+      assert.are.same({ ready = 'yes', before = json.null }, res.json)
     end)
 
     it('raises a Timeout error value when the predicate never holds', function()
