@@ -63,15 +63,19 @@ describe('#e2e the runner', function()
 
     it('renew the lease while a long migration runs, so it never expires under it', function()
       local ns = runner.new_ns()
+      local f = os.tmpname()
       local dir = fixture.tree({
         batches = { { '00001-v1.0.0', { 'long' } } },
-        scripts = { long = { shell = true, body = 'sleep 5' } },
+        scripts = { long = { shell = true, body = string.format('echo start >> %s\nsleep 7', h.q(f)) } },
       })
       runner.make_ledger(ns, {})
       local base = runner.cmd(dir, ns, '--lease-duration 3s')
-      -- the second runner tries at 3.5 s and 4.5 s: past the 3 s duration of
-      -- the first acquisition, so only renewals keep it out
-      local out = runner.alongside(base, 3.5, base .. ' --lock-timeout 1s >o2 2>e2; echo $? >r2')
+      -- the second runner tries for 1 s from 3.2 s after the migration
+      -- started: past the 3 s duration of the first acquisition, so only
+      -- renewals keep it out; the migration runs on for 2.8 s after that
+      local out = runner.alongside(base, 0, runner.until_line(f, 'start') .. '; sleep 3.2; ' .. base ..
+        ' --lock-timeout 1s >o2 2>e2; echo $? >r2')
+      os.remove(f)
       assert.are.equal('0\n', out.r1, out.e1)
       assert.are.equal('5\n', out.r2, out.e2)
       lacks(out.e2, 'taking over')
@@ -82,15 +86,16 @@ describe('#e2e the runner', function()
     it('renew a short lease often enough (--lease-duration 1s)', function()
       local ns = runner.new_ns()
       local f = os.tmpname()
-      local body = string.format('echo "start $$" >> %s\nsleep 4\necho "end $$" >> %s', h.q(f), h.q(f))
+      local body = string.format('echo "start $$" >> %s\nsleep 5\necho "end $$" >> %s', h.q(f), h.q(f))
       local dir = fixture.tree({
         batches = { { '00001-v1.0.0', { 'long' } } },
         scripts = { long = { shell = true, body = body } },
       })
       runner.make_ledger(ns, {})
       local base = runner.cmd(dir, ns, '--lease-duration 1s')
-      -- a second runner tries every 0.1 s while the first one's migration runs
-      local out = runner.alongside(base, 0.3, 'for i in $(seq 25); do ' .. base ..
+      -- a second runner tries every 0.1 s from when the first one's
+      -- migration started
+      local out = runner.alongside(base, 0, runner.until_line(f, 'start') .. '; for i in $(seq 25); do ' .. base ..
         ' --lock-timeout 100ms >>o2 2>>e2; echo $? >>r2; sleep 0.1; done')
       local starts = select(2, h.slurp(f):gsub('start', ''))
       os.remove(f)
@@ -108,9 +113,11 @@ describe('#e2e the runner', function()
 
     it('do not record a migration that finished after the lock was taken from its runner', function()
       local ns = runner.new_ns()
+      local f = os.tmpname()
       local dir = fixture.tree({
         batches = { { '00001-v1.0.0', { 'long', 'next' } } },
-        scripts = { long = { shell = true, body = 'sleep 3.5' }, ['next'] = { body = runner.lua_marker(ns, 'next') } },
+        scripts = { long = { shell = true, body = string.format('echo start >> %s\nsleep 3.5', h.q(f)) },
+          ['next'] = { body = runner.lua_marker(ns, 'next') } },
       })
       runner.make_ledger(ns, {})
       local base = runner.cmd(dir, ns, '--lease-duration 3s')
@@ -119,7 +126,8 @@ describe('#e2e the runner', function()
       local steal = string.format(
         '%s kubectl patch lease %s -n %s --type merge -p %s', h.q(h.testenv), runner.LEASE, ns,
         h.q('{"spec":{"holderIdentity":"thief","leaseDurationSeconds":300}}'))
-      local out = runner.alongside(base, 1, steal .. ' >steal 2>&1')
+      local out = runner.alongside(base, 0, runner.until_line(f, 'start') .. '; sleep 0.3; ' .. steal .. ' >steal 2>&1')
+      os.remove(f)
       contains(out.steal, 'patched', 'kubectl patch')
       assert.are.equal('5\n', out.r1, out.e1)
       contains(out.e1, 'lost the runner lock while long ran: it was stopped and is not recorded')
@@ -132,13 +140,17 @@ describe('#e2e the runner', function()
 
     it('make the second exit 5 naming the holder when the lock is not free within --lock-timeout', function()
       local ns = runner.new_ns()
+      local f = os.tmpname()
       local dir = fixture.tree({
         batches = { { '00001-v1.0.0', { 'slow' } } },
-        scripts = { slow = { shell = true, body = 'sleep 2' } },
+        scripts = { slow = { shell = true, body = string.format('echo start >> %s\nsleep 4', h.q(f)) } },
       })
       runner.make_ledger(ns, {})
       local base = runner.cmd(dir, ns, '')
-      local out = runner.alongside(base, 0.7, base .. ' --lock-timeout 1s >o2 2>e2; echo $? >r2')
+      -- the second runner's 1 s ends while the migration still has 3 s to go
+      local out = runner.alongside(base, 0, runner.until_line(f, 'start') .. '; ' .. base ..
+        ' --lock-timeout 1s >o2 2>e2; echo $? >r2')
+      os.remove(f)
       local pid = out.pid:match('%d+')
       assert.are.equal('0\n', out.r1, out.e1)
       assert.are.equal('5\n', out.r2, out.e2)
@@ -164,7 +176,7 @@ echo "end $$ $(date +%%s.%%N)" >> %s]], h.q(f), h.q(f), h.q(f))
     })
     runner.make_ledger(ns, {})
     local base = runner.cmd(dir, ns, '--lease-duration 3s')
-    local out = runner.alongside(base, 1.5, 'kill -9 $p')
+    local out = runner.alongside(base, 0, runner.until_line(f, 'start') .. '; sleep 0.5; kill -9 $p')
     assert.are.equal('137\n', out.r1)
     local first = lines_of(f)
     assert.are.equal(1, #first, h.slurp(f))
@@ -205,7 +217,7 @@ echo "end $$ $(date +%%s.%%N)" >> %s]], h.q(f), h.q(f), h.q(f))
     })
     runner.make_ledger(ns, {})
     local base = runner.cmd(dir, ns, '--lease-duration 3s')
-    local out = runner.alongside(base, 1, 'kill -9 $p')
+    local out = runner.alongside(base, 0, runner.until_line(f, 'start') .. '; sleep 0.2; kill -9 $p')
     assert.are.equal('137\n', out.r1)
     local bash_pid = h.slurp(f):match('start (%d+)')
     assert.is_string(bash_pid, 'the migration did not start')

@@ -144,6 +144,13 @@ local function files(dir)
   return setmetatable({ dir = dir }, { __index = function(_, name) return h.slurp(dir .. '/' .. name) end })
 end
 
+-- until_line(file, word): a shell line that waits until file holds a line
+-- with word (a migration's "start" marker), at most 30 s: what runs after
+-- it starts from the migration, however long the runner took to get there.
+function M.until_line(file, word)
+  return string.format('for i in $(seq 600); do grep -qs %s %s && break; sleep 0.05; done', h.q(word), h.q(file))
+end
+
 -- alongside(base, delay, second): starts the runner command `base` in the
 -- background (output in o1/e1, pid in pid, exit code in r1), runs the shell
 -- snippet `second` after `delay` seconds ($p is the first runner's pid) in
