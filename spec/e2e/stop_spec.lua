@@ -24,9 +24,10 @@ describe('#e2e a stop signal', function()
 
   it('stops exec\'s shell script and its children: exit 143, the outcome stopped', function()
     local dir = h.tmpdir()
-    local script = h.write(dir .. '/s.sh', 'trap "" TERM\nsleep 30.3131 &\nwait\n')
+    local script = h.write(dir .. '/s.sh', 'trap "" TERM\necho up >&2\nsleep 30.3131 &\nwait\n')
     local base = string.format('%s exec --grace 1s s %s', h.q(h.bin), h.q(script))
-    local f = runner.alongside(base, 0.7, 'kill -TERM $p')
+    -- the signal once the script runs (its first line on stderr)
+    local f = runner.alongside(base, 0, runner.until_line('e1', 'up') .. '; kill -TERM $p')
     assert.are.equal('143\n', f.r1, f.e1)
     assert.are.equal('stopped', require('json').decode(f.o1).outcome)
     contains(f.e1, 'stopped by SIGTERM while s ran: it was stopped (exit 143)')
@@ -35,10 +36,10 @@ describe('#e2e a stop signal', function()
   end)
 
   it('stops a lua script on SIGINT: exit 130', function()
-    local f0 = h.write(os.tmpname() .. '.lua', "require('kube').sleep(30)\n")
+    local f0 = h.write(os.tmpname() .. '.lua', "print('up')\nrequire('kube').sleep(30)\n")
     -- a shell's background job starts with SIGINT ignored: give it the default
-    local f = runner.alongside(string.format('env --default-signal=INT %s lua %s', h.q(h.bin), h.q(f0)), 0.7,
-      'kill -INT $p')
+    local f = runner.alongside(string.format('env --default-signal=INT %s lua %s', h.q(h.bin), h.q(f0)), 0,
+      runner.until_line('o1', 'up') .. '; kill -INT $p')
     assert.are.equal('130\n', f.r1, f.e1)
     contains(f.e1, 'stopped by SIGINT while ' .. f0 .. ' ran: it was stopped (exit 130)')
     assert.are.equal(1, stop_lines(f.e1))
@@ -63,8 +64,8 @@ describe('#e2e a stop signal', function()
       scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') } } })
     -- under nohup (or any caller that ignores HUP) the runner rightly keeps
     -- it ignored: give it the default
-    local f = runner.alongside('env --default-signal=HUP ' .. runner.cmd(dir, ns, '--lock-timeout 60s'), 1.5,
-      'kill -HUP $p')
+    local f = runner.alongside('env --default-signal=HUP ' .. runner.cmd(dir, ns, '--lock-timeout 60s'), 0,
+      runner.until_line('e1', 'waiting up to') .. '; kill -HUP $p')
     assert.are.equal('129\n', f.r1, f.e1)
     contains(f.e1, 'stopped by SIGHUP while waiting for the runner lock ' .. ns .. '/' .. runner.LEASE ..
       ': nothing ran (exit 129)')
@@ -84,7 +85,7 @@ describe('#e2e a stop signal', function()
       scripts = { alpha = { body = runner.lua_marker(ns, 'alpha') } } })
     local base = string.format('%s skip alpha --reason because --dir %s --namespace %s --lock-timeout 60s',
       h.q(h.bin), h.q(dir), ns)
-    local f = runner.alongside(base, 1.5, 'kill -TERM $p')
+    local f = runner.alongside(base, 0, runner.until_line('e1', 'waiting up to') .. '; kill -TERM $p')
     assert.are.equal('143\n', f.r1, f.e1)
     contains(f.e1, 'stopped by SIGTERM while waiting for the runner lock')
     assert.is_nil(runner.get_ledger(ns).data)
