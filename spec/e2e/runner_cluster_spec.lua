@@ -247,10 +247,10 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     -- SIGTERM to the runner while the script sleeps
     out = fresh_case()
     runner.make_ledger(ns, {})
-    local dir = tree(out, 'sleep 30.5151')
+    local dir = tree(out, 'echo sleeping > ' .. out .. '/at\nsleep 30.5151')
     local base = string.format('env -i PATH=%s HOME=%s KUBECONFIG=%s %s run --dir %s --namespace %s', h.q(PATH),
       h.q(h.tmpdir()), h.q(merged('a')), h.q(h.bin), h.q(dir), ns)
-    local f = runner.alongside(base, 1.5, 'kill -TERM $p')
+    local f = runner.alongside(base, 0, runner.until_line(out .. '/at', 'sleeping') .. '; kill -TERM $p')
     assert.are.equal('143\n', f.r1, f.e1)
     private_gone(out)
     assert.is_nil(runner.records(ns).touch, 'nothing recorded for a stopped run')
@@ -258,10 +258,10 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     -- supervisor removes it as it takes the migration down
     out = fresh_case()
     runner.make_ledger(ns, {})
-    dir = tree(out, 'sleep 30.5152')
+    dir = tree(out, 'echo sleeping > ' .. out .. '/at\nsleep 30.5152')
     base = string.format('env -i PATH=%s HOME=%s KUBECONFIG=%s %s run --dir %s --namespace %s --lease-duration 3s',
       h.q(PATH), h.q(h.tmpdir()), h.q(merged('a')), h.q(h.bin), h.q(dir), ns)
-    f = runner.alongside(base, 1.5, 'kill -KILL $p')
+    f = runner.alongside(base, 0, runner.until_line(out .. '/at', 'sleeping') .. '; kill -KILL $p')
     assert.are.equal('137\n', f.r1, f.e1)
     local path = h.slurp(out .. '/path'):gsub('\n$', '')
     assert.is_true(h.eventually(2, function() return io.open(path) == nil end),
