@@ -91,11 +91,12 @@ describe('#e2e the runner lock cannot be starved', function()
     assert.are.equal('0\n', out.r2, all)
     assert.are.equal('0\n', out.r3, all)
     contains(out.e2 .. out.e3, 'taking over the expired lease of ')
-    -- the first took it over one lease after its holder's last renewal,
-    -- the second right after the first was done: neither waited its 25 s out
+    -- the first took it over one lease (3 s) after its holder's last
+    -- renewal, the second right after the first was done: neither waited its
+    -- 25 s out (the bound leaves a loaded machine room for two runs)
     local t0 = tonumber(out.t0)
     local took = math.max(tonumber(out.t2) - t0, tonumber(out.t3) - t0)
-    assert.is_true(took < 12, 'the waiters took ' .. took .. ' s')
+    assert.is_true(took < 18, 'the waiters took ' .. took .. ' s')
     local recs = runner.records(ns)
     assert.are.equal('ok', recs['up-first'].state)
     assert.are.equal('ok', recs['up-second'].state)
@@ -117,7 +118,7 @@ describe('#e2e the runner lock cannot be starved', function()
     local all = out.o2 .. out.e2
     assert.are.equal('0\n', out.r2, all)
     local t0, t1 = out.t2:match('^(%S+) (%S+)')
-    assert.is_true(tonumber(t1) - tonumber(t0) < 8, 'the background run took ' .. (tonumber(t1) - tonumber(t0)) .. ' s')
+    assert.is_true(tonumber(t1) - tonumber(t0) < 15, 'the background run took ' .. (tonumber(t1) - tonumber(t0)) .. ' s')
     local recs = runner.records(ns)
     assert.are.equal('ok', recs['bg-slow'].state)
     assert.are.equal('ok', recs['bg-next'].state)
@@ -138,7 +139,7 @@ describe('#e2e the runner lock cannot be starved', function()
     assert.are.equal('0\n', out.r2, out.o2 .. out.e2)
     contains(out.e2, 'taking over the expired lease of dead-host/1/1/00')
     local t0, t1 = out.t2:match('^(%S+) (%S+)')
-    assert.is_true(tonumber(t1) - tonumber(t0) < 8, 'the hook took ' .. (tonumber(t1) - tonumber(t0)) .. ' s')
+    assert.is_true(tonumber(t1) - tonumber(t0) < 15, 'the hook took ' .. (tonumber(t1) - tonumber(t0)) .. ' s')
     assert.are.equal('ok', runner.records(ns)['up-first'].state)
   end)
 
@@ -150,7 +151,9 @@ describe('#e2e the runner lock cannot be starved', function()
     }
     for _, fmt in ipairs(requests) do
       local ns = runner.new_ns()
-      local dir = tree(ns, 3)
+      -- bg-slow runs 5 s: the holder reads the forged request (written once
+      -- kubectl saw bg-slow start) at a renewal before it ends
+      local dir = tree(ns, 5)
       -- the upgrade's steps ran already: a request for one is nobody's pending step
       local done = json.encode({ state = 'ok', at = '2026-01-01T00:00:00Z', attempts = 1 })
       runner.make_ledger(ns, { ['m.up-first'] = done, ['m.up-second'] = done })
