@@ -51,12 +51,19 @@ local function watch(set)
     h.q(bin), h.q(kubeconfig), NS, set, h.q(w.dir .. '/events'), h.q(w.dir .. '/pid'))))
   w.pid = assert(h.slurp(w.dir .. '/pid'):match('%d+'))
   local n = 0
+  local function pokes() return select(2, h.slurp(w.dir .. '/events'):gsub('MODIFIED ' .. set .. '%-sentinel', '')) end
   h.eventually(20, function()
     n = n + 1
     must(h.kubectl(string.format('label configmap %s-sentinel -n %s --overwrite poke=%d', set, NS, n)))
-    return h.slurp(w.dir .. '/events'):find('MODIFIED ' .. set .. '-sentinel', 1, true) ~= nil
+    return pokes() > 0
   end)
+  -- Stops once a last poke came through: a watch sends events in the order
+  -- of their resourceVersions, so every change made before it is in.
   function w.stop()
+    local seen = pokes()
+    n = n + 1
+    must(h.kubectl(string.format('label configmap %s-sentinel -n %s --overwrite poke=%d', set, NS, n)))
+    assert(h.eventually(30, function() return pokes() > seen end), 'the watch never saw the last poke')
     os.execute('kill ' .. w.pid)
     local changes = {}
     for kind, name in h.slurp(w.dir .. '/events'):gmatch('(%u+) (%S+)') do
@@ -170,7 +177,6 @@ print(string.format('swept %%d, at most %%d at once', r.changed, most))
           distinct[n] = true
         end
         local c = proxy.counts(p)
-        h.sleep(1) -- the last changes reach the watch
         local changes = w.stop()
         local faulted = 0
         for _, n in ipairs(names) do
