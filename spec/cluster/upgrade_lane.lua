@@ -37,6 +37,17 @@ end
 local function kc(args) return h.run(CLUSTER .. ' kubectl ' .. args) end
 local function kc_json(args) return json.decode(h.must(kc(args .. ' -o json'), 'kubectl ' .. args).out) end
 local function absent(what) return kc('get ' .. what .. ' --ignore-not-found -o name').out == '' end
+-- The log of a finished Job's pod: asked again for up to 10 s while kubectl
+-- gets nothing (once, a Job just complete answered an empty log); on a
+-- failure, what kubectl said instead.
+local function job_log(name)
+  local r
+  h.eventually(10, function()
+    r = kc('logs job/' .. name .. ' -n ' .. NS)
+    return r.code == 0 and r.out ~= ''
+  end)
+  return r.out ~= '' and r.out or ('(kubectl logs job/' .. name .. ': exit ' .. tostring(r.code) .. ': ' .. r.err .. ')')
+end
 
 -- helm inside the cluster's network, its caches under the lane's directory
 -- (never the home directory's).
@@ -464,7 +475,7 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
         local name = 'lane-dispatch-' .. n
         h.must(kc('create job ' .. name .. ' --from=cronjob/cozystack-migrations-dispatch -n ' .. NS))
         local w = kc('wait --for=condition=complete job/' .. name .. ' -n ' .. NS .. ' --timeout=90s')
-        local log = kc('logs job/' .. name .. ' -n ' .. NS).out
+        local log = job_log(name)
         lines[#lines + 1] = log
         assert.are.equal(0, w.code, 'dispatch ' .. name .. ': ' .. w.err .. log)
         h.must(kc('delete job ' .. name .. ' -n ' .. NS .. ' --wait=false'))
@@ -478,7 +489,7 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     n = n + 1
     h.must(kc('create job lane-dispatch-' .. n .. ' --from=cronjob/cozystack-migrations-dispatch -n ' .. NS))
     h.must(kc('wait --for=condition=complete job/lane-dispatch-' .. n .. ' -n ' .. NS .. ' --timeout=90s'))
-    local last = kc('logs job/lane-dispatch-' .. n .. ' -n ' .. NS).out
+    local last = job_log('lane-dispatch-' .. n)
     h.contains(last, 'nothing to do: no background migration is pending (2 recorded, 0 waiting for a retry, 1 past their 3 attempts')
     local seconds = now() - t0
     -- one Job per attempt, in this order, each after the one before ended
