@@ -330,9 +330,8 @@ describe('#e2e kube verbs', function()
       must(h.kubectl('create configmap w1 -n ' .. NS))
       -- kubectl labels the object once the script says it is about to wait
       -- (it creates w1-waiting), however long the script took to start
-      local kc = h.q(h.testenv) .. ' kubectl'
-      os.execute(string.format('(for i in $(seq 300); do %s get configmap w1-waiting -n %s && break; sleep 0.1; done; '
-        .. 'sleep 0.3; %s label configmap w1 -n %s ready=yes) >/dev/null 2>&1 &', kc, NS, kc, NS))
+      os.execute(string.format('(%s; sleep 0.3; %s kubectl label configmap w1 -n %s ready=yes) >/dev/null 2>&1 &',
+        require('support.runner').until_configmap(NS, 'w1-waiting'), h.q(h.testenv), NS))
       local res = run [[
         local before = kube.get('cm', 'w1', { namespace = NS }).metadata.labels
         kube.create('cm', { metadata = { name = 'w1-waiting' } }, { namespace = NS })

@@ -75,9 +75,8 @@ describe('#e2e the lock hand-over', function()
     local pre = runner.cmd(dir, ns, '--lock-timeout 60s')
     -- the pre-apply run starts once bg-slow runs, 3 s before it ends
     local out = runner.alongside(bg, 0,
-      string.format('until %s get configmaps -n %s -o name | grep -q ran-bg-slow-; do sleep 0.1; done; ' ..
-        't0=$(date +%%s.%%N); %s >o2 2>e2; echo $? >r2; t1=$(date +%%s.%%N); echo "$t0 $t1" >t2',
-        h.q(h.testenv) .. ' kubectl', ns, pre))
+      runner.until_configmap(ns, 'ran-bg-slow-') .. '; ' ..
+        string.format('t0=$(date +%%s.%%N); %s >o2 2>e2; echo $? >r2; t1=$(date +%%s.%%N); echo "$t0 $t1" >t2', pre))
     local all = out.o1 .. out.e1 .. out.o2 .. out.e2
     assert.are.equal('0\n', out.r1, all)
     assert.are.equal('0\n', out.r2, all)
@@ -124,9 +123,8 @@ describe('#e2e the lock hand-over', function()
     local pre = runner.cmd(dir, ns, '--lock-timeout 60s')
     local bg = runner.cmd(dir, ns, '--tier background --lock-timeout 60s')
     local out = runner.alongside(pre, 0,
-      string.format('until %s get configmaps -n %s -o name | grep -q ran-up-first-; do sleep 0.1; done; ' ..
-        't0=$(date +%%s.%%N); %s >o2 2>e2; echo $? >r2; t1=$(date +%%s.%%N); echo "$t0 $t1" >t2',
-        h.q(h.testenv) .. ' kubectl', ns, bg))
+      runner.until_configmap(ns, 'ran-up-first-') .. '; ' ..
+        string.format('t0=$(date +%%s.%%N); %s >o2 2>e2; echo $? >r2; t1=$(date +%%s.%%N); echo "$t0 $t1" >t2', bg))
     local all = out.o1 .. out.e1 .. out.o2 .. out.e2
     assert.are.equal('0\n', out.r1, all)
     assert.are.equal('0\n', out.r2, all)
@@ -145,9 +143,8 @@ describe('#e2e the lock hand-over', function()
     local dir = tree(ns, 2)
     runner.make_ledger(ns, {})
     local out = runner.alongside(runner.cmd(dir, ns, ''), 0,
-      string.format('until %s get configmaps -n %s -o name | grep -q ran-up-first-; do sleep 0.1; done; ' ..
-        '%s get lease %s -n %s -o json >lease', h.q(h.testenv) .. ' kubectl', ns, h.q(h.testenv) .. ' kubectl',
-        runner.LEASE, ns))
+      runner.until_configmap(ns, 'ran-up-first-') .. '; ' ..
+        string.format('%s get lease %s -n %s -o json >lease', h.q(h.testenv) .. ' kubectl', runner.LEASE, ns))
     assert.are.equal('0\n', out.r1, out.e1)
     local lease = json.decode(h.slurp(out.dir .. '/lease'))
     assert.are.equal('pre-apply', lease.metadata.annotations[ROLE])
@@ -161,9 +158,9 @@ describe('#e2e the lock hand-over', function()
     local bg = runner.cmd(dir, ns, '--tier background --lock-timeout 60s')
     local pre = runner.cmd(dir, ns, '--lock-timeout 1s')
     local out = runner.alongside(bg, 0,
-      string.format('until %s get configmaps -n %s -o name | grep -q ran-bg-slow-; do sleep 0.1; done; ' ..
-        '%s >o2 2>e2; echo $? >r2; %s get lease %s -n %s -o json >lease',
-        h.q(h.testenv) .. ' kubectl', ns, pre, h.q(h.testenv) .. ' kubectl', runner.LEASE, ns))
+      runner.until_configmap(ns, 'ran-bg-slow-') .. '; ' ..
+        string.format('%s >o2 2>e2; echo $? >r2; %s get lease %s -n %s -o json >lease',
+        pre, h.q(h.testenv) .. ' kubectl', runner.LEASE, ns))
     local all = out.o1 .. out.e1 .. out.o2 .. out.e2
     assert.are.equal('5\n', out.r2, all)
     assert.is_nil((json.decode(h.slurp(out.dir .. '/lease')).metadata.annotations or {})[HANDOVER],

@@ -51,10 +51,7 @@ local function tree(ns, bg_secs)
 end
 
 -- A shell line that waits until the migration `slug` has started.
-local function until_started(ns, slug)
-  return string.format('until %s get configmaps -n %s -o name | grep -q ran-%s-; do sleep 0.1; done',
-    KUBECTL, ns, slug)
-end
+local function until_started(ns, slug) return runner.until_configmap(ns, 'ran-' .. slug .. '-') end
 
 -- A shell loop (in the background, its pid in file `forger`) rewriting the
 -- hand-over annotation with `value_fmt` (a printf format given the turn).

@@ -151,6 +151,14 @@ function M.until_line(file, word)
   return string.format('for i in $(seq 600); do grep -qs %s %s && break; sleep 0.05; done', h.q(word), h.q(file))
 end
 
+-- until_configmap(ns, prefix): a shell line that waits until a ConfigMap
+-- whose name starts with prefix exists in ns (a migration's ran- marker,
+-- or one a script creates to say where it is), polling kubectl.
+function M.until_configmap(ns, prefix)
+  return string.format('until %s kubectl get configmaps -n %s -o name | grep -q %s; do sleep 0.1; done',
+    h.q(h.testenv), ns, h.q('^configmap/' .. prefix))
+end
+
 -- alongside(base, delay, second): starts the runner command `base` in the
 -- background (output in o1/e1, pid in pid, exit code in r1), runs the shell
 -- snippet `second` after `delay` seconds ($p is the first runner's pid) in
