@@ -264,8 +264,10 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     f = runner.alongside(base, 0, runner.until_line(out .. '/at', 'sleeping') .. '; kill -KILL $p')
     assert.are.equal('137\n', f.r1, f.e1)
     local path = h.slurp(out .. '/path'):gsub('\n$', '')
-    assert.is_true(h.eventually(2, function() return io.open(path) == nil end),
-      'the private kubeconfig outlived a killed runner: ' .. path)
+    -- (the supervisor removes the file, then its directory: wait for both)
+    assert.is_true(h.eventually(2, function()
+      return io.open(path) == nil and io.open(path:match('^(.*)/kubeconfig$') .. '/.') == nil
+    end), 'the private kubeconfig or its directory outlived a killed runner: ' .. path)
     private_gone(out)
   end)
 
