@@ -25,9 +25,11 @@ const char cli_order_help[] =
     "\n"
     "Generates the manifest (migrations/order.d/) from git: this line's release\n"
     "tags (vX.Y.Z, vX.Y.Z-rc.N reachable from REV) in version order, release\n"
-    "candidates first; a slug's batch NNNNN-<tag> is the first tag that carries\n"
-    "it; alphabetical within a batch, reordered only where `requires` demands;\n"
-    "'<slug> retired' for a slug a tag carried and REV does not; 99999-untagged\n"
+    "candidates first, from the first whose tree has the engine's layout (older\n"
+    "tags predate the engine and play no part; gaps in the line are no error: a\n"
+    "warning names a tag a fetch could add); a slug's batch NNNNN-<tag> is the\n"
+    "first tag that carries it; alphabetical within a batch, reordered only\n"
+    "where `requires` demands;\n"    "'<slug> retired' for a slug a tag carried and REV does not; 99999-untagged\n"
     "for slugs no tag carries (never when REV is a release tag); 00000-legacy\n"
     "from legacy-sh/legacy-map. Reads git objects only, never the working tree.\n"
     "\n"
@@ -41,8 +43,8 @@ const char cli_order_help[] =
     "\n"
     "Exit codes: 0 written, 1 writing failed, 2 usage (--out is not a directory\n"
     "of batch files), 3 packaging (cycle, dangling or later-batch requires, bad\n"
-    "header, slug or legacy-map), 8 history (shallow clone, missing previous\n"
-    "tag, not a git repository), 9 the manifest rewrites a released one,\n"
+    "header, slug or legacy-map), 8 history (shallow clone, not a git\n"
+    "repository), 9 the manifest rewrites a released one,\n"
     "10 git is not installed.\n";
 
 const struct cli_option *const cli_order_options[] = {

@@ -147,6 +147,17 @@ int git_is_shallow(const struct git_repo *g, char *err, size_t errlen)
     return r;
 }
 
+int git_has_remote(const struct git_repo *g, char *err, size_t errlen)
+{
+    struct proc_result res;
+    static const char *const args[] = {"remote", NULL};
+    if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
+        return -1;
+    int r = res.out_len > 0 && res.out[0] != '\n';
+    proc_result_free(&res);
+    return r;
+}
+
 int git_commit_of(const struct git_repo *g, const char *rev, char oid[65], char *err,
                   size_t errlen)
 {

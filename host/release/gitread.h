@@ -29,6 +29,8 @@ void git_close(struct git_repo *g);
 
 /* 1 shallow, 0 complete, -1 error (err). */
 int git_is_shallow(const struct git_repo *g, char *err, size_t errlen);
+/* 1 when the repository has a remote to fetch from, 0 without, -1 error. */
+int git_has_remote(const struct git_repo *g, char *err, size_t errlen);
 /* 0 when rev names a commit (its id in oid), -1 otherwise. */
 int git_commit_of(const struct git_repo *g, const char *rev, char oid[65], char *err, size_t errlen);
 

@@ -1,7 +1,9 @@
 /* order.c: the manifest generator, `cozy-migrate order`.
  *
  * Owns turning git history into order.d/: which release tags form this
- * line (those reachable from the revision), their version order, the first
+ * line (those reachable from the revision, from the first whose tree has
+ * the engine's layout), which gaps in it are worth a word, their version
+ * order, the first
  * tag that carries each slug, `retired` for a slug a tag carried and the
  * revision does not, 99999-untagged, 00000-legacy from legacy-map, ordering
  * within a batch by `requires`, and the prefix rule against the previous
@@ -164,45 +166,99 @@ static void version_name(const struct release_version *v, char *buf, size_t n)
         snprintf(buf, n, "v%ld.%ld.%ld", v->major, v->minor, v->patch);
 }
 
-/* Every release but the first of a series has its predecessor in the line:
- * rc.N needs rc.N-1, and X.Y.Z (or its rc.1) needs X.Y.Z-1. A gap means
- * the clone lacks tags, and a manifest made from it would put slugs in the
- * wrong batch. */
+/* What makes a tree the engine's: any of these (relative to the tree's
+ * place in the repository). A release tag whose tree has none of them
+ * predates the engine there. */
+static const char *const layout_paths[] = {"migrations/revoked", "migrations/pre-apply",
+                                           "migrations/background", "legacy-sh/legacy-map", NULL};
+
+/* 1 when rev's tree has the engine's layout, 0 when not, -1 (err) when git fails. */
+static int has_layout(const struct git_repo *g, const char *rev, char *err, size_t errlen)
+{
+    struct git_entry *e;
+    size_t n;
+    if (git_ls_tree(g, rev, layout_paths, &e, &n, err, errlen) != 0)
+        return -1;
+    git_entries_free(e, n);
+    return n > 0;
+}
+
+/* Drops the line's tags older than the first whose tree has the engine's
+ * layout: releases from before the engine (years of a platform's history)
+ * play no part, so their gaps and branches do not either, and the first
+ * engine release is batch 00001 wherever the tree was added. */
+static int drop_pre_engine(const struct git_repo *g, struct walk *w, char *err, size_t errlen)
+{
+    size_t first = 0;
+    int yes = 0;
+    while (first < w->ntags && (yes = has_layout(g, w->tags[first].name, err, errlen)) == 0)
+        first++;
+    if (yes < 0)
+        return EXIT_HISTORY;
+    for (size_t i = 0; i < first; i++)
+        free(w->tags[i].name);
+    memmove(w->tags, w->tags + first, (w->ntags - first) * sizeof *w->tags);
+    w->ntags -= first;
+    return 0;
+}
+
+/* The release that must come before v in a line, or 0 when none must:
+ * rc.N follows rc.N-1; X.Y.Z (or its rc.1) follows X.Y.Z-1; X.Y.0 and
+ * X.Y.0-rc.1 open a series. */
+static int predecessor(const struct release_version *v, struct release_version *want)
+{
+    *want = *v;
+    if (v->rc > 1) {
+        want->rc--;
+        return 1;
+    }
+    if (v->patch == 0)
+        return 0;
+    want->patch--;
+    want->rc = 0;
+    return 1;
+}
+
+/* Gaps in the walked line are the platform's past, not errors: the first
+ * engine release has no predecessor in the walk; a patch cut on a release
+ * branch that this line does not contain (v1.6.1 on release-1.6, then
+ * v1.6.2 merged into main) is another line's; a number never tagged is
+ * skipped. The one gap a clone can cause is a tag in this line that was
+ * not fetched: git follows the tags of what it fetches, so that needs a
+ * remote to fetch from and a release between two that are here (an
+ * earlier walked tag, and one without its predecessor anywhere in the
+ * clone). Only then is there a warning, with the hint to fetch every tag:
+ * the clone cannot tell an unfetched tag from a skipped number. */
 static int check_gaps(const struct git_repo *g, const char *rev, const struct rtag *line,
                       size_t n, char *err, size_t errlen)
 {
     struct rtag *all = NULL;
     size_t nall = 0;
-    int loaded = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct release_version want = line[i].v;
-        if (want.rc > 1) {
-            want.rc--;
-        } else if (want.patch > 0) {
-            want.patch--;
-            want.rc = 0;
-        } else {
+    int loaded = 0, remote = -2;
+    for (size_t i = 1; i < n; i++) {
+        struct release_version want;
+        if (!predecessor(&line[i].v, &want) || find_version(line, n, &want))
             continue;
-        }
-        if (find_version(line, n, &want))
+        /* X.Y.Z after one of its own release candidates follows it */
+        const struct release_version *p = &line[i - 1].v, *v = &line[i].v;
+        if (v->rc == 0 && p->major == v->major && p->minor == v->minor && p->patch == v->patch)
             continue;
         if (!loaded && git_release_tags(g, NULL, NULL, &all, &nall, err, errlen) != 0)
             return EXIT_HISTORY;
         loaded = 1;
+        if (find_version(all, nall, &want))
+            continue; /* another line's tag */
+        if (remote == -2 && (remote = git_has_remote(g, err, errlen)) < 0) {
+            git_release_tags_free(all, nall);
+            return EXIT_HISTORY;
+        }
         char name[64];
         version_name(&want, name, sizeof name);
-        if (find_version(all, nall, &want))
-            snprintf(err, errlen,
-                     "missing previous tag: %s exists but is not an ancestor of %s, which "
-                     "holds %s: this line's history is inconsistent",
-                     name, rev, line[i].name);
-        else
-            snprintf(err, errlen,
-                     "missing previous tag: %s is in %s's history but %s is not in this clone "
-                     "(fetch every tag: git fetch --tags)",
-                     line[i].name, rev, name);
-        git_release_tags_free(all, nall);
-        return EXIT_HISTORY;
+        if (remote)
+            log_warn("order: %s follows %s in %s's history, but %s is not in this clone: if it "
+                     "was released, fetch every tag (git fetch --tags) and run order again, or "
+                     "its slugs go to %s's batch; a skipped number needs nothing",
+                     line[i].name, line[i - 1].name, rev, name, line[i].name);
     }
     git_release_tags_free(all, nall);
     return 0;
@@ -234,7 +290,9 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
     }
     w->rev_tagged = nat_rev > 0;
     git_release_tags_free(at_rev, nat_rev);
-    int rc = check_gaps(g, rev, w->tags, w->ntags, err, errlen);
+    int rc = drop_pre_engine(g, w, err, errlen);
+    if (rc == 0)
+        rc = check_gaps(g, rev, w->tags, w->ntags, err, errlen);
     if (rc == 0)
         rc = order_scripts_at(g, oid, &w->at, &w->nat, err, errlen);
     if (rc == EXIT_PACKAGING) {
@@ -985,32 +1043,31 @@ int order_check_prefix(const struct git_repo *g, const char *rev, const struct m
     char oid[65];
     if (git_commit_of(g, rev, oid, err, errlen) != 0)
         return EXIT_HISTORY;
-    struct rtag *line = NULL, *here = NULL, *all = NULL;
-    size_t nline = 0, nhere = 0, nall = 0;
+    /* the walk's line: this line's tags from the engine's first release */
+    struct walk line;
+    memset(&line, 0, sizeof line);
+    struct rtag *here = NULL;
+    size_t nhere = 0;
     int rc = 0;
-    if (git_release_tags(g, oid, NULL, &line, &nline, err, errlen) != 0 ||
+    if (git_release_tags(g, oid, NULL, &line.tags, &line.ntags, err, errlen) != 0 ||
         git_release_tags(g, NULL, oid, &here, &nhere, err, errlen) != 0 ||
-        git_release_tags(g, NULL, NULL, &all, &nall, err, errlen) != 0) {
+        drop_pre_engine(g, &line, err, errlen) != 0) {
         rc = EXIT_HISTORY;
         goto out;
     }
     const struct rtag *prev = NULL;
-    for (size_t i = 0; i < nline; i++) {
+    for (size_t i = 0; i < line.ntags; i++) {
         int at_rev = 0;
         for (size_t k = 0; k < nhere && !at_rev; k++)
-            at_rev = strcmp(here[k].name, line[i].name) == 0;
+            at_rev = strcmp(here[k].name, line.tags[i].name) == 0;
         if (!at_rev)
-            prev = &line[i];
+            prev = &line.tags[i];
     }
     if (!prev) {
-        if (nall > nhere) {
-            snprintf(err, errlen, "missing previous tag: %zu release tag(s) exist but none is an "
-                     "ancestor of %s, so there is no previous release to compare with",
-                     nall - nhere, rev);
-            rc = EXIT_HISTORY;
-        } else {
-            snprintf(note, notelen, "no earlier release tag: nothing to compare with");
-        }
+        /* The first release of the engine's tree in this line; tags of
+         * other lines (release branches) are theirs to compare. */
+        snprintf(note, notelen, "no earlier release of this tree in %s's line: nothing to compare "
+                 "with", rev);
         goto out;
     }
     struct manifest pm;
@@ -1052,9 +1109,8 @@ int order_check_prefix(const struct git_repo *g, const char *rev, const struct m
                  prev->name, pm.n, pm.n == 1 ? "" : "es");
     manifest_free(&pm);
 out:
-    git_release_tags_free(line, nline);
+    git_release_tags_free(line.tags, line.ntags);
     git_release_tags_free(here, nhere);
-    git_release_tags_free(all, nall);
     return rc;
 }
 

@@ -23,7 +23,10 @@ void order_rev_scripts_free(struct rev_script *s, size_t n);
 const struct rev_script *order_rev_script_find(const struct rev_script *s, size_t n, const char *slug);
 
 /* The tag walk: this line's release tags (reachable from rev) in version
- * order, and for each slug any of them carries, the first one. */
+ * order from the first whose tree has the engine's layout (older ones
+ * predate the engine and play no part), and for each slug any of them
+ * carries, the first one. Gaps in the line are not errors; one a fetch
+ * could fill is warned about (order.c, check_gaps). */
 struct walk_slug {
     char *slug;
     size_t first;               /* index into tags */
@@ -42,8 +45,8 @@ struct walk {
     size_t nat;
     int rev_tagged;             /* a release tag points at rev */
 };
-/* An exit code with err: EXIT_HISTORY for a shallow clone, a missing
- * previous tag or a git failure, EXIT_PACKAGING for a bad file at a tag. */
+/* An exit code with err: EXIT_HISTORY for a shallow clone or a git
+ * failure, EXIT_PACKAGING for a bad file at a tag. */
 int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *err,
                size_t errlen);
 void order_walk_free(struct walk *w);
@@ -66,7 +69,7 @@ int order_generate(const struct git_repo *g, const char *rev, struct manifest *m
  * Lua script untagged). Never written to disk. note says what it did, one
  * line ("" when order.d was used as it is). An exit code with err:
  * EXIT_PACKAGING (a cycle, a dangling or later requires, a bad header or
- * legacy-map), EXIT_HISTORY (a shallow clone, a missing tag), EXIT_TOOL. */
+ * legacy-map), EXIT_HISTORY (a shallow clone, a git failure), EXIT_TOOL. */
 int order_local(const char *dir, struct manifest *m, char *note, size_t notelen, char *err,
                 size_t errlen);
 /* The text of one batch file. NULL when out of memory. */

@@ -12,15 +12,30 @@ local function must(res, what)
   return res
 end
 
-function M.new(dir)
-  local self = setmetatable({ dir = dir or h.tmpdir() }, Repo)
+-- new(dir, opts): opts.tree puts the migrations tree in that subdirectory
+-- of the repository (a monorepo: r.root is the repository, r.dir the tree);
+-- opts.engine == false starts without the engine's tree (a platform's
+-- history from before it: add migrations/revoked when the engine arrives).
+function M.new(dir, opts)
+  opts = opts or {}
+  local root = dir or h.tmpdir()
+  local self = setmetatable({ root = root, dir = opts.tree and (root .. '/' .. opts.tree) or root }, Repo)
+  assert(os.execute('mkdir -p ' .. h.q(self.dir)))
   self:git('init -q -b main')
   self:git('config user.email spec@example.invalid')
   self:git('config user.name spec')
   self:git('config commit.gpgsign false')
   self:git('config tag.gpgsign false')
   -- A packaged tree always has the revoked list; lint and the runner refuse one without.
-  self:write('migrations/revoked', '# nothing revoked\n')
+  if opts.engine ~= false then self:write('migrations/revoked', '# nothing revoked\n') end
+  return self
+end
+
+-- The repository's own file at rel (outside the tree in a monorepo).
+function Repo:write_root(rel, content)
+  local p = self.root .. '/' .. rel
+  assert(os.execute('mkdir -p ' .. h.q(p:match('^(.*)/[^/]*$'))))
+  h.write(p, content)
   return self
 end
 
@@ -59,7 +74,7 @@ function Repo:sh(slug, body)
 end
 
 function Repo:commit(msg)
-  self:git('add -A')
+  self:git('add -A :/')
   self:git('commit -q --allow-empty -m ' .. h.q(msg or 'change'))
   return self
 end
