@@ -145,6 +145,9 @@ int cli_script_file(struct cli *c, const char *file);
  * (operands, ONLY, --force, the environment, the lease's name, the tree):
  * 0 or an exit code. */
 int cli_runner_opts_finish(struct cli *c, int argc, char **argv, int first);
+/* The one-line refusal of a command that needs a migrations tree and has
+ * none (no --dir, no COZY_MIGRATIONS_DIR, none installed): EXIT_NO_TREE. */
+int cli_no_tree(const struct cli *c);
 
 /* ---- man.c ---- */
 
