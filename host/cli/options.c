@@ -282,6 +282,7 @@ VALUE(cli_opt_rev, "rev", rev);
 VALUE(cli_opt_against, "against", against);
 VALUE(cli_opt_from, "from", from);
 VALUE(cli_opt_names, "names", names);
+VALUE(cli_opt_image_inventory, "image-inventory", image_inventory);
 VALUE(cli_opt_image, "image", image);
 VALUE(cli_opt_check, "check", check);
 
