@@ -72,40 +72,47 @@ lint: all
 # $(PREFIX)/share/cozy-migrate/bin (it finds stdlib/, the spec harness in
 # spec/support/ and the tree next to itself) with $(PREFIX)/bin/cozy-migrate
 # linking to it. The harness is what a platform repository's specs require
-# (`cozy-migrate spec`; busted itself is the system's, Debian lua-busted). MIGRATIONS_TREE is
-# the checkout whose migrations/ and legacy-sh/ ship (a platform repository,
-# or this one); its order.d/ is generated from its git history (ORDER_FLAGS
-# --check-prefix for a release), or taken as prepared when it has none.
-# `manifest` writes to ORDER_OUT (default: the tree's migrations/order.d, for
-# a local run); `install` generates straight into DESTDIR and leaves the
-# tree as it was.
+# (`cozy-migrate spec`; busted itself is the system's, Debian lua-busted).
+# MIGRATIONS_TREE is the checkout whose migrations/ and legacy-sh/ ship (a
+# platform repository; this one's samples only when named: MIGRATIONS_TREE=.);
+# empty (the default) installs the engine and its harness and no tree, and
+# the commands that need one refuse until given --dir (exit 16). Its order.d/
+# is generated from its git history (ORDER_FLAGS --check-prefix for a
+# release), or taken as prepared when it has none. `manifest` writes to
+# ORDER_OUT (default: the tree's migrations/order.d, for a local run; the
+# tree defaults to this checkout there); `install` generates straight into
+# DESTDIR and leaves the tree as it was.
 PREFIX          ?= /usr/local
 DESTDIR         ?=
-MIGRATIONS_TREE ?= .
+MIGRATIONS_TREE ?=
 ORDER_FLAGS     ?=
-ORDER_OUT       ?= $(MIGRATIONS_TREE)/migrations/order.d
+MANIFEST_TREE    = $(or $(MIGRATIONS_TREE),.)
+ORDER_OUT       ?= $(MANIFEST_TREE)/migrations/order.d
 SHARE            = $(DESTDIR)$(PREFIX)/share/cozy-migrate
 # The chart's copy of the migrations index (`cozy-migrate index`): install
 # checks it against the tree it laid out, so the chart, the image and the
 # index agree (exit 9 naming each slug that differs). This repository's
 # chart holds it in deploy/helm/files; a platform tree names its own, or
-# none (empty: nothing to check).
+# none (empty: nothing to check). INDEX_IMAGE is the image the copy names
+# (a digest-pinned index is checked against that reference: the image's
+# digest exists only once it is built, so the build cannot know it).
 INDEX_FILE      ?= $(if $(filter .,$(MIGRATIONS_TREE)),deploy/helm/files/cozy-migrate-index.json,)
+INDEX_IMAGE     ?=
 # The spec harness a platform's specs use (docs/writing-migrations.md "The spec harness"); the
 # rest of spec/support/ is this repository's own test tooling.
 HARNESS          = spec/support/helpers.lua spec/support/cluster.lua spec/support/migration.lua \
                    spec/support/disposable.lua spec/support/output.lua
 
 manifest: build/cozy-migrate
-	@if git -C "$(MIGRATIONS_TREE)" rev-parse --git-dir >/dev/null 2>&1; then \
-	  build/cozy-migrate order --repo "$(MIGRATIONS_TREE)" --out "$(ORDER_OUT)" $(ORDER_FLAGS); \
-	elif [ -d "$(MIGRATIONS_TREE)/migrations/order.d" ]; then \
-	  echo "manifest: $(MIGRATIONS_TREE) has no git history; using its prepared migrations/order.d"; \
-	  if [ "$(ORDER_OUT)" != "$(MIGRATIONS_TREE)/migrations/order.d" ]; then \
-	    rm -rf "$(ORDER_OUT)" && cp -R "$(MIGRATIONS_TREE)/migrations/order.d" "$(ORDER_OUT)"; \
+	@if git -C "$(MANIFEST_TREE)" rev-parse --git-dir >/dev/null 2>&1; then \
+	  build/cozy-migrate order --repo "$(MANIFEST_TREE)" --out "$(ORDER_OUT)" $(ORDER_FLAGS); \
+	elif [ -d "$(MANIFEST_TREE)/migrations/order.d" ]; then \
+	  echo "manifest: $(MANIFEST_TREE) has no git history; using its prepared migrations/order.d"; \
+	  if [ "$(ORDER_OUT)" != "$(MANIFEST_TREE)/migrations/order.d" ]; then \
+	    rm -rf "$(ORDER_OUT)" && cp -R "$(MANIFEST_TREE)/migrations/order.d" "$(ORDER_OUT)"; \
 	  fi; \
 	else \
-	  echo "manifest: $(MIGRATIONS_TREE) has neither git history nor migrations/order.d (docs/shipping.md)" >&2; \
+	  echo "manifest: $(MANIFEST_TREE) has neither git history nor migrations/order.d (docs/shipping.md)" >&2; \
 	  exit 1; \
 	fi
 
@@ -124,11 +131,17 @@ install: build/cozy-migrate man
 	cp -R stdlib "$(SHARE)/stdlib"
 	install -d "$(SHARE)/spec/support"
 	install -m 0644 $(HARNESS) "$(SHARE)/spec/support/"
-	cp -R "$(MIGRATIONS_TREE)/migrations" "$(SHARE)/migrations"
-	cp -R "$(MIGRATIONS_TREE)/legacy-sh" "$(SHARE)/legacy-sh"
-	@$(MAKE) --no-print-directory manifest ORDER_OUT="$(SHARE)/migrations/order.d"
-	@if [ -n "$(INDEX_FILE)" ]; then \
-	  "$(SHARE)/bin/cozy-migrate" index --dir "$(SHARE)" --check "$(INDEX_FILE)"; \
+	@if [ -z "$(MIGRATIONS_TREE)" ]; then \
+	  echo "install: no MIGRATIONS_TREE: the engine and its harness, no migrations (commands that need a tree take --dir)"; \
+	  if [ -n "$(INDEX_FILE)" ]; then echo "install: INDEX_FILE=$(INDEX_FILE) needs MIGRATIONS_TREE (the tree it indexes)" >&2; exit 2; fi; \
+	else \
+	  cp -R "$(MIGRATIONS_TREE)/migrations" "$(SHARE)/migrations" && \
+	  cp -R "$(MIGRATIONS_TREE)/legacy-sh" "$(SHARE)/legacy-sh" && \
+	  $(MAKE) --no-print-directory manifest ORDER_OUT="$(SHARE)/migrations/order.d" && \
+	  if [ -n "$(INDEX_FILE)" ]; then \
+	    "$(SHARE)/bin/cozy-migrate" index --dir "$(SHARE)" --check "$(INDEX_FILE)" \
+	      $(if $(INDEX_IMAGE),--image "$(INDEX_IMAGE)"); \
+	  fi; \
 	fi
 	chmod -R a+rX "$(SHARE)"
 
@@ -139,12 +152,17 @@ helm: deps
 
 # The hook's image from the Dockerfile, with buildah on local base images made
 # with debootstrap (tools/image); loaded into the cluster's containerd when
-# `tools/testenv cluster up` is running. IMAGE_TAG names it.
-IMAGE_TAG ?= localhost/cozy-migrate:dev
-image: deps
+# `tools/testenv cluster up` is running. IMAGE_TAG names it; MIGRATIONS_TREE
+# is the tree it ships (none: the engine alone, the base a platform
+# extends); IMAGE_FLAGS more of tools/image's (--packages, --files,
+# --mirror, --push, --digestfile: docs/shipping.md "Building the image").
+IMAGE_TAG   ?= localhost/cozy-migrate:dev
+IMAGE_FLAGS ?=
+image: all
 	@TESTENV_CLUSTER=1 tools/deps
 	@load=""; if tools/testenv cluster status >/dev/null 2>&1; then load=--load; fi; \
-	  tools/image build --tag "$(IMAGE_TAG)" $$load
+	  tools/image build --tag "$(IMAGE_TAG)" $(if $(MIGRATIONS_TREE),--tree "$(MIGRATIONS_TREE)") \
+	    $(IMAGE_FLAGS) $$load
 
 # The upgrade lane on a real single-node cluster (tools/cluster-test; the
 # docs/testing.md's "The upgrade lane" has what it does and costs).

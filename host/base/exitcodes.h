@@ -34,6 +34,9 @@ enum {
     EXIT_NOT_DISPOSABLE = 15, /* `spec`: the cluster in KUBECONFIG does not say it is
                                  disposable (a testenv, a kind cluster, or one marked
                                  by --i-own-this-cluster): no spec ran */
+    EXIT_NO_TREE = 16,      /* a command that needs a migrations tree (run, plan, preview,
+                               skip, dispatch, index) was given none: no --dir, no
+                               COZY_MIGRATIONS_DIR, and the install carries none */
     /* A stop signal (TERM, INT, HUP) exits 128 + the signal (stop.h). */
 };
 #endif

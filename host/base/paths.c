@@ -74,14 +74,21 @@ const char *paths_tree(void)
     const char *env = getenv("COZY_MIGRATIONS_DIR");
     if (env && *env)
         return env;
+    /* Only a tree an install laid out beside the binary (make install
+     * MIGRATIONS_TREE=..., the image's share/cozy-migrate/bin): never the
+     * checkout above build/, whose sample migrations are no platform's. */
     static char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", paths_stdlib());
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (n <= 0)
+        return NULL;
+    dir[n] = '\0';
     char *slash = strrchr(dir, '/');
-    if (slash && strcmp(slash, "/stdlib") == 0) {
-        *slash = '\0';
-        return dir;
-    }
-    return ".";
+    if (!slash || slash - dir < 4 || strncmp(slash - 4, "/bin", 4) != 0)
+        return NULL;
+    slash[-4] = '\0';
+    char mig[PATH_MAX + 16];
+    snprintf(mig, sizeof mig, "%s/migrations", dir);
+    return access(mig, F_OK) == 0 ? dir : NULL;
 }
 
 const char *paths_tmpdir(void)

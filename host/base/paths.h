@@ -11,8 +11,10 @@
  * /usr/share/cozy-migrate/stdlib. Returns a static buffer. */
 const char *paths_stdlib(void);
 /* The tree a run reads when no --dir says: $COZY_MIGRATIONS_DIR, else the
- * directory holding the stdlib (the image's /usr/share/cozy-migrate, or
- * the checkout above build/), else ".". Returns a static buffer. */
+ * tree an install laid out beside the binary (<dir>/bin/cozy-migrate with
+ * <dir>/migrations: the image's /usr/share/cozy-migrate), else NULL: a
+ * checkout's build/ and an install without a tree have none. Returns the
+ * environment's string or a static buffer. */
 const char *paths_tree(void);
 /* The directory holding the spec harness (support/migration.lua and the
  * modules beside it): $COZY_HARNESS, else <exe>/../spec (a checkout's

@@ -75,7 +75,7 @@ struct cli {
     const char *skip[64];
     char skip_buf[4096];
     /* order, lint, new, import-legacy */
-    const char *repo, *out, *rev, *against, *on_error, *from, *names;
+    const char *repo, *out, *rev, *against, *on_error, *from, *names, *image_inventory;
     int check_prefix, history;
     /* index */
     const char *image, *check;
@@ -105,7 +105,7 @@ extern const struct cli_option cli_opt_kubeconfig, cli_opt_context, cli_opt_loca
     cli_opt_pass_env, cli_opt_force, cli_opt_reason, cli_opt_failed, cli_opt_image,
     cli_opt_require_digest, cli_opt_check, cli_opt_service_account, cli_opt_as_installed_at,
     cli_opt_create_namespace, cli_opt_retry_backoff, cli_opt_retry_backoff_max,
-    cli_opt_stdlib_internals;
+    cli_opt_stdlib_internals, cli_opt_image_inventory;
 
 extern const char cli_cluster_opts_help[], cli_tool_opts_help[];
 /* The help of the options a command shares with others (the cluster's, or
@@ -145,6 +145,9 @@ int cli_script_file(struct cli *c, const char *file);
  * (operands, ONLY, --force, the environment, the lease's name, the tree):
  * 0 or an exit code. */
 int cli_runner_opts_finish(struct cli *c, int argc, char **argv, int first);
+/* The one-line refusal of a command that needs a migrations tree and has
+ * none (no --dir, no COZY_MIGRATIONS_DIR, none installed): EXIT_NO_TREE. */
+int cli_no_tree(const struct cli *c);
 
 /* ---- man.c ---- */
 

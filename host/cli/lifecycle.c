@@ -80,7 +80,10 @@ int cli_index(struct cli *c, int argc, char **argv, int first)
         log_usage(c->cmd, "--require-digest needs --image REF (the digest the release pins)");
         return EXIT_USAGE;
     }
-    struct index_opts io = {.dir = c->r.dir ? c->r.dir : paths_tree(), .image = c->image,
+    const char *dir = c->r.dir ? c->r.dir : paths_tree();
+    if (!dir)
+        return cli_no_tree(c);
+    struct index_opts io = {.dir = dir, .image = c->image,
                             .require_digest = c->require_digest, .check = c->check,
                             .configmap = configmap, .ns = c->r.k.ledger_namespace};
     /* --check compares the image whatever was given: the one named, else

@@ -282,6 +282,7 @@ VALUE(cli_opt_rev, "rev", rev);
 VALUE(cli_opt_against, "against", against);
 VALUE(cli_opt_from, "from", from);
 VALUE(cli_opt_names, "names", names);
+VALUE(cli_opt_image_inventory, "image-inventory", image_inventory);
 VALUE(cli_opt_image, "image", image);
 VALUE(cli_opt_check, "check", check);
 
@@ -796,6 +797,14 @@ int cli_skip_env(struct cli *c)
     return 0;
 }
 
+int cli_no_tree(const struct cli *c)
+{
+    log_fatal("%s: no migrations tree: give --dir DIR (or COZY_MIGRATIONS_DIR, or --local in a "
+              "checkout); this install carries none (make install MIGRATIONS_TREE=<the platform's "
+              "checkout> ships one) and never runs this repository's samples", c->cmd);
+    return EXIT_NO_TREE;
+}
+
 /* What run, plan, status and skip share once parsed. 0 or an exit code. */
 int cli_runner_opts_finish(struct cli *c, int argc, char **argv, int first)
 {
@@ -832,6 +841,10 @@ int cli_runner_opts_finish(struct cli *c, int argc, char **argv, int first)
     }
     if (!o->dir)
         o->dir = o->k.cfg.local ? "." : paths_tree();
+    /* status reads the ledger alone without a tree; every other command
+     * would run, plan or compare migrations it does not have */
+    if (!o->dir && strcmp(c->cmd, "status") != 0)
+        return cli_no_tree(c);
     static char lease[300];
     snprintf(lease, sizeof lease, "%s" LEASE_SUFFIX, o->k.ledger_name);
     o->k.lease_name = lease;

@@ -61,7 +61,7 @@ int cli_order(struct cli *c, int argc, char **argv, int first)
 }
 
 static const char lint_usage[] =
-    "Usage: cozy-migrate lint [--dir DIR] [--against REV] [--history]\n"
+    "Usage: cozy-migrate lint [--dir DIR] [--against REV] [--history] [--image-inventory FILE]\n"
     "\n"
     "Checks the tree (migrations/, legacy-sh/, spec/) against the authoring\n"
     "contract and prints each problem as 'file:line: rule: what is wrong'.\n"
@@ -70,6 +70,8 @@ static const char lint_usage[] =
     "  --dir DIR       the tree root (default .)\n"
     "  --against REV   compare shipped scripts with REV and every release tag\n"
     "  --history       check slugs against every release tag's tree\n"
+    "  --image-inventory FILE  what the image holds (tools/image writes it): shell\n"
+    "                  migrations must be runnable there (rule runnable)\n"
     "\n"
     "Exit codes: 0 clean, 3 problems found, 8 git cannot answer (not a\n"
     "repository, shallow clone), 10 shellcheck, luacheck or git missing.\n"
@@ -106,7 +108,7 @@ void cli_lint_help_print(void)
 
 const struct cli_option *const cli_lint_options[] = {
     TOOL_OPTS, &cli_opt_dir,
-    &cli_opt_against, &cli_opt_history,
+    &cli_opt_against, &cli_opt_history, &cli_opt_image_inventory,
     NULL,
 };
 
@@ -156,7 +158,8 @@ int cli_lint(struct cli *c, int argc, char **argv, int first)
     }
     struct lint_opts lo2 = {.dir = c->r.dir ? c->r.dir : ".", .against = c->against,
                             .history = c->history, .luacheckrc = rc_text, .modules = la.m,
-                            .nmodules = api.n < 16 ? api.n : 16};
+                            .nmodules = api.n < 16 ? api.n : 16,
+                            .image_inventory = c->image_inventory};
     rc = lint_run(&lo2);
     free(la.names);
     free(rc_text);

@@ -38,7 +38,8 @@ const char cli_run_help[] =
     "  --max-attempts N     background: retries of a failed migration (default {MAX_ATTEMPTS})\n"
     "  --ledger NAME        the ledger ConfigMap (default {LEDGER})\n"
     "  --dir DIR            the tree holding migrations/ and legacy-sh/ (default: the\n"
-    "                       image's, or the working tree with --local)\n"
+    "                       one installed beside the binary, as in the image, or the\n"
+    "                       working tree with --local; none: exit 16)\n"
     "  --memory MIB         memory cap of a Lua migration (default {MEMORY})\n"
     "  --force              with --only: run a legacy migration whose script stamps a\n"
     "                       `version` older than the ledger's, or one whose requires\n"
@@ -77,7 +78,8 @@ const char cli_run_help[] =
     "order.d), 11 refused by what the ledger records (SKIP of a slug recorded ok;\n"
     "--only of a legacy slug without --force), 12 the ledger deleted during the run\n"
     "or absent where the Lease says there was one, 13 no room in the ledger for a\n"
-    "record, 14 a ledger write denied by admission.\n";
+    "record, 14 a ledger write denied by admission, 16 no migrations tree (no --dir,\n"
+    "and this install carries none).\n";
 
 const char cli_plan_help[] =
     "Usage: cozy-migrate plan [options]\n"
@@ -120,7 +122,7 @@ const struct cli_option *const cli_run_options[] = {
 static int with_local_tree(struct cli *c, int need, int (*fn)(const struct runner_opts *o))
 {
     char mig[4200];
-    snprintf(mig, sizeof mig, "%s/migrations", c->r.dir);
+    snprintf(mig, sizeof mig, "%s/migrations", c->r.dir ? c->r.dir : ".");
     if (c->r.k.cfg.local && (need || access(mig, F_OK) == 0)) {
         char note[1200], err[2048];
         int rc = order_local(c->r.dir, &c->local_man, note, sizeof note, err, sizeof err);

@@ -803,6 +803,12 @@ const struct lint_rule lint_rules[] = {
      "`shellcheck -x` on shell migrations and `legacy-sh/lib/`; what the legacy digest list "
      "covers is frozen, so only its errors count (`-S error`, as bash runs it), never style it "
      "can never fix"},
+    {"runnable", "`--image-inventory FILE`", lint_rule_runnable,
+     "every command a shell migration (or `legacy-sh/lib/`) calls is a builtin, a function they "
+     "define or on the image's PATH, every literal absolute path it reads is in the image (FILE: "
+     "the inventory the image build records, `/usr/share/cozy-migrate/image-inventory`), and "
+     "every literal relative path is under `legacy-sh/`, its working directory; what a variable "
+     "or `sh -c` builds is not judged"},
     {"api", NULL, lint_rule_api,
      "every field a Lua migration uses of a module it binds with `local x = require('kube')` "
      "(or helm, fleet, flux, log, json, yaml) is one that module has: read from the modules as "

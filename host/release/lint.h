@@ -20,6 +20,8 @@ struct lint_opts {
     const struct lint_module *modules; /* the api rule's modules; none: the rule checks
                                         * nothing it cannot know */
     size_t nmodules;
+    const char *image_inventory; /* what the image holds (tools/image-inventory's file):
+                                  * the runnable rule; NULL: it checks nothing */
 };
 
 struct lint;

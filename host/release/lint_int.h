@@ -94,4 +94,7 @@ void lint_frozen_free(struct lint *l);
 /* lint_api.c: the fields a Lua migration uses of the modules it requires
  * exist (an exit code). */
 int lint_rule_api(struct lint *l);
+/* lint_runnable.c: with --image-inventory, every command a shell migration
+ * calls and every literal path it reads is in that image (an exit code). */
+int lint_rule_runnable(struct lint *l);
 #endif

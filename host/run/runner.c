@@ -851,17 +851,20 @@ int runner_ctx_open(struct runner_ctx *c, const struct runner_opts *o, int need_
     char err[ERRLINE_MAX];
     /* Without a manifest there is no tree to show (status reads the ledger
      * alone, quietly); a tree that is there but broken is said. */
-    char man_dir[4200];
-    tree_order_d(o->dir, man_dir, sizeof man_dir);
-    int loaded = (need_tree || o->manifest || access(man_dir, F_OK) == 0) &&
+    char man_dir[4200] = "";
+    if (o->dir)
+        tree_order_d(o->dir, man_dir, sizeof man_dir);
+    int loaded = o->dir && (need_tree || o->manifest || access(man_dir, F_OK) == 0) &&
                  tree_load_with(o->dir, o->manifest, &c->t, err, sizeof err) == 0;
+    if (!o->dir)
+        snprintf(err, sizeof err, "no migrations tree (--dir)");
     if (have_tree)
         *have_tree = loaded;
     if (!loaded && need_tree) {
         log_fatal("%s", err);
         return EXIT_PACKAGING;
     }
-    if (!loaded && access(man_dir, F_OK) == 0)
+    if (!loaded && *man_dir && access(man_dir, F_OK) == 0)
         log_warn("%s (showing the ledger alone)", err);
     if (loaded && c->t.nbad && headers_gate(c, o, need_tree) != 0)
         return EXIT_PACKAGING;

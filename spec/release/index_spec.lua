@@ -307,8 +307,27 @@ describe('cozy-migrate index', function()
 
   it("keeps this repository's chart copy (deploy/helm/files) in agreement with its own tree", function()
     local dest = h.tmpdir()
-    local res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr', h.q(h.root), h.q(dest)))
+    local res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr MIGRATIONS_TREE=.', h.q(h.root), h.q(dest)))
     assert.are.equal(0, res.code, res.out .. res.err)
     h.contains(res.out, 'deploy/helm/files/cozy-migrate-index.json agrees with the tree')
+  end)
+
+  it('checks a digest-pinned chart copy against the image make install is told (INDEX_IMAGE), never against none', function()
+    local dest = h.tmpdir()
+    local copy = h.write(os.tmpname() .. '.json', h.must(index(dir, '--image', DIGEST, '--require-digest')).out)
+    -- the build cannot know its own digest: without INDEX_IMAGE the index
+    -- names an image the check was not given, and it says which
+    local res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr MIGRATIONS_TREE=%s INDEX_FILE=%s',
+      h.q(h.root), h.q(dest), h.q(dir), h.q(copy)))
+    assert.are_not.equal(0, res.code)
+    h.contains(res.out .. res.err, DIGEST)
+    res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr MIGRATIONS_TREE=%s INDEX_FILE=%s INDEX_IMAGE=%s',
+      h.q(h.root), h.q(dest), h.q(dir), h.q(copy), h.q(DIGEST)))
+    assert.are.equal(0, res.code, res.out .. res.err)
+    h.contains(res.out, 'agrees with the tree')
+    -- another image is still a difference
+    res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr MIGRATIONS_TREE=%s INDEX_FILE=%s INDEX_IMAGE=%s',
+      h.q(h.root), h.q(dest), h.q(dir), h.q(copy), h.q((DIGEST:gsub('0123abcd$', 'ffffffff')))))
+    assert.are_not.equal(0, res.code)
   end)
 end)

@@ -150,3 +150,76 @@ kubectl create configmap smoke-sh -n "$NAMESPACE" --from-literal=seen="$seen" --
     end
   end)
 end)
+
+-- A workstation install: the engine and its harness, no migrations; and no
+-- binary takes a tree nobody named (issue 36).
+describe('make install without MIGRATIONS_TREE (a workstation)', function()
+  local dest, share, bin
+
+  setup(function()
+    dest = h.tmpdir()
+    local res = h.run(string.format('env -u MIGRATIONS_TREE make -s -C %s install DESTDIR=%s PREFIX=/usr',
+      h.q(h.root), h.q(dest)))
+    assert(res.code == 0, res.out .. res.err)
+    share = dest .. '/usr/share/cozy-migrate'
+    bin = dest .. '/usr/bin/cozy-migrate'
+  end)
+
+  it('installs the engine, its stdlib and harness, and no migrations', function()
+    assert.are.equal(0, h.run('test -x ' .. h.q(share .. '/bin/cozy-migrate')).code)
+    assert.are.equal(h.slurp(h.root .. '/stdlib/kube.lua'), h.slurp(share .. '/stdlib/kube.lua'))
+    assert.are.equal(0, h.run('test -s ' .. h.q(share .. '/spec/support/migration.lua')).code)
+    for _, p in ipairs({ 'migrations', 'legacy-sh' }) do
+      assert.are.equal(1, h.run('test -e ' .. h.q(share .. '/' .. p)).code, p .. ' was installed')
+    end
+  end)
+
+  it('refuses every command that needs a tree in one line naming --dir and MIGRATIONS_TREE, exit 16', function()
+    for _, args in ipairs({ { 'run' }, { 'plan' }, { 'preview' }, { 'dispatch' }, { 'index' },
+      { 'skip', 'some-slug', '--reason', 'r' } }) do
+      local res = h.run(string.format('env -u COZY_MIGRATIONS_DIR MIGRATIONS_IMAGE=x:1 %s %s', h.q(bin),
+        table.concat(args, ' ')))
+      assert.are.equal(16, res.code, args[1] .. ': ' .. res.out .. res.err)
+      assert.are.equal('', res.out, args[1])
+      local _, lines = res.err:gsub('\n', '')
+      assert.are.equal(1, lines, args[1] .. ': ' .. res.err)
+      h.contains(res.err, 'cozy-migrate: ' .. args[1] .. ': no migrations tree: give --dir DIR')
+      h.contains(res.err, 'make install MIGRATIONS_TREE=')
+    end
+  end)
+
+  it('runs a tree it is given with --dir', function()
+    local repo = gitrepo.new()
+    repo:write('legacy-sh/legacy-map', '')
+    repo:write('migrations/revoked', '')
+    repo:write('migrations/pre-apply/given-one.lua', '-- cozystack-migration: on-error=abort\n')
+    repo:commit():tag('v1.0.0')
+    h.must(h.run(string.format('%s order --repo %s', h.q(h.bin), h.q(repo.dir))))
+    local res = h.must(h.run(string.format('env -u COZY_MIGRATIONS_DIR %s index --dir %s', h.q(bin), h.q(repo.dir))))
+    h.contains(res.out, '"given-one"')
+  end)
+
+  it("and the checkout's own binary takes no tree unasked: this repository's samples only by name", function()
+    local res = h.run('cd / && env -u COZY_MIGRATIONS_DIR ' .. h.q(h.bin) .. ' index')
+    assert.are.equal(16, res.code, res.out .. res.err)
+    res = h.run('cd / && env -u COZY_MIGRATIONS_DIR ' .. h.q(h.bin) .. ' plan --namespace default')
+    assert.are.equal(16, res.code, res.out .. res.err)
+  end)
+
+  it('reads the ledger alone for status, saying there is no tree', function()
+    if not h.has_cluster() then
+      pending('needs the local apiserver (KUBECONFIG)')
+      return
+    end
+    local ns = 'notree-' .. os.time() % 100000 .. math.random(100, 999)
+    h.must(h.kubectl('create namespace ' .. ns))
+    h.must(h.kubectl('create configmap cozystack-version -n ' .. ns ..
+      [[ --from-literal=version=56 --from-literal=m.platform-one='{"state":"ok","at":"2026-01-01T00:00:00Z"}']]))
+    local res = h.run(string.format('env -u COZY_MIGRATIONS_DIR %s status --namespace %s', h.q(bin), ns))
+    assert.are.equal(0, res.code, res.out .. res.err)
+    h.contains(res.err, 'no migrations tree')
+    h.contains(res.out, 'platform-one')
+    h.lacks(res.out, 'absent')
+    h.kubectl('delete namespace ' .. ns .. ' --wait=false')
+  end)
+end)

@@ -273,7 +273,7 @@ describe('lint', function()
       local name, rest, doc = row:match('^| `([^`]+)`(.-) | (.*) |$')
       rows[#rows + 1] = { name = name, when = rest:match('^ %((.*)%)$'), doc = doc }
     end
-    assert.are.equal(18, #listed)
+    assert.are.equal(19, #listed)
     assert.are.same(listed, rows)
   end)
 end)
