@@ -55,7 +55,7 @@ describe('cozy-migrate index', function()
     -- the legacy shell slug runs in the pre-apply tier, first (00000-legacy);
     -- each pre-apply slug carries its header's timeout, as a background one does
     assert.are.same({
-      { slug = 'old', timeout_s = 600, on_error = 'abort', requires = {} },
+      { slug = 'old', timeout_s = 600, on_error = 'abort', requires = {}, legacy = 1 },
       { slug = 'zeta', timeout_s = 600, on_error = 'abort', requires = {} },
       { slug = 'alpha', timeout_s = 90, on_error = 'abort', requires = {} },
     }, want['pre-apply'])
@@ -64,6 +64,30 @@ describe('cozy-migrate index', function()
       { slug = 'bg-two', timeout_s = 600, on_error = 'abort', requires = { 'bg-one' } },
     }, want.background)
     assert.are.same({ 'faulty' }, want.revoked)
+  end)
+
+  it('carries each legacy slug\'s legacy-map number, so a chart leaves out of the hook\'s deadline what `version` seeds, and --check names a number that differs', function()
+    local t = fixture.tree({
+      batches = { { '00001-v1.0.0', { 'first', 'second', 'lua-one' } } },
+      scripts = { first = { shell = true, body = 'true' }, second = { shell = true, timeout = '2m', body = 'true' },
+        ['lua-one'] = { body = "require('log').info('x')" } },
+      legacy = { { 7, 'first' }, { 12, 'second' } },
+    })
+    local ix = json.decode(h.must(index(t)).out)
+    local by = {}
+    for _, g in ipairs(ix['pre-apply']) do by[g.slug] = g end
+    assert.are.equal(7, by.first.legacy)
+    assert.are.equal(12, by.second.legacy)
+    assert.is_nil(by['lua-one'].legacy, 'a migration that is not legacy has no number')
+    local stale = json.decode(h.must(index(t)).out)
+    stale['pre-apply'][2].legacy = 13
+    local res = index(t, '--check', write_index(stale))
+    assert.are.equal(9, res.code, res.out .. res.err)
+    h.contains(res.out, "pre-apply slug 'second': legacy number 13 in the index, 12 in the tree's legacy-map")
+    stale['pre-apply'][2].legacy = 'twelve'
+    res = index(t, '--check', write_index(stale))
+    assert.are.equal(3, res.code, res.out .. res.err)
+    h.contains(res.err, "pre-apply slug 'second': 'legacy' is not a legacy-map number")
   end)
 
   it('has no index for a tree the runner refuses (exit 3, naming the file)', function()
