@@ -842,7 +842,10 @@ static int template_check(const cJSON *pod, const cJSON *ctr, char *err, size_t 
         if (!n || strcmp(n, "SKIP") == 0 || strcmp(n, "SKIP_REASON") == 0 ||
             strcmp(n, "DRY_RUN") == 0 || strncmp(n, "LD_", 3) == 0)
             return bad(err, errlen, "env '%.40s' is not for a background Job", n ? n : "?");
-        if (strcmp(n, "PASS_ENV") == 0 && pass_env_given(ctr, str_at(e, "value", ""), err, errlen) != 0)
+        const char *pass = strcmp(n, "PASS_ENV") == 0 ? str_at(e, "value", NULL) : NULL;
+        if (strcmp(n, "PASS_ENV") == 0 && !pass)
+            return bad(err, errlen, "env PASS_ENV: a list of names given as a value");
+        if (pass && pass_env_given(ctr, pass, err, errlen) != 0)
             return -1;
     }
     return 0;
