@@ -78,7 +78,7 @@ struct cli {
     const char *repo, *out, *rev, *against, *on_error, *from, *names, *image_inventory;
     int check_prefix, history;
     /* index */
-    const char *image, *check;
+    const char *image, *check, *check_chart;
     int require_digest;
     double retry_backoff, retry_backoff_max;    /* 0: the default */
     /* dispatch */
@@ -103,7 +103,7 @@ extern const struct cli_option cli_opt_kubeconfig, cli_opt_context, cli_opt_loca
     cli_opt_quiet, cli_opt_repo, cli_opt_out, cli_opt_rev, cli_opt_check_prefix,
     cli_opt_against, cli_opt_history, cli_opt_on_error, cli_opt_from, cli_opt_names,
     cli_opt_pass_env, cli_opt_force, cli_opt_reason, cli_opt_failed, cli_opt_image,
-    cli_opt_require_digest, cli_opt_check, cli_opt_service_account, cli_opt_as_installed_at,
+    cli_opt_require_digest, cli_opt_check, cli_opt_check_chart, cli_opt_service_account, cli_opt_as_installed_at,
     cli_opt_create_namespace, cli_opt_retry_backoff, cli_opt_retry_backoff_max,
     cli_opt_stdlib_internals, cli_opt_image_inventory;
 

@@ -19,6 +19,7 @@
 const char cli_index_help[] =
     "Usage: cozy-migrate index [--dir DIR] [--image REF] [--require-digest] [-o json|configmap]\n"
     "       cozy-migrate index --check FILE [--dir DIR] [--image REF] [--require-digest]\n"
+    "       cozy-migrate index --check-chart FILE [--dir DIR] [--image REF] [--ledger NAME]\n"
     "\n"
     "The migrations index of the packaged tree DIR (migrations/ with its order.d,\n"
     "legacy-sh/), read with the runner's own loader: the image reference given, the\n"
@@ -39,6 +40,13 @@ const char cli_index_help[] =
     "names an image differs); and a ConfigMap's retry policy, with the flags below\n"
     "or their defaults.\n"
     "\n"
+    "--check-chart FILE reads a platform chart's whole rendering (helm template, or\n"
+    "helm upgrade --dry-run=server) and refuses what breaks the engine: no ConfigMap\n"
+    INDEX_NAME " (or one that differs, as --check), the ledger ConfigMap\n"
+    "rendered by the chart (the hook creates it), a pre-install/pre-upgrade hook Job\n"
+    "that is not the engine's (a numbered hook left in), each named with its\n"
+    "document and helm's Source line.\n"
+    "\n"
     "Options:\n"
     "  --dir DIR                the tree (default: the image's, as for run)\n"
     "  --image REF              the image the release runs: repo:tag or repo@sha256:...\n"
@@ -48,16 +56,20 @@ const char cli_index_help[] =
     "  --max-attempts N         the ConfigMap's " INDEX_KEY_ATTEMPTS " (default {MAX_ATTEMPTS})\n"
     "  --retry-backoff D        its " INDEX_KEY_BACKOFF " (default {BACKOFF})\n"
     "  --retry-backoff-max D    its " INDEX_KEY_BACKOFF_MAX " (default {BACKOFF_MAX})\n"
+    "  --ledger NAME            --check-chart: the ledger's name (default {LEDGER})\n"
     "\n"
     "Exit codes: 0 written (or FILE agrees), 2 usage (a bad --image, a tag with\n"
     "--require-digest), 3 the tree or FILE cannot be read (whole), 9 FILE disagrees\n"
-    "with the tree, the image or the retry policy (each difference named).\n";
+    "with the tree, the image or the retry policy (each difference named), or the\n"
+    "chart is not wired as the engine needs (--check-chart; each problem named).\n";
 
 const struct cli_option *const cli_index_options[] = {
     TOOL_OPTS, &cli_opt_dir,
     &cli_opt_image,
     &cli_opt_require_digest,
     &cli_opt_check,
+    &cli_opt_check_chart,
+    &cli_opt_ledger,
     &cli_opt_output,
     &cli_opt_namespace,
     &cli_opt_max_attempts,
@@ -72,11 +84,19 @@ int cli_index(struct cli *c, int argc, char **argv, int first)
     /* -o: the command's plain format is the ConfigMap, json the file (and
      * the default). */
     int configmap = cli_given(c, &cli_opt_output) && !c->r.output_json;
+    if (c->check && c->check_chart) {
+        log_usage(c->cmd, "--check and --check-chart: give one");
+        return EXIT_USAGE;
+    }
+    if (c->check_chart && configmap) {
+        log_usage(c->cmd, "--check-chart compares; -o configmap writes: give one");
+        return EXIT_USAGE;
+    }
     if (c->check && configmap) {
         log_usage(c->cmd, "--check compares; -o configmap writes: give one");
         return EXIT_USAGE;
     }
-    if (c->require_digest && !c->image && !c->check) {
+    if (c->require_digest && !c->image && !c->check && !c->check_chart) {
         log_usage(c->cmd, "--require-digest needs --image REF (the digest the release pins)");
         return EXIT_USAGE;
     }
@@ -85,7 +105,8 @@ int cli_index(struct cli *c, int argc, char **argv, int first)
         return cli_no_tree(c);
     struct index_opts io = {.dir = dir, .image = c->image,
                             .require_digest = c->require_digest, .check = c->check,
-                            .configmap = configmap, .ns = c->r.k.ledger_namespace};
+                            .configmap = configmap, .ns = c->r.k.ledger_namespace,
+                            .check_chart = c->check_chart, .ledger = c->r.k.ledger_name};
     /* --check compares the image whatever was given: the one named, else
      * the one this runs in */
     io.check_image = c->image ? c->image : c->r.image && *c->r.image ? c->r.image : NULL;

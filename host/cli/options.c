@@ -285,6 +285,7 @@ VALUE(cli_opt_names, "names", names);
 VALUE(cli_opt_image_inventory, "image-inventory", image_inventory);
 VALUE(cli_opt_image, "image", image);
 VALUE(cli_opt_check, "check", check);
+VALUE(cli_opt_check_chart, "check-chart", check_chart);
 
 DURATION(cli_opt_lock_timeout, "lock-timeout", r.lock_timeout);
 DURATION(cli_opt_grace, "grace", r.grace);

@@ -101,6 +101,9 @@ int index_from_tree(const struct tree *t, const char *image, struct index *ix)
                 goto oom;
             b->timeout_s = m->h.timeout > 0 ? m->h.timeout : DEFAULT_TIMEOUT_S;
             b->on_error = m->h.on_error;
+            for (size_t l = 0; l < t->legacy.n; l++)
+                if (strcmp(t->legacy.e[l].slug, m->slug) == 0)
+                    b->legacy = t->legacy.e[l].number;
             for (size_t r = 0; r < m->h.nrequires; r++)
                 if (push_str(&b->requires, &b->nrequires, m->h.requires[r]) != 0)
                     goto oom;
@@ -161,7 +164,10 @@ static void bentries(struct buf *b, const char *key, const struct index_slug *v,
             buf_addf(b, "%s", r ? ", " : "");
             bstr(b, g->requires[r]);
         }
-        buf_addf(b, "]}");
+        buf_addf(b, "]");
+        if (g->legacy)
+            buf_addf(b, ", \"legacy\": %ld", g->legacy);
+        buf_addf(b, "}");
     }
     buf_addf(b, "%s],\n", n ? "\n  " : "");
 }
@@ -264,7 +270,7 @@ static int slug_array(const char *name, const char *key, const cJSON *a, char **
 static int parse_entry(const char *name, const char *tier, const cJSON *o, struct index_slug *g,
                        char ***seen, size_t *nseen, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"slug", "timeout_s", "on_error", "requires", NULL};
+    static const char *const keys[] = {"slug", "timeout_s", "on_error", "requires", "legacy", NULL};
     if (!cJSON_IsObject(o))
         return fail(err, errlen, name, "'%s': an entry is not an object {\"slug\": ...}", tier);
     const cJSON *slug = cJSON_GetObjectItemCaseSensitive(o, "slug");
@@ -289,6 +295,13 @@ static int parse_entry(const char *name, const char *tier, const cJSON *o, struc
         return fail(err, errlen, name, "%s: 'on_error' is not abort or warn", where);
     g->timeout_s = timeout->valuedouble;
     g->on_error = strcmp(oe->valuestring, "abort") == 0 ? ON_ERROR_ABORT : ON_ERROR_WARN;
+    const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(o, "legacy");
+    if (legacy && (!cJSON_IsNumber(legacy) || legacy->valuedouble < 1 ||
+                   legacy->valuedouble > LEGACY_NUMBER_MAX ||
+                   legacy->valuedouble != (double)(long)legacy->valuedouble))
+        return fail(err, errlen, name, "%s: 'legacy' is not a legacy-map number (1 to %d)", where,
+                    LEGACY_NUMBER_MAX);
+    g->legacy = legacy ? (long)legacy->valuedouble : 0;
     if (!req)
         return fail(err, errlen, name, "%s: 'requires' is missing", where);
     char key[200];
@@ -660,6 +673,9 @@ static void compare_tier(struct diff *d, const char *tier, const struct index_sl
             same = strcmp(g->requires[r], w->requires[r]) == 0;
         if (!same)
             differ(d, "%s slug '%s': its requires differ from the tree's header", tier, w->slug);
+        if (g->legacy != w->legacy)
+            differ(d, "%s slug '%s': legacy number %ld in the index, %ld in the tree's legacy-map",
+                   tier, w->slug, g->legacy, w->legacy);
     }
     free(gs);
     free(ws);

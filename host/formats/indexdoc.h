@@ -51,6 +51,8 @@ struct index_slug {
     enum on_error on_error;
     char **requires;
     size_t nrequires;
+    long legacy;                /* its legacy-map number, 0 for none: a chart sizes the
+                                 * hook's deadline without the ones `version` seeds */
 };
 
 /* The background tier's retry policy, the ConfigMap's keys. */

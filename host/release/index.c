@@ -16,6 +16,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "formats/yamldoc.h"
+#include "release/chartcheck.h"
 
 static void say_line(void *ud, const char *line)
 {
@@ -34,6 +35,35 @@ static int policy_data(cJSON *data, const struct index_policy *p)
                    cJSON_AddStringToObject(data, INDEX_KEY_BACKOFF_MAX, b)
                ? 0
                : -1;
+}
+
+/* --check-chart: the rendering's index compared as a ConfigMap's (its
+ * image with the one expected), and the chart's shape. */
+static int check_chart(const struct index_opts *o, struct index *want)
+{
+    char err[ERRLINE_MAX];
+    want->configmap = 1;
+    free(want->image);
+    want->image = NULL;
+    if (o->check_image && !(want->image = strdup(o->check_image))) {
+        index_free(want);
+        log_fatal("out of memory");
+        return EXIT_FAILED;
+    }
+    long n = chart_check(o->check_chart, want, o->ledger, o->dir, err, sizeof err);
+    index_free(want);
+    if (n < 0) {
+        log_fatal("%s", err);
+        return EXIT_PACKAGING;
+    }
+    if (n) {
+        log_fatal("%s: the chart is not wired as the engine needs: %ld problem%s", o->check_chart, n,
+                  n == 1 ? "" : "s");
+        return EXIT_RELEASED;
+    }
+    out_line("%s: the chart renders the engine's index, agreeing with the tree %s, and neither "
+             "the ledger nor another migration hook", o->check_chart, o->dir);
+    return EXIT_OK;
 }
 
 int index_cmd(const struct index_opts *o)
@@ -57,6 +87,8 @@ int index_cmd(const struct index_opts *o)
     tree_free(&t);
     int rc = EXIT_OK;
     want.pol = o->pol;
+    if (o->check_chart)
+        return check_chart(o, &want);
     if (o->check) {
         struct index got;
         if (index_load_file(o->check, &got, err, sizeof err) != 0) {

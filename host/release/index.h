@@ -1,7 +1,8 @@
 /* index.h: the `index` command: the migrations index (formats/indexdoc.h)
  * of the packaged tree, generated as the file the chart includes or as its
  * ConfigMap manifest, or --check FILE: does the chart's copy (or a rendered
- * or live ConfigMap) agree with the tree? */
+ * or live ConfigMap) agree with the tree? --check-chart FILE: is a
+ * platform chart's whole rendering wired as the engine needs? */
 #ifndef COZY_INDEX_H
 #define COZY_INDEX_H
 #include "formats/indexdoc.h"
@@ -15,6 +16,8 @@ struct index_opts {
                                  * ConfigMap expects it */
     int require_digest;
     const char *check;          /* --check FILE, or NULL: generate */
+    const char *check_chart;    /* --check-chart FILE: a chart's rendering (chartcheck.h) */
+    const char *ledger;         /* the ledger's name, which the chart must not render */
     int configmap;              /* -o configmap: the ConfigMap manifest (YAML) */
     const char *ns;             /* its namespace */
 };

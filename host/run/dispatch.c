@@ -763,6 +763,32 @@ static int bad(char *err, size_t errlen, const char *fmt, ...)
  * release's own spec: a Job made as the jobs' cluster-admin identity is
  * checked here, and the admission policy checks it again. 0, or -1 with
  * err. */
+/* PASS_ENV in a background Job's template: the chart's values that shell
+ * migrations read (its extraEnv and named hatches) reach them as they do in
+ * the hook, so every name it lists must be a literal value of the same
+ * template's env: nothing comes from the image's or the node's environment.
+ * 0, or -1 with err. */
+static int pass_env_given(const cJSON *ctr, const char *list, char *err, size_t errlen)
+{
+    while (*list) {
+        size_t len = strcspn(list, ",");
+        int found = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(ctr, "env"))
+        {
+            const char *n = str_at(e, "name", NULL);
+            if (n && strlen(n) == len && strncmp(n, list, len) == 0 && strcmp(n, "PASS_ENV") != 0 &&
+                cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "value")))
+                found = 1;
+        }
+        if (len && !found)
+            return bad(err, errlen, "env PASS_ENV names '%.*s', which the template's env does not "
+                       "give a value", (int)(len > 60 ? 60 : len), list);
+        list += len + (list[len] == ',');
+    }
+    return 0;
+}
+
 static int template_check(const cJSON *pod, const cJSON *ctr, char *err, size_t errlen)
 {
     static const char *const host[] = {"hostNetwork", "hostPID", "hostIPC", NULL};
@@ -814,8 +840,13 @@ static int template_check(const cJSON *pod, const cJSON *ctr, char *err, size_t 
     {
         const char *n = str_at(e, "name", NULL);
         if (!n || strcmp(n, "SKIP") == 0 || strcmp(n, "SKIP_REASON") == 0 ||
-            strcmp(n, "DRY_RUN") == 0 || strcmp(n, "PASS_ENV") == 0 || strncmp(n, "LD_", 3) == 0)
+            strcmp(n, "DRY_RUN") == 0 || strncmp(n, "LD_", 3) == 0)
             return bad(err, errlen, "env '%.40s' is not for a background Job", n ? n : "?");
+        const char *pass = strcmp(n, "PASS_ENV") == 0 ? str_at(e, "value", NULL) : NULL;
+        if (strcmp(n, "PASS_ENV") == 0 && !pass)
+            return bad(err, errlen, "env PASS_ENV: a list of names given as a value");
+        if (pass && pass_env_given(ctr, pass, err, errlen) != 0)
+            return -1;
     }
     return 0;
 }

@@ -85,9 +85,9 @@ end
 -- (complete or failed), from the Job's own status.
 local WATCH = "jsonpath={.metadata.name}{'|'}{.status.startTime}{'|'}{.status.completionTime}{'|'}" ..
   "{.status.conditions[?(@.type=='Failed')].lastTransitionTime}{'|'}{.status.failed}{'\\n'}"
-local function watch_jobs()
+local function watch_jobs(ns)
   local out, pid = os.tmpname(), os.tmpname()
-  h.must(h.run(string.format('(%s kubectl get jobs -n %s -w -o %s >%s 2>&1 & echo $! >%s)', CLUSTER, NS, h.q(WATCH),
+  h.must(h.run(string.format('(%s kubectl get jobs -n %s -w -o %s >%s 2>&1 & echo $! >%s)', CLUSTER, ns or NS, h.q(WATCH),
     h.q(out), h.q(pid))))
   return { out = out, pid = pid }
 end
@@ -740,5 +740,198 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     -- the failed Job keeps its pod's logs until its TTL; the ledger is not the chart's
     assert.are.equal(86400, kc_json('get job cozystack-migrations -n ' .. NS).spec.ttlSecondsAfterFinished)
     assert.are.equal('ok', record('lane-slow-step').state)
+  end)
+end)
+
+-- The first upgrade onto the engine: a platform shaped like Cozystack's
+-- before it (spec/cluster/fixtures/old-platform: its chart renders the
+-- ledger itself when absent, with keep and the no-delete label; a numbered
+-- hook Job gated on version < targetVersion runs the legacy scripts and
+-- each stamps `version`), upgraded to the same chart wired with the engine
+-- (tools/cluster-test made both: the ledger template and the old hook
+-- removed, the snippet added, values merged). Release G (v1.6.0) ships
+-- legacy scripts 3 and 4 and a new Lua migration; it revokes the main
+-- sequence's migrations, which work on lane-tenant. Each case is a block
+-- of its own, in its own namespace and release; they run in order.
+describe('the first upgrade onto the engine, from a platform with a numbered hook', function()
+  local ONS, OREL = 'cozy-old', 'old-platform'
+  local OLD, WIRED = LANE .. '/old-chart', LANE .. '/wired-chart'
+  local FIXO = h.root .. '/spec/cluster/fixtures/old-platform'
+  local G = 'v1.6.0'
+  local TENANT = 'lane-old-tenant'
+
+  local function values(wired)
+    return string.format('-f %s %s --set migrations.image=%s', h.q(FIXO .. '/migrations-values.yaml'),
+      wired and ('-f ' .. h.q(FIXO .. '/wired-values.yaml')) or '', h.q(IMAGE .. ':' .. G))
+  end
+  -- helm upgrade --install of the old chart or the wired one, timed, the
+  -- hook Jobs (either) watched
+  local function up(ns, rel, wired, extra, verb)
+    if wired then chart_for(G, WIRED) end
+    local w = watch_jobs(ns)
+    local t = now()
+    local res = helm(string.format('%s %s %s -n %s --create-namespace --wait --timeout 600s %s %s',
+      verb or 'upgrade --install', rel, h.q(wired and WIRED or OLD), ns, values(wired), extra or ''))
+    res.seconds = now() - t
+    res.job = stop_watch(w, wired and 'cozystack-migrations' or 'cozystack-migration-hook')
+    res.all = res.out .. res.err
+    return res
+  end
+  local function get(what, ns) return kc_json('get ' .. what .. ' -n ' .. ns) end
+  local function gone(what) return kc('get ' .. what .. ' --ignore-not-found -o name').out == '' end
+  local function ledger_in(ns) return get('configmap cozystack-version', ns) end
+  local function rec(ns, slug)
+    local v = (ledger_in(ns).data or {})['m.' .. slug]
+    return v and json.decode(v)
+  end
+  local function ran(label, value)
+    return kc_json('get configmaps -n ' .. TENANT .. ' -l lane.cozystack.io/' .. label .. '=' .. value).items
+  end
+
+  local uid
+  it('installs the old-shape platform: its chart renders the ledger (version 3, keep, no-delete), no hook runs', function()
+    local res = up(ONS, OREL, false)
+    step('old shape: install (its chart renders the ledger)', res)
+    assert.are.equal(0, res.code, res.all)
+    assert.is_nil(res.job.start, 'the numbered hook ran on a fresh install')
+    local l = ledger_in(ONS)
+    assert.are.equal('3', l.data.version)
+    assert.are.equal('keep', l.metadata.annotations['helm.sh/resource-policy'])
+    assert.are.equal('true', l.metadata.labels['platform.cozystack.io/no-delete'])
+    assert.are.equal(OREL, l.metadata.annotations['meta.helm.sh/release-name'], 'the old chart owns its ledger')
+    uid = l.metadata.uid
+  end)
+
+  it('upgrades the old shape to targetVersion 4: its numbered hook runs script 3 (with the hatch as "0") and stamps 4; the Job stays', function()
+    local res = up(ONS, OREL, false, '--set migrations.targetVersion=4')
+    step('old shape: upgrade, the numbered hook runs 3', res)
+    assert.are.equal(0, res.code, res.all)
+    assert.is_truthy(res.job.seconds, 'the numbered hook was not seen')
+    assert.are.equal('4', ledger_in(ONS).data.version)
+    local runs = ran('legacy', '3')
+    assert.are.equal(1, #runs)
+    assert.are.same({ runner = 'old-hook', skip_backup = '0', cluster_domain = '[unset]' }, runs[1].data)
+    -- the old shape's leftovers: its Job (before-hook-creation alone); a
+    -- failed run leaves its ServiceAccount and cluster-admin binding too,
+    -- made here as that run would have left them
+    assert.is_false(gone('job/cozystack-migration-hook -n ' .. ONS))
+    h.must(kc('create serviceaccount cozystack-migration-hook -n ' .. ONS))
+    h.must(kc('create clusterrolebinding cozystack-migration-hook --clusterrole=cluster-admin ' ..
+      '--serviceaccount=' .. ONS .. ':cozystack-migration-hook'))
+  end)
+
+  it('refuses the old chart\'s rendering with index --check-chart (the numbered hook, no index) and passes the wired one\'s', function()
+    local function rendered(chart, args)
+      local f = LANE .. '/rendered-' .. chart:match('([^/]+)$') .. '.yaml'
+      local res = h.must(helm(string.format('template %s %s -n %s --dry-run=server %s', OREL, h.q(chart), ONS, args)))
+      h.write(f, res.out)
+      return f
+    end
+    chart_for(G, WIRED)
+    local function check(f)
+      return h.run(string.format('%s index --check-chart %s --dir %s --image %s', h.q(h.bin), h.q(f),
+        h.q(LANE .. '/trees/' .. G), h.q(IMAGE .. ':' .. G)))
+    end
+    -- the cluster holds version 4 and the old chart says 5: its hook renders
+    local res = check(rendered(OLD, values(false) .. ' --set migrations.targetVersion=5'))
+    assert.are.equal(9, res.code, res.out .. res.err)
+    h.contains(res.out, 'Job cozystack-migration-hook: a pre-install/pre-upgrade hook that is not the engine\'s')
+    h.contains(res.out, 'renders no ConfigMap cozystack-migrations-index')
+    res = check(rendered(WIRED, values(true)))
+    assert.are.equal(0, res.code, res.out .. res.err)
+  end)
+
+  it('upgrades to the wired release: the ledger survives with its version, legacy 1-3 are seeded, 4 runs through the engine with the chart\'s values, the Lua migration runs, the old hook\'s objects are gone', function()
+    -- the deadline the hook gets: what is pending (legacy 4 and the Lua
+    -- migration), not every shipped script's timeout
+    chart_for(G, WIRED)
+    local dry = h.must(helm(string.format('upgrade %s %s -n %s --dry-run=server %s', OREL, h.q(WIRED), ONS, values(true))))
+    local pending = tonumber(dry.out:match('platform.cozystack.io/migrations%-timeout%-seconds: "(%d+)"'))
+    assert.are.equal(600 + 60, pending, 'legacy-4 (10m) + lane-wired-first (1m)')
+    local res = up(ONS, OREL, true, '--set migrations.laneSkipBackup=true')
+    step('old shape to wired: the first upgrade onto the engine', res)
+    assert.are.equal(0, res.code, res.all)
+    assert.is_truthy(res.job.seconds, 'the engine\'s hook was not seen')
+    local l = ledger_in(ONS)
+    assert.are.equal(uid, l.metadata.uid, 'the ledger was replaced')
+    assert.are.equal('5', l.data.version, 'legacy 4 stamped 5')
+    assert.are.equal('keep', l.metadata.annotations['helm.sh/resource-policy'])
+    assert.are.equal('true', l.metadata.labels['platform.cozystack.io/no-delete'])
+    for _, slug in ipairs({ 'lane-legacy-base', 'lane-legacy-stamp', 'lane-legacy-old-a' }) do
+      assert.are.equal('legacy', rec(ONS, slug).state, slug)
+    end
+    for _, slug in ipairs({ 'lane-legacy-old-b', 'lane-wired-first' }) do
+      assert.are.equal('ok', rec(ONS, slug).state, slug)
+      assert.are.equal(1, rec(ONS, slug).attempts, slug)
+    end
+    assert.are.equal('revoked', rec(ONS, 'lane-slow-step').state)
+    -- script 4 ran once, in the engine, with the chart's extraEnv and the
+    -- hatch as the exact string it tests; script 3 did not run again
+    local runs = ran('legacy', '4')
+    assert.are.equal(1, #runs)
+    assert.are.same({ runner = 'engine', skip_backup = '1', cluster_domain = 'cozy.local' }, runs[1].data)
+    assert.are.equal(1, #ran('legacy', '3'))
+    assert.are.equal(1, #ran('wired', 'lane-wired-first'))
+    -- the old shape's hook, its identity and binding are gone; the engine's are the release's
+    for _, what in ipairs({ 'job/cozystack-migration-hook -n ' .. ONS, 'serviceaccount/cozystack-migration-hook -n ' .. ONS,
+      'clusterrolebinding/cozystack-migration-hook' }) do
+      assert.is_true(gone(what), what .. ' outlived the old hook')
+    end
+    assert.is_false(gone('configmap/cozystack-migrations-index -n ' .. ONS))
+    assert.is_false(gone('cronjob/cozystack-migrations-dispatch -n ' .. ONS))
+  end)
+
+  it('rolls back to the old release and forward again: nothing runs twice, the ledger keeps every record', function()
+    local t = now()
+    local rb = helm('rollback ' .. OREL .. ' -n ' .. ONS .. ' --wait --timeout 300s')
+    note('old shape: helm rollback to the numbered hook\'s release', now() - t)
+    assert.are.equal(0, rb.code, rb.out .. rb.err)
+    local l = ledger_in(ONS)
+    assert.are.equal(uid, l.metadata.uid)
+    assert.are.equal('5', l.data.version)
+    assert.are.equal('ok', rec(ONS, 'lane-wired-first').state)
+    assert.is_true(gone('configmap/cozystack-migrations-index -n ' .. ONS), 'the rollback keeps the engine\'s release objects')
+    local res = up(ONS, OREL, true)
+    step('old shape: forward again to wired (nothing pending)', res)
+    assert.are.equal(0, res.code, res.all)
+    assert.is_nil(res.job.start, 'a hook ran with nothing pending')
+    assert.are.equal(1, #ran('legacy', '3'))
+    assert.are.equal(1, #ran('legacy', '4'))
+    assert.are.equal(1, #ran('wired', 'lane-wired-first'))
+    assert.are.equal(1, rec(ONS, 'lane-legacy-old-b').attempts)
+    assert.are.equal('5', ledger_in(ONS).data.version)
+  end)
+
+  it('installs the wired release fresh: no AlreadyExists, the hook creates the ledger and only seeds it', function()
+    local ns = 'cozy-fresh'
+    local res = up(ns, 'fresh-platform', true, '--set oldPlatform.tenant=lane-fresh-tenant')
+    step('wired release: fresh install', res)
+    assert.are.equal(0, res.code, res.all)
+    h.lacks(res.all, 'already exists')
+    local l = ledger_in(ns)
+    assert.is_nil(l.data.version, 'the engine never writes version')
+    assert.are.equal('keep', l.metadata.annotations['helm.sh/resource-policy'])
+    assert.is_nil((l.metadata.annotations or {})['meta.helm.sh/release-name'], 'the chart rendered the ledger')
+    for _, slug in ipairs({ 'lane-legacy-base', 'lane-legacy-old-b', 'lane-wired-first' }) do
+      assert.are.equal('skipped-fresh-install', rec(ns, slug).state, slug)
+    end
+    assert.are.equal(1, #ran('legacy', '4'), 'a script ran on a fresh install')
+    assert.are.equal(1, #ran('wired', 'lane-wired-first'))
+  end)
+
+  it('installs the wired release with migrations.enabled false: none of the engine\'s objects, no ledger', function()
+    local ns = 'cozy-off'
+    local res = up(ns, 'off-platform', true, '--set oldPlatform.tenant=lane-off-tenant --set migrations.enabled=false')
+    step('wired release: install with migrations.enabled=false', res)
+    assert.are.equal(0, res.code, res.all)
+    assert.is_nil(res.job.start, 'a hook ran with migrations off')
+    local manifest = h.must(helm('get manifest off-platform -n ' .. ns)).out
+    h.lacks(manifest, 'cozystack-migrations')
+    for _, what in ipairs({ 'configmap/cozystack-version -n ' .. ns, 'configmap/cozystack-migrations-index -n ' .. ns,
+      'serviceaccount/cozystack-migrations-jobs -n ' .. ns, 'cronjob/cozystack-migrations-dispatch -n ' .. ns,
+      'clusterrolebinding/cozystack-migrations-jobs-' .. ns, 'validatingadmissionpolicy/cozystack-migrations-jobs-' .. ns }) do
+      assert.is_true(gone(what), what .. ' rendered with migrations off')
+    end
+    assert.is_false(gone('configmap/platform-settings -n ' .. ns), 'the platform itself was installed')
   end)
 end)

@@ -49,7 +49,9 @@ local function release()
 end
 
 local function render(chart, ns, extra)
-  return docs(h.must(h.run(string.format('%s template cozy-migrate %s --namespace %s --set migrations.image=%s %s',
+  -- helm template sees no cluster: told this one serves the policy's API
+  return docs(h.must(h.run(string.format('%s template cozy-migrate %s --namespace %s --set migrations.image=%s ' ..
+    '--api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy %s',
     h.q(HELM), h.q(chart), ns, h.q(IMAGE), extra or '')), 'helm template').out)
 end
 

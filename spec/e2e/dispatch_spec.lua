@@ -366,12 +366,35 @@ describe('#e2e cozy-migrate dispatch', function()
       ["'--dir' is not an argument"] = function(_, c) c.args = { '--dir', '/tmp' } end,
       ['spec.template.spec.initContainers'] = function(p) p.initContainers = { { name = 'i', image = 'x:v1' } } end,
       ["env 'SKIP' is not for a background Job"] = function(_, c) c.env = { { name = 'SKIP', value = 'bg-first' } } end,
+      ["env PASS_ENV names 'HOME', which the template's env does not give a value"] = function(_, c)
+        c.env = { { name = 'PASS_ENV', value = 'HOME' } } end,
+      ["env PASS_ENV names 'FROM_NODE', which the template's env does not give a value"] = function(_, c)
+        c.env = { { name = 'PASS_ENV', value = 'A_HATCH,FROM_NODE' }, { name = 'A_HATCH', value = '1' },
+          { name = 'FROM_NODE', valueFrom = { fieldRef = { fieldPath = 'spec.nodeName' } } } } end,
     }) do
       local res = dispatch(dir, ns, { env = { MIGRATIONS_JOB_TEMPLATE = tmpl(mut) } })
       assert.are.equal(3, res.code, why .. ': ' .. res.out .. res.err)
       contains(res.err, why)
     end
     assert.are.same({}, names(jobs(ns)))
+  end)
+
+  it('passes the chart\'s values to shell migrations as the hook does: a PASS_ENV naming literal values of the template\'s env is kept in the Job', function()
+    local ns = runner.new_ns()
+    local dir = release(ns)
+    put_index(dir, ns)
+    runner.make_ledger(ns, {})
+    local env = { { name = 'PASS_ENV', value = 'CLUSTER_DOMAIN,ETCD_ADOPT_SKIP_BACKUP' },
+      { name = 'CLUSTER_DOMAIN', value = 'cozy.local' }, { name = 'ETCD_ADOPT_SKIP_BACKUP', value = '1' } }
+    local t = { apiVersion = 'batch/v1', kind = 'Job', spec = { template = { spec = {
+      serviceAccountName = 'cozystack-migrations-jobs', containers = { { name = 'migrate', image = 'x:v1', env = env } } } } } }
+    local res = dispatch(dir, ns, { env = { MIGRATIONS_JOB_TEMPLATE = json.encode(t) } })
+    assert.are.equal(0, res.code, res.out .. res.err)
+    local got = {}
+    for _, e in ipairs(jobs(ns)[J('bg-first-1')].spec.template.spec.containers[1].env) do got[e.name] = e.value end
+    assert.are.equal('CLUSTER_DOMAIN,ETCD_ADOPT_SKIP_BACKUP', got.PASS_ENV)
+    assert.are.equal('1', got.ETCD_ADOPT_SKIP_BACKUP)
+    assert.are.equal('cozy.local', got.CLUSTER_DOMAIN)
   end)
 
   it('makes Jobs whose pods Pod Security "restricted" admits, by the apiserver\'s own admission', function()

@@ -19,8 +19,11 @@ local function helm(args)
   return h.run(h.q(HELM) .. ' ' .. args)
 end
 
+-- helm template sees no cluster: it is told the cluster serves
+-- ValidatingAdmissionPolicy (the policy renders only where it does).
+local VAP = ' --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy '
 local function template(args)
-  return helm('template cozy-migrate ' .. h.q(CHART) .. ' --namespace cozy-system ' .. (args or ''))
+  return helm('template cozy-migrate ' .. h.q(CHART) .. ' --namespace cozy-system' .. VAP .. (args or ''))
 end
 
 local function docs(text)
@@ -55,7 +58,8 @@ local function chart_with_index(ix)
     local function entries(list, on_error)
       local out = {}
       for _, g in ipairs(list or {}) do
-        out[#out + 1] = { slug = g.slug, timeout_s = g.timeout_s, on_error = on_error, requires = json.array({}) }
+        out[#out + 1] = { slug = g.slug, timeout_s = g.timeout_s, on_error = on_error, requires = json.array({}),
+          legacy = g.legacy }
       end
       return json.array(out)
     end
@@ -122,7 +126,7 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     assert.are.equal(0, res.code, res.out .. res.err)
     local copy = h.tmpdir()
     h.must(h.run(string.format('cp %s/*.yaml %s/', h.q(DEPLOY), h.q(copy))))
-    h.write(copy .. '/hook-job.yaml', (h.slurp(copy .. '/hook-job.yaml'):gsub('backoffLimit: 1', 'backoffLimit: 3')))
+    h.write(copy .. '/hook-job.yaml', (h.slurp(copy .. '/hook-job.yaml'):gsub('backoffLimit: 3', 'backoffLimit: 1')))
     res = h.run(h.q(h.root .. '/tools/render-deploy') .. ' --check ' .. h.q(copy))
     assert.are.equal(1, res.code, res.out .. res.err)
     assert.matches('hook-job.yaml differs from the chart', res.err, 1, true)
@@ -148,7 +152,8 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     assert.are.equal('cozy-system', job.metadata.namespace)
     assert.are.equal('cozy-system', kind(list, 'ServiceAccount').metadata.namespace)
     assert.are.equal(values.backoffLimit, job.spec.backoffLimit)
-    assert.is_true(job.spec.backoffLimit >= 1)
+    assert.are.equal(3, job.spec.backoffLimit, 'the retry budget of the numbered hook it replaces')
+    assert.are.equal('600', job.metadata.annotations['platform.cozystack.io/helm-timeout-seconds'])
     assert.are.equal(upgrade_wait(values.lockTimeoutSeconds), lock_timeout(job))
     assert.are.equal(upgrade_wait(values.lockTimeoutSeconds) + pre_timeouts() + 60, job.spec.activeDeadlineSeconds)
     assert.are.equal(tostring(pre_timeouts()), job.metadata.annotations['platform.cozystack.io/migrations-timeout-seconds'])
@@ -397,9 +402,144 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     h.contains(res.err, 'files/cozy-migrate-index.json is missing')
   end)
 
+  it('renders none of the engine\'s objects with migrations.enabled false, however the values spell it', function()
+    for _, set in ipairs({ '--set migrations.enabled=false', '--set-string migrations.enabled=false',
+      '--set migrations.enabled=0', '--set-string migrations.enabled=no' }) do
+      local res = h.must(template(set .. ' --set migrations.only=tenant-ancestor-labels'))
+      assert.are.same({}, docs(res.out), set)
+    end
+    -- a platform's values without the key: on, as the snippet's default
+    local chart = chart_with_index(nil)
+    local v = h.slurp(chart .. '/values.yaml'):gsub('\n  enabled: true\n', '\n')
+    h.write(chart .. '/values.yaml', v)
+    assert.is_truthy(kind(docs(h.must(helm('template cozy-migrate ' .. h.q(chart))).out), 'Job'))
+    -- and true spelled as a Package CR may spell it
+    assert.is_truthy(kind(rendered('--set-string migrations.enabled=true'), 'Job'))
+  end)
+
+  it('renders the admission policy only where the cluster serves ValidatingAdmissionPolicy (.Capabilities), and not when turned off', function()
+    local function has_policy(args)
+      local list = docs(h.must(helm('template cozy-migrate ' .. h.q(CHART) .. ' --namespace cozy-system ' .. args)).out)
+      return kind(list, 'ValidatingAdmissionPolicy') ~= nil, kind(list, 'ValidatingAdmissionPolicyBinding') ~= nil, list
+    end
+    local p, b, list = has_policy('--kube-version v1.29.0')
+    assert.is_false(p, 'a 1.29 cluster does not serve it')
+    assert.is_false(b)
+    assert.is_truthy(kind(list, 'CronJob'), 'the rest of the engine renders')
+    p, b = has_policy(VAP)
+    assert.is_true(p)
+    assert.is_true(b)
+    p = has_policy(VAP .. ' --set migrations.admissionPolicy.enabled=false')
+    assert.is_false(p)
+  end)
+
+  it('passes extraEnv and each named hatch to shell migrations in the hook, the --only Job and the background Jobs, named in PASS_ENV, and admits exactly them', function()
+    local hatch = ' --set migrations.hatches.ETCD_ADOPT_SKIP_BACKUP=etcdAdoptSkipBackup '
+    local function envs(args)
+      local list = rendered(hatch .. '--set migrations.only=tenant-ancestor-labels ' .. (args or ''))
+      local out = {}
+      for _, d in ipairs(list) do
+        if d.kind == 'Job' then out[d.metadata.name] = env_of(d) end
+      end
+      local bg = job_template(list)
+      local e = {}
+      for _, x in ipairs(container(bg).env) do e[x.name] = x end
+      out.background = e
+      return out, kind(list, 'ValidatingAdmissionPolicy')
+    end
+    -- the platform's spellings of its hatch: a bool, a Package CR's string, a number
+    for value, want in pairs({ ['--set migrations.etcdAdoptSkipBackup=true'] = '1',
+      ['--set-string migrations.etcdAdoptSkipBackup=true'] = '1', ['--set-string migrations.etcdAdoptSkipBackup=Yes'] = '1',
+      ['--set migrations.etcdAdoptSkipBackup=1'] = '1', ['--set migrations.etcdAdoptSkipBackup=false'] = '0',
+      ['--set-string migrations.etcdAdoptSkipBackup=garbage'] = '0', [''] = '0' }) do
+      local all, vap = envs(value)
+      for _, job in ipairs({ 'cozystack-migrations', 'cozystack-migration-only', 'background' }) do
+        local env = all[job]
+        assert.are.equal(want, env.ETCD_ADOPT_SKIP_BACKUP.value, job .. ' ' .. value)
+        assert.are.equal('cozy.local', env.CLUSTER_DOMAIN.value, job)
+        assert.are.equal('CLUSTER_DOMAIN,ETCD_ADOPT_SKIP_BACKUP', env.PASS_ENV.value, job)
+      end
+      -- the admission policy admits these values and no others
+      local text = json.encode(vap.spec.validations)
+      h.contains(text, 'ETCD_ADOPT_SKIP_BACKUP=' .. want)
+      h.contains(text, 'PASS_ENV=CLUSTER_DOMAIN,ETCD_ADOPT_SKIP_BACKUP')
+      h.contains(text, 'CLUSTER_DOMAIN=cozy.local')
+    end
+    -- without any, no PASS_ENV
+    local list = rendered('--set migrations.extraEnv=null')
+    assert.is_nil(env_of(kind(list, 'Job')).PASS_ENV)
+    -- a name the engine sets, a name twice, not a name: refused at render time
+    for args, why in pairs({
+      ['--set migrations.extraEnv[0].name=NAMESPACE --set migrations.extraEnv[0].value=x'] = 'NAMESPACE is the engine\'s to set',
+      ['--set migrations.extraEnv[0].name=PASS_ENV --set migrations.extraEnv[0].value=HOME'] = 'PASS_ENV is the engine\'s to set',
+      ['--set migrations.hatches.KUBECONFIG=x'] = 'KUBECONFIG is the engine\'s to set',
+      ['--set migrations.hatches.CLUSTER_DOMAIN=x'] = 'a name is given twice',
+      ['--set migrations.extraEnv[0].name=a-b --set migrations.extraEnv[0].value=x'] = '"a-b" is not a variable name',
+    }) do
+      local res = template(args)
+      assert.are.equal(1, res.code, args)
+      h.contains(res.err, why, args)
+    end
+  end)
+
   it('fails open under helm template (no cluster to look at): the hook is rendered', function()
     local list = docs(h.must(helm('template cozy-migrate ' .. h.q(chart_with_index({})))).out)
     assert.is_truthy(kind(list, 'Job'), 'no hook Job')
+  end)
+
+  it('sizes the hook\'s deadline from what the live ledger leaves pending (legacy slugs below its version are seeded, not run), and replaces a numbered hook\'s leftovers found by lookup', function()
+    if not h.has_cluster() then
+      pending('needs the local apiserver (KUBECONFIG)')
+      return
+    end
+    local ns = 'deploy-lookup-' .. tostring(os.time())
+    h.must(h.kubectl('create namespace ' .. ns))
+    finally(function()
+      h.kubectl('delete namespace ' .. ns .. ' --wait=false')
+      h.kubectl('delete clusterrolebinding ' .. ns .. '-old-hook --ignore-not-found')
+    end)
+    local chart = chart_with_index({ pre = { { slug = 'legacy-one', timeout_s = 600, legacy = 1 },
+      { slug = 'legacy-two', timeout_s = 600, legacy = 2 }, { slug = 'legacy-three', timeout_s = 600, legacy = 3 },
+      { slug = 'new-lua', timeout_s = 60 }, { slug = 'done-lua', timeout_s = 90 } } })
+    local function live(args)
+      return docs(h.must(helm('template cozy-migrate ' .. h.q(chart) .. ' -n ' .. ns ..
+        ' --dry-run=server --set migrations.image=reg.example/m:v1 --set migrations.lockTimeoutSeconds=20 ' .. (args or ''))).out)
+    end
+    -- the old shape's ledger: version 3, one record of the engine's
+    h.must(h.kubectl('create configmap cozystack-version -n ' .. ns .. ' --from-literal=version=3 ' ..
+      "--from-literal=m.done-lua='{\"state\":\"ok\"}'"))
+    local job = kind(live(), 'Job')
+    assert.are.equal('660', job.metadata.annotations['platform.cozystack.io/migrations-timeout-seconds'],
+      'legacy-three (600) + new-lua (60): legacy one and two are seeded, done-lua is recorded')
+    assert.are.equal(20 + 660 + 60, job.spec.activeDeadlineSeconds)
+    -- no ledger: everything counts (a fresh install, as helm template sees it)
+    h.must(h.kubectl('delete configmap cozystack-version -n ' .. ns))
+    assert.are.equal(tostring(600 * 3 + 60 + 90), kind(live(), 'Job').metadata.annotations['platform.cozystack.io/migrations-timeout-seconds'])
+    -- the numbered hook's leftovers: each found is replaced by a hook of its kind and name
+    local replaces = ' --set migrations.replaces.job=old-hook --set migrations.replaces.serviceAccount=old-hook ' ..
+      '--set migrations.replaces.clusterRoleBinding=' .. ns .. '-old-hook'
+    local function standins()
+      local out = {}
+      for _, d in ipairs(live(replaces)) do
+        if (d.metadata.annotations or {})['platform.cozystack.io/replaces'] then
+          out[#out + 1] = d.kind .. '/' .. d.metadata.name
+          assert.are.equal('before-hook-creation,hook-succeeded', d.metadata.annotations['helm.sh/hook-delete-policy'])
+          assert.are.equal('pre-upgrade,pre-install', d.metadata.annotations['helm.sh/hook'])
+        end
+      end
+      table.sort(out)
+      return out
+    end
+    assert.are.same({}, standins(), 'nothing to replace')
+    h.must(h.kubectl('create serviceaccount old-hook -n ' .. ns))
+    h.must(h.kubectl('create clusterrolebinding ' .. ns .. '-old-hook --clusterrole=cluster-admin --serviceaccount=' .. ns .. ':old-hook'))
+    h.must(h.kubectl('create job old-hook -n ' .. ns .. ' --image=reg.example/old:v1 -- /bin/true'))
+    assert.are.same({ 'ClusterRoleBinding/' .. ns .. '-old-hook', 'Job/old-hook', 'ServiceAccount/old-hook' }, standins())
+    local crb
+    for _, d in ipairs(live(replaces)) do
+      if d.kind == 'ClusterRoleBinding' and d.metadata.name == ns .. '-old-hook' then crb = d end
+    end
+    assert.are.equal('view', crb.roleRef.name, 'the stand-in grants nothing')
   end)
 
   it('every manifest passes the apiserver with server-side dry run', function()

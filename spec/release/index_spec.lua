@@ -55,7 +55,7 @@ describe('cozy-migrate index', function()
     -- the legacy shell slug runs in the pre-apply tier, first (00000-legacy);
     -- each pre-apply slug carries its header's timeout, as a background one does
     assert.are.same({
-      { slug = 'old', timeout_s = 600, on_error = 'abort', requires = {} },
+      { slug = 'old', timeout_s = 600, on_error = 'abort', requires = {}, legacy = 1 },
       { slug = 'zeta', timeout_s = 600, on_error = 'abort', requires = {} },
       { slug = 'alpha', timeout_s = 90, on_error = 'abort', requires = {} },
     }, want['pre-apply'])
@@ -64,6 +64,75 @@ describe('cozy-migrate index', function()
       { slug = 'bg-two', timeout_s = 600, on_error = 'abort', requires = { 'bg-one' } },
     }, want.background)
     assert.are.same({ 'faulty' }, want.revoked)
+  end)
+
+  it('carries each legacy slug\'s legacy-map number, so a chart leaves out of the hook\'s deadline what `version` seeds, and --check names a number that differs', function()
+    local t = fixture.tree({
+      batches = { { '00000-legacy', { 'first', 'second' } }, { '00001-v1.0.0', { 'lua-one' } } },
+      scripts = { first = { shell = true, body = 'true' }, second = { shell = true, timeout = '2m', body = 'true' },
+        ['lua-one'] = { body = "require('log').info('x')" } },
+      legacy = { { 7, 'first' }, { 12, 'second' } },
+    })
+    local ix = json.decode(h.must(index(t)).out)
+    local by = {}
+    for _, g in ipairs(ix['pre-apply']) do by[g.slug] = g end
+    assert.are.equal(7, by.first.legacy)
+    assert.are.equal(12, by.second.legacy)
+    assert.is_nil(by['lua-one'].legacy, 'a migration that is not legacy has no number')
+    local stale = json.decode(h.must(index(t)).out)
+    stale['pre-apply'][2].legacy = 13
+    local res = index(t, '--check', write_index(stale))
+    assert.are.equal(9, res.code, res.out .. res.err)
+    h.contains(res.out, "pre-apply slug 'second': legacy number 13 in the index, 12 in the tree's legacy-map")
+    stale['pre-apply'][2].legacy = 'twelve'
+    res = index(t, '--check', write_index(stale))
+    assert.are.equal(3, res.code, res.out .. res.err)
+    h.contains(res.err, "pre-apply slug 'second': 'legacy' is not a legacy-map number")
+  end)
+
+  it('--check-chart refuses a chart rendering that still holds the ledger or a numbered hook, or lacks the index, naming each document (exit 9)', function()
+    local cm = h.must(index(dir, '-o', 'configmap', '--image', DIGEST)).out
+    local engine_hook = table.concat({ '# Source: platform/templates/migrations-hook.yaml', 'apiVersion: batch/v1',
+      'kind: Job', 'metadata:', '  name: cozystack-migrations', '  annotations:', '    helm.sh/hook: pre-upgrade,pre-install',
+      'spec:', '  template:', '    spec:', '      containers:', '      - name: migrate', '        image: x:v1', '        env:',
+      '        - {name: MIGRATIONS_INDEX, value: "{}"}' }, '\n')
+    local workload = '# Source: platform/templates/workload.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n'
+    local wired = h.write(os.tmpname() .. '.yaml', '---\n' .. workload .. '---\n# Source: platform/templates/migrations-index.yaml\n' ..
+      cm .. '---\n' .. engine_hook .. '\n')
+    local ok = h.must(index(dir, '--check-chart', wired, '--image', DIGEST))
+    h.contains(ok.out, 'the chart renders the engine\'s index, agreeing with the tree')
+    local ledger = '# Source: platform/templates/cozystack-version.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n' ..
+      '  name: cozystack-version\n  annotations: {helm.sh/resource-policy: keep}\ndata:\n  version: "56"\n'
+    local old_hook = table.concat({ '# Source: platform/templates/migration-hook.yaml', 'apiVersion: batch/v1', 'kind: Job',
+      'metadata:', '  name: cozystack-migration-hook', '  annotations:', '    helm.sh/hook: pre-upgrade,pre-install',
+      'spec:', '  backoffLimit: 3', '  template:', '    spec:', '      containers:', '      - name: migration',
+      '        image: old:v1' }, '\n')
+    local old = h.write(os.tmpname() .. '.yaml', h.slurp(wired) .. '---\n' .. ledger .. '---\n' .. old_hook .. '\n')
+    local res = index(dir, '--check-chart', old, '--image', DIGEST)
+    assert.are.equal(9, res.code, res.out .. res.err)
+    h.contains(res.out, 'document 4 (platform/templates/cozystack-version.yaml): ConfigMap cozystack-version: the chart renders the ledger')
+    h.contains(res.out, 'document 5 (platform/templates/migration-hook.yaml): Job cozystack-migration-hook: a pre-install/pre-upgrade hook that is not the engine\'s')
+    h.lacks(res.out, 'Job cozystack-migrations:')
+    h.contains(res.err, '2 problems')
+    -- another ledger name is the one refused when given
+    res = index(dir, '--check-chart', old, '--image', DIGEST, '--ledger', 'other-ledger')
+    assert.are.equal(9, res.code)
+    h.lacks(res.out, 'ConfigMap cozystack-version')
+    -- the snippet's stand-in for a replaced hook is not a hook of another runner
+    local standin = old_hook:gsub('helm.sh/hook: pre%-upgrade,pre%-install',
+      'helm.sh/hook: pre-upgrade,pre-install\n    platform.cozystack.io/replaces: the numbered migration hook')
+    h.must(index(dir, '--check-chart', h.write(os.tmpname() .. '.yaml', h.slurp(wired) .. '---\n' .. standin .. '\n'),
+      '--image', DIGEST))
+    -- no index (the snippet missing, or migrations off), or one that differs
+    res = index(dir, '--check-chart', h.write(os.tmpname() .. '.yaml', workload), '--image', DIGEST)
+    assert.are.equal(9, res.code)
+    h.contains(res.out, 'renders no ConfigMap cozystack-migrations-index')
+    res = index(dir, '--check-chart', wired, '--image', 'reg.example/other:v2')
+    assert.are.equal(9, res.code)
+    h.contains(res.out, 'document 2 (platform/templates/migrations-index.yaml): the index:')
+    -- a document that does not parse is refused as unreadable (exit 3)
+    res = index(dir, '--check-chart', h.write(os.tmpname() .. '.yaml', workload .. '---\nkind: [unclosed\n'))
+    assert.are.equal(3, res.code, res.out .. res.err)
   end)
 
   it('has no index for a tree the runner refuses (exit 3, naming the file)', function()

@@ -6,6 +6,56 @@
   chart's own templates when the snippet is copied into it.
 */ -}}
 
+{{- /* Whether the engine's objects render at all: migrations.enabled, on
+  unless it says false ("false", 0, "0", "no" and "off" too, as a Package
+  CR's values may spell it), so a platform's own `migrations.enabled`
+  keeps its meaning. "true" or "". */ -}}
+{{- define "cozy-migrate.enabled" -}}
+{{- $v := dig "enabled" true (.Values.migrations | default dict) -}}
+{{- if not (has (lower (toString $v)) (list "false" "0" "no" "off" "<nil>" "")) }}true{{ end -}}
+{{- end -}}
+
+{{- /* The env shell migrations read, for every pod that runs migrations
+  (the hook, the --only Job, the background Jobs): migrations.extraEnv
+  (name and value), then each named hatch of migrations.hatches (ENV: key)
+  as "1" or "0" from migrations.<key> (1, true, yes, in any spelling, is
+  "1"; anything else, absent included, "0": a hatch is taken only when
+  said), then PASS_ENV naming them all, which is how the runner lets a
+  variable reach a shell migration. A name the engine sets itself is
+  refused. A JSON list of {name, value}. */ -}}
+{{- define "cozy-migrate.script-env" -}}
+{{- $m := .Values.migrations -}}
+{{- $out := list -}}
+{{- $names := list -}}
+{{- $engine := list "KUBECONFIG" "KUBERNETES_SERVICE_HOST" "KUBERNETES_SERVICE_PORT" "KUBERNETES_SERVICE_PORT_HTTPS" "HTTP_PROXY" "HTTPS_PROXY" "NO_PROXY" "ALL_PROXY" "http_proxy" "https_proxy" "no_proxy" "all_proxy" "NAMESPACE" "MIGRATION_SLUG" "CURRENT_VERSION" "TARGET_VERSION" "KUBECACHEDIR" "ONLY" "SKIP" "SKIP_REASON" "DRY_RUN" "PASS_ENV" "MIGRATIONS_IMAGE" "MIGRATIONS_INDEX" "MIGRATIONS_JOB_TEMPLATE" "PATH" "HOME" -}}
+{{- range $m.extraEnv | default list -}}
+{{- $out = append $out (dict "name" .name "value" (toString (.value | default ""))) -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- $h := $m.hatches | default dict -}}
+{{- range $name := keys $h | sortAlpha -}}
+{{- $raw := dig (get $h $name) false $m -}}
+{{- $on := has (lower (toString $raw)) (list "1" "true" "yes") -}}
+{{- $out = append $out (dict "name" $name "value" ($on | ternary "1" "0")) -}}
+{{- $names = append $names $name -}}
+{{- end -}}
+{{- range $names -}}
+{{- if not (regexMatch "^[A-Za-z_][A-Za-z0-9_]*$" .) -}}
+{{- fail (printf "migrations.extraEnv/hatches: %q is not a variable name" .) -}}
+{{- end -}}
+{{- if or (has . $engine) (hasPrefix "LD_" .) -}}
+{{- fail (printf "migrations.extraEnv/hatches: %s is the engine's to set, not a value for the migrations" .) -}}
+{{- end -}}
+{{- end -}}
+{{- if ne (len $names) (len (uniq $names)) -}}
+{{- fail (printf "migrations.extraEnv/hatches: a name is given twice (%s)" (join ", " $names)) -}}
+{{- end -}}
+{{- if $names -}}
+{{- $out = prepend $out (dict "name" "PASS_ENV" "value" (join "," $names)) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
 {{- /* The migrations index the release ships (cozy-migrate index wrote it
   from the image's tree): its pre-apply and revoked slugs feed the render
   gate, its background slugs the dispatcher (through the index ConfigMap). */ -}}
@@ -116,7 +166,10 @@
 
 {{- /* The migrations' total timeout, from the index's own timeouts (each
   header's timeout=, 10m by default): for the hook, the sum over the
-  pre-apply slugs without a record in the ledger (every pre-apply slug when
+  pre-apply slugs without a record in the ledger, less the legacy slugs
+  whose number is below the ledger's `version` (the runner seeds those
+  `legacy`: a platform's first upgrade onto the engine runs only the
+  legacy scripts above its version) (every pre-apply slug when
   lookup sees no ledger: a fresh install, helm template); for the --only
   Job, its one slug's. Call with (dict "root" $ "only" SLUG-or-""). */ -}}
 {{- define "cozy-migrate.migrations-timeout" -}}
@@ -134,8 +187,12 @@
 {{- $ledger := lookup "v1" "ConfigMap" .root.Release.Namespace "cozystack-version" -}}
 {{- $data := dict -}}
 {{- if $ledger }}{{ $data = $ledger.data | default dict }}{{ end -}}
+{{- $version := 0 -}}
+{{- $v := get $data "version" | default "" | toString -}}
+{{- if regexMatch "^[0-9]{1,5}$" $v }}{{ $version = int $v }}{{ end -}}
 {{- range index $ix "pre-apply" -}}
-{{- if not (hasKey $data (printf "m.%s" .slug)) }}{{ $sum = add $sum (int (ceil .timeout_s)) }}{{ end -}}
+{{- $seeded := and .legacy (lt (int .legacy) $version) -}}
+{{- if not (or (hasKey $data (printf "m.%s" .slug)) $seeded) }}{{ $sum = add $sum (int (ceil .timeout_s)) }}{{ end -}}
 {{- end -}}
 {{- end -}}
 {{- $sum -}}
@@ -195,7 +252,7 @@ containers:
   {{- with .env }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
-  {{- with $m.extraEnv }}
+  {{- with include "cozy-migrate.script-env" .root | fromJsonArray }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
   # The reason of a failure where `kubectl describe pod` and Helm's error
