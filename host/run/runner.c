@@ -24,6 +24,7 @@
 #include "base/exitcodes.h"
 #include "base/paths.h"
 #include "formats/journaldoc.h"
+#include "formats/shellreach.h"
 #include "kube/kubeconfig.h"
 #include "kube/gateway.h"
 #include "kube/kubeconfig_private.h"
@@ -498,6 +499,13 @@ static int execute(struct runner_ctx *c, const struct step *s, size_t k, size_t 
     }
     /* a shell child's kubectl reaches the runner's cluster only through
      * the runner's gateway, the same door as a Lua migration's requests */
+    char reach[600];
+    if (m->is_shell && o->k.dry_run && shellreach_file(m->path, reach, sizeof reach) != 0) {
+        /* its writes to that cluster would not be dry runs: not run */
+        out_line("[%zu/%zu] %s %s ... unpredictable (not run in a dry run): %s", k, n, s->tier,
+                 s->slug, reach);
+        return 0;
+    }
     struct shell_launch sl;
     memset(&sl, 0, sizeof sl);
     sl.gw.listen_fd = -1;
