@@ -573,9 +573,7 @@ int luakube_l_request(lua_State *L)
     if (q->body && !ctype)
         ctype = "application/json";
     struct overlay *ov = NULL;
-    /* The preview's overlay holds the management cluster's objects: a
-     * tenant cluster's writes go as plain dry runs, which later reads of
-     * that tenant do not see. */
+    /* the overlay is the management cluster's: a tenant's writes go as plain dry runs */
     if (hc->overlay_path && !c->home) {
         char oerr[512];
         if (!c->overlay && !(c->overlay = overlay_load(hc->overlay_path, oerr, sizeof oerr)))
@@ -602,8 +600,7 @@ int luakube_l_request(lua_State *L)
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
     struct door_req w = {snd.method, q->path.p, a.accept, snd.ctype, q->body, snd.body_len,
                          snd.safe, NULL, 0};
-    /* fleet.each's pool is the management cluster's connection: a tenant's
-     * request goes out alone, its thread waiting for it */
+    /* the pool is the management cluster's: a tenant's request goes out alone */
     if (!ov && !c->home && pooled(L, c)) {
         struct door_out o;
         enum door_rc wrc = door_ready(&d, &w, &o, &gv, why, sizeof why);
