@@ -21,6 +21,7 @@
 #include "base/util.h"
 #include "formats/header.h"
 #include "formats/manifest.h"
+#include "formats/shellreach.h"
 #include "kube/gateway.h"
 #include "kube/kubeconfig.h"
 #include "kube/kubeconfig_private.h"
@@ -221,6 +222,25 @@ static int exec_gateway(const struct kube_config_opts *ko, struct child_gateway 
     return 0;
 }
 
+/* A shell script that connects to another cluster on its own, under
+ * --dry-run: not run (its writes there would not be dry runs), said so as
+ * the result line. */
+static int exec_unpredictable(const char *why)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j || !cJSON_AddStringToObject(j, "outcome", "unpredictable") ||
+        !cJSON_AddStringToObject(j, "reason", "ReachesOtherCluster") ||
+        !cJSON_AddStringToObject(j, "message", why)) {
+        cJSON_Delete(j);
+        log_fatal("exec: out of memory");
+        return EXIT_FAILED;
+    }
+    out_json(j, 0);
+    cJSON_Delete(j);
+    log_warn("not run under --dry-run: %s", why);
+    return EXIT_FAILED;
+}
+
 int cli_exec(struct cli *c, int argc, char **argv, int first)
 {
     int rc;
@@ -241,6 +261,8 @@ int cli_exec(struct cli *c, int argc, char **argv, int first)
     char why[4400];
     if ((rc = file_header(c, argv[first + 1], !shell, why, sizeof why)) != 0)
         return rc;
+    if (shell && c->r.k.dry_run && shellreach_file(argv[first + 1], why, sizeof why) != 0)
+        return exec_unpredictable(why);
     struct kube_private kp;
     memset(&kp, 0, sizeof kp);
     char kc_env[sizeof kp.path + 16];

@@ -56,7 +56,7 @@ void journal_log_read(struct journal_log *j, const struct journal_log *shared)
         struct journal_entry *e = &j->e[i];
         e->verb[sizeof e->verb - 1] = e->resource[sizeof e->resource - 1] = '\0';
         e->ns[sizeof e->ns - 1] = e->name[sizeof e->name - 1] = '\0';
-        e->fields[sizeof e->fields - 1] = '\0';
+        e->fields[sizeof e->fields - 1] = e->cluster[sizeof e->cluster - 1] = '\0';
         if (e->changed < -1 || e->changed > 1)
             e->changed = -1;
     }
@@ -101,6 +101,7 @@ static cJSON *log_json(const struct journal_log *j)
             !cJSON_AddStringToObject(x, "resource", e->resource) ||
             (*e->ns && !cJSON_AddStringToObject(x, "namespace", e->ns)) ||
             !cJSON_AddStringToObject(x, "name", e->name) ||
+            (*e->cluster && !cJSON_AddStringToObject(x, "cluster", e->cluster)) ||
             !cJSON_AddNumberToObject(x, "status", (double)e->status) ||
             !(e->changed < 0 ? cJSON_AddNullToObject(x, "changed")
                              : cJSON_AddBoolToObject(x, "changed", e->changed)) ||

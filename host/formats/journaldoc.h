@@ -21,6 +21,8 @@ struct journal_entry {
     long status;                 /* HTTP status; 0 when no answer arrived */
     int changed;                 /* 1, 0, or -1 when it cannot be known */
     int dry_run;
+    char cluster[128];           /* "" the management cluster; else the tenant cluster's
+                                  * name: the Secret its kubeconfig came from, NS/NAME */
     char fields[JOURNAL_FIELDS_MAX]; /* dry run: what would change, one field a line */
 };
 

@@ -18,12 +18,14 @@
 #define CACHE_CAP 4096
 #define BUCKETS 8192            /* a power of two */
 
-void journal_init(struct journal *j, struct journal_log *log)
+static void setup(struct journal *j, struct journal_log *log, int reset)
 {
     memset(j, 0, sizeof *j);
     j->log = log ? log : &j->own;
-    memset(j->log, 0, sizeof *j->log);
-    j->log->active = 1;
+    if (reset) {
+        memset(j->log, 0, sizeof *j->log);
+        j->log->active = 1;
+    }
     j->cache = calloc(CACHE_CAP, sizeof *j->cache);
     j->buckets = malloc(BUCKETS * sizeof *j->buckets);
     if (!j->cache || !j->buckets) {
@@ -36,6 +38,14 @@ void journal_init(struct journal *j, struct journal_log *log)
     for (size_t i = 0; i < BUCKETS; i++)
         j->buckets[i] = -1;
     j->cache_cap = CACHE_CAP;
+}
+
+void journal_init(struct journal *j, struct journal_log *log) { setup(j, log, 1); }
+
+void journal_attach(struct journal *j, struct journal_log *log, const char *cluster)
+{
+    setup(j, log, 0);
+    snprintf(j->cluster, sizeof j->cluster, "%s", cluster ? cluster : "");
 }
 
 void journal_free(struct journal *j)
@@ -181,6 +191,7 @@ void journal_add(struct journal *j, const char *method, const char *verb, const 
         e->changed = changed;
         e->dry_run = dry_run;
         snprintf(e->fields, sizeof e->fields, "%s", fields ? fields : "");
+        snprintf(e->cluster, sizeof e->cluster, "%s", j->cluster);
     }
     /* The entry is whole before the counts publish it (a kill between two
      * stores must leave no half entry counted). */

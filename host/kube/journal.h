@@ -34,6 +34,7 @@ struct journal {
     struct rv_slot *cache;       /* ring of seen resourceVersions, oldest reused first */
     int *buckets;                /* hash -> first slot, or -1 */
     size_t cache_cap, cache_next;
+    char cluster[128];           /* what its entries name as their cluster ("": management) */
 };
 
 /* Starts a journal writing into log (shared memory from child.c), or into
@@ -41,6 +42,9 @@ struct journal {
  * resourceVersions it still counts and keeps every write (changes are then
  * more often unknown). */
 void journal_init(struct journal *j, struct journal_log *log);
+/* Another cluster's journal over the same log (a tenant client's): its
+ * entries name cluster, the log's counts are shared; the log is not reset. */
+void journal_attach(struct journal *j, struct journal_log *log, const char *cluster);
 void journal_free(struct journal *j);
 /* Remembers the resourceVersion of the object (or of every item of the
  * list) a read of path returned. */

@@ -268,11 +268,12 @@ static int load_file(struct kc_set *s, const char *path, int must_exist, char *e
 }
 
 static int load_buffer(struct kc_set *s, const char *name, const char *text, size_t len,
-                       char *err, size_t errlen)
+                       int inline_only, char *err, size_t errlen)
 {
     struct kc_file *f = set_add(s, name);
     if (!f)
         return kc_nomem(err, errlen);
+    f->inline_only = inline_only;
     if (yaml_load(name, text, len, &f->doc, err, errlen) < 0)
         return -1;
     return check_file(f, err, errlen);
@@ -558,20 +559,32 @@ int kubeconfig_resolve(const struct kube_config_opts *o, struct kube_config *out
     return rc;
 }
 
-int kubeconfig_resolve_buffer(const char *name, const char *text, size_t len, const char *context,
-                              struct kube_config *out, char *err, size_t errlen)
+static int resolve_buffer(const char *name, const char *text, size_t len, const char *context,
+                          int inline_only, struct kube_config *out, char *err, size_t errlen)
 {
     struct kc_set s = { 0 };
     memset(out, 0, sizeof *out);
     if (err && errlen)
         err[0] = '\0';
-    int rc = load_buffer(&s, name, text, len, err, errlen);
+    int rc = load_buffer(&s, name, text, len, inline_only, err, errlen);
     if (rc == 0)
         rc = resolve_set(&s, context, out, err, errlen);
     set_free(&s);
     if (rc < 0)
         kubeconfig_free(out);
     return rc;
+}
+
+int kubeconfig_resolve_buffer(const char *name, const char *text, size_t len, const char *context,
+                              struct kube_config *out, char *err, size_t errlen)
+{
+    return resolve_buffer(name, text, len, context, 0, out, err, errlen);
+}
+
+int kubeconfig_resolve_inline(const char *name, const char *text, size_t len,
+                              struct kube_config *out, char *err, size_t errlen)
+{
+    return resolve_buffer(name, text, len, NULL, 1, out, err, errlen);
 }
 
 static void free_secret(char *p, size_t n)

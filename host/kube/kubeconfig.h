@@ -67,6 +67,25 @@ int kubeconfig_resolve_buffer(const char *name, const char *text, size_t len,
                               const char *context, struct kube_config *out,
                               char *err, size_t errlen);
 
+/* A kubeconfig held in a Secret (secret: the object as the apiserver
+ * returns it; its data[key], base64) resolved in memory at its
+ * current-context: what names the Secret in messages (e.g. "Secret NS/NAME").
+ * Refused besides what kubeconfig_resolve refuses: a missing key, data that
+ * is not base64, and any file path (CA, certificate, key, token file): a
+ * Secret's kubeconfig carries its credentials inline, and the runner's
+ * files are never read for it. 0, or -1 with one line in err (no secret
+ * material). kubeconfig_secret.c. */
+int kubeconfig_from_secret(const cJSON *secret, const char *what, const char *key,
+                           struct kube_config *out, char *err, size_t errlen);
+
+/* kubeconfig_resolve_buffer at the current context, for a kubeconfig that
+ * is no file of this machine (a Secret's): every credential must be
+ * inline; a path field (certificate-authority, client-certificate,
+ * client-key, tokenFile) is refused with its line, and no file is ever
+ * read for it. */
+int kubeconfig_resolve_inline(const char *name, const char *text, size_t len,
+                              struct kube_config *out, char *err, size_t errlen);
+
 /* Who the config acts as, for records: "USER (context CONTEXT)", or
  * in-cluster the service account ("system:serviceaccount:NS:NAME" from its
  * token, or "the in-cluster service account of namespace NS"). */

@@ -132,6 +132,11 @@ static int field_file(const struct field_ctx *c, const char *key, char **out)
         return -1;
     if (!s)
         return 0;
+    if (c->f->inline_only)
+        return kc_fail(c->err, c->errlen, "%s:%d: %s: %s names a file; this kubeconfig must carry "
+                       "its credentials inline (certificate-authority-data, client-certificate-data, "
+                       "client-key-data, token), and no file is read for it", c->f->path,
+                       line_of_key(c, key), c->what, key);
     char *p = kc_abs_path(c->f->dir, s);
     if (!p)
         return kc_nomem(c->err, c->errlen);

@@ -13,6 +13,7 @@ struct kc_file {
     char *path;             /* as the user named it, for messages */
     char *dir;              /* absolute directory, for relative paths in it */
     struct yaml_doc doc;
+    int inline_only;        /* credentials inline only: a path field is refused, never read */
 };
 
 struct field_ctx {

@@ -38,4 +38,9 @@ void kube_default_options(struct kube_options *o);
  * kubeconfig cannot be used. Free it with rest_free. */
 struct rest_client *kube_open(const struct kube_options *o, void (*say)(const char *line),
                               char *err, size_t errlen);
+/* The same for another cluster, a config already resolved (a tenant's,
+ * kubeconfig_from_secret): these options' retry policy over it. Takes
+ * *cfg over (zeroed). */
+struct rest_client *kube_open_config(const struct kube_options *o, struct kube_config *cfg,
+                                     void (*say)(const char *line), char *err, size_t errlen);
 #endif

@@ -73,6 +73,31 @@ struct rest_client *rest_new(const struct kube_config_opts *o, const struct rest
     return c;
 }
 
+struct rest_client *rest_new_config(struct kube_config *cfg, const struct rest_policy *p,
+                                    char *err, size_t errlen)
+{
+    struct rest_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        kubeconfig_free(cfg);
+        memset(cfg, 0, sizeof *cfg);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->pol = *p;
+    if (c->pol.max_attempts < 1)
+        c->pol.max_attempts = 1;
+    if (c->pol.request_timeout <= 0)
+        c->pol.request_timeout = 30;
+    c->cfg = *cfg;
+    memset(cfg, 0, sizeof *cfg);
+    if (!(c->http = http_client_new(&c->cfg, c->pol.say, err, errlen))) {
+        kubeconfig_free(&c->cfg);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
 const struct kube_config *rest_config(const struct rest_client *c) { return &c->cfg; }
 long rest_connects(const struct rest_client *c) { return http_connects(c->http); }
 long rest_requests(const struct rest_client *c) { return http_requests(c->http); }

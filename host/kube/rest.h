@@ -44,6 +44,10 @@ struct rest_client;
 
 struct rest_client *rest_new(const struct kube_config_opts *o, const struct rest_policy *p,
                              char *err, size_t errlen);
+/* rest_new over a config already resolved (a tenant's, from its Secret):
+ * takes *cfg over whatever the outcome (it is zeroed). */
+struct rest_client *rest_new_config(struct kube_config *cfg, const struct rest_policy *p,
+                                    char *err, size_t errlen);
 const struct kube_config *rest_config(const struct rest_client *c);
 
 /* One logical request: retried per the policy when its repetition is safe

@@ -55,10 +55,39 @@ struct kube_client *luakube_client_of(lua_State *L)
     return c;
 }
 
+struct kube_client *luakube_client_here(lua_State *L)
+{
+    struct kube_client *c = luaL_testudata(L, lua_upvalueindex(1), CLIENT_MT);
+    return c ? c : luakube_client_of(L);
+}
+
+static void push_client_mt(lua_State *L)
+{
+    if (luaL_newmetatable(L, CLIENT_MT)) {
+        lua_pushcfunction(L, client_gc);
+        lua_setfield(L, -2, "__gc");
+        /* a tenant's client is reachable from the verbs' upvalues only;
+         * nothing of it is a script's */
+        lua_pushliteral(L, "kube.client");
+        lua_setfield(L, -2, "__metatable");
+    }
+}
+
+struct kube_client *luakube_new_client(lua_State *L)
+{
+    struct kube_client *c = lua_newuserdatauv(L, sizeof *c, 0);
+    memset(c, 0, sizeof *c);
+    push_client_mt(L);
+    lua_setmetatable(L, -2);
+    return c;
+}
+
 /* Notes that the preview met something it cannot predict (the first why
  * is kept): the migration's preview is then unpredictable, not failed. */
 void luakube_note_unpredictable(struct kube_client *c, const char *why)
 {
+    if (c->home)
+        c = c->home;
     if (c->unpredictable)
         return;
     c->unpredictable = 1;
@@ -75,7 +104,7 @@ void luakube_note_unpredictable(struct kube_client *c, const char *why)
  * reason stays in c->init_err for every later call). */
 struct kube_client *luakube_connect(struct kube_client *c, const struct host_ctx *hc)
 {
-    if (c->ended) {
+    if (c->ended || (c->home && c->home->ended)) {
         snprintf(c->init_err, sizeof c->init_err,
                  "the migration has ended: a finalizer may not talk to the cluster");
         return NULL;
@@ -400,11 +429,11 @@ static int discovery_failed(lua_State *L, struct rest_error *e, const char *path
 
 /* core.resolve(name) -> resource | nil, err. A miss refetches discovery once,
  * since the script may just have created the CRD. May raise (memory). */
-static int l_resolve(lua_State *L)
+int luakube_l_resolve(lua_State *L)
 {
     struct host_ctx *hc = host_ctx(L);
     const char *name = luaL_checkstring(L, 1);
-    struct kube_client *kc = luakube_client_of(L), *c = luakube_connect(kc, hc);
+    struct kube_client *kc = luakube_client_here(L), *c = luakube_connect(kc, hc);
     if (!c) {
         lua_pushnil(L);
         luakube_push_error(L, 0, "ConfigError", kc->init_err, NULL, "discovery", "GET", "/apis");
@@ -484,18 +513,18 @@ static int l_now(lua_State *L)
     return 1;
 }
 
-static int l_connects(lua_State *L)
+int luakube_l_connects(lua_State *L)
 {
-    struct kube_client *c = luakube_client_of(L);
+    struct kube_client *c = luakube_client_here(L);
     lua_pushinteger(L, c->rest ? rest_connects(c->rest) : 0);
     return 1;
 }
 
 /* core.requests() -> HTTP requests sent so far (every attempt, discovery
  * included): lets a test prove what was, or was not, sent. */
-static int l_requests(lua_State *L)
+int luakube_l_requests(lua_State *L)
 {
-    struct kube_client *c = luakube_client_of(L);
+    struct kube_client *c = luakube_client_here(L);
     lua_pushinteger(L, c->rest ? rest_requests(c->rest) : 0);
     return 1;
 }
@@ -503,9 +532,9 @@ static int l_requests(lua_State *L)
 /* core.config() -> {server, context, namespace, ...} | nil, err, where err
  * is a kube error value (reason ConfigError), as every sibling returns.
  * May raise (memory). */
-static int l_config(lua_State *L)
+int luakube_l_config(lua_State *L)
 {
-    struct kube_client *kc = luakube_client_of(L), *c = luakube_connect(kc, host_ctx(L));
+    struct kube_client *kc = luakube_client_here(L), *c = luakube_connect(kc, host_ctx(L));
     if (!c) {
         lua_pushnil(L);
         luakube_push_error(L, 0, "ConfigError", kc->init_err, NULL, "config", "GET", "");
@@ -521,9 +550,9 @@ static int l_config(lua_State *L)
 
 /* The namespace a verb uses when the script names none: the kubeconfig
  * context's (or the service account's), else "default", as kubectl does. */
-static int l_default_namespace(lua_State *L)
+int luakube_l_default_namespace(lua_State *L)
 {
-    struct kube_client *c = luakube_connect(luakube_client_of(L), host_ctx(L));
+    struct kube_client *c = luakube_connect(luakube_client_here(L), host_ctx(L));
     const struct kube_config *kc = c ? rest_config(c->rest) : NULL;
     lua_pushstring(L, kc && kc->namespace && *kc->namespace ? kc->namespace : "default");
     return 1;
@@ -639,13 +668,7 @@ static void ensure_client(lua_State *L, const struct host_ctx *hc)
 {
     if (luakube_client_of(L))
         return;
-    struct kube_client *c = lua_newuserdatauv(L, sizeof *c, 0);
-    memset(c, 0, sizeof *c);
-    if (luaL_newmetatable(L, CLIENT_MT)) {
-        lua_pushcfunction(L, client_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
+    struct kube_client *c = luakube_new_client(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &CLIENT_KEY);
     /* In a migration's child the log is in memory the parent shares, so
      * the journal outlives the child however it ends. */
@@ -697,13 +720,13 @@ void luakube_push_private(lua_State *L)
 int luaopen_kube_core(lua_State *L)
 {
     static const luaL_Reg f[] = {
-        {"resolve", l_resolve},
+        {"resolve", luakube_l_resolve},
         {"sleep", l_sleep},
         {"now", l_now},
-        {"connects", l_connects},
-        {"requests", l_requests},
-        {"config", l_config},
-        {"default_namespace", l_default_namespace},
+        {"connects", luakube_l_connects},
+        {"requests", luakube_l_requests},
+        {"config", luakube_l_config},
+        {"default_namespace", luakube_l_default_namespace},
         {"make_error", l_make_error},
         {"error_text", l_error_text},
         {"changed_by", l_changed_by},
@@ -720,9 +743,13 @@ int luaopen_kube_core(lua_State *L)
         return luaL_error(L, "kube.core: this Lua state has no host context");
     ensure_client(L, hc);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY) == LUA_TNIL) {
-        lua_createtable(L, 0, 1);
+        lua_createtable(L, 0, 3);
         lua_pushcfunction(L, luakube_l_request);
         lua_setfield(L, -2, "request");
+        lua_pushcfunction(L, luakube_l_cluster);
+        lua_setfield(L, -2, "cluster");
+        lua_pushcfunction(L, luakube_l_cluster_refs);
+        lua_setfield(L, -2, "cluster_refs");
         lua_rawsetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY);
     }
     lua_pop(L, 1);

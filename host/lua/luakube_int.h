@@ -38,10 +38,33 @@ struct kube_client {
     int unpredictable;          /* preview: a request the preview cannot predict was
                                  * refused (PreviewUnsupported, DryRunRefused) */
     char unpredictable_why[512]; /* the first such refusal, one line */
+    /* a tenant cluster's client (luakube_cluster.c): its connection opened
+     * from a kubeconfig Secret, its journal entries naming it; home is the
+     * state's own client (the management cluster's), which decides when
+     * the script is over and notes what a preview cannot predict */
+    struct kube_client *home;
+    char cluster[128];          /* NS/NAME of the Secret ("" for the home client) */
 };
 
 /* The state's client (created when the module is opened), or NULL. */
 struct kube_client *luakube_client_of(lua_State *L);
+/* The client the running C function serves: its first upvalue when that
+ * is a client (a tenant cluster's verbs, luakube_cluster.c), else the
+ * state's. */
+struct kube_client *luakube_client_here(lua_State *L);
+/* Pushes a new, unconnected client userdata (zeroed, collected like the
+ * state's). May raise (memory). */
+struct kube_client *luakube_new_client(lua_State *L);
+/* kube.core's functions that act on a cluster, for luakube_cluster.c to
+ * bind to a tenant's client. */
+int luakube_l_resolve(lua_State *L);
+int luakube_l_config(lua_State *L);
+int luakube_l_default_namespace(lua_State *L);
+int luakube_l_requests(lua_State *L);
+int luakube_l_connects(lua_State *L);
+/* private.cluster and private.cluster_refs (luakube_cluster.c). */
+int luakube_l_cluster(lua_State *L);
+int luakube_l_cluster_refs(lua_State *L);
 /* c, connected. NULL when the cluster config cannot be resolved (the
  * reason stays in c->init_err for every later call). */
 struct kube_client *luakube_connect(struct kube_client *c, const struct host_ctx *hc);

@@ -530,7 +530,7 @@ void luakube_push_pending(lua_State *L)
 int luakube_l_request(lua_State *L)
 {
     struct host_ctx *hc = host_ctx(L);
-    struct kube_client *kc = luakube_client_of(L);
+    struct kube_client *kc = luakube_client_here(L);
     struct asked a = {0};
     read_asked(L, &a);
     const char *method = a.method, *path0 = a.path, *verb = a.verb, *ctype = a.ctype;
@@ -573,7 +573,8 @@ int luakube_l_request(lua_State *L)
     if (q->body && !ctype)
         ctype = "application/json";
     struct overlay *ov = NULL;
-    if (hc->overlay_path) {
+    /* the overlay is the management cluster's: a tenant's writes go as plain dry runs */
+    if (hc->overlay_path && !c->home) {
         char oerr[512];
         if (!c->overlay && !(c->overlay = overlay_load(hc->overlay_path, oerr, sizeof oerr)))
             return luaL_error(L, "kube: preview: %s", oerr);
@@ -599,7 +600,8 @@ int luakube_l_request(lua_State *L)
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
     struct door_req w = {snd.method, q->path.p, a.accept, snd.ctype, q->body, snd.body_len,
                          snd.safe, NULL, 0};
-    if (!ov && pooled(L, c)) {
+    /* the pool is the management cluster's: a tenant's request goes out alone */
+    if (!ov && !c->home && pooled(L, c)) {
         struct door_out o;
         enum door_rc wrc = door_ready(&d, &w, &o, &gv, why, sizeof why);
         if (wrc != DOOR_OK)

@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/stop.h"
+#include "formats/shellreach.h"
 #include "kube/overlay.h"
 #include "proc/child.h"
 #include "run/runner_int.h"
@@ -182,9 +183,15 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
     struct shell_launch sl;
     memset(&sl, 0, sizeof sl);
     sl.gw.listen_fd = -1;
-    if (m->is_shell && runner_shell_launch_prep(&v->c, s, 1, &sl) != 0) {
+    char reach[600];
+    int reaches = m->is_shell && shellreach_file(m->path, reach, sizeof reach) != 0;
+    if (reaches || (m->is_shell && runner_shell_launch_prep(&v->c, s, 1, &sl) != 0)) {
+        /* a script that connects to another cluster on its own is not run:
+         * its writes there would not be dry runs */
         cJSON_AddStringToObject(mj, "outcome", "unpredictable");
-        cJSON_AddStringToObject(mj, "message", "its gateway could not be started");
+        cJSON_AddStringToObject(mj, "message", reaches ? reach : "its gateway could not be started");
+        if (reaches && !v->o->output_json)
+            out_line("[%zu/%zu] %s ... unpredictable (not run): %s", k, n, s->slug, reach);
         *blind = 1;
         v->unpredictable = v->unpredictable ? v->unpredictable : s->slug;
         would_record(v, s->slug, "unpredictable", "the preview cannot predict its outcome");

@@ -57,8 +57,9 @@ function M.header(x)
   return hd
 end
 
--- run(slug_or_path [, {kubeconfig=, env=}]) -> res, once the cluster has
--- said it is disposable (support.disposable)
+-- run(slug_or_path [, {kubeconfig=, env=, dry_run=}]) -> res, once the
+-- cluster has said it is disposable (support.disposable); dry_run: exec
+-- --dry-run (every write sent with dryRun=All)
 -- res holds exec's JSON line (outcome, reason, message, exit_code, tail,
 -- duration_ms, and journal once the host reports one) plus code (exec's
 -- exit status), out and output (everything the migration printed or
@@ -75,7 +76,12 @@ function M.run(x, opts)
     'cluster in KUBECONFIG (a kind cluster, or tools/testenv)')
   require('support.disposable').assert(opts.kubeconfig)
   -- exec reads the header itself, so a timeout names the header's line
-  local res = h.cozy('exec', slug, path, { env = env })
+  local res
+  if opts.dry_run then
+    res = h.cozy('exec', '--dry-run', slug, path, { env = env })
+  else
+    res = h.cozy('exec', slug, path, { env = env })
+  end
   local line = res.out:match('([^\n]+)\n?$')
   local ok, d = pcall(json.decode, line or '')
   if not (ok and type(d) == 'table' and d.outcome) then
