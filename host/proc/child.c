@@ -181,12 +181,18 @@ static void close_from(int lowfd)
 /* What the runner would have removed after the child (its private
  * kubeconfig): set in the shell child before the handler below. */
 static const char *orphan_file;
+static const char *orphan_dir;
 
-/* The runner died: remove what it can no longer remove, then kill the
- * migration's whole group, this process too. */
+/* The runner died: kill every descendant (those that left the group
+ * first: this process is their subreaper, and they must not outlive it),
+ * remove what the runner can no longer remove (the private directory,
+ * the kubeconfig in it), then kill the group, this process too. */
 static void on_parent_death(int sig)
 {
     (void)sig;
+    (void)reap_kill_descendants(0, 0);
+    if (orphan_dir)
+        reap_remove_dir(orphan_dir);
     if (orphan_file) {
         char dir[4200];
         size_t n = append(dir, 0, sizeof dir, orphan_file), slash = 0;
@@ -199,9 +205,6 @@ static void on_parent_death(int sig)
             (void)rmdir(dir);
         }
     }
-    /* those that left the group (setsid) first: this process is their
-     * subreaper, and they must not outlive it */
-    (void)reap_kill_descendants(0, 0);
     kill(0, SIGKILL);
     _exit(137);
 }
@@ -343,6 +346,7 @@ static _Noreturn void run_child(const struct launch *l)
      * supervisor, and its handler takes the whole group down. */
     if (l->spec->is_shell) {
         orphan_file = l->spec->remove_on_orphan;
+        orphan_dir = l->spec->private_dir;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_parent_death;

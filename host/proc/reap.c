@@ -1,7 +1,8 @@
 /* reap.c: killing every descendant of a subreaper (reap.h). Owns finding
  * the calling process's children from /proc (each /proc/PID/stat: its
  * parent, group and state), killing the living ones until none is left, and
- * reaping the ones it killed when asked. Must never: allocate or call stdio
+ * reaping the ones it killed when asked; removing a dead migration's private
+ * directory when the runner cannot. Must never: allocate or call stdio
  * (it runs in a signal handler and between fork and exit), wait for a
  * child it did not kill (the caller waits for its own), or loop forever on
  * a process the kernel will not let die (it gives up after REAP_MAX_S). */
@@ -13,6 +14,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +22,7 @@
 
 #define REAP_PAUSE_NS (1000 * 1000)   /* between two scans while children die */
 #define REAP_MAX_ROUNDS 5000          /* about 5 s and more: then it gives up */
+#define REAP_DIR_DEPTH 16             /* what a script nests deeper stays (in /tmp) */
 
 int reap_subreaper(void)
 {
@@ -145,4 +148,37 @@ int reap_kill_descendants(pid_t spare, int reap_them)
         nanosleep(&ts, NULL);
     }
     return killed;
+}
+
+/* Empties the directory open as dfd (depth levels left), then closes it. */
+static void empty_dir(int dfd, int depth)
+{
+    char buf[4096];
+    long n;
+    (void)fchmod(dfd, 0700);
+    while ((n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
+            off += d->d_reclen;
+            const char *nm = d->d_name;
+            if (nm[0] == '.' && (nm[1] == 0 || (nm[1] == '.' && nm[2] == 0)))
+                continue;
+            if (unlinkat(dfd, nm, 0) == 0 || depth <= 0)
+                continue;
+            int sub = openat(dfd, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                empty_dir(sub, depth - 1);
+            (void)unlinkat(dfd, nm, AT_REMOVEDIR);
+        }
+    }
+    close(dfd);
+}
+
+void reap_remove_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    empty_dir(fd, REAP_DIR_DEPTH);
+    (void)rmdir(dir);
 }

@@ -18,4 +18,8 @@ int reap_subreaper(void);
  * Async-signal-safe (raw reads of /proc). Returns how many it killed, or
  * -1 when /proc cannot be read (the caller falls back on its group kill). */
 int reap_kill_descendants(pid_t spare, int reap_them);
+/* Removes dir and everything beneath it (never following a symlink), as
+ * far as REAP_DIR_DEPTH levels: a migration's private directory when the
+ * runner is gone and cannot. Async-signal-safe; best effort. */
+void reap_remove_dir(const char *dir);
 #endif
