@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "base/exitcodes.h"
 #include "base/log.h"
@@ -104,6 +105,12 @@ static void main_help(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Whatever it runs, this process and every one it forks without exec
+     * (the Lease watcher, a Lua child, a shell's supervisor) holds the
+     * cluster's credentials: a same-user script may not read its memory,
+     * environment or /proc files, nor ptrace it (docs/internals.md,
+     * "Confinement"). */
+    (void)prctl(PR_SET_DUMPABLE, 0);
     cli_prescan_log_format(argc, argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {

@@ -297,6 +297,7 @@ int cli_exec(struct cli *c, int argc, char **argv, int first)
         .quiet = c->quiet,
         .gateway = through_gateway ? &gw : NULL,
         .remove_on_orphan = through_gateway ? kp.path : NULL,
+        .private_dir = through_gateway ? kp.dir : NULL,
     };
     struct child_result res;
     child_run(&spec, &res);

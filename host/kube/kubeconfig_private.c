@@ -10,6 +10,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,11 +175,34 @@ out:
     return rc;
 }
 
+/* nftw, first pass: every directory made traversable and writable again
+ * (a script may have chmod'ed one shut); second pass: everything removed,
+ * depth first. Symlinks are never followed. */
+static int open_up(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)ftw;
+    if (flag == FTW_D || flag == FTW_DNR)
+        (void)chmod(path, (st->st_mode & 07777) | S_IRWXU);
+    return 0;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    (void)(flag == FTW_DP ? rmdir(path) : unlink(path));
+    return 0;
+}
+
 void kubeconfig_private_remove(struct kube_private *kp)
 {
     if (kp->path[0])
         unlink(kp->path);
-    if (kp->dir[0])
-        rmdir(kp->dir);
+    /* the migration's HOME, TMPDIR and kubectl cache live in it too
+     * (proc/child.h, private_dir): they go with it */
+    if (kp->dir[0]) {
+        (void)nftw(kp->dir, open_up, 16, FTW_PHYS);
+        (void)nftw(kp->dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    }
     memset(kp, 0, sizeof *kp);
 }

@@ -38,24 +38,34 @@
 #include <sys/types.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/defaults.h"
+#include "base/paths.h"
 #include "proc/leasewatch.h"
 #include "base/log.h"
 #include "base/stop.h"
 #include "base/util.h"
 #include "formats/journaldoc.h"
 #include "kube/gateway.h"
+#include "kube/kubeconfig.h"
+#include "proc/confine.h"
 #include "proc/luachild.h"
 #include "proc/childout.h"
+#include "proc/reap.h"
 
 #define STATUS_MAX 4096       /* the verdict line (and the preview's note): the write
                                  * journal does not go through the pipe, see journal_map */
 #define STATUS_FD LUA_CHILD_STATUS_FD
-/* A shell's supervisor finds the gateway's listening socket here. */
+/* A shell's supervisor finds the gateway's listening socket here, and the
+ * Landlock ruleset its bash restricts itself to (confine.h) above it. */
 #define GATEWAY_FD (STATUS_FD + 1)
+#define CONFINE_FD (STATUS_FD + 2)
 /* After the main child is reaped and its group killed, how long we keep
  * reading for output still in flight. Only a process that left the group
  * (setsid) can hold the pipe open longer, and we must not wait for it. */
@@ -150,6 +160,8 @@ struct launch {
     struct journal_log *journal; /* Lua: the write journal's log, shared with the parent */
     struct gateway_shared *gw;   /* shell behind the gateway: what it tells the parent */
     int gw_fd;                   /* its listening socket, -1 when none */
+    int confine_fd;              /* the Landlock ruleset bash is held to, -1 when none */
+    int confined;                /* bash restricts itself before exec (no_new_privs at least) */
 };
 
 static void close_from(int lowfd)
@@ -169,12 +181,18 @@ static void close_from(int lowfd)
 /* What the runner would have removed after the child (its private
  * kubeconfig): set in the shell child before the handler below. */
 static const char *orphan_file;
+static const char *orphan_dir;
 
-/* The runner died: remove what it can no longer remove, then kill the
- * migration's whole group, this process too. */
+/* The runner died: kill every descendant (those that left the group
+ * first: this process is their subreaper, and they must not outlive it),
+ * remove what the runner can no longer remove (the private directory,
+ * the kubeconfig in it), then kill the group, this process too. */
 static void on_parent_death(int sig)
 {
     (void)sig;
+    (void)reap_kill_descendants(0, 0);
+    if (orphan_dir)
+        reap_remove_dir(orphan_dir);
     if (orphan_file) {
         char dir[4200];
         size_t n = append(dir, 0, sizeof dir, orphan_file), slash = 0;
@@ -259,6 +277,16 @@ static _Noreturn void supervise_shell(const struct launch *l)
         char *argv[] = {arg0, (char *)l->path, NULL};
         signal(SIGUSR1, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
+        /* bash and all it starts are held to the migration's own files and
+         * its gateway (confine.h); the domain outlives exec */
+        if (l->confined) {
+            struct confine cf = {.ruleset_fd = l->confine_fd >= 0 ? CONFINE_FD : -1};
+            int e = confine_apply(&cf);
+            if (e != 0) {
+                report_spawn_error(STATUS_FD, "landlock", (int)-e);
+                _exit(127);
+            }
+        }
         /* nothing of the gateway's (its sockets, the runner's connection)
          * goes with bash; the status fd is close-on-exec */
         close_from(STATUS_FD + 1);
@@ -280,6 +308,11 @@ static _Noreturn void supervise_shell(const struct launch *l)
         if (errno != EINTR)
             _exit(127);
     }
+    /* Nothing bash started outlives it, wherever it went (setsid, a double
+     * fork): as their subreaper this process sees them all, and kills them
+     * before it reports, so before the runner records. */
+    if (reap_kill_descendants(0, 1) < 0)
+        log_warn("cannot read /proc: only the runner's kill of the group stops what the script left");
     char gerr[600];
     if (gateway_finish(gw, gerr, sizeof gerr) != 0)
         log_error("%s", gerr);
@@ -313,6 +346,7 @@ static _Noreturn void run_child(const struct launch *l)
      * supervisor, and its handler takes the whole group down. */
     if (l->spec->is_shell) {
         orphan_file = l->spec->remove_on_orphan;
+        orphan_dir = l->spec->private_dir;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_parent_death;
@@ -356,21 +390,31 @@ static _Noreturn void run_child(const struct launch *l)
     int st = fcntl(l->st_w, F_DUPFD_CLOEXEC, 10);
     int nul = fcntl(l->devnull, F_DUPFD_CLOEXEC, 10);
     int gw = l->gw_fd >= 0 ? fcntl(l->gw_fd, F_DUPFD_CLOEXEC, 10) : -1;
-    if ((!pass && out < 0) || st < 0 || nul < 0 || (l->gw_fd >= 0 && gw < 0)) {
+    /* the ruleset goes only with a gateway (the one port it may reach) */
+    int cf = gw >= 0 && l->confine_fd >= 0 ? fcntl(l->confine_fd, F_DUPFD_CLOEXEC, 10) : -1;
+    if ((!pass && out < 0) || st < 0 || nul < 0 || (l->gw_fd >= 0 && gw < 0) ||
+        (gw >= 0 && l->confine_fd >= 0 && cf < 0)) {
         report_spawn_error(l->st_w, "fcntl", errno);
         _exit(127);
     }
     if (dup2(nul, 0) < 0 || (!pass && (dup2(out, 1) < 0 || dup2(out, 2) < 0)) ||
         dup2(st, STATUS_FD) < 0 || fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0 ||
-        (gw >= 0 && (dup2(gw, GATEWAY_FD) < 0 || fcntl(GATEWAY_FD, F_SETFD, FD_CLOEXEC) < 0))) {
+        (gw >= 0 && (dup2(gw, GATEWAY_FD) < 0 || fcntl(GATEWAY_FD, F_SETFD, FD_CLOEXEC) < 0)) ||
+        (cf >= 0 && (dup2(cf, CONFINE_FD) < 0 || fcntl(CONFINE_FD, F_SETFD, FD_CLOEXEC) < 0))) {
         report_spawn_error(st, "dup2", errno);
         _exit(127);
     }
     /* Everything else goes, above all the parent's TLS connections. The
      * status fd stays close-on-exec: for bash, EOF on it means exec worked. */
-    close_from(gw >= 0 ? GATEWAY_FD + 1 : STATUS_FD + 1);
+    close_from(cf >= 0 ? CONFINE_FD + 1 : gw >= 0 ? GATEWAY_FD + 1 : STATUS_FD + 1);
 
     if (l->spec->is_shell) {
+        /* every orphan among bash's descendants comes to this process,
+         * also one that left the group, so none outlives the migration */
+        if (reap_subreaper() != 0) {
+            report_spawn_error(STATUS_FD, "subreaper", errno);
+            _exit(127);
+        }
         if (l->spec->workdir && chdir(l->spec->workdir) != 0) {
             report_spawn_error(STATUS_FD, "chdir", errno);
             _exit(127);
@@ -630,6 +674,10 @@ struct prep {
     int out[2], stp[2], devnull, pidfd;
     struct journal_log *jlog;   /* shared with a Lua child; NULL for a shell one */
     struct gateway_shared *gw;  /* shared with a shell's supervisor running the gateway */
+    char **extra;               /* spec->env and the private directory's entries after */
+    char *own;                  /* those entries' text */
+    struct confine cf;          /* a confined shell's ruleset (confine.h) */
+    int confined;
 };
 
 static void prep_free(struct prep *p)
@@ -649,6 +697,152 @@ static void prep_free(struct prep *p)
     free(p->rd);
     free(p->abs_path);
     free(p->envp);
+    free(p->extra);
+    free(p->own);
+    confine_release(&p->cf);
+}
+
+/* ---- the parent side: a shell's own directory and its confinement -------- */
+
+#define SA_DIR_DEFAULT "/var/run/secrets/kubernetes.io/serviceaccount"
+#define ALLOW_UNCONFINED_ENV "COZY_ALLOW_UNCONFINED"
+
+/* HOME, TMPDIR and KUBECACHEDIR inside the migration's private directory
+ * (made here, 0700), after spec->env so they win: nothing of the runner's
+ * home (its ~/.kube/config) nor a cache another migration wrote. */
+static int private_env(const struct child_spec *spec, struct prep *p)
+{
+    static const char *const sub[][2] = {{"HOME", "home"}, {"TMPDIR", "tmp"}, {"KUBECACHEDIR", "cache"}};
+    size_t n = 0, len = strlen(spec->private_dir);
+    for (char *const *e = spec->env; e && *e; e++)
+        n++;
+    if (!(p->extra = calloc(n + 4, sizeof *p->extra)) || !(p->own = malloc(3 * (len + 32))))
+        return -1;
+    memcpy(p->extra, spec->env, n * sizeof *p->extra);
+    char *at = p->own;
+    for (size_t i = 0; i < 3; i++) {
+        int w = sprintf(at, "%s=%s/%s", sub[i][0], spec->private_dir, sub[i][1]);
+        if (mkdir(at + strlen(sub[i][0]) + 1, 0700) != 0 && errno != EEXIST)
+            return -1;
+        p->extra[n++] = at;
+        at += w + 1;
+    }
+    return 0;
+}
+
+/* The runner's credential files (its kubeconfig, client certificate and
+ * key, token file), the service-account directory and the directory every
+ * migration's private one sits in: what no root a confined shell reads may
+ * hold. Pointers into kc and srcs (the kubeconfig files, split). */
+static void secrets_of(const struct kube_config *kc, char *srcs, const char **out, size_t cap)
+{
+    size_t n = 0;
+    const char *sa = getenv("COZY_SERVICEACCOUNT_DIR");
+    out[n++] = sa && *sa ? sa : SA_DIR_DEFAULT;
+    out[n++] = paths_tmpdir();
+    if (kc) {
+        const char *files[] = {kc->cert_file, kc->key_file, kc->token_file};
+        for (size_t i = 0; i < 3; i++)
+            if (files[i])
+                out[n++] = files[i];
+        for (char *tok = srcs ? strtok(srcs, ":") : NULL; tok && n + 1 < cap; tok = strtok(NULL, ":"))
+            if (tok[0] == '/')
+                out[n++] = tok;
+    }
+    out[n] = NULL;
+}
+
+/* 1 when every protection in missing is named in the operator's opt-out
+ * (a comma-separated list, or "all"). */
+static int opted_out(const char *missing)
+{
+    const char *allow = getenv(ALLOW_UNCONFINED_ENV);
+    if (!allow || !*allow)
+        return 0;
+    if (strcmp(allow, "all") == 0)
+        return 1;
+    for (const char *m = missing; *m;) {
+        size_t n = strcspn(m, ",");
+        int named = 0;
+        for (const char *a = allow; *a && !named;) {
+            size_t k = strcspn(a, ",");
+            named = k == n && strncmp(a, m, n) == 0;
+            a += k + (a[k] == ',');
+        }
+        if (!named)
+            return 0;
+        m += n + (m[n] == ',');
+    }
+    return 1;
+}
+
+/* The ruleset bash is held to, and the policy where the kernel lacks a
+ * protection (docs/internals.md, "Confinement"): in-cluster the shell is
+ * refused unless the operator named each missing protection in
+ * COZY_ALLOW_UNCONFINED; elsewhere the run says so once and goes on.
+ * 0, or -1 with res saying why it does not run. */
+static int prepare_confine(const struct child_spec *spec, struct prep *p, struct child_result *res)
+{
+    struct kube_options dflt;
+    const struct kube_options *ko = spec->kube;
+    if (!ko) {
+        kube_default_options(&dflt);
+        ko = &dflt;
+    }
+    struct kube_config kc;
+    char err[1024];
+    int have = kubeconfig_resolve(&ko->cfg, &kc, err, sizeof err) == 0;
+    char *srcs = have && kc.source && !kc.in_cluster ? strdup(kc.source) : NULL;
+    const char *secrets[16];
+    secrets_of(have ? &kc : NULL, srcs, secrets, sizeof secrets / sizeof *secrets);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    int port = getsockname(spec->gateway->listen_fd, (struct sockaddr *)&sa, &sl) == 0 &&
+                       sa.sin_family == AF_INET ? ntohs(sa.sin_port) : 0;
+    const char *path_env = NULL;
+    for (char **e = p->envp; e && *e; e++)
+        if (strncmp(*e, "PATH=", 5) == 0)
+            path_env = *e + 5;
+    struct confine_spec cs = {
+        .private_dir = spec->private_dir,
+        .workdir = spec->workdir,
+        .script = p->path,
+        .path_env = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin",
+        .shared_rw = getenv("COZY_SHELL_RW"),
+        .gateway_port = port,
+        .secrets = secrets,
+    };
+    int in_cluster = have && kc.in_cluster;
+    int rc = confine_prepare(&cs, &p->cf, err, sizeof err);
+    free(srcs);
+    if (have)
+        kubeconfig_free(&kc);
+    if (rc != 0) {
+        res->outcome = CHILD_SPAWN_ERROR;
+        res->reason = "Unconfined";
+        set_msg(res, "cannot confine the shell: %s", err);
+        return -1;
+    }
+    p->confined = 1;
+    res->confine_abi = p->cf.abi;
+    snprintf(res->unconfined, sizeof res->unconfined, "%s", p->cf.missing);
+    static int said_note, said_missing;
+    if (p->cf.note[0] && !said_note++)
+        log_warn("confinement: left out of what shell migrations may read: %s", p->cf.note);
+    if (!p->cf.missing[0])
+        return 0;
+    if (in_cluster && !opted_out(p->cf.missing)) {
+        res->outcome = CHILD_SPAWN_ERROR;
+        res->reason = "Unconfined";
+        set_msg(res, "refused: this kernel lacks %s (Landlock ABI %d) to confine a shell migration "
+                "in-cluster; %s=%s runs it anyway", p->cf.missing, p->cf.abi, ALLOW_UNCONFINED_ENV,
+                p->cf.missing);
+        return -1;
+    }
+    if (!said_missing++)
+        log_warn("confinement: this kernel lacks %s (Landlock ABI %d): shell migrations run less "
+                 "confined%s", p->cf.missing, p->cf.abi, in_cluster ? " (the operator allowed it)" : "");
+    return 0;
 }
 
 /* The path, environment, pipes and shared journal of the child into p.
@@ -677,10 +871,18 @@ static int prepare(const struct child_spec *spec, const char *slug, struct child
         snprintf(p->abs_path, len, "%s/%s", cwd, p->path);
         p->path = p->abs_path;
     }
-    if (spec->is_shell && !(p->envp = build_env(spec->env_only ? NULL : environ, spec->env))) {
+    int confine = spec->is_shell && spec->gateway && spec->private_dir;
+    if (confine && private_env(spec, p) != 0) {
+        spawn_failed(res, "making the migration's private directory", errno ? errno : ENOMEM);
+        return -1;
+    }
+    if (spec->is_shell &&
+        !(p->envp = build_env(spec->env_only ? NULL : environ, p->extra ? p->extra : spec->env))) {
         spawn_failed(res, "allocating the environment", ENOMEM);
         return -1;
     }
+    if (confine && prepare_confine(spec, p, res) != 0)
+        return -1;
     if ((!spec->passthrough && pipe2(p->out, O_CLOEXEC) != 0) || pipe2(p->stp, O_CLOEXEC) != 0) {
         spawn_failed(res, "pipe", errno);
         return -1;
@@ -894,6 +1096,8 @@ int child_run(const struct child_spec *spec, struct child_result *res)
 {
     memset(res, 0, sizeof *res);
     const char *slug = spec->slug ? spec->slug : spec->path;
+    if (spec->is_shell)
+        (void)reap_subreaper();
 
     /* A child that dies while we stream must give EPIPE, not kill us. */
     struct sigaction ign;
@@ -902,7 +1106,8 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     sigemptyset(&ign.sa_mask);
     (void)sigaction(SIGPIPE, &ign, NULL);
 
-    struct prep p = {.out = {-1, -1}, .stp = {-1, -1}, .devnull = -1, .pidfd = -1};
+    struct prep p = {.out = {-1, -1}, .stp = {-1, -1}, .devnull = -1, .pidfd = -1,
+                     .cf = {.ruleset_fd = -1}};
     if (prepare(spec, slug, res, &p) != 0) {
         prep_free(&p);
         return -1;
@@ -922,6 +1127,8 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         .journal = p.jlog,
         .gw = p.gw,
         .gw_fd = spec->is_shell && spec->gateway ? spec->gateway->listen_fd : -1,
+        .confine_fd = p.cf.ruleset_fd,
+        .confined = p.confined,
     };
     w.kill_at_deadline = l.deadline ? l.deadline + (spec->is_shell ? 0 : LUA_BACKSTOP_S) : 0;
     /* Unflushed stdio output would otherwise be written twice, once by the
@@ -935,6 +1142,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     }
     if (pid == 0)
         run_child(&l);
+    confine_release(&p.cf);
     w.pid = pid;
 
     /* EACCES once the child has exec'd (it did setpgid first) is fine. */
@@ -948,6 +1156,12 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         (void)fcntl(p.pidfd, F_SETFD, FD_CLOEXEC);
 #endif
     supervise(spec, slug, &p, &w, res);
+    /* What a supervisor killed outright (the deadline's KILL, a lost lock)
+     * could not kill came here, this process being their subreaper too:
+     * killed before the caller records. The runner's own helpers (its
+     * Lease watcher) stay in its group and are spared. */
+    if (spec->is_shell)
+        (void)reap_kill_descendants(getpgrp(), 1);
 
     child_output_finish(p.rd);
     close_fd(&p.out[0]);

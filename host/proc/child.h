@@ -57,6 +57,11 @@ struct child_spec {
     const char *remove_on_orphan; /* shell: a file removed, with its directory, when the
                                   * runner dies while the child runs (its private
                                   * kubeconfig); NULL = none */
+    const char *private_dir;     /* shell behind a gateway: the migration's own directory
+                                  * (0700, its private kubeconfig's): its HOME, TMPDIR and
+                                  * KUBECACHEDIR are made in it, the only place bash may
+                                  * write, and bash is confined (confine.h); the caller
+                                  * removes it (kubeconfig_private_remove). NULL: none */
 };
 
 enum child_outcome {
@@ -100,6 +105,8 @@ struct child_result {
     int stamped;                 /* a legacy stamp was absorbed: `version` = stamp */
     long stamp;
     long gw_peak_rss_kb;         /* the supervisor's (the gateway's process) peak memory */
+    int confine_abi;             /* a confined shell: the kernel's Landlock ABI (0: none) */
+    char unconfined[64];         /* the protections the kernel lacked ("" when none) */
     char *tail;                  /* last OUTPUT_TAIL_LINES lines of combined stdout+stderr, at most
                                     OUTPUT_TAIL_MAX bytes, each line '\n'-terminated; malloc'd,
                                     free with child_result_free */

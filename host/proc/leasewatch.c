@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "base/util.h"
+#include "proc/reap.h"
 
 /* The runner's Lease watcher sets the word in the past on a loss: the
  * group is killed within this of the event reaching the runner. */
@@ -21,8 +22,12 @@ static void *watch_until(void *arg)
     const _Atomic(long long) *until = arg;
     for (;;) {
         long long u = atomic_load(until);
-        if (u && (long long)(now_mono() * 1e6) >= u)
+        if (u && (long long)(now_mono() * 1e6) >= u) {
+            /* a shell's supervisor is the subreaper of what left the
+             * group (setsid): those die first, while it still is */
+            (void)reap_kill_descendants(0, 0);
             kill(0, SIGKILL);
+        }
         struct timespec ts = {0, WATCH_EVERY_NS};
         nanosleep(&ts, NULL);
     }

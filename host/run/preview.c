@@ -214,6 +214,7 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
         .overlay_path = v->overlay,
         .gateway = m->is_shell ? &sl.gw : NULL,
         .remove_on_orphan = *sl.kp.path ? sl.kp.path : NULL,
+        .private_dir = *sl.kp.dir ? sl.kp.dir : NULL,
     };
     struct child_result res;
     child_run(&spec, &res);

@@ -163,11 +163,6 @@ static int shell_gateway(struct runner_ctx *c, const struct step *s, struct chil
         gateway_cred_free(cred);
         return -1;
     }
-    if (!*c->gw_cache) {
-        snprintf(c->gw_cache, sizeof c->gw_cache, "%s/cozy-kubecache-XXXXXX", paths_tmpdir());
-        if (!mkdtemp(c->gw_cache))
-            c->gw_cache[0] = '\0'; /* kubectl then caches where it would */
-    }
     if (kubeconfig_private_gateway(c->gw_port, cred->token, cred->cert_pem,
                                    rest_config(c->rest)->namespace, kp, err, sizeof err) != 0) {
         log_fatal("%s: %s", s->slug, err);
@@ -203,7 +198,7 @@ static int shell_env_for(struct runner_ctx *c, const struct step *s, const char 
         .pass_env = c->o->pass_env,
         .kubeconfig = kubeconfig,
         .gateway = 1,
-        .cache_dir = *c->gw_cache ? c->gw_cache : NULL,
+        /* KUBECACHEDIR: the migration's own (child.h, private_dir) */
     };
     return shell_env_build(e, &in);
 }
@@ -540,6 +535,7 @@ static int execute(struct runner_ctx *c, const struct step *s, size_t k, size_t 
         .tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S,
         .ud = c,
         .remove_on_orphan = *sl.kp.path ? sl.kp.path : NULL, /* operator */
+        .private_dir = *sl.kp.dir ? sl.kp.dir : NULL,
         .gateway = m->is_shell ? &sl.gw : NULL,
     };
     if (!log_json())
@@ -803,24 +799,11 @@ static int seed(struct runner_ctx *c, struct plan *p)
     return 0;
 }
 
-/* nftw: removes what it is given (depth first, symlinks not followed). */
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    /* best effort: what cannot go stays in a private temporary directory */
-    (void)(flag == FTW_DP ? rmdir(path) : unlink(path));
-    return 0;
-}
-
 void runner_ctx_free(struct runner_ctx *c)
 {
     if (c->gw_fd >= 0)
         close(c->gw_fd);
     c->gw_fd = -1;
-    if (*c->gw_cache)
-        (void)nftw(c->gw_cache, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-    c->gw_cache[0] = '\0';
     free(c->ran);
     lock_release(&c->lk);
     ledger_free(&c->l);

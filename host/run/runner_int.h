@@ -48,8 +48,6 @@ struct runner_ctx {
                              * keyed by server address, stay warm from one script to the
                              * next; each migration's gateway has its own token and
                              * certificate and answers only its own */
-    char gw_cache[4200];    /* KUBECACHEDIR of the run's shells (a private directory,
-                             * removed with the run); "" until made */
 };
 
 /* ---- runner.c ---- */

@@ -70,8 +70,11 @@ function M.write(path, content)
   return path
 end
 
+-- Under COZY_SPEC_TMP when tools/run-tests sets it: the one place beside
+-- its own a confined shell migration may write (COZY_SHELL_RW).
 function M.tmpdir()
-  local p = io.popen('mktemp -d')
+  local base = os.getenv('COZY_SPEC_TMP')
+  local p = io.popen(base and base ~= '' and ('mktemp -d -p ' .. shell_quote(base)) or 'mktemp -d')
   local d = p:read('l')
   p:close()
   return d
