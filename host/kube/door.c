@@ -139,9 +139,23 @@ enum door_rc door_ready(const struct door *d, const struct door_req *w, struct d
         if (*gv != GUARD_ALLOW)
             return DOOR_REFUSED;
     }
-    const char *send_path = w->path, *body = w->body;
+    const char *send_path = w->path, *body = w->body, *ctype = w->ctype;
     size_t body_len = w->body_len;
     char *own_path = NULL, *own_body = NULL;
+    if (body && guard_yaml_type(ctype)) {
+        /* judge what you send, send what you judged: the apiserver reads
+         * the JSON the guard read, never the YAML it might read otherwise */
+        if (!(own_body = guard_yaml_json(body, body_len, why, whylen))) {
+            *gv = GUARD_UNREADABLE;
+            return DOOR_REFUSED;
+        }
+        body = own_body;
+        body_len = strlen(own_body);
+        if (!strcasestr(ctype, "apply-patch"))
+            ctype = "application/json";
+        else
+            ctype = "application/apply-patch+yaml"; /* JSON is YAML */
+    }
     if (d->ko->dry_run && strcmp(w->method, "GET") != 0) {
         if (!has_dry_run(q ? q + 1 : NULL)) {
             size_t n = strlen(w->path) + sizeof "&dryRun=All";
@@ -152,7 +166,10 @@ enum door_rc door_ready(const struct door *d, const struct door_req *w, struct d
             send_path = own_path;
         }
         if (strcmp(w->method, "DELETE") == 0 && body && body_len) {
-            if (!(own_body = dry_run_body(body, body_len))) {
+            char *marked = dry_run_body(body, body_len);
+            cJSON_free(own_body);
+            own_body = marked;
+            if (!own_body) {
                 free(own_path);
                 *gv = GUARD_DRY_RUN;
                 snprintf(why, whylen, "a dry-run DELETE sends its options as a JSON object the "
@@ -165,6 +182,7 @@ enum door_rc door_ready(const struct door *d, const struct door_req *w, struct d
     }
     o->path = send_path;
     o->body = body;
+    o->ctype = ctype;
     o->body_len = body_len;
     o->own_path = own_path;
     o->own_body = own_body;
@@ -185,7 +203,7 @@ enum door_rc door_send(const struct door *d, const struct door_req *w, struct re
     enum door_rc rc = door_ready(d, w, &o, gv, why, whylen);
     if (rc != DOOR_OK)
         return rc;
-    rc = rest_do_ex(d->rest, w->method, o.path, w->accept, w->ctype, o.body, o.body_len, w->safe,
+    rc = rest_do_ex(d->rest, w->method, o.path, w->accept, o.ctype, o.body, o.body_len, w->safe,
                     o.left, w->headers, w->flags, out) == 0 ? DOOR_OK : DOOR_FAILED;
     door_out_free(&o);
     return rc;
@@ -227,7 +245,8 @@ const char *door_refusal(enum door_rc rc, enum guard_verdict gv, const char *why
         return "LedgerProtected";
     }
     snprintf(msg, len, "%s", why);
-    return gv == GUARD_DRY_RUN ? "DryRunRefused" : "BadPath";
+    return gv == GUARD_DRY_RUN ? "DryRunRefused" : gv == GUARD_UNREADABLE ? "BadRequest"
+                                                                         : "BadPath";
 }
 
 void door_prior_read(const struct door *d, const char *method, const char *path,

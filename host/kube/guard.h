@@ -11,8 +11,9 @@
  * '/' or NUL), its canonical form (percent-decoded, compared without regard
  * to case), how a path names namespace, resource, object and subresource
  * (as the apiserver's RequestInfo reads it), and reading a body in the
- * format its content type names (JSON without duplicate keys, YAML, or a
- * create's name out of Kubernetes protobuf, k8sproto.h).
+ * format its content type names (JSON without duplicate keys, YAML read
+ * as the apiserver's YAML 1.1 reads it or refused, or a create's name out
+ * of Kubernetes protobuf, k8sproto.h).
  * Holds no state and makes no request; door.c calls it on every request a
  * migration sends, the ones lua/luakube_request.c builds itself included.
  *
@@ -42,6 +43,8 @@ enum guard_verdict {
                              * one name */
     GUARD_DRY_RUN,          /* a dry run may not send it: its dry-run answer is a live
                              * credential, or the apiserver has no dry run for it */
+    GUARD_UNREADABLE,       /* a YAML body the apiserver (YAML 1.1) would read otherwise
+                             * than the guard, or one that does not parse: sent nowhere */
 };
 
 /* why gets one line for anything but GUARD_ALLOW. */
@@ -49,4 +52,11 @@ enum guard_verdict guard_check(const struct guard_target *t, const char *method,
                                const char *path, const char *body, size_t body_len,
                                const char *content_type, char *why, size_t whylen);
 const char *guard_verdict_name(enum guard_verdict v);
+
+/* Whether a content type names YAML (application/yaml, apply-patch+yaml). */
+int guard_yaml_type(const char *content_type);
+/* The JSON text of a YAML body, read exactly as guard_check reads it: what
+ * the door sends in its place, so the apiserver reads what was judged.
+ * cJSON_free it; NULL with why when guard_check would not allow it. */
+char *guard_yaml_json(const char *body, size_t len, char *why, size_t whylen);
 #endif

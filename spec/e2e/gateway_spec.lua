@@ -128,6 +128,49 @@ kubectl get namespace default -o jsonpath='{.metadata.name}{"\n"}'
     assert.are.equal('2', cm.data.version)
   end)
 
+  -- send METHOD PATH CONTENT-TYPE BODY: a raw request with the migration's
+  -- own token, printing "CODE REASON-OR-NAME" (curl, as a hostile script would)
+  local RAW = [[
+server=$(sed -n 's/^ *server: //p' "$KUBECONFIG")
+tok=$(sed -n 's/^ *token: //p' "$KUBECONFIG")
+d=$(mktemp -d)
+send() {
+  printf '%s\n' "$4" >"$d/body"
+  code=$(curl -sk -X "$1" -H "Authorization: Bearer $tok" -H "Content-Type: $3" --data-binary @"$d/body" \
+    "$server$2" -o "$d/out" -w '%{http_code}')
+  echo "$code $(jq -r 'if .kind == "Status" then .reason else .metadata.name end' <"$d/out")"
+}
+]]
+
+  it('sends a YAML body as the JSON the guard read, and refuses one the apiserver would read otherwise', function()
+    local ns = runner.new_ns()
+    local f = h.write(h.tmpdir() .. '/yaml.sh', '#!/bin/bash\nset -euo pipefail\n' .. RAW .. [[
+cm=/api/v1/namespaces/$NAMESPACE/configmaps
+echo "merge: $(send POST "$cm" application/yaml 'metadata: {<<: {name: cozystack-version}}
+data: {m.pwned: "{}"}')"
+echo "binary: $(send POST "/apis/coordination.k8s.io/v1/namespaces/$NAMESPACE/leases" application/yaml 'metadata:
+  name: !!binary Y296eXN0YWNrLXZlcnNpb24tbG9jaw==
+spec: {holderIdentity: squatter}')"
+echo "plain: $(send POST "$cm" application/yaml 'x: &v "1"
+metadata: {name: yaml-plain}
+data: {a: *v}')"
+echo "apply: $(send PATCH "$cm/yaml-applied?fieldManager=spec" application/apply-patch+yaml 'apiVersion: v1
+kind: ConfigMap
+metadata: {name: yaml-applied}
+data: {b: "2"}')"
+]])
+    local res = h.cozy('exec', 'yaml-case', f, { env = { PATH = PATH, NAMESPACE = ns } })
+    assert.are.equal(0, res.code, res.out .. res.err)
+    contains(res.err, '[yaml-case] merge: 400 BadRequest')
+    contains(res.err, '[yaml-case] binary: 400 BadRequest')
+    contains(res.err, '[yaml-case] plain: 201 yaml-plain')
+    contains(res.err, '[yaml-case] apply: 201 yaml-applied')
+    assert.is_nil(runner.get_ledger(ns), 'a merge key made the ledger')
+    assert.is_nil(runner.get_lease(ns), "a !!binary name made the runner's Lease")
+    assert.are.equal('1', h.kubectl_json('get configmap yaml-plain -n ' .. ns).data.a)
+    assert.are.equal('2', h.kubectl_json('get configmap yaml-applied -n ' .. ns).data.b)
+  end)
+
   it('keeps the journal counts of a shell migration in its record', function()
     local ns = runner.new_ns()
     local dir = legacy_tree({ { 'writes-two', string.format(
