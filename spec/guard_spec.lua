@@ -246,6 +246,8 @@ describe('the ledger guard', function()
       { EV2, '{"metadata":{"name":"x"},"regarding":{"kind":"Lease","namespace":"cozy-system","name":"cozystack-version-lock"}}',
         'about the Lease' },
       { EV, '{"metadata":{"generateName":"cozystack-version."}}', "named the way the runner's are" },
+      { EV, '{"metadata":{"name":"cozystack-migrations-index.mismatch-42"}}',
+        "named the way the dispatcher's on the index are (a squatter would silence it)" },
     } do
       it('refuses a create ' .. case[3], function() refuses('LedgerProtected', 'POST', case[1], case[2]) end)
     end
@@ -266,6 +268,41 @@ describe('the ledger guard', function()
       assert.are.equal('allow', verdict('PATCH', EV .. '/mine', '{"message":"again"}', 'application/merge-patch+json'))
       assert.are.equal('allow', verdict('DELETE', '/api/v1/namespaces/tenant-a/events'))
       assert.are.equal('allow', verdict('GET', EV .. '/cozystack-version.17a2b3c4'))
+    end)
+  end)
+
+  describe("judges a write of one Event on the Event as it is, whatever its name", function()
+    local EV = '/api/v1/namespaces/cozy-system/events'
+    local EV2 = '/apis/events.k8s.io/v1/namespaces/cozy-system/events'
+    local json = require('json')
+    local dispatchers = json.encode({ metadata = { name = 'cozystack-migrations-index.17a2' },
+      involvedObject = { kind = 'ConfigMap', name = 'cozystack-migrations-index' },
+      source = { component = 'cozy-migrate' }, reportingComponent = 'cozy-migrate', reason = 'MigrationsIndexMismatch' })
+    it('waits on the object for a delete, patch or replace of a named Event, in both groups', function()
+      for _, case in ipairs { { 'DELETE', EV .. '/x' }, { 'PATCH', EV2 .. '/x' }, { 'PUT', '/api/v1/namespaces/tenant/events/x' } } do
+        assert.is_true((migrate.guard_object(case[1], case[2])), case[1] .. ' ' .. case[2])
+      end
+      for _, case in ipairs { { 'GET', EV .. '/x' }, { 'POST', EV }, { 'DELETE', CM .. '/x' } } do
+        assert.is_false((migrate.guard_object(case[1], case[2])), case[1] .. ' ' .. case[2])
+      end
+    end)
+    it("refuses one the engine wrote (the dispatcher's, the runner's, one about a Job)", function()
+      for _, ev in ipairs {
+        dispatchers,
+        '{"metadata":{"name":"bg-job.1"},"involvedObject":{"kind":"Job","name":"bg-job"},"source":{"component":"cozy-migrate"}}',
+        '{"metadata":{"name":"x"},"reportingController":"cozy-migrate","regarding":{"kind":"Job","name":"j"}}',
+        '{"metadata":{"name":"x"},"deprecatedSource":{"component":"Cozy-Migrate"}}',
+        '{"metadata":{"name":"x"},"involvedObject":{"kind":"ConfigMap","name":"cozystack-version","namespace":"cozy-system"}}',
+      } do
+        local _, v, why = migrate.guard_object('DELETE', EV .. '/x', ev)
+        assert.are.equal('LedgerProtected', v, ev)
+        assert.is_true(#why > 0 and not why:find('\n'), 'one line saying why')
+      end
+    end)
+    it('lets a migration change or delete an Event of its own, or one that is not there', function()
+      local mine = '{"metadata":{"name":"x"},"source":{"component":"my-script"},"involvedObject":{"kind":"ConfigMap","name":"settings"}}'
+      assert.are.equal('allow', select(2, migrate.guard_object('PATCH', EV .. '/x', mine)))
+      assert.are.equal('allow', select(2, migrate.guard_object('DELETE', EV .. '/x', nil)))
     end)
   end)
 

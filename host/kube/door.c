@@ -112,6 +112,32 @@ static char *dry_run_body(const char *body, size_t len)
     return s;
 }
 
+/* A write of an Event is judged on the Event as it is, read with the
+ * runner's own client: one the engine wrote claims the runner, whatever
+ * its name, and no script may change or delete it. One that cannot be read
+ * cannot be judged, and is refused. */
+static enum guard_verdict judge_object(const struct door *d, const char *path, char *why,
+                                       size_t whylen)
+{
+    struct rest_error e;
+    cJSON *cur = door_get_json(d, path, "application/json", &e);
+    enum guard_verdict v;
+    if (!cur && e.code == 404) {
+        v = GUARD_ALLOW;
+    } else if (!cur) {
+        snprintf(why, whylen, "the Event it acts on could not be read to judge the write: %.300s",
+                 e.message);
+        v = GUARD_BAD_BODY;
+    } else {
+        struct guard_target gt = {d->ko->ledger_namespace, d->ko->ledger_name, d->ko->lease_name,
+                                  EVENT_COMPONENT, d->ko->dry_run};
+        v = guard_check_object(&gt, path, cur, why, whylen);
+    }
+    cJSON_Delete(cur);
+    rest_error_free(&e);
+    return v;
+}
+
 void door_out_free(struct door_out *o)
 {
     free(o->own_path);
@@ -135,6 +161,8 @@ enum door_rc door_ready(const struct door *d, const struct door_req *w, struct d
         path[plen] = '\0';
         *gv = door_judge(d->ko, w->method, path, w->body, w->body_len,
                          w->body && !w->ctype ? "application/json" : w->ctype, why, whylen);
+        if (*gv == GUARD_ALLOW && guard_needs_object(w->method, path))
+            *gv = judge_object(d, path, why, whylen);
         free(path);
         if (*gv != GUARD_ALLOW)
             return DOOR_REFUSED;

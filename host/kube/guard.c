@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "base/defaults.h"
+#include "formats/indexdoc.h"
 #include "formats/yaml11.h"
 #include "formats/yamldoc.h"
 #include "kube/k8sproto.h"
@@ -409,10 +410,18 @@ claims_runner:
     return 1;
 }
 
+/* A name in the shape of the engine's Events: the runner's and the
+ * dispatcher's on the ledger, the dispatcher's on the index (fixed names,
+ * an Event said once: one a script made first would silence it). */
 static int has_runner_prefix(const struct guard_target *t, const char *name)
 {
-    size_t l = strlen(t->ledger);
-    return name && strncasecmp(name, t->ledger, l) == 0 && name[l] == '.';
+    const char *prefixes[] = {t->ledger, INDEX_NAME};
+    for (size_t i = 0; name && i < sizeof prefixes / sizeof *prefixes; i++) {
+        size_t l = strlen(prefixes[i]);
+        if (strncasecmp(name, prefixes[i], l) == 0 && name[l] == '.')
+            return 1;
+    }
+    return 0;
 }
 
 /* A JSON patch op on a field that names an Event's source or subject: the
@@ -500,8 +509,8 @@ static enum guard_verdict check_event(const struct guard_target *t, const struct
                 if (k->string && cJSON_IsString(k) &&
                     (strcasecmp(k->string, "name") == 0 || strcasecmp(k->string, "generateName") == 0) &&
                     has_runner_prefix(t, k->valuestring)) {
-                    snprintf(why, whylen, "an Event named %s.* in %s is the runner's", t->ledger,
-                             t->ns);
+                    snprintf(why, whylen, "an Event named %s.* or %s.* in %s is the engine's",
+                             t->ledger, INDEX_NAME, t->ns);
                     v = GUARD_PROTECTED;
                 }
         }
@@ -610,6 +619,48 @@ enum guard_verdict guard_check(const struct guard_target *t, const char *method,
                              whylen);
     if ((x.core || eq(x.group, "events.k8s.io")) && eq(x.resource, "events"))
         return check_event(t, &x, method, body, body_len, content_type, why, whylen);
+    return GUARD_ALLOW;
+}
+
+/* A path that reads; NULL when the guard would refuse it anyway. */
+static int path_target(const char *path, struct segs *sg, struct target *x)
+{
+    const char *bad;
+    if (parse_path(path, sg, &bad) != 0)
+        return -1;
+    read_target(sg, x);
+    return 0;
+}
+
+int guard_needs_object(const char *method, const char *path)
+{
+    struct segs sg;
+    struct target x;
+    if (!method || strcmp(method, "GET") == 0 || strcmp(method, "POST") == 0 ||
+        path_target(path, &sg, &x) != 0)
+        return 0;
+    return x.resource && x.name && (x.core || eq(x.group, "events.k8s.io")) &&
+           eq(x.resource, "events");
+}
+
+enum guard_verdict guard_check_object(const struct guard_target *t, const char *path,
+                                      const cJSON *current, char *why, size_t whylen)
+{
+    struct segs sg;
+    struct target x;
+    char claim[300];
+    *why = '\0';
+    if (path_target(path, &sg, &x) != 0 || !current)
+        return GUARD_ALLOW;
+    if (!cJSON_IsObject(current)) {
+        snprintf(why, whylen, "the Event it acts on does not read as one object");
+        return GUARD_BAD_BODY;
+    }
+    if (event_claims(t, current, x.ns, claim, sizeof claim)) {
+        snprintf(why, whylen, "the Event %s/%s it acts on is the runner's: %s", x.ns ? x.ns : "",
+                 x.name, claim);
+        return GUARD_PROTECTED;
+    }
     return GUARD_ALLOW;
 }
 

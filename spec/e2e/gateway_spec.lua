@@ -171,6 +171,39 @@ data: {b: "2"}')"
     assert.are.equal('2', h.kubectl_json('get configmap yaml-applied -n ' .. ns).data.b)
   end)
 
+  it("keeps the engine's Events whatever their names: no delete or patch of one, its own Events free", function()
+    local ns = runner.new_ns()
+    local function event(name, about, source, reason)
+      h.kcreate({ apiVersion = 'v1', kind = 'Event', metadata = { name = name, namespace = ns },
+        involvedObject = { apiVersion = about[1], kind = about[2], name = about[3], namespace = ns },
+        source = { component = source }, reportingComponent = source, reportingInstance = 'spec',
+        reason = reason, message = 'said by ' .. source, type = 'Warning', count = 1,
+        firstTimestamp = '2026-01-01T00:00:00Z', lastTimestamp = '2026-01-01T00:00:00Z' })
+    end
+    event('cozystack-migrations-index.1', { 'v1', 'ConfigMap', 'cozystack-migrations-index' }, 'cozy-migrate',
+      'MigrationsIndexMismatch')
+    event('bg-job.2', { 'batch/v1', 'Job', 'bg-job' }, 'cozy-migrate', 'MigrationJobNotOurs')
+    event('mine', { 'v1', 'ConfigMap', 'settings' }, 'my-script', 'Done')
+    local f = h.write(h.tmpdir() .. '/events.sh', [[
+k="kubectl -n $NAMESPACE"
+$k delete event cozystack-migrations-index.1 || echo "delete refused"
+$k patch event bg-job.2 --type=merge -p '{"message":"rewritten"}' || echo "patch refused"
+$k delete events.v1.events.k8s.io bg-job.2 || echo "events.k8s.io delete refused"
+$k patch event mine --type=merge -p '{"message":"mine again"}' && $k delete event mine && echo "own deleted"
+]])
+    local res = h.cozy('exec', 'events-case', f, { env = { PATH = PATH, NAMESPACE = ns } })
+    assert.are.equal(0, res.code, res.out .. res.err)
+    contains(res.err, '[events-case] delete refused')
+    contains(res.err, '[events-case] patch refused')
+    contains(res.err, '[events-case] events.k8s.io delete refused')
+    contains(res.err, '(LedgerProtected)')
+    contains(res.err, 'it acts on is the runner')
+    contains(res.err, '[events-case] own deleted')
+    local left = {}
+    for _, e in ipairs(h.kubectl_json('get events -n ' .. ns).items) do left[e.metadata.name] = e.message end
+    assert.are.same({ ['cozystack-migrations-index.1'] = 'said by cozy-migrate', ['bg-job.2'] = 'said by cozy-migrate' }, left)
+  end)
+
   it('keeps the journal counts of a shell migration in its record', function()
     local ns = runner.new_ns()
     local dir = legacy_tree({ { 'writes-two', string.format(
