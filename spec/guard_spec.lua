@@ -108,7 +108,7 @@ describe('the ledger guard', function()
       refuses('BadBody', 'POST', LEASES, '{"metadata":{"name":"x"},"metadata":{"name":"cozystack-version-lock"}}')
     end)
     it('refuses a YAML body with a duplicate key', function()
-      refuses('BadBody', 'POST', LEASES, 'metadata:\n  name: x\n  name: cozystack-version-lock\n', 'application/yaml')
+      refuses('BadRequest', 'POST', LEASES, 'metadata:\n  name: x\n  name: cozystack-version-lock\n', 'application/yaml')
     end)
     it('refuses a body that is not one object', function()
       refuses('BadBody', 'POST', CM, '[{"metadata":{"name":"cozystack-version"}}]')
@@ -128,6 +128,44 @@ describe('the ledger guard', function()
     it('allows another name, and a generated one', function()
       assert.are.equal('allow', verdict('POST', CM, '{"metadata":{"name":"cozystack-version-2"}}'))
       assert.are.equal('allow', verdict('POST', CM, '{"metadata":{"generateName":"cozystack-version"}}'))
+    end)
+  end)
+
+  describe('reads a YAML body as the apiserver (YAML 1.1) reads it, or refuses it in one line', function()
+    local EV = '/api/v1/namespaces/cozy-system/events'
+    local SECRETS = '/api/v1/namespaces/cozy-system/secrets'
+    for _, case in ipairs {
+      { 'POST', CM, 'metadata: {<<: {name: cozystack-version}}\n', 'application/yaml', 'a merge key hiding the ledger\'s name' },
+      { 'POST', LEASES, 'metadata:\n  name: !!binary Y296eXN0YWNrLXZlcnNpb24tbG9jaw==\n', 'application/yaml',
+        "a !!binary name (the Lease's, in base64)" },
+      { 'POST', EV, 'metadata: {name: x}\nsource:\n  <<: {component: cozy-migrate}\n', 'application/yaml',
+        'an Event claiming the runner through a merge key' },
+      { 'PATCH', EV .. '/mine', 'reportingController: !!str cozy-migrate\nrelated: !!binary eA==\n',
+        'application/apply-patch+yaml', 'a server-side apply with a tag' },
+      { 'POST', SECRETS, 'metadata: {name: s}\nstringData: {enabled: yes}\n', 'application/yaml',
+        'a 1.1 boolean spelling anywhere, even where nothing is guarded' },
+      { 'POST', SECRETS, 'metadata: {name: s}\ndata: {mode: 0644}\n', 'application/yaml', 'a leading-zero octal' },
+      { 'POST', SECRETS, 'metadata: {name: s}\ndata: {n: 1_000}\n', 'application/yaml', 'a number with underscores' },
+      { 'POST', SECRETS, 'metadata: {name: s}\ndata: {~: x}\n', 'application/yaml',
+        'a key the apiserver prints as other text (~ becomes "null")' },
+      { 'POST', SECRETS, 'metadata: {name: s}\ndata: {y: x}\n', 'application/yaml', 'a key y (the apiserver\'s "true")' },
+      { 'DELETE', CM .. '/mine', 'dryRun: !!set {All: null}\n', 'application/yaml', 'DeleteOptions with a tag' },
+      { 'POST', CM, 'metadata: {name: a}\n---\nmetadata: {name: cozystack-version}\n', 'application/yaml',
+        'a second document' },
+      { 'POST', CM, 'metadata: {name: [unclosed\n', 'Application/YAML', 'a body that does not parse, in any case of its type' },
+    } do
+      it('refuses ' .. case[5], function() refuses('BadRequest', case[1], case[2], case[3], case[4]) end)
+    end
+    it('follows anchors and aliases as the apiserver does', function()
+      refuses('LedgerProtected', 'POST', CM, 'x: &n cozystack-version\nmetadata:\n  name: *n\n', 'application/yaml')
+      refuses('LedgerProtected', 'POST', LEASES, 'm: &m {name: cozystack-version-lock}\nmetadata: *m\n',
+        'application/apply-patch+yaml')
+    end)
+    it('allows YAML that reads the same under both, quoted 1.1 spellings included', function()
+      assert.are.equal('allow', verdict('POST', CM, 'metadata:\n  name: plain\ndata: {a: "yes", b: "0644", "~": x, "1": z, "y": "n"}\n',
+        'application/yaml'))
+      assert.are.equal('allow', verdict('PATCH', CM .. '/plain', 'data: {num: 10, f: 1.5, t: true, z: null}\n',
+        'application/apply-patch+yaml'))
     end)
   end)
 
@@ -208,6 +246,8 @@ describe('the ledger guard', function()
       { EV2, '{"metadata":{"name":"x"},"regarding":{"kind":"Lease","namespace":"cozy-system","name":"cozystack-version-lock"}}',
         'about the Lease' },
       { EV, '{"metadata":{"generateName":"cozystack-version."}}', "named the way the runner's are" },
+      { EV, '{"metadata":{"name":"cozystack-migrations-index.mismatch-42"}}',
+        "named the way the dispatcher's on the index are (a squatter would silence it)" },
     } do
       it('refuses a create ' .. case[3], function() refuses('LedgerProtected', 'POST', case[1], case[2]) end)
     end
@@ -228,6 +268,41 @@ describe('the ledger guard', function()
       assert.are.equal('allow', verdict('PATCH', EV .. '/mine', '{"message":"again"}', 'application/merge-patch+json'))
       assert.are.equal('allow', verdict('DELETE', '/api/v1/namespaces/tenant-a/events'))
       assert.are.equal('allow', verdict('GET', EV .. '/cozystack-version.17a2b3c4'))
+    end)
+  end)
+
+  describe("judges a write of one Event on the Event as it is, whatever its name", function()
+    local EV = '/api/v1/namespaces/cozy-system/events'
+    local EV2 = '/apis/events.k8s.io/v1/namespaces/cozy-system/events'
+    local json = require('json')
+    local dispatchers = json.encode({ metadata = { name = 'cozystack-migrations-index.17a2' },
+      involvedObject = { kind = 'ConfigMap', name = 'cozystack-migrations-index' },
+      source = { component = 'cozy-migrate' }, reportingComponent = 'cozy-migrate', reason = 'MigrationsIndexMismatch' })
+    it('waits on the object for a delete, patch or replace of a named Event, in both groups', function()
+      for _, case in ipairs { { 'DELETE', EV .. '/x' }, { 'PATCH', EV2 .. '/x' }, { 'PUT', '/api/v1/namespaces/tenant/events/x' } } do
+        assert.is_true((migrate.guard_object(case[1], case[2])), case[1] .. ' ' .. case[2])
+      end
+      for _, case in ipairs { { 'GET', EV .. '/x' }, { 'POST', EV }, { 'DELETE', CM .. '/x' } } do
+        assert.is_false((migrate.guard_object(case[1], case[2])), case[1] .. ' ' .. case[2])
+      end
+    end)
+    it("refuses one the engine wrote (the dispatcher's, the runner's, one about a Job)", function()
+      for _, ev in ipairs {
+        dispatchers,
+        '{"metadata":{"name":"bg-job.1"},"involvedObject":{"kind":"Job","name":"bg-job"},"source":{"component":"cozy-migrate"}}',
+        '{"metadata":{"name":"x"},"reportingController":"cozy-migrate","regarding":{"kind":"Job","name":"j"}}',
+        '{"metadata":{"name":"x"},"deprecatedSource":{"component":"Cozy-Migrate"}}',
+        '{"metadata":{"name":"x"},"involvedObject":{"kind":"ConfigMap","name":"cozystack-version","namespace":"cozy-system"}}',
+      } do
+        local _, v, why = migrate.guard_object('DELETE', EV .. '/x', ev)
+        assert.are.equal('LedgerProtected', v, ev)
+        assert.is_true(#why > 0 and not why:find('\n'), 'one line saying why')
+      end
+    end)
+    it('lets a migration change or delete an Event of its own, or one that is not there', function()
+      local mine = '{"metadata":{"name":"x"},"source":{"component":"my-script"},"involvedObject":{"kind":"ConfigMap","name":"settings"}}'
+      assert.are.equal('allow', select(2, migrate.guard_object('PATCH', EV .. '/x', mine)))
+      assert.are.equal('allow', select(2, migrate.guard_object('DELETE', EV .. '/x', nil)))
     end)
   end)
 

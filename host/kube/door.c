@@ -112,6 +112,32 @@ static char *dry_run_body(const char *body, size_t len)
     return s;
 }
 
+/* A write of an Event is judged on the Event as it is, read with the
+ * runner's own client: one the engine wrote claims the runner, whatever
+ * its name, and no script may change or delete it. One that cannot be read
+ * cannot be judged, and is refused. */
+static enum guard_verdict judge_object(const struct door *d, const char *path, char *why,
+                                       size_t whylen)
+{
+    struct rest_error e;
+    cJSON *cur = door_get_json(d, path, "application/json", &e);
+    enum guard_verdict v;
+    if (!cur && e.code == 404) {
+        v = GUARD_ALLOW;
+    } else if (!cur) {
+        snprintf(why, whylen, "the Event it acts on could not be read to judge the write: %.300s",
+                 e.message);
+        v = GUARD_BAD_BODY;
+    } else {
+        struct guard_target gt = {d->ko->ledger_namespace, d->ko->ledger_name, d->ko->lease_name,
+                                  EVENT_COMPONENT, d->ko->dry_run};
+        v = guard_check_object(&gt, path, cur, why, whylen);
+    }
+    cJSON_Delete(cur);
+    rest_error_free(&e);
+    return v;
+}
+
 void door_out_free(struct door_out *o)
 {
     free(o->own_path);
@@ -135,13 +161,29 @@ enum door_rc door_ready(const struct door *d, const struct door_req *w, struct d
         path[plen] = '\0';
         *gv = door_judge(d->ko, w->method, path, w->body, w->body_len,
                          w->body && !w->ctype ? "application/json" : w->ctype, why, whylen);
+        if (*gv == GUARD_ALLOW && guard_needs_object(w->method, path))
+            *gv = judge_object(d, path, why, whylen);
         free(path);
         if (*gv != GUARD_ALLOW)
             return DOOR_REFUSED;
     }
-    const char *send_path = w->path, *body = w->body;
+    const char *send_path = w->path, *body = w->body, *ctype = w->ctype;
     size_t body_len = w->body_len;
     char *own_path = NULL, *own_body = NULL;
+    if (body && guard_yaml_type(ctype)) {
+        /* judge what you send, send what you judged: the apiserver reads
+         * the JSON the guard read, never the YAML it might read otherwise */
+        if (!(own_body = guard_yaml_json(body, body_len, why, whylen))) {
+            *gv = GUARD_UNREADABLE;
+            return DOOR_REFUSED;
+        }
+        body = own_body;
+        body_len = strlen(own_body);
+        if (!strcasestr(ctype, "apply-patch"))
+            ctype = "application/json";
+        else
+            ctype = "application/apply-patch+yaml"; /* JSON is YAML */
+    }
     if (d->ko->dry_run && strcmp(w->method, "GET") != 0) {
         if (!has_dry_run(q ? q + 1 : NULL)) {
             size_t n = strlen(w->path) + sizeof "&dryRun=All";
@@ -152,7 +194,10 @@ enum door_rc door_ready(const struct door *d, const struct door_req *w, struct d
             send_path = own_path;
         }
         if (strcmp(w->method, "DELETE") == 0 && body && body_len) {
-            if (!(own_body = dry_run_body(body, body_len))) {
+            char *marked = dry_run_body(body, body_len);
+            cJSON_free(own_body);
+            own_body = marked;
+            if (!own_body) {
                 free(own_path);
                 *gv = GUARD_DRY_RUN;
                 snprintf(why, whylen, "a dry-run DELETE sends its options as a JSON object the "
@@ -165,6 +210,7 @@ enum door_rc door_ready(const struct door *d, const struct door_req *w, struct d
     }
     o->path = send_path;
     o->body = body;
+    o->ctype = ctype;
     o->body_len = body_len;
     o->own_path = own_path;
     o->own_body = own_body;
@@ -185,7 +231,7 @@ enum door_rc door_send(const struct door *d, const struct door_req *w, struct re
     enum door_rc rc = door_ready(d, w, &o, gv, why, whylen);
     if (rc != DOOR_OK)
         return rc;
-    rc = rest_do_ex(d->rest, w->method, o.path, w->accept, w->ctype, o.body, o.body_len, w->safe,
+    rc = rest_do_ex(d->rest, w->method, o.path, w->accept, o.ctype, o.body, o.body_len, w->safe,
                     o.left, w->headers, w->flags, out) == 0 ? DOOR_OK : DOOR_FAILED;
     door_out_free(&o);
     return rc;
@@ -227,7 +273,8 @@ const char *door_refusal(enum door_rc rc, enum guard_verdict gv, const char *why
         return "LedgerProtected";
     }
     snprintf(msg, len, "%s", why);
-    return gv == GUARD_DRY_RUN ? "DryRunRefused" : "BadPath";
+    return gv == GUARD_DRY_RUN ? "DryRunRefused" : gv == GUARD_UNREADABLE ? "BadRequest"
+                                                                         : "BadPath";
 }
 
 void door_prior_read(const struct door *d, const char *method, const char *path,

@@ -62,6 +62,7 @@ enum door_rc {
  * time the request has. */
 struct door_out {
     const char *path, *body;
+    const char *ctype;      /* JSON where a YAML body was sent as the JSON the guard read */
     size_t body_len;
     double left;
     char *own_path, *own_body;

@@ -409,7 +409,8 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
         gatepreview_answer_free(&pa);
         cJSON_Delete(jbody);
         return status_reply(con, rc == DOOR_LATE ? 504 : rc == DOOR_NOMEM ? 500
-                                 : gv == GUARD_BAD_PATH ? 400 : 403, reason, msg);
+                                 : gv == GUARD_BAD_PATH || gv == GUARD_UNREADABLE ? 400 : 403,
+                            reason, msg);
     }
     int ok = rc == DOOR_OK;
     door_after(&g->door, w->method, verb_of(w->method, w->ctype), path, ok,

@@ -21,6 +21,8 @@
 #include <strings.h>
 
 #include "base/defaults.h"
+#include "formats/indexdoc.h"
+#include "formats/yaml11.h"
 #include "formats/yamldoc.h"
 #include "kube/k8sproto.h"
 
@@ -149,12 +151,60 @@ static const cJSON *only_item(const cJSON *o, const char *k, int *count)
 
 static int is_yaml(const char *ct)
 {
-    return ct && (strstr(ct, "yaml") != NULL);
+    return ct && strcasestr(ct, "yaml") != NULL;
 }
 
 static int is_json(const char *ct)
 {
     return !ct || strcmp(ct, "application/json") == 0 || strstr(ct, "+json") != NULL;
+}
+
+/* A YAML body as the apiserver reads it: one document, every node read
+ * the same under YAML 1.1 (yaml11.h). NULL with why otherwise. */
+static cJSON *yaml_body(const char *body, size_t len, char *why, size_t whylen)
+{
+    struct yaml_doc doc;
+    char err[300];
+    if (yaml11_check(body, len, err, sizeof err) != 0 ||
+        yaml_load_single("body", body, len, &doc, err, sizeof err) != 0) {
+        snprintf(why, whylen, "the YAML body is not one the guard reads as the apiserver does "
+                 "(%s)", err);
+        return NULL;
+    }
+    cJSON *obj = doc.root;
+    doc.root = NULL;
+    yaml_doc_free(&doc);
+    return obj;
+}
+
+int guard_yaml_type(const char *content_type) { return is_yaml(content_type); }
+
+char *guard_yaml_json(const char *body, size_t len, char *why, size_t whylen)
+{
+    cJSON *obj = yaml_body(body, len, why, whylen);
+    if (!obj)
+        return NULL;
+    /* A body that is JSON already (what kubectl and the kube module send
+     * as an apply) goes as written: read the same by both, and its
+     * numbers keep every digit a double would lose. */
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    while (j && end && end < body + len && *end && strchr(" \t\r\n", *end))
+        end++;
+    char *text;
+    if (j && end == body + len) {
+        if ((text = cJSON_malloc(len + 1)) != NULL) {
+            memcpy(text, body, len);
+            text[len] = '\0';
+        }
+    } else {
+        text = cJSON_PrintUnformatted(obj);
+    }
+    if (!text)
+        snprintf(why, whylen, "out of memory");
+    cJSON_Delete(j);
+    cJSON_Delete(obj);
+    return text;
 }
 
 /* The body as the server's decoder would read it: one JSON value (nothing
@@ -168,13 +218,7 @@ static cJSON *parse_body(const char *body, size_t len, const char *ct, char *why
         return NULL;
     }
     if (is_yaml(ct)) {
-        struct yaml_doc doc;
-        char err[256];
-        if (yaml_load("body", body, len, &doc, err, sizeof err) == 0) {
-            obj = doc.root;
-            doc.root = NULL;
-            yaml_doc_free(&doc);
-        }
+        return yaml_body(body, len, why, whylen);
     } else if (is_json(ct)) {
         const char *end = NULL;
         obj = cJSON_ParseWithLengthOpts(body, len, &end, 0);
@@ -366,10 +410,18 @@ claims_runner:
     return 1;
 }
 
+/* A name in the shape of the engine's Events: the runner's and the
+ * dispatcher's on the ledger, the dispatcher's on the index (fixed names,
+ * an Event said once: one a script made first would silence it). */
 static int has_runner_prefix(const struct guard_target *t, const char *name)
 {
-    size_t l = strlen(t->ledger);
-    return name && strncasecmp(name, t->ledger, l) == 0 && name[l] == '.';
+    const char *prefixes[] = {t->ledger, INDEX_NAME};
+    for (size_t i = 0; name && i < sizeof prefixes / sizeof *prefixes; i++) {
+        size_t l = strlen(prefixes[i]);
+        if (strncasecmp(name, prefixes[i], l) == 0 && name[l] == '.')
+            return 1;
+    }
+    return 0;
 }
 
 /* A JSON patch op on a field that names an Event's source or subject: the
@@ -457,8 +509,8 @@ static enum guard_verdict check_event(const struct guard_target *t, const struct
                 if (k->string && cJSON_IsString(k) &&
                     (strcasecmp(k->string, "name") == 0 || strcasecmp(k->string, "generateName") == 0) &&
                     has_runner_prefix(t, k->valuestring)) {
-                    snprintf(why, whylen, "an Event named %s.* in %s is the runner's", t->ledger,
-                             t->ns);
+                    snprintf(why, whylen, "an Event named %s.* or %s.* in %s is the engine's",
+                             t->ledger, INDEX_NAME, t->ns);
                     v = GUARD_PROTECTED;
                 }
         }
@@ -515,6 +567,14 @@ enum guard_verdict guard_check(const struct guard_target *t, const char *method,
     }
     struct target x;
     read_target(&sg, &x);
+    /* A YAML body goes out as the JSON the guard read (door.c): one it
+     * cannot read as the apiserver would is sent nowhere. */
+    if (strcmp(method, "GET") != 0 && body && is_yaml(content_type)) {
+        cJSON *y = yaml_body(body, body_len, why, whylen);
+        if (!y)
+            return GUARD_UNREADABLE;
+        cJSON_Delete(y);
+    }
     /* Connecting subresources act for real whatever dryRun says. */
     if (t->dry_run && x.resource && x.name && x.sub &&
         (eq(x.sub, "exec") || eq(x.sub, "attach") || eq(x.sub, "portforward"))) {
@@ -562,6 +622,48 @@ enum guard_verdict guard_check(const struct guard_target *t, const char *method,
     return GUARD_ALLOW;
 }
 
+/* A path that reads; NULL when the guard would refuse it anyway. */
+static int path_target(const char *path, struct segs *sg, struct target *x)
+{
+    const char *bad;
+    if (parse_path(path, sg, &bad) != 0)
+        return -1;
+    read_target(sg, x);
+    return 0;
+}
+
+int guard_needs_object(const char *method, const char *path)
+{
+    struct segs sg;
+    struct target x;
+    if (!method || strcmp(method, "GET") == 0 || strcmp(method, "POST") == 0 ||
+        path_target(path, &sg, &x) != 0)
+        return 0;
+    return x.resource && x.name && (x.core || eq(x.group, "events.k8s.io")) &&
+           eq(x.resource, "events");
+}
+
+enum guard_verdict guard_check_object(const struct guard_target *t, const char *path,
+                                      const cJSON *current, char *why, size_t whylen)
+{
+    struct segs sg;
+    struct target x;
+    char claim[300];
+    *why = '\0';
+    if (path_target(path, &sg, &x) != 0 || !current)
+        return GUARD_ALLOW;
+    if (!cJSON_IsObject(current)) {
+        snprintf(why, whylen, "the Event it acts on does not read as one object");
+        return GUARD_BAD_BODY;
+    }
+    if (event_claims(t, current, x.ns, claim, sizeof claim)) {
+        snprintf(why, whylen, "the Event %s/%s it acts on is the runner's: %s", x.ns ? x.ns : "",
+                 x.name, claim);
+        return GUARD_PROTECTED;
+    }
+    return GUARD_ALLOW;
+}
+
 const char *guard_verdict_name(enum guard_verdict v)
 {
     switch (v) {
@@ -570,6 +672,7 @@ const char *guard_verdict_name(enum guard_verdict v)
     case GUARD_BAD_PATH: return "BadPath";
     case GUARD_BAD_BODY: return "BadBody";
     case GUARD_DRY_RUN: return "DryRunRefused";
+    case GUARD_UNREADABLE: return "BadRequest";
     }
     return "unknown";
 }

@@ -315,6 +315,29 @@ static int l_guard(lua_State *L)
     return 2;
 }
 
+/* guard_object(method, path, current_json) -> needs, verdict, why: whether
+ * the write waits on the object it acts on, and the verdict given that
+ * object as it is (a JSON text; nil: there is none), for the default
+ * target. */
+static int l_guard_object(lua_State *L)
+{
+    const char *method = luaL_checkstring(L, 1), *path = luaL_checkstring(L, 2);
+    size_t len = 0;
+    const char *text = luaL_optlstring(L, 3, NULL, &len);
+    struct guard_target t = {DEFAULT_NAMESPACE, DEFAULT_LEDGER_NAME,
+                             DEFAULT_LEDGER_NAME LEASE_SUFFIX, EVENT_COMPONENT, 0};
+    cJSON *cur = text ? cJSON_ParseWithLength(text, len) : NULL;
+    if (text && !cur)
+        return luaL_error(L, "guard_object: the object is not JSON");
+    char why[512];
+    enum guard_verdict v = guard_check_object(&t, path, cur, why, sizeof why);
+    cJSON_Delete(cur);
+    lua_pushboolean(L, guard_needs_object(method, path));
+    lua_pushstring(L, guard_verdict_name(v));
+    lua_pushstring(L, why);
+    return 3;
+}
+
 /* duration(text) -> seconds | nil (util.c's parse_duration, the one parser) */
 static int l_duration(lua_State *L)
 {
@@ -412,7 +435,7 @@ int luaopen_migrate(lua_State *L)
         {"luacheck_std", l_luacheck_std},
         {"header", l_header},     {"batch", l_batch},   {"revoked", l_revoked},
         {"legacy_map", l_legacy_map}, {"record", l_record}, {"plan", l_plan},
-        {"slug_valid", l_slug_valid}, {"guard", l_guard}, {"duration", l_duration},
+        {"slug_valid", l_slug_valid}, {"guard", l_guard}, {"guard_object", l_guard_object}, {"duration", l_duration},
         {"pace", l_pace},
         {NULL, NULL},
     };

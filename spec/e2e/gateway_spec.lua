@@ -128,6 +128,82 @@ kubectl get namespace default -o jsonpath='{.metadata.name}{"\n"}'
     assert.are.equal('2', cm.data.version)
   end)
 
+  -- send METHOD PATH CONTENT-TYPE BODY: a raw request with the migration's
+  -- own token, printing "CODE REASON-OR-NAME" (curl, as a hostile script would)
+  local RAW = [[
+server=$(sed -n 's/^ *server: //p' "$KUBECONFIG")
+tok=$(sed -n 's/^ *token: //p' "$KUBECONFIG")
+d=$(mktemp -d)
+send() {
+  printf '%s\n' "$4" >"$d/body"
+  code=$(curl -sk -X "$1" -H "Authorization: Bearer $tok" -H "Content-Type: $3" --data-binary @"$d/body" \
+    "$server$2" -o "$d/out" -w '%{http_code}')
+  echo "$code $(jq -r 'if .kind == "Status" then .reason else .metadata.name end' <"$d/out")"
+}
+]]
+
+  it('sends a YAML body as the JSON the guard read, and refuses one the apiserver would read otherwise', function()
+    local ns = runner.new_ns()
+    local f = h.write(h.tmpdir() .. '/yaml.sh', '#!/bin/bash\nset -euo pipefail\n' .. RAW .. [[
+cm=/api/v1/namespaces/$NAMESPACE/configmaps
+echo "merge: $(send POST "$cm" application/yaml 'metadata: {<<: {name: cozystack-version}}
+data: {m.pwned: "{}"}')"
+echo "binary: $(send POST "/apis/coordination.k8s.io/v1/namespaces/$NAMESPACE/leases" application/yaml 'metadata:
+  name: !!binary Y296eXN0YWNrLXZlcnNpb24tbG9jaw==
+spec: {holderIdentity: squatter}')"
+echo "plain: $(send POST "$cm" application/yaml 'x: &v "1"
+metadata: {name: yaml-plain}
+data: {a: *v}')"
+echo "apply: $(send PATCH "$cm/yaml-applied?fieldManager=spec" application/apply-patch+yaml 'apiVersion: v1
+kind: ConfigMap
+metadata: {name: yaml-applied}
+data: {b: "2"}')"
+]])
+    local res = h.cozy('exec', 'yaml-case', f, { env = { PATH = PATH, NAMESPACE = ns } })
+    assert.are.equal(0, res.code, res.out .. res.err)
+    contains(res.err, '[yaml-case] merge: 400 BadRequest')
+    contains(res.err, '[yaml-case] binary: 400 BadRequest')
+    contains(res.err, '[yaml-case] plain: 201 yaml-plain')
+    contains(res.err, '[yaml-case] apply: 201 yaml-applied')
+    assert.is_nil(runner.get_ledger(ns), 'a merge key made the ledger')
+    assert.is_nil(runner.get_lease(ns), "a !!binary name made the runner's Lease")
+    assert.are.equal('1', h.kubectl_json('get configmap yaml-plain -n ' .. ns).data.a)
+    assert.are.equal('2', h.kubectl_json('get configmap yaml-applied -n ' .. ns).data.b)
+  end)
+
+  it("keeps the engine's Events whatever their names: no delete or patch of one, its own Events free", function()
+    local ns = runner.new_ns()
+    local function event(name, about, source, reason)
+      h.kcreate({ apiVersion = 'v1', kind = 'Event', metadata = { name = name, namespace = ns },
+        involvedObject = { apiVersion = about[1], kind = about[2], name = about[3], namespace = ns },
+        source = { component = source }, reportingComponent = source, reportingInstance = 'spec',
+        reason = reason, message = 'said by ' .. source, type = 'Warning', count = 1,
+        firstTimestamp = '2026-01-01T00:00:00Z', lastTimestamp = '2026-01-01T00:00:00Z' })
+    end
+    event('cozystack-migrations-index.1', { 'v1', 'ConfigMap', 'cozystack-migrations-index' }, 'cozy-migrate',
+      'MigrationsIndexMismatch')
+    event('bg-job.2', { 'batch/v1', 'Job', 'bg-job' }, 'cozy-migrate', 'MigrationJobNotOurs')
+    event('mine', { 'v1', 'ConfigMap', 'settings' }, 'my-script', 'Done')
+    local f = h.write(h.tmpdir() .. '/events.sh', [[
+k="kubectl -n $NAMESPACE"
+$k delete event cozystack-migrations-index.1 || echo "delete refused"
+$k patch event bg-job.2 --type=merge -p '{"message":"rewritten"}' || echo "patch refused"
+$k delete events.v1.events.k8s.io bg-job.2 || echo "events.k8s.io delete refused"
+$k patch event mine --type=merge -p '{"message":"mine again"}' && $k delete event mine && echo "own deleted"
+]])
+    local res = h.cozy('exec', 'events-case', f, { env = { PATH = PATH, NAMESPACE = ns } })
+    assert.are.equal(0, res.code, res.out .. res.err)
+    contains(res.err, '[events-case] delete refused')
+    contains(res.err, '[events-case] patch refused')
+    contains(res.err, '[events-case] events.k8s.io delete refused')
+    contains(res.err, '(LedgerProtected)')
+    contains(res.err, 'it acts on is the runner')
+    contains(res.err, '[events-case] own deleted')
+    local left = {}
+    for _, e in ipairs(h.kubectl_json('get events -n ' .. ns).items) do left[e.metadata.name] = e.message end
+    assert.are.same({ ['cozystack-migrations-index.1'] = 'said by cozy-migrate', ['bg-job.2'] = 'said by cozy-migrate' }, left)
+  end)
+
   it('keeps the journal counts of a shell migration in its record', function()
     local ns = runner.new_ns()
     local dir = legacy_tree({ { 'writes-two', string.format(
