@@ -195,6 +195,8 @@ static int drop_pre_engine(const struct git_repo *g, struct walk *w, char *err, 
         first++;
     if (yes < 0)
         return EXIT_HISTORY;
+    if (first == 0) /* also: no tag at all (tags is NULL) */
+        return 0;
     for (size_t i = 0; i < first; i++)
         free(w->tags[i].name);
     memmove(w->tags, w->tags + first, (w->ntags - first) * sizeof *w->tags);
