@@ -77,6 +77,9 @@ struct cli {
     /* order, lint, new, import-legacy */
     const char *repo, *out, *rev, *against, *on_error, *from, *names, *image_inventory;
     int check_prefix, history;
+    /* import-legacy: --dry-run-var SCRIPT=VAR, by pointer */
+    const char *dry_run_vars[128];
+    size_t ndry_run_vars;
     /* index */
     const char *image, *check, *check_chart;
     int require_digest;
@@ -105,7 +108,7 @@ extern const struct cli_option cli_opt_kubeconfig, cli_opt_context, cli_opt_loca
     cli_opt_pass_env, cli_opt_force, cli_opt_reason, cli_opt_failed, cli_opt_image,
     cli_opt_require_digest, cli_opt_check, cli_opt_check_chart, cli_opt_service_account, cli_opt_as_installed_at,
     cli_opt_create_namespace, cli_opt_retry_backoff, cli_opt_retry_backoff_max,
-    cli_opt_stdlib_internals, cli_opt_image_inventory;
+    cli_opt_stdlib_internals, cli_opt_image_inventory, cli_opt_dry_run_var;
 
 extern const char cli_cluster_opts_help[], cli_tool_opts_help[];
 /* The help of the options a command shares with others (the cluster's, or

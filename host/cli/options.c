@@ -525,6 +525,24 @@ static int set_env(struct cli *c, const char *flag, const char *arg)
 }
 const struct cli_option cli_opt_env = {"env", required_argument, 0, 1, set_env};
 
+/* --dry-run-var SCRIPT=VAR, any number of times (import.c checks both sides). */
+static int set_dry_run_var(struct cli *c, const char *flag, const char *arg)
+{
+    if (!strchr(arg, '=') || arg[0] == '=') {
+        log_usage(c->cmd, "--%s: '%s' is not SCRIPT=VAR (a slug or old number, a variable)",
+                  flag, arg);
+        return -1;
+    }
+    if (c->ndry_run_vars == sizeof c->dry_run_vars / sizeof c->dry_run_vars[0]) {
+        log_usage(c->cmd, "--%s: given more than %zu times", flag, c->ndry_run_vars);
+        return -1;
+    }
+    c->dry_run_vars[c->ndry_run_vars++] = arg;
+    return 0;
+}
+const struct cli_option cli_opt_dry_run_var = {"dry-run-var", required_argument, 0, 1,
+                                               set_dry_run_var};
+
 void cli_prescan_log_format(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {

@@ -29,9 +29,10 @@ const char cli_order_help[] =
     "tags predate the engine and play no part; gaps in the line are no error: a\n"
     "warning names a tag a fetch could add); a slug's batch NNNNN-<tag> is the\n"
     "first tag that carries it; alphabetical within a batch, reordered only\n"
-    "where `requires` demands;\n"    "'<slug> retired' for a slug a tag carried and REV does not; 99999-untagged\n"
-    "for slugs no tag carries (never when REV is a release tag); 00000-legacy\n"
-    "from legacy-sh/legacy-map. Reads git objects only, never the working tree.\n"
+    "where `requires` demands; '<slug> retired' for a slug a tag carried and\n"
+    "REV does not; 99999-untagged for slugs no tag carries (never when REV is\n"
+    "a release tag); 00000-legacy from legacy-sh/legacy-map. Reads git\n"
+    "objects only, never the working tree.\n"
     "\n"
     "Options:\n"
     "  --repo DIR       the tree holding migrations/ and legacy-sh/ (default .)\n"
@@ -289,20 +290,30 @@ int cli_stubs(struct cli *c, int argc, char **argv, int first)
 
 const char cli_import_legacy_help[] =
     "Usage: cozy-migrate import-legacy --from DIR --names FILE [--dir DEST]\n"
+    "                                  [--dry-run-var SCRIPT=VAR]...\n"
     "\n"
     "Brings a platform's numbered shell migrations (files 1 .. N, and the lib/\n"
     "they source) into DEST/legacy-sh/: each becomes <slug>.sh, byte-identical\n"
     "but for one line inserted after the shebang, the header\n"
-    "'# cozystack-migration: on-error=abort'; lib/ is copied; legacy-map is\n"
-    "written. FILE names each number: 'N slug' a line, in order.\n"
+    "'# cozystack-migration: on-error=abort'; lib/ is copied; legacy-map and the\n"
+    "digest list (legacy-sha256sums, what lint's `frozen` holds the set to) are\n"
+    "written, and DEST/.gitignore gets the line for the generated order.d/.\n"
+    "FILE names each number: 'N slug' a line, in order.\n"
     "\n"
-    "Exit codes: 0 imported, 2 usage, 3 a missing number or name, a file\n"
+    "Options:\n"
+    "  --dry-run-var SCRIPT=VAR  the script (its slug or old number) reads VAR\n"
+    "                   for its own dry run: a second header line\n"
+    "                   '# cozystack-migration: dry-run=VAR' (VAR=1 in a dry run),\n"
+    "                   part of the imported bytes; once per script\n"
+    "\n"
+    "Exit codes: 0 imported, 2 usage (a --dry-run-var naming no script, twice\n"
+    "the same, or no variable name), 3 a missing number or name, a file\n"
     "without a shebang, a name that is not a valid slug, 9 DEST already holds\n"
     "legacy migrations or a slug is taken.\n";
 
 const struct cli_option *const cli_import_legacy_options[] = {
     TOOL_OPTS, &cli_opt_from,
-    &cli_opt_names, &cli_opt_dir, NULL,
+    &cli_opt_names, &cli_opt_dir, &cli_opt_dry_run_var, NULL,
 };
 
 int cli_import_legacy(struct cli *c, int argc, char **argv, int first)
@@ -313,6 +324,7 @@ int cli_import_legacy(struct cli *c, int argc, char **argv, int first)
         log_usage(c->cmd, "--from DIR and --names FILE are required");
         return EXIT_USAGE;
     }
-    struct import_opts io = {.from = c->from, .names = c->names, .dest = c->r.dir ? c->r.dir : "."};
+    struct import_opts io = {.from = c->from, .names = c->names, .dest = c->r.dir ? c->r.dir : ".",
+                             .dry_run_vars = c->dry_run_vars, .ndry_run_vars = c->ndry_run_vars};
     return import_legacy(&io);
 }

@@ -7,9 +7,12 @@
  * the upgrade when it failed). The names file has legacy-map's own format
  * and is read with its parser. Writes the digest list of what it imported
  * (legacy-sh/legacy-sha256sums: every script and lib/ file), the proof lint
- * holds the frozen set to. Checks everything before writing anything, and
- * must never overwrite an existing legacy set or change a byte of a script
- * beyond that one line. */
+ * holds the frozen set to, and the tree's .gitignore line for order.d/. A
+ * script the import is told reads a variable for its own dry run gets a
+ * second header line, `dry-run=VAR`, before its digest is taken: the
+ * declaration is part of what `frozen` keeps, never added later. Checks
+ * everything before writing anything, and must never overwrite an existing
+ * legacy set or change a byte of a script beyond those header lines. */
 #include "base/log.h"
 #include "release/import.h"
 
@@ -33,6 +36,7 @@
 struct item {
     long number;
     const char *slug;
+    const char *dry_run_var;    /* NULL, or --dry-run-var's VAR */
     char *text;
     size_t len;
     mode_t mode;
@@ -151,8 +155,48 @@ static int check_numbers(struct import *im)
     return 0;
 }
 
-/* Reads script k and inserts the header line after its shebang, checked
- * with the runner's header parser. */
+/* --dry-run-var SCRIPT=VAR: SCRIPT a slug of the names file or an old
+ * number, each at most once; VAR whatever the header parser takes. */
+static int resolve_dry_run_vars(struct import *im)
+{
+    for (size_t i = 0; i < im->o->ndry_run_vars; i++) {
+        const char *arg = im->o->dry_run_vars[i], *eq = strchr(arg, '=');
+        char key[128], err[2048];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - arg), arg);
+        long n = 0;
+        int by_number = numeric(key, &n);
+        struct item *it = NULL;
+        for (size_t k = 0; k < im->nitems && !it; k++)
+            if (by_number ? im->items[k].number == n : strcmp(im->items[k].slug, key) == 0)
+                it = &im->items[k];
+        if (!it) {
+            log_fatal("import-legacy: --dry-run-var %s: '%s' is no script of %s (give its slug "
+                      "or old number)", arg, key, im->o->names);
+            return EXIT_USAGE;
+        }
+        if (it->dry_run_var) {
+            log_fatal("import-legacy: --dry-run-var %s: %s (%ld) already reads %s for its dry run",
+                      arg, it->slug, it->number, it->dry_run_var);
+            return EXIT_USAGE;
+        }
+        char probe[256];
+        int l = snprintf(probe, sizeof probe, HEADER_LINE "# cozystack-migration: dry-run=%s\n",
+                         eq + 1);
+        struct header h;
+        if (l < 0 || (size_t)l >= sizeof probe ||
+            header_parse("--dry-run-var", probe, (size_t)l, 0, &h, err, sizeof err) != 0) {
+            log_fatal("import-legacy: --dry-run-var %s: '%s' is not a shell variable name like "
+                      "MIGRATION_DRY_RUN", arg, eq + 1);
+            return EXIT_USAGE;
+        }
+        header_free(&h);
+        it->dry_run_var = eq + 1;
+    }
+    return 0;
+}
+
+/* Reads script k and inserts the header line (and its dry-run line) after
+ * its shebang, checked with the runner's header parser. */
 static int stamp_script(struct import *im, long k)
 {
     char path[4200], err[2048];
@@ -172,7 +216,11 @@ static int stamp_script(struct import *im, long k)
     }
     const char *nl = memchr(src, '\n', l);
     size_t head = nl ? (size_t)(nl - src) + 1 : l;
-    size_t out = l + (nl ? 0 : 1) + strlen(HEADER_LINE);
+    char header[256];
+    snprintf(header, sizeof header, HEADER_LINE "%s%s%s",
+             it->dry_run_var ? "# cozystack-migration: dry-run=" : "",
+             it->dry_run_var ? it->dry_run_var : "", it->dry_run_var ? "\n" : "");
+    size_t out = l + (nl ? 0 : 1) + strlen(header);
     if (!(it->text = malloc(out + 1))) {
         free(src);
         log_fatal("import-legacy: out of memory");
@@ -182,8 +230,8 @@ static int stamp_script(struct import *im, long k)
     size_t at = head;
     if (!nl)
         it->text[at++] = '\n';
-    memcpy(it->text + at, HEADER_LINE, strlen(HEADER_LINE));
-    at += strlen(HEADER_LINE);
+    memcpy(it->text + at, header, strlen(header));
+    at += strlen(header);
     memcpy(it->text + at, src + head, l - head);
     at += l - head;
     it->text[at] = '\0';
@@ -383,7 +431,8 @@ static int write_import(struct import *im)
         rc = write_digests(im);
     if (rc != 0)
         return rc;
-    if (scaffold_revoked(im->o->dest, err, sizeof err) != 0) {
+    if (scaffold_revoked(im->o->dest, err, sizeof err) != 0 ||
+        scaffold_ignore_order_d(im->o->dest, err, sizeof err) < 0) {
         log_fatal("import-legacy: %s", err);
         return EXIT_FAILED;
     }
@@ -399,8 +448,12 @@ static int write_import(struct import *im)
                   n, im->max);
         return EXIT_FAILED;
     }
-    out_line("import-legacy: %ld migrations into %s%s", im->max, im->dest,
-             im->have_lib ? ", with lib/" : "");
+    char dry[80] = "";
+    if (im->o->ndry_run_vars)
+        snprintf(dry, sizeof dry, "; %zu declaring the variable of their own dry run",
+                 im->o->ndry_run_vars);
+    out_line("import-legacy: %ld migrations into %s%s%s", im->max, im->dest,
+             im->have_lib ? ", with lib/" : "", dry);
     return 0;
 }
 
@@ -425,6 +478,8 @@ int import_legacy(const struct import_opts *o)
     rc = scan_source(&im);
     if (rc == 0)
         rc = check_numbers(&im);
+    if (rc == 0)
+        rc = resolve_dry_run_vars(&im);
     for (long k = 1; rc == 0 && k <= im.max; k++)
         rc = stamp_script(&im, k);
     if (rc == 0)

@@ -3,11 +3,10 @@
  * Owns turning git history into order.d/: which release tags form this
  * line (those reachable from the revision, from the first whose tree has
  * the engine's layout), which gaps in it are worth a word, their version
- * order, the first
- * tag that carries each slug, `retired` for a slug a tag carried and the
- * revision does not, 99999-untagged, 00000-legacy from legacy-map, ordering
- * within a batch by `requires`, and the prefix rule against the previous
- * release. Reads only git objects (gitread.c), never the working tree, so
+ * order, the first tag that carries each slug, `retired` for a slug a tag
+ * carried and the revision does not, 99999-untagged, 00000-legacy from
+ * legacy-map, ordering within a batch by `requires`, and the prefix rule
+ * against the previous release. Reads only git objects (gitread.c), never the working tree, so
  * the same revision always gives the same bytes; the one exception is the
  * manifest of a --local run (order_local), which is what `order` would
  * write if the working tree were committed, and is never written. Must
@@ -195,6 +194,8 @@ static int drop_pre_engine(const struct git_repo *g, struct walk *w, char *err, 
         first++;
     if (yes < 0)
         return EXIT_HISTORY;
+    if (first == 0) /* also: no tag at all (tags is NULL) */
+        return 0;
     for (size_t i = 0; i < first; i++)
         free(w->tags[i].name);
     memmove(w->tags, w->tags + first, (w->ntags - first) * sizeof *w->tags);

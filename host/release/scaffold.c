@@ -253,7 +253,7 @@ static int write_missing(const char *path, const char *text, char *err, size_t e
 }
 
 /* The .gitignore holds GITIGNORE_LINE (added at its end when missing). */
-static int ignore_order_d(const char *dir, char *err, size_t errlen)
+int scaffold_ignore_order_d(const char *dir, char *err, size_t errlen)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/.gitignore", dir);
@@ -363,7 +363,7 @@ int scaffold_new(const struct scaffold_opts *o)
     snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", o->dir);
     if (scaffold_revoked(o->dir, err, sizeof err) != 0 ||
         write_missing(path, LEGACY_MAP_TEXT, err, sizeof err) < 0 ||
-        ignore_order_d(o->dir, err, sizeof err) < 0 ||
+        scaffold_ignore_order_d(o->dir, err, sizeof err) < 0 ||
         (o->editor && scaffold_editor(o->dir, o->editor, 0, err, sizeof err) != 0)) {
         log_fatal("new: %s", err);
         return EXIT_FAILED;

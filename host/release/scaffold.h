@@ -34,6 +34,10 @@ int scaffold_new(const struct scaffold_opts *o);
  * a packaged tree must have one (tree.c refuses a tree without). 0, or -1
  * with "PATH: why" in err. */
 int scaffold_revoked(const char *dir, char *err, size_t errlen);
+/* Adds the line ignoring the generated migrations/order.d/ to DIR/.gitignore
+ * (creating it) unless it has one. 0 (present), 1 (added), or -1 with
+ * "PATH: why" in err. */
+int scaffold_ignore_order_d(const char *dir, char *err, size_t errlen);
 /* The editor files: DIR/.cozy-migrate/meta/<module>.lua for each stub
  * (replaced when refresh, else only written when missing), and, when
  * missing, DIR/.luarc.json (LuaLS: Lua 5.4, the stubs as its library,

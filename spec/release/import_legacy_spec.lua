@@ -62,6 +62,104 @@ describe('import-legacy', function()
     fails(import(src, '1 first-step\n2 second-step\n', dest), 9, 'already holds legacy migrations')
   end)
 
+  it('writes the .gitignore line for the generated order.d/, as a scaffolded tree has, once', function()
+    local src = numbered({ ['1'] = stamp(1), ['lib/common.sh'] = COMMON })
+    local r = gitrepo.new()
+    r:write('.gitignore', '/build/')               -- a platform's own, without a final newline
+    h.must(import(src, '1 first-step\n', r.dir))
+    local ignore = h.slurp(r:path('.gitignore'))
+    assert.are.equal('/build/\n', ignore:sub(1, 8))
+    assert.are.equal('\n/migrations/order.d/\n', ignore:sub(-22))
+    assert.are.equal(1, select(2, ignore:gsub('order%.d', '')), ignore)
+    r:commit('import the legacy set')
+    h.must(r:order())
+    -- the generated manifest is not something to commit
+    assert.are.equal('', r:git('status --porcelain'))
+    assert.are.equal(0, h.cozy('lint', '--dir', r.dir).code)
+    -- into a tree without one, the import makes it; one that has the line is left as it is
+    local dest = h.tmpdir()
+    h.must(import(src, '1 first-step\n', dest))
+    h.contains(h.slurp(dest .. '/.gitignore'), '/migrations/order.d/\n')
+    local kept = h.tmpdir()
+    h.write(kept .. '/.gitignore', 'migrations/order.d/\n')
+    h.must(import(src, '1 first-step\n', kept))
+    assert.are.equal('migrations/order.d/\n', h.slurp(kept .. '/.gitignore'))
+  end)
+
+  describe('the variable a script reads for its own dry run', function()
+    local function reads(n)
+      return '#!/bin/bash\nset -euo pipefail\necho "script ' .. n .. ' dry=${MIGRATION_DRY_RUN:-unset}"\n' ..
+        'if [ "${MIGRATION_DRY_RUN:-}" = 1 ]; then exit 0; fi\n' ..
+        'kubectl create configmap -n "$NAMESPACE" cozystack-version --from-literal=version=' .. (n + 1) ..
+        ' --dry-run=client -o yaml | kubectl apply -f-\n'
+    end
+
+    it('is a second header line written at import, part of the digest the frozen rule keeps', function()
+      local src = numbered({ ['1'] = reads(1), ['2'] = reads(2), ['3'] = reads(3) })
+      local dest = h.tmpdir()
+      local nf = h.write(os.tmpname(), '1 first-step\n2 second-step\n3 third-step\n')
+      local res = h.cozy('import-legacy', '--from', src, '--names', nf, '--dir', dest,
+        '--dry-run-var', '1=MIGRATION_DRY_RUN', '--dry-run-var', 'third-step=MIGRATION_DRY_RUN')
+      assert.are.equal(0, res.code, res.err)
+      h.contains(res.out, '2 declaring the variable of their own dry run')
+      for n, slug in ipairs({ 'first-step', 'second-step', 'third-step' }) do
+        local shebang, rest = h.slurp(src .. '/' .. n):match('^([^\n]*\n)(.*)$')
+        local dry = n ~= 2 and '# cozystack-migration: dry-run=MIGRATION_DRY_RUN\n' or ''
+        assert.are.equal(shebang .. HEADER .. dry .. rest, h.slurp(dest .. '/legacy-sh/' .. slug .. '.sh'))
+      end
+      h.must(h.run('cd ' .. h.q(dest .. '/legacy-sh') .. ' && sha256sum --strict -c legacy-sha256sums'))
+      res = h.cozy('lint', '--dir', dest)
+      assert.are.equal(0, res.code, res.out .. res.err)
+      -- declared by hand afterwards, it is a change to a frozen script
+      local late = dest .. '/legacy-sh/second-step.sh'
+      h.write(late, (h.slurp(late):gsub('\n', '\n# cozystack-migration: dry-run=MIGRATION_DRY_RUN\n', 1)))
+      h.contains(h.cozy('lint', '--dir', dest).out, 'legacy-sh/second-step.sh:1: frozen: differs from what import-legacy imported')
+    end)
+
+    it('is set to 1 in a dry run of the imported script, and only where declared', function()
+      if not h.has_cluster() then
+        pending('needs the local apiserver (KUBECONFIG)')
+        return
+      end
+      local src = numbered({ ['1'] = reads(1), ['2'] = reads(2) })
+      local r = gitrepo.new()
+      local nf = h.write(os.tmpname(), '1 first-step\n2 second-step\n')
+      h.must(h.cozy('import-legacy', '--from', src, '--names', nf, '--dir', r.dir,
+        '--dry-run-var', 'first-step=MIGRATION_DRY_RUN'))
+      r:commit('import the legacy set')
+      local ns = 'impdry-' .. os.time() % 100000 .. math.random(100, 999)
+      h.must(h.kubectl('create namespace ' .. ns))
+      h.must(h.kubectl('create configmap cozystack-version -n ' .. ns .. ' --from-literal=version=1'))
+      local path = h.root .. '/build/testenv/bin:' .. os.getenv('PATH')
+      local res = h.cozy('run', '--local', '--dry-run', '--dir', r.dir, '--namespace', ns, { env = { PATH = path } })
+      assert.are.equal(0, res.code, res.out .. res.err)
+      local all = res.out .. res.err
+      h.contains(all, 'script 1 dry=1')
+      h.contains(all, 'script 2 dry=unset')
+      -- a dry run persists nothing: version is where it was
+      assert.are.equal('1', h.kubectl_json('get configmap cozystack-version -n ' .. ns).data.version)
+      h.kubectl('delete namespace ' .. ns .. ' --wait=false')
+    end)
+
+    it('refuses, naming the flag, a script it does not name, one named twice, and no variable name (2); nothing is written', function()
+      local src = numbered({ ['1'] = reads(1), ['2'] = reads(2) })
+      local nf = h.write(os.tmpname(), '1 first-step\n2 second-step\n')
+      local function imp(...)
+        local dest = h.tmpdir()
+        local res = h.cozy('import-legacy', '--from', src, '--names', nf, '--dir', dest, ...)
+        assert.is_nil(io.open(dest .. '/legacy-sh/legacy-map'), 'written despite the refusal')
+        return res
+      end
+      fails(imp('--dry-run-var', 'nowhere=MIGRATION_DRY_RUN'), 2,
+        "--dry-run-var nowhere=MIGRATION_DRY_RUN: 'nowhere' is no script of")
+      fails(imp('--dry-run-var', '7=MIGRATION_DRY_RUN'), 2, "'7' is no script of")
+      fails(imp('--dry-run-var', '1=MIGRATION_DRY_RUN', '--dry-run-var', 'first-step=DRY'), 2,
+        'first-step (1) already reads MIGRATION_DRY_RUN for its dry run')
+      fails(imp('--dry-run-var', '2=1BAD'), 2, "'1BAD' is not a shell variable name")
+      fails(imp('--dry-run-var', 'MIGRATION_DRY_RUN'), 2, "'MIGRATION_DRY_RUN' is not SCRIPT=VAR")
+    end)
+  end)
+
   describe('a real-shaped chain, frozen', function()
     -- Shaped like a platform's numbered chain: POSIX sh shebangs under
     -- pipefail (SC3040), unquoted expansions (SC2086), read without -r
