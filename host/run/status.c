@@ -83,11 +83,8 @@ int runner_status(const struct runner_opts *o)
     } else if (!have_tree) {
         /* Ordered by a manifest when one can be read, else by time. */
         char dir[4200] = "";
-        if (o->dir)
+        if (o->dir) /* none: an install without a tree, quietly the ledger alone */
             tree_order_d(o->dir, dir, sizeof dir);
-        else
-            log_info("no migrations tree (--dir DIR or COZY_MIGRATIONS_DIR; this install carries "
-                     "none): the ledger alone, by time, every record's checksum unchecked");
         if (*dir && access(dir, F_OK) == 0 && manifest_load(dir, &man, err, sizeof err) == 0) {
             have_man = 1;
             v.man = &man;

@@ -206,7 +206,7 @@ describe('make install without MIGRATIONS_TREE (a workstation)', function()
     assert.are.equal(16, res.code, res.out .. res.err)
   end)
 
-  it('reads the ledger alone for status, saying there is no tree', function()
+  it('reads the ledger alone for status, as it does where there is no tree', function()
     if not h.has_cluster() then
       pending('needs the local apiserver (KUBECONFIG)')
       return
@@ -217,7 +217,7 @@ describe('make install without MIGRATIONS_TREE (a workstation)', function()
       [[ --from-literal=version=56 --from-literal=m.platform-one='{"state":"ok","at":"2026-01-01T00:00:00Z"}']]))
     local res = h.run(string.format('env -u COZY_MIGRATIONS_DIR %s status --namespace %s', h.q(bin), ns))
     assert.are.equal(0, res.code, res.out .. res.err)
-    h.contains(res.err, 'no migrations tree')
+    assert.are.equal('', res.err)
     h.contains(res.out, 'platform-one')
     h.lacks(res.out, 'absent')
     h.kubectl('delete namespace ' .. ns .. ' --wait=false')
