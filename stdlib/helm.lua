@@ -160,6 +160,18 @@ local function holds(now, patch)
   return true
 end
 
+-- Release `from`'s storage (Helm's Secrets, one per revision) in ns: how
+-- many revisions there are.
+local function stored(release, ns)
+  local n = 0
+  for _ in kube.list('secrets', { namespace = ns, label_selector = { owner = 'helm', name = release } }) do
+    n = n + 1
+  end
+  return n
+end
+
+local FROM_RELEASE = { purge = true, stays = true }
+
 -- handover(resource, name_or_object, opts) -> object, changed
 -- Moves an object from Helm release opts.from to release opts.to, the
 -- platform's commonest legacy step ("release A's annotations to release B's,
@@ -178,6 +190,22 @@ end
 -- object only when release-namespace is that too. opts.keep: also
 -- helm.sh/resource-policy=keep (an existing keep is never removed).
 -- opts.namespace: the object's namespace when a name is given.
+-- opts.keep and release `from` still stored: `helm uninstall` of `from`
+-- (or its HelmRelease deleted) deletes every object its stored manifest
+-- lists, this one included, whatever the live object says (Helm reads keep
+-- from the manifest it stored, not from the object), so a hand-over with
+-- keep first asks what becomes of `from` (its storage looked up in
+-- opts.from_namespace, else the object's namespace):
+--   opts.from_release = 'purge'  `from` ends here: after the patch its
+--                                storage is deleted (helm.purge_release),
+--                                so its removal deletes nothing; hand over
+--                                everything it owns (the others stay, owned
+--                                by no stored release)
+--   opts.from_release = 'stays'  `from` lives on and drops the object from
+--                                its chart in its next upgrade, where Helm
+--                                honours the live keep
+--   neither                      refused before any write, reason
+--                                ReleaseStillStored, naming both ways
 -- One merge patch of only what differs, carrying the resourceVersion that
 -- was judged, so the server applies it only to the object as read: if the
 -- object changed in between (a Conflict), it is read again and judged again
@@ -194,6 +222,9 @@ function M.handover(resource, name, opts)
   if opts.from == opts.to and opts.from_namespace == opts.to_namespace then
     error('helm.handover: opts.from and opts.to name the same release', 2)
   end
+  if opts.from_release ~= nil and not FROM_RELEASE[opts.from_release] then
+    error("helm.handover: opts.from_release is 'purge' or 'stays'", 2)
+  end
   local obj = name
   if type(name) == 'table' then name = obj.metadata and obj.metadata.name end
   if not nonempty(name) then error('helm.handover: an object name or an object is required', 2) end
@@ -207,17 +238,40 @@ function M.handover(resource, name, opts)
     return o
   end
   if type(obj) ~= 'table' then obj = read() end
+  local from_ns = opts.from_namespace or ns
+  local checked
   for attempt = 1, 5 do
     local patch, err = M.handover_patch(obj, opts)
     if err then error(err, 0) end
     if not patch then return obj, false end
+    if opts.keep and opts.from_release ~= 'stays' and not checked then
+      if not nonempty(from_ns) then
+        error('helm.handover: opts.from_namespace is required with keep for an object outside a namespace', 2)
+      end
+      checked = stored(opts.from, from_ns)
+      if checked > 0 and opts.from_release ~= 'purge' then
+        local what = string.format('%s%s', ns and (ns .. '/') or '', name)
+        fail('ReleaseStillStored', string.format("helm.handover: release '%s' (namespace %s) is still stored " ..
+          "(%d revision%s): its removal (helm uninstall, or its HelmRelease deleted) deletes %s with everything " ..
+          "its stored manifest lists, whatever keep says on the object: left as it is. End it without deleting " ..
+          "(opts.from_release = 'purge': its storage goes after the hand-over), or let it live on and drop " ..
+          "the object in its next upgrade, which honours the keep (opts.from_release = 'stays')",
+          opts.from, from_ns, checked, checked == 1 and '' or 's', what))
+      end
+    end
     patch.metadata.resourceVersion = obj.metadata.resourceVersion
     local ok, res = pcall(kube.patch, resource, name, patch, { namespace = ns })
-    if ok then return res, true end
+    if ok then
+      if opts.from_release == 'purge' and (checked or 0) > 0 then M.purge_release(opts.from, from_ns) end
+      return res, true
+    end
     if not kube.is_conflict(res) or attempt == 5 then error(res, 0) end
     obj = read()
     -- a repeat refused because its first attempt landed: ours
-    if res.after_retry and holds(obj, patch) then return obj, true end
+    if res.after_retry and holds(obj, patch) then
+      if opts.from_release == 'purge' and (checked or 0) > 0 then M.purge_release(opts.from, from_ns) end
+      return obj, true
+    end
   end
 end
 

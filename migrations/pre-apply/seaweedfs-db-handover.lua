@@ -78,7 +78,10 @@ fleet.each(RESOURCE, { field_selector = 'metadata.name=' .. NAME }, function(lis
   end
   -- <instance>-system hands over to <instance>-db; one <instance>-db owns
   -- already only gets keep. Release-namespace and labels stay as they are.
-  local _, changed = helm.handover(RESOURCE, c, { from = instance .. '-system', to = instance .. '-db', keep = true })
+  -- <instance>-system lives on: its next upgrade, whose chart no longer
+  -- renders the Cluster, honours the live keep (from_release = 'stays').
+  local _, changed = helm.handover(RESOURCE, c, { from = instance .. '-system', to = instance .. '-db', keep = true,
+    from_release = 'stays' })
   if not changed then
     log.info('Cluster/%s in %s is already handed over to %s and kept: nothing to do', NAME, ns, owner)
   elseif owner == instance .. '-system' then

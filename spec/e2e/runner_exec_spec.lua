@@ -331,6 +331,53 @@ describe('#e2e the runner', function()
     assert.are.equal('too', h.slurp(out):match('ALSO=(%w+)'))
   end)
 
+  it('gives a shell migration the chart\'s extraEnv and named hatches with the env the chart renders, in the hook and in a background Job alike', function()
+    h.must(h.run(h.q(h.testenv) .. ' build helm'))
+    local rendered = h.must(h.run(string.format('%s template x %s --set migrations.hatches.ETCD_ADOPT_SKIP_BACKUP=etcdAdoptSkipBackup ' ..
+      '--set-string migrations.etcdAdoptSkipBackup=true', h.q(h.root .. '/build/testenv/bin/helm'), h.q(h.root .. '/deploy/helm')))).out
+    local yaml = require('yaml')
+    local hook, bg
+    for doc in ('\n' .. rendered .. '\n---\n'):gmatch('\n(.-)\n%-%-%-') do
+      local d = yaml.decode(doc)
+      if type(d) == 'table' and d.kind == 'Job' then hook = d.spec.template.spec.containers[1].env end
+      if type(d) == 'table' and d.kind == 'CronJob' then
+        for _, e in ipairs(d.spec.jobTemplate.spec.template.spec.containers[1].env) do
+          if e.name == 'MIGRATIONS_JOB_TEMPLATE' then bg = json.decode(e.value).spec.template.spec.containers[1].env end
+        end
+      end
+    end
+    -- the literal values of a pod's env, as the kubelet gives them (the
+    -- runner's own, NAMESPACE, MIGRATIONS_IMAGE, MIGRATIONS_INDEX and SKIP, left out)
+    local function chart_env(list)
+      local env = {}
+      for _, e in ipairs(list) do
+        if e.value and not e.name:match('^MIGRATIONS_') and not e.name:match('^SKIP') then env[e.name] = e.value end
+      end
+      return env
+    end
+    local ns = runner.new_ns()
+    local out = h.tmpdir() .. '/env'
+    local dir = fixture.tree({
+      batches = { { '00000-legacy', { 'old-one' } } },
+      scripts = { ['old-one'] = { shell = true, body = 'env | sort >' .. h.q(out .. '.hook') } },
+      legacy = { { 1, 'old-one' } },
+    })
+    runner.make_ledger(ns, { version = '1' })
+    local res = runner.run(dir, ns, { env = chart_env(hook) })
+    assert.are.equal(0, res.code, res.err)
+    local got = {}
+    for k, v in h.slurp(out .. '.hook'):gmatch('([%w_]+)=([^\n]*)') do got[k] = v end
+    assert.are.equal('cozy.local', got.CLUSTER_DOMAIN)
+    assert.are.equal('1', got.ETCD_ADOPT_SKIP_BACKUP, 'the hatch as the exact string the script tests')
+    -- a background Job's env, with the same script re-run by --only
+    res = runner.run(dir, ns, '--only', 'old-one', { env = chart_env(bg) })
+    assert.are.equal(0, res.code, res.err)
+    got = {}
+    for k, v in h.slurp(out .. '.hook'):gmatch('([%w_]+)=([^\n]*)') do got[k] = v end
+    assert.are.equal('cozy.local', got.CLUSTER_DOMAIN)
+    assert.are.equal('1', got.ETCD_ADOPT_SKIP_BACKUP)
+  end)
+
   it('runs every shell migration in dry run, setting the variable a header names', function()
     local ns = runner.new_ns()
     local dir0 = h.tmpdir()

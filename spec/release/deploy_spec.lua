@@ -482,6 +482,25 @@ describe('deploy/ (the hook chart, rendered by real helm)', function()
     end
   end)
 
+  it('passes its own helm-unittest suites (deploy/helm/tests, for a platform\'s CI) where helm-unittest is given (HELM_UNITTEST)', function()
+    local bin = os.getenv('HELM_UNITTEST')
+    if not bin or bin == '' then
+      pending('HELM_UNITTEST names no helm-unittest binary (built from github.com/helm-unittest/helm-unittest/cmd/helm-unittest)')
+      return
+    end
+    local res = h.run(h.q(bin) .. ' ' .. h.q(CHART))
+    assert.are.equal(0, res.code, res.out .. res.err)
+    h.contains(res.out, 'PASS')
+    h.lacks(res.out, 'FAIL')
+    -- and they do fail: a chart that renders the engine with migrations off
+    local chart = chart_with_index(nil)
+    h.write(chart .. '/templates/migrations-index.yaml',
+      (h.slurp(chart .. '/templates/migrations-index.yaml'):gsub('{{%- if include "cozy%-migrate.enabled" %. }}', '{{- if true }}')))
+    res = h.run(h.q(bin) .. ' ' .. h.q(chart))
+    assert.are_not.equal(0, res.code, res.out)
+    h.contains(res.out, "- renders none of the engine's objects with migrations.enabled false")
+  end)
+
   it('fails open under helm template (no cluster to look at): the hook is rendered', function()
     local list = docs(h.must(helm('template cozy-migrate ' .. h.q(chart_with_index({})))).out)
     assert.is_truthy(kind(list, 'Job'), 'no hook Job')

@@ -185,7 +185,7 @@ describe('#e2e helm.handover', function()
       obj, changed = helm.handover('configmaps', 'system-owned',
         { namespace = NS, from = 'foo-system', to = 'foo-db', keep = true })
     end)
-    assert.are.equal(2, n) -- the GET and one PATCH
+    assert.are.equal(3, n) -- the GET, the list of foo-system's storage (none: no release to outlive), one PATCH
     assert.is_true(changed)
     local got = kget('system-owned').metadata
     assert.are.same({ [RN] = 'foo-db', [RNS] = NS, [KEEP] = 'keep', note = 'stays' }, got.annotations)
@@ -308,6 +308,86 @@ describe('#e2e helm.handover', function()
     local patch, err = helm.handover_patch(obj, { from = 'x', to = 'y' })
     assert.is_nil(patch)
     assert.are.equal('OwnedByAnother', err.reason)
+  end)
+end)
+
+-- The hand-over the stdlib exists for, with real helm (tools/testenv build
+-- helm) against the same apiserver: release A installed a ConfigMap, the
+-- migration hands it to release B with keep; then A is removed. Helm's
+-- uninstall deletes what A's stored manifest lists and reads keep from
+-- that manifest only (pkg/action/uninstall.go, filterManifestsToKeep), so
+-- the live keep alone does not save it.
+describe('#e2e helm.handover and the removal of release A (real helm)', function()
+  local HELM = h.root .. '/build/testenv/bin/helm'
+  local function helm_cli(args)
+    return h.run(string.format('%s %s -n %s', h.q(HELM), args, NS))
+  end
+  -- a chart of release A: ConfigMaps named in `names`
+  local function chart(names)
+    local dir = h.tmpdir()
+    h.write(dir .. '/Chart.yaml', 'apiVersion: v2\nname: release-a\nversion: 0.1.0\n')
+    local docs = {}
+    for _, n in ipairs(names) do
+      docs[#docs + 1] = 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ' .. n .. '\ndata:\n  from: release-a\n'
+    end
+    h.must(h.run('mkdir -p ' .. h.q(dir .. '/templates')))
+    h.write(dir .. '/templates/objects.yaml', table.concat(docs, '---\n'))
+    return dir
+  end
+  local function exists(name) return kube.get('configmaps', name, { namespace = NS }) ~= nil end
+
+  setup(function()
+    h.must(h.run(h.q(h.testenv) .. ' build helm'), 'tools/testenv build helm')
+    NS = cluster.namespace('helm-removal')
+  end)
+  teardown(function() cluster.cleanup('configmaps', 'secrets') end)
+
+  it('refuses a hand-over with keep while release A is still stored, naming both ways out, and writes nothing', function()
+    h.must(helm_cli('install ingress ' .. h.q(chart({ 'handed', 'also-a' }))))
+    local before = kget('handed').metadata.resourceVersion
+    local ok, err = pcall(helm.handover, 'configmaps', 'handed', { namespace = NS, from = 'ingress', to = 'ingress-nginx', keep = true })
+    assert.is_false(ok)
+    assert.are.equal('ReleaseStillStored', err.reason)
+    h.contains(err.message, "release 'ingress' (namespace " .. NS .. ') is still stored (1 revision)')
+    h.contains(err.message, "opts.from_release = 'purge'")
+    h.contains(err.message, "opts.from_release = 'stays'")
+    assert.are.equal(before, kget('handed').metadata.resourceVersion)
+    -- what it guards against: the live keep alone, and A removed
+    helm.handover('configmaps', 'handed', { namespace = NS, from = 'ingress', to = 'ingress-nginx', keep = true,
+      from_release = 'stays' })
+    assert.are.equal('keep', kget('handed').metadata.annotations['helm.sh/resource-policy'])
+    h.must(helm_cli('uninstall ingress --wait'))
+    assert.is_false(exists('handed'), 'helm uninstall kept an object its stored manifest did not mark keep')
+  end)
+
+  it("with from_release = 'purge', ends release A after the hand-over: removing it then deletes none of the handed objects", function()
+    h.must(helm_cli('install dashboard ' .. h.q(chart({ 'dash-cm', 'dash-svc' }))))
+    for _, n in ipairs({ 'dash-cm', 'dash-svc' }) do
+      local _, changed = helm.handover('configmaps', n, { namespace = NS, from = 'dashboard', to = 'dashboard-v2', keep = true,
+        from_release = 'purge' })
+      assert.is_true(changed)
+    end
+    assert.are.same({ 'dashboard-v2', NS }, { helm.owner(kget('dash-cm')) })
+    -- A's storage is gone, so its removal finds nothing to delete
+    local un = helm_cli('uninstall dashboard')
+    assert.are_not.equal(0, un.code)
+    h.contains(un.err, 'not found')
+    assert.is_true(exists('dash-cm'))
+    assert.is_true(exists('dash-svc'))
+    -- release B takes them: helm install adopts what carries its ownership
+    h.must(helm_cli('install dashboard-v2 ' .. h.q(chart({ 'dash-cm', 'dash-svc' }))))
+    assert.are.same({ 'dashboard-v2', NS }, { helm.owner(kget('dash-cm')) })
+  end)
+
+  it("with from_release = 'stays', release A drops the object in its next upgrade, which honours the live keep, and its removal then leaves it", function()
+    h.must(helm_cli('install monitoring ' .. h.q(chart({ 'grafana-cm', 'stays-with-a' }))))
+    helm.handover('configmaps', 'grafana-cm', { namespace = NS, from = 'monitoring', to = 'grafana', keep = true,
+      from_release = 'stays' })
+    h.must(helm_cli('upgrade monitoring ' .. h.q(chart({ 'stays-with-a' }))))
+    assert.is_true(exists('grafana-cm'), 'the upgrade that dropped it deleted it')
+    h.must(helm_cli('uninstall monitoring --wait'))
+    assert.is_true(exists('grafana-cm'))
+    assert.is_false(exists('stays-with-a'), 'what A kept for itself goes with A')
   end)
 end)
 
