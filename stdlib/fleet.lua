@@ -366,4 +366,122 @@ function M.each(resource, opts, fn)
   }, 0)
 end
 
+-- ---- tenant clusters --------------------------------------------------------
+
+-- clusters(opts, fn) -> {seen=, changed=, failed=, failures=}
+-- fn(ref, client, err) for every cluster kube.clusters(opts) yields (ref
+-- {namespace=, name=, key=, cluster=, labels=}; client nil with err for a
+-- cluster that is down or whose Secret is broken: fn decides, skipping it
+-- or raising). Each cluster's work is its own: up to opts.concurrency
+-- (default the run's --concurrency) clusters' fn run at once, each in a
+-- coroutine whose requests (to its cluster and to the management cluster)
+-- go to the host's pools, so several clusters' requests are in flight
+-- together; 1 runs them one at a time in order. Clients are opened (one
+-- probe each, kube.cluster) before any fn runs. As fleet.each: fn returns
+-- true when it changed something, false or nil when not, and anything it
+-- raises is a failure of that cluster; the rest go on, then one error
+-- (reason FleetFailed) names each cluster that failed, unless
+-- opts.best_effort. A fleet.each inside fn walks its objects one at a time.
+function M.clusters(opts, fn)
+  if type(fn) ~= 'function' then error('fleet.clusters: fn must be a function', 2) end
+  opts = opts or {}
+  local n = opts.concurrency or core.concurrency or 1
+  if math.type(n) ~= 'integer' or n < 1 or n > 64 then
+    error('fleet.clusters: opts.concurrency must be a whole number from 1 to 64', 2)
+  end
+  local items = {}
+  for ref, client, err in kube.clusters { selector = opts.selector, key = opts.key, namespace = opts.namespace,
+    probe_timeout = opts.probe_timeout } do
+    items[#items + 1] = { ref = ref, client = client, err = err }
+  end
+  local res = { seen = 0, changed = 0, failed = 0, failures = {} }
+  local function done(it, ok, ret)
+    if ok and ret == true then
+      res.changed = res.changed + 1
+    elseif not (ok and (ret == nil or ret == false)) then
+      local f = ok and { message = 'fn returned ' .. tostring(ret) .. ' (true, false or nil expected)' }
+        or describe(ret)
+      f.cluster, f.index = it.ref.cluster, it.index
+      res.failed = res.failed + 1
+      res.failures[#res.failures + 1] = f
+      log.warn('%s: %s', it.ref.cluster, f.message)
+    end
+  end
+  if n == 1 or sweeping then
+    for i, it in ipairs(items) do
+      res.seen, it.index = i, i
+      done(it, pcall(fn, it.ref, it.client, it.err))
+    end
+  else
+    sweeping = true
+    local ok, err = pcall(function()
+      local running, inflight, next_i, sleepers = {}, 0, 1, {}
+      local function step(co, rok, ret, wake)
+        if rok and coroutine.status(co) == 'suspended' then
+          if ret == core.PENDING then return end
+          if ret == core.SLEEPING then sleepers[co] = wake return end
+          coroutine.close(co)
+          rok, ret = false, 'fleet.clusters: fn yielded outside a kube request'
+        end
+        local it = running[co]
+        running[co], inflight = nil, inflight - 1
+        done(it, rok, ret)
+      end
+      while true do
+        while inflight < n and next_i <= #items do
+          local it = items[next_i]
+          it.index, next_i, res.seen = next_i, next_i + 1, next_i
+          local co = coroutine.create(fn)
+          core.adopt(co)
+          running[co], inflight = it, inflight + 1
+          step(co, coroutine.resume(co, it.ref, it.client, it.err))
+        end
+        if inflight == 0 then break end
+        local at
+        for _, t in pairs(sleepers) do if not at or t < at then at = t end end
+        local co
+        if at then
+          co = core.await(math.max(at - core.now(), 0))
+          if co == nil then core.sleep(math.max(at - core.now(), 0)) end
+        else
+          co = core.await()
+          if not co then error('fleet.clusters: a request in flight was lost', 0) end
+        end
+        if co then
+          step(co, coroutine.resume(co))
+        else
+          local now = core.now()
+          for s2, t in pairs(sleepers) do
+            if t <= now then
+              sleepers[s2] = nil
+              step(s2, coroutine.resume(s2))
+            end
+          end
+        end
+      end
+    end)
+    sweeping = false
+    if not ok then error(err, 0) end
+    table.sort(res.failures, function(a, b) return a.index < b.index end)
+  end
+  for _, f in ipairs(res.failures) do f.index = nil end
+  log.info('clusters: %d seen, %d changed, %d failed', res.seen, res.changed, res.failed)
+  if res.failed == 0 then return res end
+  local lines = { string.format('clusters: %d of %d failed (%d changed):', res.failed, res.seen, res.changed) }
+  for i, f in ipairs(res.failures) do
+    if i > MESSAGE_LINES then
+      lines[#lines + 1] = string.format('  ... and %d more (logged above)', res.failed - MESSAGE_LINES)
+      break
+    end
+    lines[#lines + 1] = string.format('  %s: %s', f.cluster, f.message)
+  end
+  local message = table.concat(lines, '\n')
+  if opts.best_effort then
+    log.error('%s', message)
+    return res
+  end
+  error(core.make_error { code = 0, reason = 'FleetFailed', message = message, failed = res.failures,
+    seen = res.seen, changed = res.changed }, 0)
+end
+
 return M

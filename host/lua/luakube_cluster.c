@@ -174,6 +174,8 @@ int luakube_l_cluster(lua_State *L)
         return failed(L, ce.code, ce.reason, ce.message, path, ns, name, key);
     }
     cJSON_Delete(v);
+    t->next = home->tenants;
+    home->tenants = t;
     push_bound(L, tidx);
     return 1;
 }

@@ -35,6 +35,13 @@ static const char CLIENT_KEY = 'k';
 static int client_gc(lua_State *L)
 {
     struct kube_client *c = luaL_checkudata(L, 1, CLIENT_MT);
+    /* a tenant leaves its home's list (the home's memory outlives every
+     * finalizer: lua_close frees objects only after calling them all) */
+    for (struct kube_client **at = c->home ? &c->home->tenants : NULL; at && *at; at = &(*at)->next)
+        if (*at == c) {
+            *at = c->next;
+            break;
+        }
     rest_pool_free(c->pool); /* it sends on c->rest's connection settings */
     c->pool = NULL;
     rest_free(c->rest);

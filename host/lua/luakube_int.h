@@ -44,6 +44,10 @@ struct kube_client {
      * the script is over and notes what a preview cannot predict */
     struct kube_client *home;
     char cluster[128];          /* NS/NAME of the Secret ("" for the home client) */
+    /* the home client's list of its tenants' clients (head in home->tenants,
+     * linked by next), so that core.await and luakube_settle reach every
+     * pool: fleet.clusters keeps requests to several clusters in flight */
+    struct kube_client *tenants, *next;
 };
 
 /* The state's client (created when the module is opened), or NULL. */
@@ -110,6 +114,7 @@ struct req {
     int have_res;
     int pool_rc;                /* sent through the pool: rest_do's return value */
     char rv_before[64];         /* the object's resourceVersion before a write ("": unknown) */
+    struct kube_client *owner;  /* in a pool: the client whose pool it is */
     /* a write in the pool: what its journal entry needs should the script
      * end before its answer is handed back (luakube_settle) */
     char *jpath;

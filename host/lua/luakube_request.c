@@ -332,11 +332,12 @@ void luakube_push_sleeping(lua_State *L) { lua_pushlightuserdata(L, (void *)&SLE
 /* core.pace's settings onto the pool. */
 static void apply_pace(struct kube_client *c)
 {
-    if (!c->pool || c->pace_ceiling <= 0)
+    const struct kube_client *s = c->home ? c->home : c; /* a tenant's pool: its home's pace */
+    if (!c->pool || s->pace_ceiling <= 0)
         return;
-    rest_pool_pace(c->pool, c->pace_ceiling, c->pace_adapt);
-    for (int i = 0; i < c->pace_nexempt; i++)
-        pace_exempt(rest_pool_pace_of(c->pool), c->pace_exempt[i]);
+    rest_pool_pace(c->pool, s->pace_ceiling, s->pace_adapt);
+    for (int i = 0; i < s->pace_nexempt; i++)
+        pace_exempt(rest_pool_pace_of(c->pool), s->pace_exempt[i]);
 }
 
 static int pooled(lua_State *L, struct kube_client *c)
@@ -364,7 +365,7 @@ static int request_resumed(lua_State *L, int status, lua_KContext ctx)
     struct asked a = {0};
     read_asked(L, &a);
     struct host_ctx *hc = host_ctx(L);
-    struct kube_client *c = luakube_client_of(L);
+    struct kube_client *c = q->owner ? q->owner : luakube_client_of(L);
     return request_answer(L, hc, c, q, &a, q->pool_rc, NULL, box + 1, box);
 }
 
@@ -385,6 +386,46 @@ int luakube_l_adopt(lua_State *L)
  * in its box and returns the thread to resume; false when max_s seconds
  * passed first (a sleeping thread's turn), nil when nothing is in flight.
  * May raise (memory). */
+/* The pools with requests in flight (the home client's and its
+ * tenants'), at most max, into busy; how many. */
+static int busy_pools(struct kube_client *home, struct rest_pool **busy, int max)
+{
+    int n = 0;
+    for (struct kube_client *c = home; c && n < max; c = c == home ? home->tenants : c->next)
+        if (c->pool && rest_pool_busy(c->pool) > 0)
+            busy[n++] = c->pool;
+    return n;
+}
+
+/* The next answer of any busy pool, within max_s (timed) or until one
+ * comes: with one pool busy, that pool's own wait; with several, each
+ * moved on in turn, waiting on one a few milliseconds at a time. 1 with
+ * the answer, 0 when none came in time. */
+#define AWAIT_SLICE_S 0.002
+static int next_answer(struct kube_client *home, int timed, double max_s, void **tag, int *rc,
+                       struct rest_result *res)
+{
+    struct rest_pool *busy[64];
+    double end = now_mono() + (max_s > 0 ? max_s : 0);
+    for (;;) {
+        int n = busy_pools(home, busy, 64);
+        if (n == 0)
+            return 0;
+        if (n == 1)
+            return timed ? rest_pool_next_within(busy[0], end - now_mono() > 0 ? end - now_mono() : 0,
+                                                 tag, rc, res)
+                         : rest_pool_next(busy[0], tag, rc, res);
+        for (int i = 0; i < n; i++)
+            if (rest_pool_collect(busy[i], tag, rc, res))
+                return 1;
+        double left = timed ? end - now_mono() : AWAIT_SLICE_S;
+        if (left <= 0)
+            return 0;
+        if (rest_pool_next_within(busy[0], left < AWAIT_SLICE_S ? left : AWAIT_SLICE_S, tag, rc, res))
+            return 1;
+    }
+}
+
 int luakube_l_await(lua_State *L)
 {
     struct kube_client *c = luakube_client_of(L);
@@ -393,13 +434,13 @@ int luakube_l_await(lua_State *L)
     struct rest_result res;
     int timed = !lua_isnoneornil(L, 1);
     double max_s = timed ? luaL_checknumber(L, 1) : 0;
-    if (!c || !c->pool || rest_pool_busy(c->pool) == 0) {
+    struct rest_pool *busy[1];
+    if (!c || busy_pools(c, busy, 1) == 0) {
         lua_pushnil(L);
         return 1;
     }
-    if (!(timed ? rest_pool_next_within(c->pool, max_s > 0 ? max_s : 0, &tag, &rc, &res)
-                : rest_pool_next(c->pool, &tag, &rc, &res))) {
-        if (rest_pool_busy(c->pool) == 0)
+    if (!next_answer(c, timed, max_s, &tag, &rc, &res)) {
+        if (busy_pools(c, busy, 1) == 0)
             lua_pushnil(L);
         else
             lua_pushboolean(L, 0);
@@ -485,14 +526,9 @@ int luakube_l_pace_seen(lua_State *L)
     return 1;
 }
 
-void luakube_settle(lua_State *L)
+static void settle_pool(struct host_ctx *hc, struct kube_client *c, double end)
 {
-    struct kube_client *c = luakube_client_of(L);
-    struct host_ctx *hc = host_ctx(L);
-    if (!c || !c->pool || !hc)
-        return;
     struct door d = door_of(hc, c);
-    double end = now_mono() + KUBE_SETTLE_S;
     void *tag;
     int rc;
     struct rest_result res;
@@ -508,6 +544,18 @@ void luakube_settle(lua_State *L)
         }
         rest_result_free(&res);
     }
+}
+
+void luakube_settle(lua_State *L)
+{
+    struct kube_client *home = luakube_client_of(L);
+    struct host_ctx *hc = host_ctx(L);
+    if (!home || !hc)
+        return;
+    double end = now_mono() + KUBE_SETTLE_S;
+    for (struct kube_client *c = home; c; c = c == home ? home->tenants : c->next)
+        if (c->pool)
+            settle_pool(hc, c, end);
 }
 
 /* Pushes core.PENDING (the value a thread waiting in the pool yields). */
@@ -600,8 +648,7 @@ int luakube_l_request(lua_State *L)
     /* PUT is idempotent only with a resourceVersion (the caller says so). */
     struct door_req w = {snd.method, q->path.p, a.accept, snd.ctype, q->body, snd.body_len,
                          snd.safe, NULL, 0};
-    /* the pool is the management cluster's: a tenant's request goes out alone */
-    if (!ov && !c->home && pooled(L, c)) {
+    if (!ov && pooled(L, c)) {
         struct door_out o;
         enum door_rc wrc = door_ready(&d, &w, &o, &gv, why, sizeof why);
         if (wrc != DOOR_OK)
@@ -617,6 +664,7 @@ int luakube_l_request(lua_State *L)
              * journaled (luakube_settle, if the script ends first) */
             journal_pending(&c->journal, 1);
         }
+        q->owner = c;
         int sub = rest_pool_submit(c->pool, w.method, o.path, w.accept, w.ctype, o.body,
                                    o.body_len, w.safe, o.left, q);
         door_out_free(&o);

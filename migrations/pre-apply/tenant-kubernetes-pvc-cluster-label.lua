@@ -9,8 +9,11 @@
 -- kamaji.clastix.io/name), so Cluster API's tooling finds it. A
 -- PersistentVolume without a claim of its name here is not the platform's:
 -- left alone. A tenant cluster that does not answer is skipped and said
--- so, as the original went on past it.
+-- so, as the original went on past it. The clusters are worked on
+-- together (fleet.clusters, up to --concurrency at once); one whose work
+-- fails does not stop the others, and the migration then fails naming it.
 local kube = require('kube')
+local fleet = require('fleet')
 local log = require('log')
 
 local SELECTOR = 'kamaji.clastix.io/project=kamaji,kamaji.clastix.io/component=admin-kubeconfig'
@@ -19,27 +22,33 @@ local LABEL = 'cluster.x-k8s.io/cluster-name'
 
 local function label(ns, name, cluster)
   local pvc = kube.get('persistentvolumeclaims', name, { namespace = ns })
-  if pvc == nil then return end
-  if (pvc.metadata.labels or {})[LABEL] == cluster then return end
+  if pvc == nil then return false end
+  if (pvc.metadata.labels or {})[LABEL] == cluster then return false end
   kube.patch('persistentvolumeclaims', name, { metadata = { labels = { [LABEL] = cluster } } },
     { namespace = ns })
   log.info('persistentvolumeclaim %s/%s labelled %s=%s', ns, name, LABEL, cluster)
+  return true
 end
 
 local skipped = {}
-for ref, tenant, err in kube.clusters { selector = SELECTOR } do
+fleet.clusters({ selector = SELECTOR }, function(ref, tenant, err)
   local cluster = ref.labels[NAME_LABEL]
   if cluster == nil or cluster == '' then
     log.warn('%s: no label %s, skipped', ref.cluster, NAME_LABEL)
-  elseif not tenant then
+    return false
+  end
+  if not tenant then
     skipped[#skipped + 1] = ref.cluster
     log.warn('%s: skipped: %s', ref.cluster, tostring(err))
-  else
-    for pv in tenant.list('persistentvolumes') do
-      label(ref.namespace, pv.metadata.name, cluster)
-    end
+    return false
   end
-end
+  local changed = false
+  for pv in tenant.list('persistentvolumes') do
+    changed = label(ref.namespace, pv.metadata.name, cluster) or changed
+  end
+  return changed
+end)
 if #skipped > 0 then
+  table.sort(skipped)
   log.warn('tenant clusters skipped (they did not answer): %s', table.concat(skipped, ', '))
 end

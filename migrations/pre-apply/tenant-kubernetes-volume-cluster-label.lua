@@ -11,8 +11,12 @@
 -- kamaji.clastix.io/name). A volume without a claim or a DataVolume of its
 -- name here is left alone; where CDI is not installed there are no
 -- DataVolumes to label. A tenant cluster that does not answer is skipped
--- and said so, as the original went on past it.
+-- and said so, as the original went on past it. The clusters are worked
+-- on together (fleet.clusters, up to --concurrency at once); one whose
+-- work fails does not stop the others, and the migration then fails
+-- naming it.
 local kube = require('kube')
+local fleet = require('fleet')
 local log = require('log')
 
 local SELECTOR = 'kamaji.clastix.io/project=kamaji,kamaji.clastix.io/component=admin-kubeconfig'
@@ -29,28 +33,34 @@ end
 
 local function label(resource, ns, name, cluster)
   local obj = kube.get(resource, name, { namespace = ns })
-  if obj == nil then return end
-  if (obj.metadata.labels or {})[LABEL] == cluster then return end
+  if obj == nil then return false end
+  if (obj.metadata.labels or {})[LABEL] == cluster then return false end
   kube.patch(resource, name, { metadata = { labels = { [LABEL] = cluster } } }, { namespace = ns })
   log.info('%s %s/%s labelled %s=%s', resource, ns, name, LABEL, cluster)
+  return true
 end
 
 local skipped = {}
-for ref, tenant, err in kube.clusters { selector = SELECTOR } do
+fleet.clusters({ selector = SELECTOR }, function(ref, tenant, err)
   local cluster = ref.labels[NAME_LABEL]
   if cluster == nil or cluster == '' then
     log.warn('%s: no label %s, skipped', ref.cluster, NAME_LABEL)
-  elseif not tenant then
+    return false
+  end
+  if not tenant then
     skipped[#skipped + 1] = ref.cluster
     log.warn('%s: skipped: %s', ref.cluster, tostring(err))
-  else
-    for pv in tenant.list('persistentvolumes') do
-      for _, resource in ipairs(resources) do
-        label(resource, ref.namespace, pv.metadata.name, cluster)
-      end
+    return false
+  end
+  local changed = false
+  for pv in tenant.list('persistentvolumes') do
+    for _, resource in ipairs(resources) do
+      changed = label(resource, ref.namespace, pv.metadata.name, cluster) or changed
     end
   end
-end
+  return changed
+end)
 if #skipped > 0 then
+  table.sort(skipped)
   log.warn('tenant clusters skipped (they did not answer): %s', table.concat(skipped, ', '))
 end

@@ -184,6 +184,48 @@ describe('#e2e kube for a tenant cluster', function()
     assert.are.equal(ns .. '/up-admin-kubeconfig', d.journal.entries[1].cluster)
   end)
 
+  it('fleet.clusters runs each cluster\'s work its own, concurrently, and names each cluster that failed', function()
+    if not need() then return end
+    tenant.secret(up, ns, 'up2-admin-kubeconfig')
+    local function run(concurrency)
+      return exec(script({ ns = ns }, string.format([[
+        local fleet = require('fleet')
+        local t0, seen = kube.now(), {}
+        local ok, err = pcall(fleet.clusters, { namespace = ns, probe_timeout = 1, concurrency = %d },
+          function(ref, t, cerr)
+            if ref.name == 'files-admin-kubeconfig' then return false end
+            if not t then error('down: ' .. cerr.reason) end
+            kube.sleep(1)
+            t.apply('configmaps', { apiVersion = 'v1', kind = 'ConfigMap',
+              metadata = { name = 'fleet-' .. ref.name, namespace = 'default' } })
+            seen[#seen + 1] = ref.name
+            return true
+          end)
+        table.sort(seen)
+        print(json.encode({ elapsed = kube.now() - t0 - 0, reason = err.reason, message = err.message,
+          failed = #err.failed, changed = err.changed, seen = seen }))
+      ]], concurrency)))
+    end
+    local d = run(3)
+    assert.are.equal('ok', d.outcome, d.output)
+    local got = last_json(d)
+    assert.are.equal('FleetFailed', got.reason)
+    assert.are.equal(1, got.failed)
+    assert.are.equal(2, got.changed)
+    assert.truthy(h.has(got.message, ns .. '/down-admin-kubeconfig: '), got.message)
+    assert.are.same({ 'up-admin-kubeconfig', 'up2-admin-kubeconfig' }, got.seen)
+    assert.are.equal(0, up.kc('get configmap fleet-up2-admin-kubeconfig -n default').code)
+    local clusters = {}
+    for _, e in ipairs(d.journal.entries) do clusters[e.cluster or 'management'] = true end
+    assert.are.same({ [ns .. '/up-admin-kubeconfig'] = true, [ns .. '/up2-admin-kubeconfig'] = true }, clusters)
+    -- the two clusters' sleeps overlap; one at a time they do not
+    local concurrent = got.elapsed
+    got = last_json(run(1))
+    assert.is_true(got.elapsed >= 2, 'one at a time took ' .. got.elapsed .. ' s')
+    assert.is_true(concurrent < got.elapsed - 0.5, string.format('concurrent %.2f s, one at a time %.2f s',
+      concurrent, got.elapsed))
+  end)
+
   it('keeps the tenant\'s credential out of the script\'s reach', function()
     if not need() then return end
     local d = exec(script({ ns = ns }, [[

@@ -1,4 +1,5 @@
--- A dry run persists nothing on any cluster: a Lua migration's writes to a
+-- A failed record's journal names the cluster each write went to. A dry
+-- run persists nothing on any cluster: a Lua migration's writes to a
 -- tenant cluster (kube.cluster) go as dry runs, and a shell migration that
 -- connects to another cluster on its own (a kubeconfig it wrote from a
 -- Secret: legacy 4 and 5 did) is reported unpredictable and not run under
@@ -91,6 +92,31 @@ t.create('configmaps', { metadata = { name = 'created-by-lua', namespace = 'defa
     assert.are.equal(before, up.kc_json('get configmap target -n default').metadata.resourceVersion)
     assert.are_not.equal(0, up.kc('get configmap created-by-lua -n default').code)
     assert.are.equal(ledger, runner.get_ledger(ledger_ns).metadata.resourceVersion)
+  end)
+
+  it('records, for a migration that failed, which cluster each write went to', function()
+    if not need() then return end
+    local own = runner.new_ns()
+    runner.make_ledger(own, {})
+    local dir = fixture.tree {
+      batches = { { '00001-v1', { 'tenant-then-fail' } } },
+      scripts = { ['tenant-then-fail'] = { on_error = 'warn', body = string.format([[
+local kube = require('kube')
+local t = assert(kube.cluster { secret = { namespace = %q, name = 'up-admin-kubeconfig' } })
+t.create('configmaps', { metadata = { name = 'recorded-write', namespace = 'default' } })
+kube.create('configmaps', { metadata = { name = 'recorded-write', namespace = %q } })
+error('after two writes')
+]], ns, own) } },
+    }
+    local res = runner.run(dir, own)
+    assert.are.equal(0, res.code, res.out .. res.err)
+    local rec = runner.records(own)['tenant-then-fail']
+    assert.are.equal('failed', rec.state, json.encode(rec))
+    local by = {}
+    for _, e in ipairs(rec.journal.entries) do by[e.namespace] = e end
+    assert.are.equal(ns .. '/up-admin-kubeconfig', by.default.cluster)
+    assert.is_nil(by[own].cluster)
+    h.must(up.kc('delete configmap recorded-write -n default'))
   end)
 
   it('preview reports the tenant script unpredictable and runs it not', function()
