@@ -92,6 +92,17 @@ function M.tmpdir()
   return d
 end
 
+-- private_tmpdir(): a directory in /tmp, outside what a confined shell
+-- migration may read (docs/testing.md): for the runner's own credentials
+-- (a service-account directory, a kubeconfig) when a case needs a script
+-- not to see them, and when the scratch directory must not hold them.
+function M.private_tmpdir()
+  local p = io.popen('mktemp -d /tmp/cozy-private-XXXXXX')
+  local d = p:read('l')
+  p:close()
+  return d
+end
+
 -- run(cmd) -> {code=, out=, err=}; cmd is a shell string.
 function M.run(cmd)
   local out, err = os.tmpname(), os.tmpname()
