@@ -33,6 +33,7 @@
 #include "base/util.h"
 #include "kube/door.h"
 #include "kube/gatepreview.h"
+#include "kube/gatemint.h"
 #include "kube/gatestream.h"
 #include "kube/journal.h"
 #include "kube/overlay.h"
@@ -380,6 +381,11 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
     char why[512], msg[700];
     cJSON *jbody = w->body && (!w->ctype || strstr(w->ctype, "json"))
                        ? cJSON_ParseWithLength(w->body, w->body_len) : NULL;
+    if (gatemint_refuses(w->method, path, w->body, w->body_len, jbody, why, sizeof why)) {
+        note_refusal(g, "CredentialRefused", w->method, path, why);
+        cJSON_Delete(jbody);
+        return status_reply(con, 403, "CredentialRefused", why);
+    }
     struct door_req req = *w;
     req.safe = door_safe(w->method, jbody);
     struct gate_answer pa;

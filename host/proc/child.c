@@ -730,10 +730,11 @@ static int private_env(const struct child_spec *spec, struct prep *p)
     return 0;
 }
 
-/* The runner's credential files (its kubeconfig, client certificate and
- * key, token file), the service-account directory and the directory every
- * migration's private one sits in: what no root a confined shell reads may
- * hold. Pointers into kc and srcs (the kubeconfig files, split). */
+/* The service-account directory and the directory every migration's
+ * private one sits in (these two first), the runner's credential files
+ * (its kubeconfig, client certificate and key, token file): what no root a
+ * confined shell reads may hold. Pointers into kc and srcs (the kubeconfig
+ * files, split). */
 static void secrets_of(const struct kube_config *kc, char *srcs, const char **out, size_t cap)
 {
     size_t n = 0;
@@ -811,6 +812,7 @@ static int prepare_confine(const struct child_spec *spec, struct prep *p, struct
         .shared_rw = getenv("COZY_SHELL_RW"),
         .gateway_port = port,
         .secrets = secrets,
+        .rw_secrets = (const char *const[]){secrets[0], secrets[1], NULL},
     };
     int in_cluster = have && kc.in_cluster;
     int rc = confine_prepare(&cs, &p->cf, err, sizeof err);

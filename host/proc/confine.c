@@ -179,7 +179,7 @@ static int allow_all(struct confine *c, const struct confine_spec *s)
             if (n && n < sizeof dir) {
                 memcpy(dir, p, n);
                 dir[n] = '\0';
-                if (dir[0] == '/' && allow(c, dir, fs_handled(c->abi), s->secrets, 1) != 0)
+                if (dir[0] == '/' && allow(c, dir, fs_handled(c->abi), s->rw_secrets, 1) != 0)
                     return -1;
             }
             p += n + (p[n] == ':');

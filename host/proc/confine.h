@@ -43,6 +43,9 @@ struct confine_spec {
     int gateway_port;             /* the one TCP port it may connect to; 0: none */
     const char *const *secrets;   /* the runner's credential files and directories, NULL-
                                    * terminated: no allowed root may hold one */
+    const char *const *rw_secrets; /* what a COZY_SHELL_RW directory may not hold (the
+                                   * service-account directory, the private directories'
+                                   * parent); the rest there is the operator's choice */
 };
 
 struct confine {

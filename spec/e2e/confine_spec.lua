@@ -103,6 +103,37 @@ kubectl -n "$NAMESPACE" patch configmap cozystack-version -p '{"data":{"m.pwned"
     assert.are.equal('LedgerProtected', recs.hostile.reason)
   end)
 
+  it('cannot mint a credential through its gateway: a token, a binding to cluster-admin, a token Secret', function()
+    local ns = runner.new_ns()
+    local sa = service_account(ns)
+    local out = scratch()
+    local body = string.format([[
+o=%s/minted
+k="kubectl -n $NAMESPACE"
+$k create serviceaccount mint >/dev/null
+try() { if eval "$2" >>"$o.log" 2>&1; then echo "$1 MADE" >>"$o"; else echo "$1 refused" >>"$o"; fi; }
+try token "$k create token mint"
+try binding "kubectl create clusterrolebinding mint-%s --clusterrole=cluster-admin --serviceaccount=$NAMESPACE:mint"
+try ssa-binding "kubectl create rolebinding mint --clusterrole=cluster-admin --serviceaccount=$NAMESPACE:mint -n $NAMESPACE --dry-run=client -o yaml | kubectl apply --server-side -f -"
+try secret "$k create secret generic mint --type=kubernetes.io/service-account-token --from-literal=x=y"
+try plain-binding "$k create rolebinding view --clusterrole=view --serviceaccount=$NAMESPACE:mint"
+exit 1
+]], h.q(out), ns)
+    local dir = tree({ { 'minter', body } })
+    runner.make_ledger(ns, { version = '1' })
+    local res = hook_run(dir, ns, sa)
+    assert.are.equal(0, res.code, res.out .. res.err)
+    assert.are.equal('token refused\nbinding refused\nssa-binding refused\nsecret refused\nplain-binding MADE\n',
+      h.slurp(out .. '/minted'), h.slurp(out .. '/minted.log'))
+    contains(h.slurp(out .. '/minted.log'), 'CredentialRefused', 'what kubectl printed')
+    local rec = runner.records(ns).minter
+    assert.are.equal('failed', rec.state)
+    assert.are.equal('CredentialRefused', rec.reason, json.encode(rec))
+    contains(rec.message, 'serviceaccounts/mint/token', 'the record names the refused request')
+    assert.are.equal(1, h.kubectl('get clusterrolebinding mint-' .. ns).code, 'the binding exists')
+    assert.are.equal(1, h.kubectl('get secret mint -n ' .. ns).code, 'the token Secret exists')
+  end)
+
   it('kills a setsid grandchild that outlives its migration before the record, so it never reads the next one\'s kubeconfig', function()
     local ns = runner.new_ns()
     local sa = service_account(ns)

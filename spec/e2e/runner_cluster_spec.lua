@@ -17,6 +17,8 @@ local json = require('json')
 local must, contains = h.must, h.contains
 local KUBECTL = h.root .. '/build/testenv/bin/kubectl'
 local PATH = h.root .. '/build/testenv/bin:' .. os.getenv('PATH')
+-- where a confined shell may write besides its own directory (tools/run-tests)
+local RW = 'COZY_SHELL_RW=' .. h.q(os.getenv('COZY_SHELL_RW') or '')
 
 describe('#e2e a shell migration acts on the runner\'s cluster only', function()
   local bdir, A, B, token, ns
@@ -61,7 +63,7 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
   -- `cozy-migrate ARGS` with exactly this environment besides PATH and
   -- TMPDIR: nothing of the test's own KUBECONFIG leaks in.
   local function cozy(env, ...)
-    local parts = { 'env', '-i', 'PATH=' .. h.q(PATH), 'TMPDIR=' .. h.q(os.getenv('TMPDIR') or '/tmp') }
+    local parts = { 'env', '-i', 'PATH=' .. h.q(PATH), 'TMPDIR=' .. h.q(os.getenv('TMPDIR') or '/tmp'), RW }
     for k, v in pairs(env) do parts[#parts + 1] = k .. '=' .. h.q(v) end
     parts[#parts + 1] = h.q(h.bin)
     for _, a in ipairs({ ... }) do parts[#parts + 1] = h.q(a) end
@@ -181,7 +183,7 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
   it('under --local: the kubeconfig\'s context, never the in-cluster service account', function()
     local out = fresh_case()
     must(kubectl('b', 'create configmap ' .. runner.LEDGER .. ' -n ' .. ns))
-    local sa = h.tmpdir()
+    local sa = h.private_tmpdir() -- (a service-account directory is no shell's to read)
     h.write(sa .. '/token', token)
     local port = A.cluster.server:match(':(%d+)$')
     local res = cozy({ KUBECONFIG = merged('b'), HOME = h.tmpdir(), KUBERNETES_SERVICE_HOST = '127.0.0.1',
@@ -197,7 +199,7 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
   it('in-cluster: the service account, even with a ~/.kube/config naming the other cluster', function()
     local out = fresh_case()
     runner.make_ledger(ns, {})
-    local sa = h.tmpdir()
+    local sa = h.private_tmpdir() -- (a service-account directory is no shell's to read)
     h.write(sa .. '/token', token .. '\n')
     h.write(sa .. '/namespace', ns .. '\n')
     must(h.run(string.format('(printf %%s %s | base64 -d > %s)', h.q(A.cluster['certificate-authority-data']),
@@ -248,7 +250,7 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     out = fresh_case()
     runner.make_ledger(ns, {})
     local dir = tree(out, 'echo sleeping > ' .. out .. '/at\nsleep 30.5151')
-    local base = string.format('env -i PATH=%s HOME=%s KUBECONFIG=%s %s run --dir %s --namespace %s', h.q(PATH),
+    local base = string.format('env -i ' .. RW .. ' PATH=%s HOME=%s KUBECONFIG=%s %s run --dir %s --namespace %s', h.q(PATH),
       h.q(h.tmpdir()), h.q(merged('a')), h.q(h.bin), h.q(dir), ns)
     local f = runner.alongside(base, 0, runner.until_line(out .. '/at', 'sleeping') .. '; kill -TERM $p')
     assert.are.equal('143\n', f.r1, f.e1)
@@ -259,7 +261,7 @@ describe('#e2e a shell migration acts on the runner\'s cluster only', function()
     out = fresh_case()
     runner.make_ledger(ns, {})
     dir = tree(out, 'echo sleeping > ' .. out .. '/at\nsleep 30.5152')
-    base = string.format('env -i PATH=%s HOME=%s KUBECONFIG=%s %s run --dir %s --namespace %s --lease-duration 3s',
+    base = string.format('env -i ' .. RW .. ' PATH=%s HOME=%s KUBECONFIG=%s %s run --dir %s --namespace %s --lease-duration 3s',
       h.q(PATH), h.q(h.tmpdir()), h.q(merged('a')), h.q(h.bin), h.q(dir), ns)
     f = runner.alongside(base, 0, runner.until_line(out .. '/at', 'sleeping') .. '; kill -KILL $p')
     assert.are.equal('137\n', f.r1, f.e1)

@@ -289,18 +289,24 @@ describe('#e2e the runner', function()
       local bin = h.root .. '/build/testenv/bin/kubectl'
       local f = io.open(bin, 'rb')
       if f then f:close() else bin = 'kubectl' end
-      local k = h.q(bin) .. ' --kubeconfig ' .. h.q(os.getenv('KUBECONFIG')) .. ' --namespace "$NAMESPACE"'
+      -- someone else (not the script: a confined script reaches the cluster
+      -- through its gateway only) applies version while `stamp` runs
+      local k = h.q(bin) .. ' --kubeconfig ' .. h.q(os.getenv('KUBECONFIG')) .. ' --namespace ' .. ns
+      local out = h.tmpdir()
       local dir = fixture.tree({
         batches = { { '00001-v1.0.0', { 'first', 'stamp', 'after' } } },
         scripts = {
           first = { body = 'return' },
-          stamp = { shell = true, body = string.format(
-            '%s create configmap %s --from-literal=version=7 --dry-run=client -o yaml | %s apply -f-',
-            k, runner.LEDGER, k) },
+          stamp = { shell = true, body = 'echo started >' .. h.q(out .. '/at') .. '\nfor i in $(seq 600); do ' ..
+            '[ -e ' .. h.q(out .. '/done') .. ' ] && break; sleep 0.05; done' },
           after = { body = 'return' },
         },
       })
-      local res = must(runner.run(dir, ns))
+      local f = runner.alongside(runner.cmd(dir, ns, ''), 0, runner.until_line(out .. '/at', 'started') .. '; ' ..
+        string.format('%s create configmap %s --from-literal=version=7 --dry-run=client -o yaml | %s apply -f- ' ..
+          '>/dev/null; touch %s', k, runner.LEDGER, k, h.q(out .. '/done')))
+      assert.are.equal('0\n', f.r1, f.e1)
+      local res = { err = f.e1 }
       local recs, _, cm = runner.records(ns)
       assert.are.equal('ok', recs.stamp.state, res.err)
       assert.are.equal('ok', recs.after.state, res.err)

@@ -80,9 +80,15 @@ kubectl create configmap smoke-sh -n "$NAMESPACE" --from-literal=seen="$seen" --
       sh(string.format('ln -s "$(command -v %s)" %s', t, h.q(bin .. '/' .. t)))
     end
     sh(string.format('ln -s "$(command -v bash)" %s', h.q(bin .. '/sh')))
-    sh(string.format('ln -s %s %s', h.q(h.root .. '/build/testenv/bin/kubectl'), h.q(bin .. '/kubectl')))
-    -- the credentials a hook Job would have, readable by nobody
-    local kc = bin .. '/kubeconfig'
+    -- a link, not a symlink: a confined shell executes from the PATH's
+    -- directories only, wherever a symlink points (host/proc/confine.h)
+    sh(string.format('ln %s %s || cp %s %s', h.q(h.root .. '/build/testenv/bin/kubectl'), h.q(bin .. '/kubectl'),
+      h.q(h.root .. '/build/testenv/bin/kubectl'), h.q(bin .. '/kubectl')))
+    -- the credentials a hook Job would have, readable by nobody, outside
+    -- what a shell may read (a PATH directory holding them would be left out)
+    local kdir = h.tmpdir()
+    sh('chmod 755 ' .. h.q(kdir))
+    local kc = kdir .. '/kubeconfig'
     h.write(kc, h.must(h.kubectl('config view --raw --minify --flatten')).out)
     sh('chmod 644 ' .. h.q(kc))
     local ns = 'smoke-' .. os.time() % 100000 .. math.random(100, 999)

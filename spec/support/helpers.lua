@@ -70,11 +70,34 @@ function M.write(path, content)
   return path
 end
 
--- Under COZY_SPEC_TMP when tools/run-tests sets it: the one place beside
--- its own a confined shell migration may write (COZY_SHELL_RW).
+-- Scratch files and directories go under COZY_SPEC_TMP when tools/run-tests
+-- sets it: the one place beside its own a confined shell migration may
+-- read and write (COZY_SHELL_RW), so a spec's script can write a file the
+-- spec reads. os.tmpname too, for the specs that use it directly.
+local spec_tmp = os.getenv('COZY_SPEC_TMP')
+if spec_tmp and spec_tmp ~= '' then
+  os.tmpname = function()
+    local p = assert(io.popen('mktemp -p ' .. shell_quote(spec_tmp)))
+    local name = p:read('l')
+    p:close()
+    return assert(name, 'mktemp in COZY_SPEC_TMP failed')
+  end
+end
+
 function M.tmpdir()
   local base = os.getenv('COZY_SPEC_TMP')
   local p = io.popen(base and base ~= '' and ('mktemp -d -p ' .. shell_quote(base)) or 'mktemp -d')
+  local d = p:read('l')
+  p:close()
+  return d
+end
+
+-- private_tmpdir(): a directory in /tmp, outside what a confined shell
+-- migration may read (docs/testing.md): for the runner's own credentials
+-- (a service-account directory, a kubeconfig) when a case needs a script
+-- not to see them, and when the scratch directory must not hold them.
+function M.private_tmpdir()
+  local p = io.popen('mktemp -d /tmp/cozy-private-XXXXXX')
   local d = p:read('l')
   p:close()
   return d
