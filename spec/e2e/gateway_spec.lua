@@ -241,6 +241,20 @@ kubectl --as-group=system:unauthenticated --as=nobody get namespace default || e
     assert.is_nil(res.err:find('[as-case] default', 1, true), res.err)
   end)
 
+  it('keeps a stamp sent as a server dry run a dry run', function()
+    local ns = runner.new_ns()
+    local stamp = 'kubectl -n "$NAMESPACE" create configmap ' .. runner.LEDGER ..
+      ' --from-literal=version=2 --dry-run=client -o yaml | kubectl -n "$NAMESPACE" apply --dry-run=server -f -'
+    local dir = legacy_tree({ { 'tries', stamp } })
+    runner.make_ledger(ns, { version = '1' })
+    local res = runner.run(dir, ns, env())
+    assert.are.equal(0, res.code, res.out .. res.err)
+    local recs, _, cm = runner.records(ns)
+    assert.are.equal('ok', recs.tries.state)
+    assert.is_nil(recs.tries.stamp, 'a dry run was taken over as a stamp')
+    assert.are.equal('1', cm.data.version)
+  end)
+
   it('keeps the journal counts of a shell migration in its record', function()
     local ns = runner.new_ns()
     local dir = legacy_tree({ { 'writes-two', string.format(
