@@ -255,6 +255,33 @@ kubectl --as-group=system:unauthenticated --as=nobody get namespace default || e
     assert.are.equal('1', cm.data.version)
   end)
 
+  for _, dry in ipairs({ false, true }) do
+    it('journals a server-side apply that creates its object as changed, and no review as a write' ..
+      (dry and ', in a dry run too' or ''), function()
+      local ns = runner.new_ns()
+      local f = h.write(h.tmpdir() .. '/ssa.sh', [[
+set -euo pipefail
+printf '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ssa-made"},"data":{"a":"1"}}' |
+  kubectl -n "$NAMESPACE" apply --server-side -f -
+kubectl -n "$NAMESPACE" auth can-i create configmaps
+kubectl auth whoami >/dev/null && echo "whoami answered"
+kubectl -n "$NAMESPACE" auth can-i --list >/dev/null && echo "rules answered"
+]])
+      local args = { 'exec', 'ssa-case', f, { env = { PATH = PATH, NAMESPACE = ns } } }
+      if dry then table.insert(args, 2, '--dry-run') end
+      local res = h.cozy(table.unpack(args))
+      local out = json.decode(res.out:match('([^\n]*)\n?$'))
+      assert.are.equal('ok', out.outcome, res.out .. res.err)
+      contains(res.err, '[ssa-case] yes')
+      contains(res.err, '[ssa-case] whoami answered')
+      contains(res.err, '[ssa-case] rules answered')
+      assert.are.equal(1, out.journal.writes, res.out)
+      assert.are.equal(1, out.journal.changed, res.out)
+      assert.are.equal('apply', out.journal.entries[1].verb, res.out)
+      assert.are.equal(not dry, h.kubectl('get configmap ssa-made -n ' .. ns).code == 0)
+    end)
+  end
+
   it('keeps the journal counts of a shell migration in its record', function()
     local ns = runner.new_ns()
     local dir = legacy_tree({ { 'writes-two', string.format(
