@@ -149,6 +149,7 @@ describe('the ledger guard', function()
       { 'POST', SECRETS, 'metadata: {name: s}\ndata: {~: x}\n', 'application/yaml',
         'a key the apiserver prints as other text (~ becomes "null")' },
       { 'POST', SECRETS, 'metadata: {name: s}\ndata: {y: x}\n', 'application/yaml', 'a key y (the apiserver\'s "true")' },
+      { 'POST', SECRETS, 'metadata: {name: s}\nx: &k ~\ndata: {*k : v}\n', 'application/yaml', 'an alias as a key' },
       { 'DELETE', CM .. '/mine', 'dryRun: !!set {All: null}\n', 'application/yaml', 'DeleteOptions with a tag' },
       { 'POST', CM, 'metadata: {name: a}\n---\nmetadata: {name: cozystack-version}\n', 'application/yaml',
         'a second document' },

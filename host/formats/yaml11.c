@@ -139,6 +139,11 @@ int yaml11_check(const char *text, size_t len, char *err, size_t errlen)
             if (!why && is_key)
                 why = "a collection as a key, which JSON cannot hold";
             break;
+        case YAML_ALIAS_EVENT:
+            /* the key the alias stands for was read as a value */
+            if (is_key)
+                why = "an alias as a key: write the key out";
+            break;
         default:
             break;
         }

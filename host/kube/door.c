@@ -313,10 +313,34 @@ void door_prior_free(struct door_prior *p)
     memset(p, 0, sizeof *p);
 }
 
+int door_review(const char *method, const char *path)
+{
+    static const char *const reviews[] = {
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        "/apis/authentication.k8s.io/v1beta1/selfsubjectreviews",
+        "/apis/authentication.k8s.io/v1alpha1/selfsubjectreviews", NULL};
+    if (strcmp(method, "POST") != 0)
+        return 0;
+    size_t n = strcspn(path, "?");
+    for (const char *const *r = reviews; *r; r++)
+        if (strlen(*r) == n && strncmp(path, *r, n) == 0)
+            return 1;
+    /* localsubjectaccessreviews live in a namespace */
+    const char *ns = "/apis/authorization.k8s.io/v1/namespaces/", *tail = "/localsubjectaccessreviews";
+    size_t l = strlen(ns), t = strlen(tail);
+    return n > l + t && strncmp(path, ns, l) == 0 && strncmp(path + n - t, tail, t) == 0 &&
+           memchr(path + l, '/', n - t - l) == NULL;
+}
+
 void door_after(const struct door *d, const char *method, const char *verb, const char *path,
                 int ok, long status, const cJSON *answer, const struct door_prior *p)
 {
-    int mutating = strcmp(method, "GET") != 0;
+    /* a review (auth can-i, auth whoami) is a question: it stores nothing */
+    int mutating = strcmp(method, "GET") != 0 && !door_review(method, path);
     if (!mutating) {
         if (ok && d->journal)
             journal_seen(d->journal, path, answer);

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -208,18 +209,64 @@ static int token_ok(const struct gateway *g, const char *auth)
     return diff == 0;
 }
 
-/* A watch or a followed log: its answer streams. */
+/* One query key or value as Go's url.ParseQuery reads it ('+' a space,
+ * %XX a byte), lower-cased, into out (cut to fit). */
+static void query_text(const char *p, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 1 < cap; i++) {
+        int ch = (unsigned char)p[i];
+        if (ch == '+')
+            ch = ' ';
+        else if (ch == '%' && i + 2 < n) {
+            char hex[3] = {p[i + 1], p[i + 2], 0}, *end;
+            long v = strtol(hex, &end, 16);
+            if (*end == '\0' && hex[0] != '-' && hex[0] != '+' && hex[0] != ' ') {
+                ch = (int)v;
+                i += 2;
+            }
+        }
+        out[o++] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    }
+    out[o] = '\0';
+}
+
+/* A watch or a followed log: its answer streams. The apiserver takes a
+ * list for a watch when the first `watch` parameter is anything but "0"
+ * or "false" (`watch=t`, `watch=1`, `watch=`), or the path has a watch
+ * segment; `follow` of a log reads the same way. Erring toward a stream
+ * costs nothing: a plain answer streams through as well. */
 static int streams(const char *path, const char *query)
 {
+    int seen_watch = 0, seen_follow = 0;
     for (const char *p = query; p && *p;) {
-        size_t n = strcspn(p, "&");
-        if ((n == 10 && (strncmp(p, "watch=true", 10) == 0 || strncmp(p, "follow=true", 10) == 0)) ||
-            (n == 7 && strncmp(p, "watch=1", 7) == 0) || (n == 11 && strncmp(p, "follow=true", 11) == 0) ||
-            (n == 8 && strncmp(p, "follow=1", 8) == 0))
-            return 1;
-        p += n + (p[n] == '&');
+        size_t n = strcspn(p, "&;");
+        size_t kn = strcspn(p, "=");
+        if (kn > n)
+            kn = n;
+        char key[16], val[16];
+        query_text(p, kn, key, sizeof key);
+        query_text(p + kn + (kn < n), kn < n ? n - kn - 1 : 0, val, sizeof val);
+        int *seen = strcmp(key, "watch") == 0 ? &seen_watch
+                    : strcmp(key, "follow") == 0 ? &seen_follow : NULL;
+        if (seen && !*seen) {
+            *seen = 1;
+            if (strcmp(val, "0") != 0 && strcmp(val, "false") != 0)
+                return 1;
+        }
+        p += n + (p[n] != '\0');
     }
-    return strstr(path, "/watch/") != NULL;
+    char seg[16];
+    /* /api/v1/watch/..., /apis/GROUP/VERSION/watch/..., in any spelling */
+    int skip = strncmp(path, "/apis/", 6) == 0 ? 3 : 2;
+    const char *q = path;
+    for (int i = 0; i < skip && q; i++)
+        q = strchr(q + 1, '/');
+    if (!q)
+        return 0;
+    const char *end = strchr(q + 1, '/');
+    query_text(q + 1, end ? (size_t)(end - q - 1) : strlen(q + 1), seg, sizeof seg);
+    return strcmp(seg, "watch") == 0;
 }
 
 /* A discovery read (/api, /api/v1, /apis, /apis/G, /apis/G/V): nothing the
@@ -325,6 +372,21 @@ static void stream_free(void *cls)
 /* A write of the ledger object in the legacy tier: a stamp is answered as
  * the apiserver would answer it and left for the runner to carry out;
  * anything else is LedgerProtected. Under the lock. */
+/* Whether a query asks for a dry run (`kubectl apply --dry-run=server`):
+ * any dryRun parameter, in any case, counts. */
+static int asks_dry_run(const char *query)
+{
+    for (const char *p = query; p && *p;) {
+        size_t n = strcspn(p, "&;"), kn = strcspn(p, "=");
+        char key[16];
+        query_text(p, kn < n ? kn : n, key, sizeof key);
+        if (strcmp(key, "dryrun") == 0)
+            return 1;
+        p += n + (p[n] != '\0');
+    }
+    return 0;
+}
+
 static enum MHD_Result answer_stamp(struct gateway *g, struct MHD_Connection *con,
                                     const char *method, const char *path, const char *ctype,
                                     const struct greq *r)
@@ -357,6 +419,14 @@ static enum MHD_Result answer_stamp(struct gateway *g, struct MHD_Connection *co
                  ko->ledger_namespace, ko->ledger_name, why);
         note_refusal(g, "LedgerProtected", method, path, msg);
         return status_reply(con, 403, "LedgerProtected", msg);
+    }
+    const char *q = strchr(r->uri, '?');
+    if (asks_dry_run(q ? q + 1 : NULL)) {
+        /* the script's own dry run: answered as the apiserver answers one,
+         * and nothing is taken over */
+        enum MHD_Result drc = json_reply(con, 200, after);
+        cJSON_Delete(after);
+        return drc;
     }
     g->o.shared->stamped = 1;
     g->o.shared->stamp = version;
@@ -449,6 +519,21 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
     return mr;
 }
 
+/* Counts the impersonation headers (kubectl's --as, --as-group, --as-uid,
+ * Impersonate-Extra-*): the gateway sends with the runner's credentials
+ * alone, so one dropped silently would leave a script that narrowed itself
+ * with the runner's rights. Its name is kept for the refusal. */
+static enum MHD_Result impersonation(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    (void)value;
+    char *first = cls;
+    if (key && strncasecmp(key, "Impersonate-", 12) == 0 && !*first)
+        snprintf(first, 64, "%s", key);
+    return MHD_YES;
+}
+
 static enum MHD_Result answer(struct gateway *g, struct MHD_Connection *con, const char *method,
                               struct greq *r)
 {
@@ -459,6 +544,27 @@ static enum MHD_Result answer(struct gateway *g, struct MHD_Connection *con, con
         return status_reply(con, 503, "ServiceUnavailable", "the migration is over");
     if (r->body.failed)
         return status_reply(con, 413, "RequestEntityTooLarge", "the request body is too large");
+    char imp[64] = "";
+    MHD_get_connection_values(con, MHD_HEADER_KIND, impersonation, imp);
+    /* discovery reads the same for anyone, and kubectl cannot print a
+     * refusal of it: the request after it gets the one line */
+    size_t ulen = strcspn(r->uri, "?");
+    char *upath = strndup(r->uri, ulen);
+    if (!upath)
+        return MHD_NO;
+    int plain_read = strcmp(method, "GET") == 0 &&
+                     (discovery(upath) || door_nonresource_read(method, r->uri));
+    free(upath);
+    if (*imp && !plain_read) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "the runner's gateway does not relay impersonation (%.60s: "
+                 "kubectl --as, --as-group, --as-uid): a migration's requests go as the runner",
+                 imp);
+        pthread_mutex_lock(&g->mu);
+        note_refusal(g, "Forbidden", method, r->uri, msg);
+        pthread_mutex_unlock(&g->mu);
+        return status_reply(con, 403, "Forbidden", msg);
+    }
     if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0 && strcmp(method, "PUT") != 0 &&
         strcmp(method, "PATCH") != 0 && strcmp(method, "DELETE") != 0)
         return status_reply(con, 405, "MethodNotAllowed", "the runner's gateway relays GET, POST, "

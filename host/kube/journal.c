@@ -164,8 +164,8 @@ void journal_add(struct journal *j, const char *method, const char *verb, const 
         changed = changed_hint;
     else if (!ok)
         changed = status == 0 ? -1 : 0;
-    else if (strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0)
-        changed = 1;
+    else if (strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0 || status == 201)
+        changed = 1; /* 201: a server-side apply that created its object */
     else if (!rv_before || !after)
         changed = -1;
     else

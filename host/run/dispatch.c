@@ -31,6 +31,7 @@
 #include "run/indexcheck.h"
 #include "run/lock.h"
 #include "run/plan.h"
+#include "run/podsec.h"
 
 #define DISPATCH_BY "cozy-migrate"
 #define CONTAINER "migrate"
@@ -917,7 +918,13 @@ static cJSON *make_job(struct ctx *c, const struct dispatch_opts *d, const struc
         cJSON_Delete(job);
         return NULL;
     }
+    char why[600];
     if (template_check(pod, ctr, err, errlen) != 0) {
+        cJSON_Delete(job);
+        return NULL;
+    }
+    if (podsec_check(tmpl, why, sizeof why) != 0) {
+        bad(err, errlen, "%s", why);
         cJSON_Delete(job);
         return NULL;
     }

@@ -397,6 +397,42 @@ describe('#e2e cozy-migrate dispatch', function()
     assert.are.equal('cozy.local', got.CLUSTER_DOMAIN)
   end)
 
+  it('refuses a template whose pods Pod Security "restricted" would refuse, in one line naming the field (exit 3, no Job)', function()
+    local ns = runner.new_ns()
+    local dir = release(ns)
+    put_index(dir, ns)
+    runner.make_ledger(ns, {})
+    local P, C = 'spec.template.spec.', 'spec.template.spec.containers[0].securityContext.'
+    for field, mut in pairs({
+      [P .. 'securityContext.runAsUser: 0'] = function(p) p.securityContext = { runAsUser = 0 } end,
+      [P .. 'securityContext.runAsNonRoot: false'] = function(p) p.securityContext = { runAsNonRoot = false } end,
+      [P .. 'securityContext.seccompProfile.type: Unconfined'] = function(p)
+        p.securityContext = { seccompProfile = { type = 'Unconfined' } } end,
+      [P .. 'securityContext.sysctls: kernel.msgmax'] = function(p)
+        p.securityContext = { sysctls = { { name = 'kernel.msgmax', value = '65536' } } } end,
+      [C .. 'runAsUser: 0'] = function(_, c) c.securityContext = { runAsUser = 0 } end,
+      [C .. 'runAsNonRoot: false'] = function(_, c) c.securityContext = { runAsNonRoot = false } end,
+      [C .. 'seccompProfile.type: Unconfined'] = function(_, c) c.securityContext = { seccompProfile = { type = 'Unconfined' } } end,
+      [C .. 'allowPrivilegeEscalation: true'] = function(_, c) c.securityContext = { allowPrivilegeEscalation = true } end,
+      [C .. 'procMount: Unmasked'] = function(_, c) c.securityContext = { procMount = 'Unmasked' } end,
+      [C .. 'appArmorProfile.type: Unconfined'] = function(_, c) c.securityContext = { appArmorProfile = { type = 'Unconfined' } } end,
+      [C .. 'seLinuxOptions.type: spc_t'] = function(_, c) c.securityContext = { seLinuxOptions = { type = 'spc_t' } } end,
+      ['spec.template.spec.containers[0].ports: hostPort 8080'] = function(_, c)
+        c.ports = { { containerPort = 8080, hostPort = 8080 } } end,
+    }) do
+      local t = { apiVersion = 'batch/v1', kind = 'Job', spec = { template = { spec = {
+        serviceAccountName = 'cozystack-migrations-jobs', restartPolicy = 'Never',
+        containers = { { name = 'migrate', image = 'x:v1', args = { '--tier', 'background' } } } } } } }
+      mut(t.spec.template.spec, t.spec.template.spec.containers[1])
+      local res = dispatch(dir, ns, { env = { MIGRATIONS_JOB_TEMPLATE = json.encode(t) } })
+      assert.are.equal(3, res.code, field .. ': ' .. res.out .. res.err)
+      contains(res.err, field)
+      contains(res.err, 'Pod Security "restricted" forbids it')
+      assert.is_nil(res.err:gsub('\n$', ''):find('\n'), 'one line: ' .. res.err)
+    end
+    assert.are.same({}, names(jobs(ns)))
+  end)
+
   it('makes Jobs whose pods Pod Security "restricted" admits, by the apiserver\'s own admission', function()
     local ns = runner.new_ns()
     h.must(h.kubectl('label namespace ' .. ns .. ' pod-security.kubernetes.io/enforce=restricted'))

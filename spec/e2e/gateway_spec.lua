@@ -204,6 +204,84 @@ $k patch event mine --type=merge -p '{"message":"mine again"}' && $k delete even
     assert.are.same({ ['cozystack-migrations-index.1'] = 'said by cozy-migrate', ['bg-job.2'] = 'said by cozy-migrate' }, left)
   end)
 
+  it('streams a watch however it is spelled, without holding the other requests off', function()
+    local ns = runner.new_ns()
+    local f = h.write(h.tmpdir() .. '/watch.sh', RAW .. [[
+w() { curl -skN -H "Authorization: Bearer $tok" "$server$1" >"$d/$2" & }
+cm=/api/v1/namespaces/$NAMESPACE/configmaps
+w "$cm?watch=t&timeoutSeconds=20" t
+w "$cm?watch=TRUE&timeoutSeconds=20" upper
+w "$cm?watch=&timeoutSeconds=20" empty
+w "/api/v1/w%61tch/namespaces/$NAMESPACE/configmaps?timeoutSeconds=20" path
+sleep 1
+start=$(date +%s%N)
+kubectl -n "$NAMESPACE" create configmap w-seen >/dev/null
+echo "create took $(( ($(date +%s%N) - start) / 1000000 )) ms"
+sleep 1
+for x in t upper empty path; do grep -q '"type":"ADDED".*"name":"w-seen"' "$d/$x" && echo "$x streamed"; done
+kill $(jobs -p) 2>/dev/null
+]])
+    local res = h.cozy('exec', '--timeout', '30s', 'watch-case', f, { env = { PATH = PATH, NAMESPACE = ns } })
+    assert.are.equal(0, res.code, res.out .. res.err)
+    local ms = tonumber(res.err:match('create took (%d+) ms'))
+    assert.is_true(ms ~= nil and ms < 5000, res.err)
+    for _, x in ipairs({ 't', 'upper', 'empty', 'path' }) do contains(res.err, '[watch-case] ' .. x .. ' streamed') end
+  end)
+
+  it('refuses impersonation (--as) in one line rather than drop it', function()
+    local f = h.write(h.tmpdir() .. '/as.sh', [[
+kubectl --as=system:anonymous get namespace default || echo "as refused"
+kubectl --as-group=system:unauthenticated --as=nobody get namespace default || echo "group refused"
+]])
+    local res = h.cozy('exec', 'as-case', f, env())
+    assert.are.equal(0, res.code, res.out .. res.err)
+    contains(res.err, "Error from server (Forbidden): the runner's gateway does not relay impersonation (Impersonate-")
+    contains(res.err, '[as-case] as refused')
+    contains(res.err, '[as-case] group refused')
+    assert.is_nil(res.err:find('[as-case] default', 1, true), res.err)
+  end)
+
+  it('keeps a stamp sent as a server dry run a dry run', function()
+    local ns = runner.new_ns()
+    local stamp = 'kubectl -n "$NAMESPACE" create configmap ' .. runner.LEDGER ..
+      ' --from-literal=version=2 --dry-run=client -o yaml | kubectl -n "$NAMESPACE" apply --dry-run=server -f -'
+    local dir = legacy_tree({ { 'tries', stamp } })
+    runner.make_ledger(ns, { version = '1' })
+    local res = runner.run(dir, ns, env())
+    assert.are.equal(0, res.code, res.out .. res.err)
+    local recs, _, cm = runner.records(ns)
+    assert.are.equal('ok', recs.tries.state)
+    assert.is_nil(recs.tries.stamp, 'a dry run was taken over as a stamp')
+    assert.are.equal('1', cm.data.version)
+  end)
+
+  for _, dry in ipairs({ false, true }) do
+    it('journals a server-side apply that creates its object as changed, and no review as a write' ..
+      (dry and ', in a dry run too' or ''), function()
+      local ns = runner.new_ns()
+      local f = h.write(h.tmpdir() .. '/ssa.sh', [[
+set -euo pipefail
+printf '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ssa-made"},"data":{"a":"1"}}' |
+  kubectl -n "$NAMESPACE" apply --server-side -f -
+kubectl -n "$NAMESPACE" auth can-i create configmaps
+kubectl auth whoami >/dev/null && echo "whoami answered"
+kubectl -n "$NAMESPACE" auth can-i --list >/dev/null && echo "rules answered"
+]])
+      local args = { 'exec', 'ssa-case', f, { env = { PATH = PATH, NAMESPACE = ns } } }
+      if dry then table.insert(args, 2, '--dry-run') end
+      local res = h.cozy(table.unpack(args))
+      local out = json.decode(res.out:match('([^\n]*)\n?$'))
+      assert.are.equal('ok', out.outcome, res.out .. res.err)
+      contains(res.err, '[ssa-case] yes')
+      contains(res.err, '[ssa-case] whoami answered')
+      contains(res.err, '[ssa-case] rules answered')
+      assert.are.equal(1, out.journal.writes, res.out)
+      assert.are.equal(1, out.journal.changed, res.out)
+      assert.are.equal('apply', out.journal.entries[1].verb, res.out)
+      assert.are.equal(not dry, h.kubectl('get configmap ssa-made -n ' .. ns).code == 0)
+    end)
+  end
+
   it('keeps the journal counts of a shell migration in its record', function()
     local ns = runner.new_ns()
     local dir = legacy_tree({ { 'writes-two', string.format(

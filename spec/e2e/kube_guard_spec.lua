@@ -200,6 +200,28 @@ describe('#e2e kube ledger guard', function()
     assert.are.equal(erv, h.kubectl_json('get event cozystack-version.17a2b3c4d5e6f708 -n ' .. GNS).metadata.resourceVersion)
   end)
 
+  it("keeps every Event the engine wrote whatever its name (the dispatcher's on the index and on a Job)", function()
+    h.kcreate({ apiVersion = 'v1', kind = 'Event',
+      metadata = { name = 'cozystack-migrations-index.mismatch-7', namespace = GNS },
+      involvedObject = { apiVersion = 'v1', kind = 'ConfigMap', name = 'cozystack-migrations-index', namespace = GNS },
+      reason = 'MigrationsIndexMismatch', message = 'differs', type = 'Warning', source = { component = 'cozy-migrate' },
+      reportingComponent = 'cozy-migrate' })
+    h.kcreate({ apiVersion = 'v1', kind = 'Event', metadata = { name = 'some-job.foreign-1', namespace = GNS },
+      involvedObject = { apiVersion = 'batch/v1', kind = 'Job', name = 'some-job', namespace = GNS },
+      reason = 'MigrationJobNotOurs', message = 'not ours', type = 'Warning', source = { component = 'cozy-migrate' } })
+    local erv = h.kubectl_json('get event some-job.foreign-1 -n ' .. GNS).metadata.resourceVersion
+    local res = must(run([[
+      local out = {}
+      out.delete = select(2, pcall(kube.delete, 'events', 'cozystack-migrations-index.mismatch-7', { namespace = GNS })).reason
+      out.patch = select(2, pcall(kube.patch, 'events', 'some-job.foreign-1', { message = 'ours now' },
+        { namespace = GNS })).reason
+      print(json.encode(out))
+    ]], '--namespace', GNS))
+    assert.are.same({ delete = 'LedgerProtected', patch = 'LedgerProtected' }, res.json)
+    assert.are.equal(erv, h.kubectl_json('get event some-job.foreign-1 -n ' .. GNS).metadata.resourceVersion)
+    must(h.kubectl('get event cozystack-migrations-index.mismatch-7 -n ' .. GNS))
+  end)
+
   it('takes the namespace from $NAMESPACE, and refuses in dry-run mode too', function()
     local cm_rv = rv('configmap', 'cozystack-version')
     local res = must(run(attempts('GNS'), '--dry-run', { env = { NAMESPACE = GNS } }))
