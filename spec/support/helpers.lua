@@ -76,12 +76,12 @@ end
 -- spec reads. os.tmpname too, for the specs that use it directly.
 local spec_tmp = os.getenv('COZY_SPEC_TMP')
 if spec_tmp and spec_tmp ~= '' then
-  os.tmpname = function()
+  rawset(os, 'tmpname', function()
     local p = assert(io.popen('mktemp -p ' .. shell_quote(spec_tmp)))
     local name = p:read('l')
     p:close()
     return assert(name, 'mktemp in COZY_SPEC_TMP failed')
-  end
+  end)
 end
 
 function M.tmpdir()
