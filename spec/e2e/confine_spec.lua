@@ -17,7 +17,7 @@ local NOBODY = 'setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-priv
 -- A directory of the runner's user (nobody) outside every place a shell may
 -- read: /tmp, where the runner keeps its migrations' private directories.
 local function nobody_dir()
-  local d = must(h.run('mktemp -d /tmp/cozy-confine-XXXXXX'), 'mktemp').out:match('[^\n]+')
+  local d = h.private_tmpdir()
   must(h.run('chown 65534:65534 ' .. h.q(d) .. ' && chmod 700 ' .. h.q(d)), 'chown')
   return d
 end
