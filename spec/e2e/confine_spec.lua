@@ -17,7 +17,7 @@ local NOBODY = 'setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-priv
 -- A directory of the runner's user (nobody) outside every place a shell may
 -- read: /tmp, where the runner keeps its migrations' private directories.
 local function nobody_dir()
-  local d = must(h.run('mktemp -d /tmp/cozy-confine-XXXXXX'), 'mktemp').out:match('[^\n]+')
+  local d = h.private_tmpdir()
   must(h.run('chown 65534:65534 ' .. h.q(d) .. ' && chmod 700 ' .. h.q(d)), 'chown')
   return d
 end
@@ -217,7 +217,7 @@ touch "$TMPDIR/left" "$HOME/left"
     assert.are.equal('ran\n', h.slurp(out .. '/ran'))
   end)
 
-  it('keeps two `exec --dry-run` of one user apart: neither reads the other\'s kubeconfig nor reaches its gateway', function()
+  it('keeps two `exec --dry-run` of one user apart: neither reads the other\'s kubeconfig nor reaches its gateway, nor the runner\'s --kubeconfig', function()
     local out = scratch()
     local kc = nobody_dir() .. '/kubeconfig'
     must(h.run(string.format('cp %s %s && chown 65534 %s && chmod 600 %s', h.q(os.getenv('KUBECONFIG')),
@@ -232,14 +232,15 @@ for i in $(seq 200); do [ -s %s/first-port ] && break; sleep 0.05; done
 kc=$(cat %s/first-kc); port=$(cat %s/first-port)
 if cat "$kc" >/dev/null 2>&1; then echo "kubeconfig READ"; else echo "kubeconfig refused"; fi >>%s/seen
 if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then echo "gateway READ"; else echo "gateway refused"; fi >>%s/seen
+if cat %s >/dev/null 2>&1; then echo "runner-kubeconfig READ"; else echo "runner-kubeconfig refused"; fi >>%s/seen
 touch %s/second-done
-]], h.q(out), h.q(out), h.q(out), h.q(out), h.q(out), h.q(out)))
+]], h.q(out), h.q(out), h.q(out), h.q(out), h.q(out), h.q(kc), h.q(out), h.q(out)))
     must(h.run('chmod a+r ' .. h.q(first) .. ' ' .. h.q(second)), 'chmod')
     local cmd = string.format('%s env -i PATH=%s HOME=/nonexistent COZY_SHELL_RW=%s %s exec --dry-run --quiet ' ..
       '--kubeconfig %s', NOBODY, h.q(PATH), h.q(os.getenv('COZY_SHELL_RW') or ''), h.q(h.bin), h.q(kc))
     local f = runner.together(cmd .. ' one ' .. h.q(first), cmd .. ' two ' .. h.q(second))
     assert.are.equal('0\n', f.r1, f.e1)
     assert.are.equal('0\n', f.r2, f.e2)
-    assert.are.equal('kubeconfig refused\ngateway refused\n', h.slurp(out .. '/seen'))
+    assert.are.equal('kubeconfig refused\ngateway refused\nrunner-kubeconfig refused\n', h.slurp(out .. '/seen'))
   end)
 end)

@@ -76,12 +76,12 @@ end
 -- spec reads. os.tmpname too, for the specs that use it directly.
 local spec_tmp = os.getenv('COZY_SPEC_TMP')
 if spec_tmp and spec_tmp ~= '' then
-  os.tmpname = function()
+  rawset(os, 'tmpname', function()
     local p = assert(io.popen('mktemp -p ' .. shell_quote(spec_tmp)))
     local name = p:read('l')
     p:close()
     return assert(name, 'mktemp in COZY_SPEC_TMP failed')
-  end
+  end)
 end
 
 function M.tmpdir()
@@ -97,7 +97,9 @@ end
 -- (a service-account directory, a kubeconfig) when a case needs a script
 -- not to see them, and when the scratch directory must not hold them.
 function M.private_tmpdir()
-  local p = io.popen('mktemp -d /tmp/cozy-private-XXXXXX')
+  local base = os.getenv('COZY_SPEC_PRIVATE')
+  local p = io.popen(base and base ~= '' and ('mktemp -d -p ' .. shell_quote(base))
+    or 'mktemp -d /tmp/cozy-private-XXXXXX')
   local d = p:read('l')
   p:close()
   return d

@@ -111,9 +111,12 @@ function M.cluster(kubeconfig)
     h.must(c.kubectl('create configmap cozystack-version -n ' .. ns), 'create the ledger')
   end
   -- The runner's command line (a shell string), kubeconfig in its env.
+  -- (kubectl's directory on PATH: a confined shell executes only from the
+  -- system's directories and its PATH's, host/proc/confine.h)
   function c.run_cmd(dir, ns, flags, kubeconfig_override)
-    return string.format('env KUBECONFIG=%s %s run --dir %s --namespace %s %s',
-      h.q(kubeconfig_override or kubeconfig), h.q(h.bin), h.q(dir), ns, flags or '')
+    return string.format('env KUBECONFIG=%s PATH=%s %s run --dir %s --namespace %s %s',
+      h.q(kubeconfig_override or kubeconfig), h.q(h.root .. '/build/testenv/bin:' .. (os.getenv('PATH') or '')),
+      h.q(h.bin), h.q(dir), ns, flags or '')
   end
   return c
 end
