@@ -1,8 +1,10 @@
 /* door.c: the one door between a migration and the apiserver (see door.h).
  *
  * Owns the judgement of a request as it goes on the wire (the guard on its
- * path without the query and on its body as sent, the dry run's marks, the
- * deadline), which requests are safe to repeat, the read of a write's
+ * path without the query and on its body as sent, a YAML body sent as the
+ * JSON the guard read, a write of one Event judged on the Event as it is,
+ * the dry run's marks, the deadline), which requests are reviews (no
+ * writes), which are safe to repeat, the read of a write's
  * object before it, and the bookkeeping of its answer (the dry-run report,
  * the journal). Lifted out of the Lua binding so that a shell migration's
  * requests, through the gateway, pass exactly the same checks. Must never

@@ -5,7 +5,8 @@
  * the runner bound to 127.0.0.1), who may talk to it (the migration's
  * bearer token, compared in constant time; nothing else is answered but a
  * 401), reading each request as sent (its raw path and query, its headers
- * of meaning, its body), handing it to the door (door.h) under one lock so
+ * of meaning, its body; impersonation refused, never dropped), which
+ * requests stream (a watch as the apiserver reads one), handing it to the door (door.h) under one lock so
  * the journal, the connection and the overlay see one request at a time,
  * the legacy stamp (stamp.h) answered by rule, a preview's overlay
  * (gatepreview.h), streams handed to gatestream.h outside the lock, and
