@@ -74,8 +74,13 @@ t.create('configmaps', { metadata = { name = 'created-by-lua', namespace = 'defa
     assert.are.equal('ReachesOtherCluster', d.reason)
     assert.truthy(h.has(d.message, 'line 4: --kubeconfig'), d.message)
     assert.is_nil(target_labels().touched)
-    -- and it would have reached it: run for real, it labels the tenant's object
+    -- run for real and confined (docs/internals.md "Confinement": TCP to its
+    -- gateway alone), it cannot reach the tenant either
     res = h.cozy('exec', 'shell-reaches-tenant', f)
+    assert.is_nil(target_labels().touched, res.out .. res.err)
+    -- and the static check is no false alarm: unconfined (a kernel without
+    -- Landlock, outside a cluster), the same script labels the tenant's object
+    res = h.cozy('exec', 'shell-reaches-tenant', f, { env = { COZY_CONFINE_ABI = '0' } })
     assert.are.equal(0, res.code, res.out .. res.err)
     assert.are.equal('yes', target_labels().touched)
     h.must(up.kc('label configmap target -n default touched-'))

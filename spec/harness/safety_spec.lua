@@ -137,10 +137,13 @@ describe('#e2e the spec harness on a cluster it did not make', function()
     h.contains(res.out, 'version v2: openAPIV3Schema: the fixture keeps unknown fields here')
     h.contains(res.out, 'the cluster serves ' .. CRD_NAME .. ' from a CRD this run did not create')
     -- the two files that need the fixture's CRD failed in their setup, the
-    -- case that needs it gone is pending, every other case ran, on CRDs the
-    -- run made and removed again
+    -- case that needs it gone is pending, so are the six cases of the two
+    -- tenant-volume migrations (tenant apiservers start on this checkout's
+    -- testenv only, spec/support/tenant.lua), every other case ran, on CRDs
+    -- the run made and removed again
+    h.contains(res.out, "tenant clusters need this checkout's tools/testenv")
     local passed, failed, skipped = res.out:match('(%d+) passed, (%d+) failed, (%d+) skipped')
-    assert.are.same({ 2, 1 }, { tonumber(failed), tonumber(skipped) }, res.out)
+    assert.are.same({ 2, 1 + 6 }, { tonumber(failed), tonumber(skipped) }, res.out)
     assert.is_true(tonumber(passed) >= 30, res.out)
     local left = {}
     for _, c in ipairs(kjson('get crd').items) do
