@@ -695,7 +695,8 @@ size_t index_compare(const struct index *got, const struct index *want, const ch
                got->image, want->image);
     else if (!want->image && got->image)
         differ(&d, "the index names the image '%s', and no image was given to compare it with "
-               "(--image REF, or the MIGRATIONS_IMAGE of the image this runs in)", got->image);
+               "(--image REF, or the MIGRATIONS_IMAGE of the image this runs in; make install: "
+               "INDEX_IMAGE=REF)", got->image);
     if (got->configmap && want->configmap) {
         char a[32], b[32];
         if (got->pol.max_attempts != want->pol.max_attempts)

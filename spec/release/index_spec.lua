@@ -390,6 +390,8 @@ describe('cozy-migrate index', function()
       h.q(h.root), h.q(dest), h.q(dir), h.q(copy)))
     assert.are_not.equal(0, res.code)
     h.contains(res.out .. res.err, DIGEST)
+    h.contains(res.out, 'no image was given to compare it with (--image REF, or the MIGRATIONS_IMAGE of the image ' ..
+      'this runs in; make install: INDEX_IMAGE=REF)')
     res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr MIGRATIONS_TREE=%s INDEX_FILE=%s INDEX_IMAGE=%s',
       h.q(h.root), h.q(dest), h.q(dir), h.q(copy), h.q(DIGEST)))
     assert.are.equal(0, res.code, res.out .. res.err)
