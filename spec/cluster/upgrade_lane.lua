@@ -946,7 +946,8 @@ end)
 -- through the gateway every 0.5 s; and legacy script 6,
 -- lane-legacy-witness, which looks for that child in the same pod right
 -- after. The platform the block above left at version 5 (cozy-old, every
--- record of G) is upgraded to H, so these two are all that is pending.
+-- record of G), its namespace now enforcing Pod Security "restricted", is
+-- upgraded to H, so these two are all that is pending.
 describe('a hostile legacy script in the hook\'s pod', function()
   local ONS, OREL, H = 'cozy-old', 'old-platform', 'v1.7.0'
   local WIRED = LANE .. '/wired-chart'
@@ -961,6 +962,10 @@ describe('a hostile legacy script in the hook\'s pod', function()
   it('is refused the token file, /proc/1/environ, a minted token and the apiserver; its setsid child dies with it; the ledger gets only the engine\'s records, saying what was refused', function()
     local before = kc_json('get configmap cozystack-version -n ' .. ONS).data
     assert.are.equal('5', before.version, 'the block above leaves the wired platform at version 5')
+    -- the hook's pod as the platform runs it: Pod Security restricted
+    -- (RuntimeDefault seccomp, no privilege, every capability dropped)
+    h.must(kc('label namespace ' .. ONS .. ' pod-security.kubernetes.io/enforce=restricted ' ..
+      'pod-security.kubernetes.io/warn=restricted --overwrite'))
     chart_for(H, WIRED)
     local w = watch_jobs(ONS)
     local t = now()
@@ -974,6 +979,7 @@ describe('a hostile legacy script in the hook\'s pod', function()
     -- on-error=warn: the hook succeeds with the failure recorded
     assert.are.equal(0, res.code, res.all)
     assert.is_truthy(res.job.seconds, 'the engine\'s hook was not seen')
+    h.lacks(res.all, 'would violate PodSecurity')
 
     local after = kc_json('get configmap cozystack-version -n ' .. ONS).data
     local rec = json.decode(assert(after['m.' .. SLUG], 'no record of ' .. SLUG))
