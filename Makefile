@@ -103,16 +103,19 @@ INDEX_IMAGE     ?=
 HARNESS          = spec/support/helpers.lua spec/support/cluster.lua spec/support/migration.lua \
                    spec/support/disposable.lua spec/support/output.lua
 
+# A tree's history is the repository's it sits in only when that
+# repository's HEAD holds its migrations/ there: a copy made inside a
+# checkout (build/...) is no part of the checkout's history.
 manifest: build/cozy-migrate
-	@if git -C "$(MANIFEST_TREE)" rev-parse --git-dir >/dev/null 2>&1; then \
+	@if git -C "$(MANIFEST_TREE)" cat-file -e HEAD:./migrations >/dev/null 2>&1; then \
 	  build/cozy-migrate order --repo "$(MANIFEST_TREE)" --out "$(ORDER_OUT)" $(ORDER_FLAGS); \
 	elif [ -d "$(MANIFEST_TREE)/migrations/order.d" ]; then \
-	  echo "manifest: $(MANIFEST_TREE) has no git history; using its prepared migrations/order.d"; \
+	  echo "manifest: $(MANIFEST_TREE) has no git history of its own; using its prepared migrations/order.d"; \
 	  if [ "$(ORDER_OUT)" != "$(MANIFEST_TREE)/migrations/order.d" ]; then \
 	    rm -rf "$(ORDER_OUT)" && cp -R "$(MANIFEST_TREE)/migrations/order.d" "$(ORDER_OUT)"; \
 	  fi; \
 	else \
-	  echo "manifest: $(MANIFEST_TREE) has neither git history nor migrations/order.d (docs/shipping.md)" >&2; \
+	  echo "manifest: $(MANIFEST_TREE) has neither git history of its own nor migrations/order.d (docs/shipping.md)" >&2; \
 	  exit 1; \
 	fi
 

@@ -935,3 +935,101 @@ describe('the first upgrade onto the engine, from a platform with a numbered hoo
     assert.is_false(gone('configmap/platform-settings -n ' .. ns), 'the platform itself was installed')
   end)
 end)
+
+-- A hostile legacy script in the hook's pod (issue 39): release H
+-- (v1.7.0) of the wired platform ships legacy script 5, lane-legacy-hostile
+-- (on-error=warn), which tries, as the runner's user in the runner's pod
+-- (Pod Security restricted, RuntimeDefault seccomp), the pod's
+-- service-account token, /proc/1/environ and mem (the runner is PID 1),
+-- its supervisor's environ, a token minted through its gateway and the
+-- apiserver straight, then leaves a setsid child creating a ConfigMap
+-- through the gateway every 0.5 s; and legacy script 6,
+-- lane-legacy-witness, which looks for that child in the same pod right
+-- after. The platform the block above left at version 5 (cozy-old, every
+-- record of G), its namespace now enforcing Pod Security "restricted", is
+-- upgraded to H, so these two are all that is pending.
+describe('a hostile legacy script in the hook\'s pod', function()
+  local ONS, OREL, H = 'cozy-old', 'old-platform', 'v1.7.0'
+  local WIRED = LANE .. '/wired-chart'
+  local FIXO = h.root .. '/spec/cluster/fixtures/old-platform'
+  local TENANT = 'lane-old-tenant'
+  local SLUG, WITNESS = 'lane-legacy-hostile', 'lane-legacy-witness'
+
+  local function ticks()
+    return kc_json('get configmaps -n ' .. TENANT .. ' -l lane.cozystack.io/hostile=tick').items
+  end
+
+  it('is refused the token file, /proc/1/environ, a minted token and the apiserver; its setsid child dies with it; the ledger gets only the engine\'s records, saying what was refused', function()
+    local before = kc_json('get configmap cozystack-version -n ' .. ONS).data
+    assert.are.equal('5', before.version, 'the block above leaves the wired platform at version 5')
+    -- the hook's pod as the platform runs it: Pod Security restricted
+    -- (RuntimeDefault seccomp, no privilege, every capability dropped)
+    h.must(kc('label namespace ' .. ONS .. ' pod-security.kubernetes.io/enforce=restricted ' ..
+      'pod-security.kubernetes.io/warn=restricted --overwrite'))
+    chart_for(H, WIRED)
+    local w = watch_jobs(ONS)
+    local t = now()
+    local res = helm(string.format('upgrade %s %s -n %s --wait --timeout 600s -f %s -f %s --set migrations.image=%s',
+      OREL, h.q(WIRED), ONS, h.q(FIXO .. '/migrations-values.yaml'), h.q(FIXO .. '/wired-values.yaml'),
+      h.q(IMAGE .. ':' .. H)))
+    res.seconds = now() - t
+    res.job = stop_watch(w, 'cozystack-migrations')
+    res.all = res.out .. res.err
+    step('hostile legacy script in the hook pod (upgrade to H)', res)
+    -- on-error=warn: the hook succeeds with the failure recorded
+    assert.are.equal(0, res.code, res.all)
+    assert.is_truthy(res.job.seconds, 'the engine\'s hook was not seen')
+    h.lacks(res.all, 'would violate PodSecurity')
+
+    local after = kc_json('get configmap cozystack-version -n ' .. ONS).data
+    local rec = json.decode(assert(after['m.' .. SLUG], 'no record of ' .. SLUG))
+    local shown = json.encode(rec)
+    assert.are.equal('failed', rec.state, shown)
+    assert.are.equal(1, rec.attempts, shown)
+    -- the record says what was refused: the gateway's refusal of the mint
+    -- is its reason, and the script's own lines are its output tail
+    assert.are.equal('CredentialRefused', rec.reason, shown)
+    h.contains(rec.message, 'serviceaccounts/cozystack-migrations/token', shown)
+    local out = rec.output or ''
+    -- each attempt's line: refused by the kernel (Landlock, or the runner
+    -- not dumpable: EACCES), never a file or host that was not there
+    local function line(what) return out:match('\nhostile: ' .. what:gsub('%-', '%%-') .. ': ([^\n]*)') or '(no line)' end
+    for _, what in ipairs({ 'token', 'token-dir', 'pid1-environ', 'pid1-mem', 'parent-environ', 'apiserver-service',
+      'apiserver-endpoint' }) do
+      h.contains(line(what), 'refused: ', what .. ': ' .. shown)
+      h.contains(line(what), 'Permission denied', what .. ': ' .. shown)
+    end
+    h.contains(line('mint'), 'refused: error: failed to create token: a TokenRequest mints a credential', shown)
+    h.contains(out, 'hostile: gateway: GOT ', 'its own gateway answers')
+    h.lacks((out:gsub('hostile: gateway: GOT', '')), 'GOT ', shown)
+
+    -- the ledger: untouched but for the engine's two records (no stamp,
+    -- nothing the script wrote)
+    for k, v in pairs(before) do assert.are.equal(v, after[k], k) end
+    for k in pairs(after) do
+      assert.is_true(before[k] ~= nil or k == 'm.' .. SLUG or k == 'm.' .. WITNESS, 'a new ledger key ' .. k)
+    end
+
+    -- the setsid child: it ticked while its migration ran (its gateway
+    -- answered), none after the record was written, none since; the
+    -- witness, next in the same pod, found it gone
+    local n = ticks()
+    assert.is_true(#n >= 1, 'the setsid child never ticked: ' .. shown)
+    local at = epoch(rec.at)
+    for _, cm in ipairs(n) do
+      assert.is_true(epoch(cm.metadata.creationTimestamp) <= at,
+        cm.metadata.name .. ' made at ' .. cm.metadata.creationTimestamp .. ', after the record (' .. rec.at .. ')')
+    end
+    h.sleep(3)
+    assert.are.equal(#n, #ticks(), 'a tick after the hook ended')
+    local seen = kc_json('get configmap hostile-witness -n ' .. TENANT).data
+    assert.are.same({ pid = kc_json('get configmap hostile-ticker -n ' .. TENANT).data.pid, ticker = 'gone',
+      matching = '0' }, seen)
+    assert.are.equal('ok', json.decode(after['m.' .. WITNESS]).state, after['m.' .. WITNESS])
+    -- what each attempt got, for the lane's log and build/cluster-test/hostile.txt
+    local account = string.format('%s\nrecord: %s: %s\n%d tick(s) while it ran, none after; witness: %s\n',
+      out, rec.reason, rec.message, #n, json.encode(seen))
+    h.write(LANE .. '/hostile.txt', account)
+    io.stdout:write('\n', account)
+  end)
+end)

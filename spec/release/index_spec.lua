@@ -374,6 +374,18 @@ describe('cozy-migrate index', function()
     h.contains(res.out, "background slug 'bg-two' is shipped by the tree")
   end)
 
+  it('takes the prepared order.d of a copy made inside this checkout (build/...), never the checkout\'s history', function()
+    local inside = h.root .. '/build/index-spec-' .. tostring(os.time()) .. '-' .. tostring(math.random(1e6))
+    h.must(h.run(string.format('mkdir -p %s && cp -R %s/. %s', h.q(inside), h.q(dir), h.q(inside))))
+    local copy = h.write(os.tmpname() .. '.json', h.must(index(dir)).out)
+    local res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr MIGRATIONS_TREE=%s INDEX_FILE=%s',
+      h.q(h.root), h.q(h.tmpdir()), h.q(inside), h.q(copy)))
+    h.run('rm -rf ' .. h.q(inside))
+    assert.are.equal(0, res.code, res.out .. res.err)
+    h.contains(res.out, 'has no git history of its own; using its prepared migrations/order.d')
+    h.contains(res.out, 'agrees with the tree')
+  end)
+
   it("keeps this repository's chart copy (deploy/helm/files) in agreement with its own tree", function()
     local dest = h.tmpdir()
     local res = h.run(string.format('make -s -C %s install DESTDIR=%s PREFIX=/usr MIGRATIONS_TREE=.', h.q(h.root), h.q(dest)))
