@@ -19,7 +19,7 @@
 #include "base/paths.h"
 #include "base/util.h"
 #include "formats/manifest.h"
-#include "kube/restpool.h"
+#include "client/restpool.h"
 #include "run/shellenv.h"
 
 const char cli_cluster_opts_help[] =

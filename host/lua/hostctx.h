@@ -13,7 +13,7 @@
 #define COZY_HOSTCTX_H
 #include <lua.h>
 
-#include "kube/options.h"
+#include "client/options.h"
 
 struct journal_log;                 /* formats/journaldoc.h */
 

@@ -24,10 +24,10 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "kube/apipath.h"
-#include "kube/door.h"
-#include "kube/kubeconfig.h"
-#include "kube/options.h"
+#include "client/apipath.h"
+#include "door/door.h"
+#include "client/kubeconfig.h"
+#include "client/options.h"
 #include "lua/luajson.h"
 
 #define PROBE_S_DEFAULT 10.0

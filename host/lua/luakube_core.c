@@ -22,8 +22,8 @@
 #include "base/log.h"
 #include "base/stop.h"
 #include "base/util.h"
-#include "kube/apipath.h"
-#include "kube/options.h"
+#include "client/apipath.h"
+#include "client/options.h"
 #include "lua/luakube_int.h"
 #include "lua/luajson.h"
 

@@ -10,12 +10,12 @@
 #include <lua.h>
 
 #include "base/buf.h"
-#include "kube/discovery.h"
-#include "kube/journal.h"
-#include "kube/overlay.h"
-#include "kube/rest.h"
-#include "kube/pace.h"
-#include "kube/restpool.h"
+#include "client/discovery.h"
+#include "door/journal.h"
+#include "preview/overlay.h"
+#include "client/rest.h"
+#include "client/pace.h"
+#include "client/restpool.h"
 #include "lua/hostctx.h"
 
 /* One per Lua state, a userdata in its registry: what the module keeps

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "kube/apipath.h"
-#include "kube/gatepreview.h"
+#include "client/apipath.h"
+#include "preview/rules.h"
 #include "lua/luajson.h"
 
 /* Pushes a PreviewUnsupported error: the preview cannot predict this

@@ -21,9 +21,9 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/util.h"
-#include "kube/apipath.h"
-#include "kube/door.h"
-#include "kube/pace.h"
+#include "client/apipath.h"
+#include "door/door.h"
+#include "client/pace.h"
 #include "lua/luakube.h"
 #include "lua/luajson.h"
 

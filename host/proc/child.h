@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
-#include "kube/options.h"
+#include "client/options.h"
 
 struct gateway_cred;
 struct journal_log;

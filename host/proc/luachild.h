@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "kube/options.h"
+#include "client/options.h"
 
 #define LUA_CHILD_STATUS_FD 3
 

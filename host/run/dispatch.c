@@ -27,7 +27,7 @@
 #include "formats/manifest.h"
 #include "formats/record.h"
 #include "formats/tree.h"
-#include "kube/event.h"
+#include "client/event.h"
 #include "run/indexcheck.h"
 #include "run/lock.h"
 #include "run/plan.h"

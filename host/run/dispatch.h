@@ -53,7 +53,7 @@
 #include <stddef.h>
 
 #include "run/ledger.h"
-#include "kube/rest.h"
+#include "client/rest.h"
 #include "run/runner.h"
 
 #define DISPATCH_LABEL "platform.cozystack.io/dispatched-by"  /* = cozy-migrate */

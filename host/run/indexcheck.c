@@ -22,7 +22,7 @@
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "formats/indexdoc.h"
-#include "kube/event.h"
+#include "client/event.h"
 
 void indexcheck_say(void *ud, const char *line)
 {

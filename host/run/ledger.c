@@ -23,7 +23,7 @@
 #include "base/log.h"
 #include "formats/manifest.h"
 #include "base/util.h"
-#include "kube/event.h"
+#include "client/event.h"
 
 /* What a write asks back: the object's metadata alone. The writer needs
  * nothing of the answer but its status, and the whole ledger (2,000 records

@@ -16,8 +16,8 @@
 #include <cjson/cJSON.h>
 
 #include "formats/ledgerdoc.h"
-#include "kube/rest.h"
-#include "kube/restpool.h"
+#include "client/rest.h"
+#include "client/restpool.h"
 
 struct ledger_loc {
     struct rest_client *rest;

@@ -125,7 +125,7 @@
 #define COZY_LOCK_H
 #include <stdatomic.h>
 
-#include "kube/rest.h"
+#include "client/rest.h"
 #include "run/lockwatch.h"
 
 /* The finalizer every Lease this runner writes carries. */

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
-#include "kube/watch.h"
+#include "client/watch.h"
 
 #define STREAM_S 290        /* timeoutSeconds of one stream: the server closes it */
 #define BACKOFF_MAX_S 2.0   /* between a failed stream and the next try */

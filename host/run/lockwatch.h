@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
-#include "kube/kubeconfig.h"
+#include "client/kubeconfig.h"
 
 enum lockwatch_state {
     LW_STARTING = 0,        /* no stream open yet */

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "base/defaults.h"
-#include "kube/guard.h"
-#include "kube/pace.h"
+#include "door/guard.h"
+#include "client/pace.h"
 #include "formats/header.h"
 #include "formats/ledgerdoc.h"
 #include "lua/luajson.h"

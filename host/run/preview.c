@@ -25,7 +25,7 @@
 #include "base/paths.h"
 #include "base/stop.h"
 #include "formats/shellreach.h"
-#include "kube/overlay.h"
+#include "preview/overlay.h"
 #include "proc/child.h"
 #include "run/runner_int.h"
 

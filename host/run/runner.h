@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "formats/manifest.h"
-#include "kube/options.h"
+#include "client/options.h"
 
 struct runner_opts {
     struct kube_options k;      /* cluster, namespace, ledger and lease names, dry run */

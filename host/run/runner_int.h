@@ -9,9 +9,9 @@
 
 #include "formats/ledgerdoc.h"
 #include "formats/tree.h"
-#include "kube/gateway.h"
-#include "kube/kubeconfig_private.h"
-#include "kube/rest.h"
+#include "gateway/gateway.h"
+#include "gateway/kubeconfig_private.h"
+#include "client/rest.h"
 #include "proc/child.h"
 #include "run/shellenv.h"
 #include "run/ledger.h"

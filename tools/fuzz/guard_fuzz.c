@@ -1,4 +1,4 @@
-// sources: host/kube/guard.c host/kube/k8sproto.c host/formats/yamldoc.c host/formats/yaml11.c host/base/mem.c host/base/util.c
+// sources: host/door/guard.c host/door/k8sproto.c host/formats/yamldoc.c host/formats/yaml11.c host/base/mem.c host/base/util.c
 /* guard_fuzz.c: libFuzzer target for the ledger guard (host/kube/guard.c), which
  * decides on every request a migration sends. Owns checking that any
  * method, path, body and content type gets a verdict, with one non-empty
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "kube/guard.h"
+#include "door/guard.h"
 
 static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "get", "OPTIONS"};
 static const char *ctypes[] = {"application/json", "application/yaml", "application/merge-patch+json",

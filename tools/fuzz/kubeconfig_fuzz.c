@@ -1,9 +1,9 @@
-// sources: host/kube/kubeconfig.c host/kube/kubeconfig_fields.c host/formats/yamldoc.c host/base/mem.c host/base/util.c
+// sources: host/client/kubeconfig.c host/client/kubeconfig_fields.c host/formats/yamldoc.c host/base/mem.c host/base/util.c
 /* kubeconfig_fuzz.c: libFuzzer target for host/kube/kubeconfig.c through
  * kubeconfig_resolve_buffer. Owns checking that any input resolves or fails
  * with one non-empty line, and that a resolved config describes itself and
  * frees cleanly. Must never write files or keep state between inputs. */
-#include "kube/kubeconfig.h"
+#include "client/kubeconfig.h"
 
 #include <stdint.h>
 #include <stdlib.h>
