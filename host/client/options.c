@@ -1,7 +1,8 @@
 /* options.c: the kube options' defaults and the connection opened from
  * them (see options.h). Owns which default of defaults.h each option
  * starts from; nothing else copies an option into a rest_policy or calls
- * rest_new or rest_new_config. */
+ * rest_new or rest_new_config.
+ * Prefixes: kube_ (the kube options, as options.h names them). */
 #include "client/options.h"
 
 #include <string.h>

@@ -21,7 +21,7 @@
 
 #define WAKE_MS 200
 
-struct gatestream {
+struct relay {
     struct http_client *http;
     CURLM *m;
     CURL *h;
@@ -36,7 +36,7 @@ struct gatestream {
 
 static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
-    struct gatestream *s = ud;
+    struct relay *s = ud;
     if (buf_add(&s->pending, p, size * n) != 0)
         return 0;
     s->headers_done = 1;
@@ -45,7 +45,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 
 static size_t on_head(char *p, size_t size, size_t n, void *ud)
 {
-    struct gatestream *s = ud;
+    struct relay *s = ud;
     size_t len = size * n;
     if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
         s->ctype[0] = '\0';
@@ -74,10 +74,10 @@ static size_t on_head(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-struct gatestream *gatestream_start(struct rest_client *rest, const char *path,
+struct relay *relay_start(struct rest_client *rest, const char *path,
                                     const char *accept, double left, char *err, size_t errlen)
 {
-    struct gatestream *s = calloc(1, sizeof *s);
+    struct relay *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -87,14 +87,14 @@ struct gatestream *gatestream_start(struct rest_client *rest, const char *path,
     s->h = s->m ? http_handle_new(s->http) : NULL;
     if (!s->h) {
         snprintf(err, errlen, "out of memory");
-        gatestream_close(s);
+        relay_close(s);
         return NULL;
     }
     s->x = http_xfer_start(s->http, s->h, "GET", path, accept, NULL, NULL, 0, 1,
                            isinf(left) ? 0 : left, &s->resp);
     if (!s->x) {
         snprintf(err, errlen, "%s", s->resp.error);
-        gatestream_close(s);
+        relay_close(s);
         return NULL;
     }
     if (curl_easy_setopt(s->h, CURLOPT_WRITEFUNCTION, on_data) != CURLE_OK ||
@@ -104,14 +104,14 @@ struct gatestream *gatestream_start(struct rest_client *rest, const char *path,
         curl_easy_setopt(s->h, CURLOPT_PIPEWAIT, 0L) != CURLE_OK ||
         curl_multi_add_handle(s->m, s->h) != CURLM_OK) {
         snprintf(err, errlen, "libcurl refused the stream's settings");
-        gatestream_close(s);
+        relay_close(s);
         return NULL;
     }
     return s;
 }
 
 /* One round of the transfer, waiting up to WAKE_MS for something. */
-static void pump(struct gatestream *s)
+static void pump(struct relay *s)
 {
     int running = 0;
     curl_multi_perform(s->m, &running);
@@ -126,7 +126,7 @@ static void pump(struct gatestream *s)
         curl_multi_poll(s->m, NULL, 0, WAKE_MS, NULL);
 }
 
-int gatestream_headers(struct gatestream *s, const atomic_int *closing, long *status,
+int relay_headers(struct relay *s, const atomic_int *closing, long *status,
                        const char **ctype, char *err, size_t errlen)
 {
     while (!s->headers_done && !s->done) {
@@ -147,7 +147,7 @@ int gatestream_headers(struct gatestream *s, const atomic_int *closing, long *st
     return 0;
 }
 
-ssize_t gatestream_read(struct gatestream *s, char *buf, size_t max, const atomic_int *closing)
+ssize_t relay_read(struct relay *s, char *buf, size_t max, const atomic_int *closing)
 {
     for (;;) {
         if (s->pending.len) {
@@ -164,7 +164,7 @@ ssize_t gatestream_read(struct gatestream *s, char *buf, size_t max, const atomi
     }
 }
 
-void gatestream_close(struct gatestream *s)
+void relay_close(struct relay *s)
 {
     if (!s)
         return;

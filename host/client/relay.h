@@ -6,28 +6,28 @@
  * in, read in pieces by the server's connection thread, ended when the
  * answer ends, the client goes, the deadline passes or the gateway closes.
  * Every call that touches the shared client (start, close) must be made
- * under the gateway's lock; gatestream_read must not. */
-#ifndef COZY_GATESTREAM_H
-#define COZY_GATESTREAM_H
+ * under the gateway's lock; relay_read must not. */
+#ifndef COZY_RELAY_H
+#define COZY_RELAY_H
 #include <stdatomic.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 #include "client/rest.h"
 
-struct gatestream;
+struct relay;
 
 /* Starts GET path (its query included, already through the door) with
  * left seconds to live (HUGE_VAL: none). NULL with err on a failure to
  * start. */
-struct gatestream *gatestream_start(struct rest_client *rest, const char *path,
+struct relay *relay_start(struct rest_client *rest, const char *path,
                                     const char *accept, double left, char *err, size_t errlen);
 /* Waits until the answer's headers are in: 0 with its status and content
  * type, or -1 with err when the transfer failed before an answer. */
-int gatestream_headers(struct gatestream *s, const atomic_int *closing, long *status,
+int relay_headers(struct relay *s, const atomic_int *closing, long *status,
                        const char **ctype, char *err, size_t errlen);
 /* Up to max bytes of the body into buf, waiting for them: > 0 bytes, 0 at
  * the end of the answer, -1 when it broke or the gateway closes. */
-ssize_t gatestream_read(struct gatestream *s, char *buf, size_t max, const atomic_int *closing);
-void gatestream_close(struct gatestream *s);
+ssize_t relay_read(struct relay *s, char *buf, size_t max, const atomic_int *closing);
+void relay_close(struct relay *s);
 #endif

@@ -2,7 +2,8 @@
  * the libcurl multi handle the stream runs in (so it can wait for bytes
  * and still ask keep_going every KUBE_WATCH_POLL_S), the line buffer
  * events are cut from, and the parse of each event. Must never hand over
- * half an event, nor take a line longer than KUBE_WATCH_LINE_MAX. */
+ * half an event, nor take a line longer than KUBE_WATCH_LINE_MAX.
+ * Prefixes: kube_ (the name its callers know it by, kube_watch_). */
 #include "client/watch.h"
 
 #include <curl/curl.h>

@@ -26,7 +26,7 @@ static int holds(const char *body, size_t len, const char *s)
 static int judge(const char *method, const char *path, const char *body, size_t body_len,
                  const cJSON *jbody, char *why, size_t whylen);
 
-int gatemint_refuses(const char *method, const char *path, const char *body, size_t body_len,
+int mint_refuses(const char *method, const char *path, const char *body, size_t body_len,
                      const cJSON *jbody, char *why, size_t whylen)
 {
     /* a server-side apply is YAML by its type and JSON as kubectl sends it */

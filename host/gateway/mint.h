@@ -7,8 +7,8 @@
  * the gateway alone), but it would outlive the migration in the cluster for
  * anyone to take. None of the frozen legacy scripts makes one; a Lua
  * migration's requests do not pass here. */
-#ifndef COZY_GATEMINT_H
-#define COZY_GATEMINT_H
+#ifndef COZY_GATEWAY_MINT_H
+#define COZY_GATEWAY_MINT_H
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
@@ -16,6 +16,6 @@
  * without its query; body as it came (NULL: none) and jbody its parse when
  * the caller has one (NULL: read here). A body that is not JSON (kubectl's
  * protobuf) is judged by whether it holds the role's or the type's name. */
-int gatemint_refuses(const char *method, const char *path, const char *body, size_t body_len,
+int mint_refuses(const char *method, const char *path, const char *body, size_t body_len,
                      const cJSON *jbody, char *why, size_t whylen);
 #endif

@@ -298,7 +298,7 @@ static void stream_free(void *cls);
 
 struct stream_cls {
     struct gateway *g;
-    struct gatestream *s;
+    struct relay *s;
 };
 
 /* A streamed answer: the door's checks under the lock, the transfer out of
@@ -311,9 +311,9 @@ static enum MHD_Result answer_stream(struct gateway *g, struct MHD_Connection *c
     char why[512], err[512], msg[700];
     pthread_mutex_lock(&g->mu);
     enum door_rc rc = door_ready(&g->door, w, &o, &gv, why, sizeof why);
-    struct gatestream *s = NULL;
+    struct relay *s = NULL;
     if (rc == DOOR_OK) {
-        s = gatestream_start(g->rest, o.path, w->accept, o.left, err, sizeof err);
+        s = relay_start(g->rest, o.path, w->accept, o.left, err, sizeof err);
         door_out_free(&o);
     } else {
         const char *reason = door_refusal(rc, gv, why, msg, sizeof msg);
@@ -328,9 +328,9 @@ static enum MHD_Result answer_stream(struct gateway *g, struct MHD_Connection *c
         return status_reply(con, 503, "ServiceUnavailable", err);
     long status;
     const char *ctype;
-    if (gatestream_headers(s, &g->closing, &status, &ctype, err, sizeof err) != 0) {
+    if (relay_headers(s, &g->closing, &status, &ctype, err, sizeof err) != 0) {
         pthread_mutex_lock(&g->mu);
-        gatestream_close(s);
+        relay_close(s);
         pthread_mutex_unlock(&g->mu);
         return status_reply(con, 503, "ServiceUnavailable", err);
     }
@@ -341,7 +341,7 @@ static enum MHD_Result answer_stream(struct gateway *g, struct MHD_Connection *c
     if (!r) {
         free(sc);
         pthread_mutex_lock(&g->mu);
-        gatestream_close(s);
+        relay_close(s);
         pthread_mutex_unlock(&g->mu);
         return MHD_NO;
     }
@@ -357,7 +357,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     struct stream_cls *sc = cls;
-    ssize_t n = gatestream_read(sc->s, buf, max, &sc->g->closing);
+    ssize_t n = relay_read(sc->s, buf, max, &sc->g->closing);
     return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
@@ -365,7 +365,7 @@ static void stream_free(void *cls)
 {
     struct stream_cls *sc = cls;
     pthread_mutex_lock(&sc->g->mu);
-    gatestream_close(sc->s);
+    relay_close(sc->s);
     pthread_mutex_unlock(&sc->g->mu);
     free(sc);
 }
@@ -452,27 +452,27 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
     char why[512], msg[700];
     cJSON *jbody = w->body && (!w->ctype || strstr(w->ctype, "json"))
                        ? cJSON_ParseWithLength(w->body, w->body_len) : NULL;
-    if (gatemint_refuses(w->method, path, w->body, w->body_len, jbody, why, sizeof why)) {
+    if (mint_refuses(w->method, path, w->body, w->body_len, jbody, why, sizeof why)) {
         note_refusal(g, "CredentialRefused", w->method, path, why);
         cJSON_Delete(jbody);
         return status_reply(con, 403, "CredentialRefused", why);
     }
     struct door_req req = *w;
     req.safe = door_safe(w->method, jbody);
-    struct gate_answer pa;
+    struct preview_answer pa;
     memset(&pa, 0, sizeof pa);
-    if (g->ov && gatepreview_before(g->ov, &g->door, &req, path, jbody, &pa)) {
+    if (g->ov && preview_before(g->ov, &g->door, &req, path, jbody, &pa)) {
         cJSON_Delete(jbody);
         if (pa.unpredictable)
             note_unpredictable(g, w->method, path, pa.message);
         enum MHD_Result mr = pa.body ? json_reply(con, (unsigned)pa.status, pa.body)
                                      : status_reply(con, (unsigned)pa.status, pa.reason,
                                                     pa.message);
-        gatepreview_answer_free(&pa);
+        preview_answer_free(&pa);
         return mr;
     }
     struct door_prior prior;
-    door_prior_read(&g->door, w->method, path, jbody, g->ov ? gatepreview_held(g->ov, path) : NULL,
+    door_prior_read(&g->door, w->method, path, jbody, g->ov ? preview_held(g->ov, path) : NULL,
                     &prior);
     struct rest_result res;
     enum door_rc rc = door_send(&g->door, &req, &res, &gv, why, sizeof why);
@@ -483,7 +483,7 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
             note_unpredictable(g, w->method, path, msg);
         rest_result_free(&res);
         door_prior_free(&prior);
-        gatepreview_answer_free(&pa);
+        preview_answer_free(&pa);
         cJSON_Delete(jbody);
         return status_reply(con, rc == DOOR_LATE ? 504 : rc == DOOR_NOMEM ? 500
                                  : gv == GUARD_BAD_PATH || gv == GUARD_UNREADABLE ? 400 : 403,
@@ -496,12 +496,12 @@ static enum MHD_Result answer_plain(struct gateway *g, struct MHD_Connection *co
                  cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(res.json, "items"));
     if (ok && g->ov) {
         char perr[512];
-        if (gatepreview_after(g->ov, w->method, path, w->path, prior.before, &res, perr,
+        if (preview_after(g->ov, w->method, path, w->path, prior.before, &res, perr,
                               sizeof perr) != 0)
             note_unpredictable(g, w->method, path, perr);
     }
     door_prior_free(&prior);
-    gatepreview_answer_free(&pa);
+    preview_answer_free(&pa);
     cJSON_Delete(jbody);
     enum MHD_Result mr;
     if (res.status == 0)

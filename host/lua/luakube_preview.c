@@ -74,7 +74,7 @@ static int resend_as(struct req *q, struct send *snd, const char *method, cJSON 
     return 0;
 }
 
-/* What the overlay answers before anything is sent (gatepreview_decide,
+/* What the overlay answers before anything is sent (preview_decide,
  * the gateway's rules too). Returns the number of Lua results it pushed,
  * or -1 to send (q and snd possibly rewritten so a write to an object the
  * overlay holds goes out as a dry run of the overlay's version). *held is
@@ -83,31 +83,31 @@ int luakube_preview_before(lua_State *L, struct kube_client *c, struct req *q, s
                         const char *path0, const char *verb, const cJSON **held)
 {
     const char *method = snd->method;
-    struct gatepreview_verdict v;
-    if (gatepreview_decide(c->overlay, method, path0, snd->ctype, q->jbody, &v) != 0)
+    struct preview_verdict v;
+    if (preview_decide(c->overlay, method, path0, snd->ctype, q->jbody, &v) != 0)
         return luaL_error(L, "kube: preview: out of memory");
     *held = v.held;
     switch (v.kind) {
-    case GP_SEND:
+    case PREVIEW_SEND:
         return -1;
-    case GP_HELD:
+    case PREVIEW_HELD:
         push_status(L, 200, v.held);
         return 1;
-    case GP_STATUS:
+    case PREVIEW_STATUS:
         lua_pushnil(L);
         luakube_push_error(L, v.status, v.reason, v.message, NULL, verb, method, path0);
         return 2;
-    case GP_UNSUPPORTED:
+    case PREVIEW_UNSUPPORTED:
         lua_pushnil(L);
         push_unsupported(L, c, v.message, verb, method, path0);
         return 2;
-    case GP_DELETED:
+    case PREVIEW_DELETED:
         journal_add(&c->journal, method, verb, path0, 200, NULL, NULL, 1, 1, "");
         out_line("dry-run: would delete %s/%s (created earlier in this preview)", v.ap.resource,
                  v.ap.name);
         push_status(L, 200, NULL);
         return 1;
-    case GP_REWRITE:
+    case PREVIEW_REWRITE:
         if (resend_as(q, snd, v.method, v.next) != 0)
             return luaL_error(L, "kube: preview: out of memory");
         if (*v.path) {
@@ -124,7 +124,7 @@ int luakube_preview_before(lua_State *L, struct kube_client *c, struct req *q, s
 
 /* After a successful request in a preview: a write's answer goes in the
  * overlay; a list page is merged with it, by the selectors the script's
- * query table holds (gatepreview_keep). 0, or -1 with an error pushed.
+ * query table holds (preview_keep). 0, or -1 with an error pushed.
  * May raise. */
 int luakube_preview_after(lua_State *L, struct kube_client *c, struct overlay *ov, struct req *q,
                        const char *method, const char *path0, int qidx)
@@ -137,7 +137,7 @@ int luakube_preview_after(lua_State *L, struct kube_client *c, struct overlay *o
         lua_getfield(L, qidx, "fieldSelector");
     }
     char err[512];
-    int rc = gatepreview_keep(ov, method, path0, sel ? lua_tostring(L, -2) : NULL,
+    int rc = preview_keep(ov, method, path0, sel ? lua_tostring(L, -2) : NULL,
                               sel ? lua_tostring(L, -1) : NULL, q->before, q->res.json, err,
                               sizeof err);
     if (sel)

@@ -12,7 +12,7 @@
 
 #include "client/apipath.h"
 
-static void unsupported(struct gate_answer *a, const char *msg)
+static void unsupported(struct preview_answer *a, const char *msg)
 {
     a->status = 422;
     a->unpredictable = 1;
@@ -20,7 +20,7 @@ static void unsupported(struct gate_answer *a, const char *msg)
     snprintf(a->message, sizeof a->message, "%s", msg);
 }
 
-static int status(struct gate_answer *a, long code, const char *reason, const char *msg)
+static int status(struct preview_answer *a, long code, const char *reason, const char *msg)
 {
     a->status = code;
     snprintf(a->reason, sizeof a->reason, "%s", reason);
@@ -28,14 +28,14 @@ static int status(struct gate_answer *a, long code, const char *reason, const ch
     return 1;
 }
 
-const cJSON *gatepreview_held(const struct overlay *ov, const char *path)
+const cJSON *preview_held(const struct overlay *ov, const char *path)
 {
     const cJSON *o = NULL;
     return overlay_get(ov, path, &o) == OV_PRESENT ? o : NULL;
 }
 
 /* The request sends obj (as JSON) with method to path (owned copies). */
-static int resend(struct gate_answer *a, struct door_req *req, const char *method, const char *path,
+static int resend(struct preview_answer *a, struct door_req *req, const char *method, const char *path,
                   cJSON *obj)
 {
     free(a->own_path);
@@ -54,7 +54,7 @@ static int resend(struct gate_answer *a, struct door_req *req, const char *metho
     return 0;
 }
 
-static int verdict(struct gatepreview_verdict *v, enum gatepreview_kind kind, long status,
+static int verdict(struct preview_verdict *v, enum preview_kind kind, long status,
                    const char *reason, const char *message)
 {
     v->kind = kind;
@@ -64,8 +64,8 @@ static int verdict(struct gatepreview_verdict *v, enum gatepreview_kind kind, lo
     return 0;
 }
 
-int gatepreview_decide(struct overlay *ov, const char *method, const char *path, const char *ctype,
-                       const cJSON *jbody, struct gatepreview_verdict *v)
+int preview_decide(struct overlay *ov, const char *method, const char *path, const char *ctype,
+                       const cJSON *jbody, struct preview_verdict *v)
 {
     memset(v, 0, sizeof *v);
     struct apipath *ap = &v->ap;
@@ -86,17 +86,17 @@ int gatepreview_decide(struct overlay *ov, const char *method, const char *path,
     if (st == OV_DELETED && !name) {
         snprintf(msg, sizeof msg, "%s \"%s\" not found (deleted earlier in this preview)",
                  ap->resource, ap->name);
-        return verdict(v, GP_STATUS, 404, "NotFound", msg);
+        return verdict(v, PREVIEW_STATUS, 404, "NotFound", msg);
     }
     if (st == OV_DELETED)
-        return verdict(v, GP_UNSUPPORTED, 422, "PreviewUnsupported", "the preview cannot "
+        return verdict(v, PREVIEW_UNSUPPORTED, 422, "PreviewUnsupported", "the preview cannot "
                        "re-create an object an earlier write of this preview deleted");
     if (strcmp(method, "GET") == 0)
-        return verdict(v, GP_HELD, 200, "", "");
+        return verdict(v, PREVIEW_HELD, 200, "", "");
     if (name) {
         snprintf(msg, sizeof msg, "%s \"%s\" already exists (created earlier in this preview)",
                  ap->resource, name);
-        return verdict(v, GP_STATUS, 409, "AlreadyExists", msg);
+        return verdict(v, PREVIEW_STATUS, 409, "AlreadyExists", msg);
     }
     const char *rv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(v->held, "metadata"), "resourceVersion"));
@@ -106,18 +106,18 @@ int gatepreview_decide(struct overlay *ov, const char *method, const char *path,
             return 0;
         if (overlay_delete(ov, path) != 0)
             return -1;
-        return verdict(v, GP_DELETED, 200, "", "");
+        return verdict(v, PREVIEW_DELETED, 200, "", "");
     }
     if (strcmp(method, "PATCH") == 0) {
         char err[512];
         if (overlay_apply_patch(v->held, ctype, jbody, &v->next, err, sizeof err) != 0)
-            return verdict(v, GP_UNSUPPORTED, 422, "PreviewUnsupported", err);
+            return verdict(v, PREVIEW_UNSUPPORTED, 422, "PreviewUnsupported", err);
     } else {
         v->next = cJSON_Duplicate(jbody, 1);
     }
     if (!v->next)
         return -1;
-    v->kind = GP_REWRITE;
+    v->kind = PREVIEW_REWRITE;
     v->method = "PUT";
     if (created) {
         cJSON *meta = cJSON_GetObjectItemCaseSensitive(v->next, "metadata");
@@ -131,26 +131,26 @@ int gatepreview_decide(struct overlay *ov, const char *method, const char *path,
     return 0;
 }
 
-int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req *req,
-                       const char *path, const cJSON *jbody, struct gate_answer *a)
+int preview_before(struct overlay *ov, const struct door *d, struct door_req *req,
+                       const char *path, const cJSON *jbody, struct preview_answer *a)
 {
     memset(a, 0, sizeof *a);
-    struct gatepreview_verdict v;
-    if (gatepreview_decide(ov, req->method, path, req->ctype, jbody, &v) != 0)
+    struct preview_verdict v;
+    if (preview_decide(ov, req->method, path, req->ctype, jbody, &v) != 0)
         return status(a, 500, "InternalError", "out of memory");
     switch (v.kind) {
-    case GP_SEND:
+    case PREVIEW_SEND:
         return 0;
-    case GP_STATUS:
+    case PREVIEW_STATUS:
         return status(a, v.status, v.reason, v.message);
-    case GP_UNSUPPORTED:
+    case PREVIEW_UNSUPPORTED:
         unsupported(a, v.message);
         return 1;
-    case GP_HELD:
+    case PREVIEW_HELD:
         a->status = 200;
         a->body = cJSON_Duplicate(v.held, 1);
         return a->body ? 1 : status(a, 500, "InternalError", "out of memory");
-    case GP_DELETED: {
+    case PREVIEW_DELETED: {
         char msg[600];
         if (d->journal)
             journal_add(d->journal, req->method, "delete", path, 200, NULL, NULL, 1, 1, "");
@@ -165,7 +165,7 @@ int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req
         cJSON_AddStringToObject(a->body, "status", "Success");
         return 1;
     }
-    case GP_REWRITE:
+    case PREVIEW_REWRITE:
         if (resend(a, req, v.method, *v.path ? v.path : req->path, v.next) != 0)
             return status(a, 500, "InternalError", "out of memory");
         return 0;
@@ -173,7 +173,7 @@ int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req
     return 0;
 }
 
-void gatepreview_answer_free(struct gate_answer *a)
+void preview_answer_free(struct preview_answer *a)
 {
     cJSON_Delete(a->body);
     free(a->own_path);
@@ -181,7 +181,7 @@ void gatepreview_answer_free(struct gate_answer *a)
     memset(a, 0, sizeof *a);
 }
 
-int gatepreview_keep(struct overlay *ov, const char *method, const char *path, const char *ls,
+int preview_keep(struct overlay *ov, const char *method, const char *path, const char *ls,
                      const char *fs, const cJSON *before, cJSON *resp, char *err, size_t errlen)
 {
     if (strcmp(method, "GET") == 0) {
@@ -208,14 +208,14 @@ int gatepreview_keep(struct overlay *ov, const char *method, const char *path, c
     return rc;
 }
 
-int gatepreview_after(struct overlay *ov, const char *method, const char *path,
+int preview_after(struct overlay *ov, const char *method, const char *path,
                       const char *full_path, const cJSON *before, struct rest_result *res,
                       char *err, size_t errlen)
 {
     int list = strcmp(method, "GET") == 0;
     char *ls = list ? apipath_query_value(full_path, "labelSelector") : NULL;
     char *fs = list ? apipath_query_value(full_path, "fieldSelector") : NULL;
-    int rc = gatepreview_keep(ov, method, path, ls, fs, before, res->json, err, errlen);
+    int rc = preview_keep(ov, method, path, ls, fs, before, res->json, err, errlen);
     free(ls);
     free(fs);
     return rc;

@@ -1,5 +1,5 @@
 /* gatepreview.h: a preview's copy-on-write overlay (overlay.h) in front of
- * the door: the one set of rules (gatepreview_decide, gatepreview_keep)
+ * the door: the one set of rules (preview_decide, preview_keep)
  * the Lua module's preview (lua/luakube_preview.c) and the gateway's, for
  * requests that arrive as HTTP (a shell migration's kubectl), both follow.
  * What the overlay answers before anything is sent
@@ -9,8 +9,8 @@
  * called so (the migration's preview is then unpredictable, never a
  * failure of the run). Makes no request itself: the caller sends through
  * the door. The gateway calls it under its lock. */
-#ifndef COZY_GATEPREVIEW_H
-#define COZY_GATEPREVIEW_H
+#ifndef COZY_PREVIEW_RULES_H
+#define COZY_PREVIEW_RULES_H
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
@@ -19,44 +19,44 @@
 #include "preview/overlay.h"
 
 /* What the overlay makes of a request, before anything is sent. */
-enum gatepreview_kind {
-    GP_SEND,            /* the overlay holds nothing of it: send it as it is */
-    GP_HELD,            /* a GET of an object the overlay holds: answer it (held) */
-    GP_STATUS,          /* answer with status, reason and message (NotFound, AlreadyExists) */
-    GP_UNSUPPORTED,     /* the preview cannot predict it (message) */
-    GP_DELETED,         /* a delete of an object this preview created: done in the overlay,
+enum preview_kind {
+    PREVIEW_SEND,            /* the overlay holds nothing of it: send it as it is */
+    PREVIEW_HELD,            /* a GET of an object the overlay holds: answer it (held) */
+    PREVIEW_STATUS,          /* answer with status, reason and message (NotFound, AlreadyExists) */
+    PREVIEW_UNSUPPORTED,     /* the preview cannot predict it (message) */
+    PREVIEW_DELETED,         /* a delete of an object this preview created: done in the overlay,
                          * answer Success (the caller journals and says it) */
-    GP_REWRITE,         /* send next with method to path instead: a dry run of the
+    PREVIEW_REWRITE,         /* send next with method to path instead: a dry run of the
                          * overlay's version */
 };
 
-struct gatepreview_verdict {
-    enum gatepreview_kind kind;
+struct preview_verdict {
+    enum preview_kind kind;
     struct apipath ap;          /* what path names */
-    const cJSON *held;          /* the overlay's object (GP_HELD, GP_REWRITE) */
+    const cJSON *held;          /* the overlay's object (PREVIEW_HELD, PREVIEW_REWRITE) */
     long status;
     char reason[64];
     char message[700];
-    const char *method;         /* GP_REWRITE: POST (to path, the collection) or PUT (path "":
+    const char *method;         /* PREVIEW_REWRITE: POST (to path, the collection) or PUT (path "":
                                  * the request's own) */
     char path[1400];
-    cJSON *next;                /* GP_REWRITE: the body to send; the caller's */
+    cJSON *next;                /* PREVIEW_REWRITE: the body to send; the caller's */
 };
 
 /* Decides for method to path (its query left off; ctype and jbody the
  * request's content type and parsed body). 0, or -1 when out of memory. */
-int gatepreview_decide(struct overlay *ov, const char *method, const char *path, const char *ctype,
-                       const cJSON *jbody, struct gatepreview_verdict *v);
+int preview_decide(struct overlay *ov, const char *method, const char *path, const char *ctype,
+                       const cJSON *jbody, struct preview_verdict *v);
 /* After a successful request: a write's answer (resp) goes in the overlay
  * (a delete's, unless finalizers remain on before or resp), a list page is
  * merged with it (by the selectors ls and fs, either NULL). 0, or -1 with
  * err when the preview cannot keep or merge it. */
-int gatepreview_keep(struct overlay *ov, const char *method, const char *path, const char *ls,
+int preview_keep(struct overlay *ov, const char *method, const char *path, const char *ls,
                      const char *fs, const cJSON *before, cJSON *resp, char *err, size_t errlen);
 
 /* What the overlay answered (body, or a Status from reason and message),
  * and the request rewritten (own_* hold what the door_req points to). */
-struct gate_answer {
+struct preview_answer {
     long status;
     cJSON *body;
     char reason[64];
@@ -67,16 +67,16 @@ struct gate_answer {
 
 /* 1 when the overlay answered (a filled), 0 to send req (possibly
  * rewritten into a's buffers). path is req's path without its query, jbody
- * its parsed body. gatepreview_answer_free(a) in both cases. */
-int gatepreview_before(struct overlay *ov, const struct door *d, struct door_req *req,
-                       const char *path, const cJSON *jbody, struct gate_answer *a);
-void gatepreview_answer_free(struct gate_answer *a);
+ * its parsed body. preview_answer_free(a) in both cases. */
+int preview_before(struct overlay *ov, const struct door *d, struct door_req *req,
+                       const char *path, const cJSON *jbody, struct preview_answer *a);
+void preview_answer_free(struct preview_answer *a);
 /* The overlay's object at path, or NULL. */
-const cJSON *gatepreview_held(const struct overlay *ov, const char *path);
+const cJSON *preview_held(const struct overlay *ov, const char *path);
 /* After a successful request: a write's answer goes in the overlay, a list
  * page (res->json) is merged with it (the selectors read from full_path's
  * query). 0, or -1 with err when the preview cannot keep or merge it. */
-int gatepreview_after(struct overlay *ov, const char *method, const char *path,
+int preview_after(struct overlay *ov, const char *method, const char *path,
                       const char *full_path, const cJSON *before, struct rest_result *res,
                       char *err, size_t errlen);
 #endif
