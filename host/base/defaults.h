@@ -44,7 +44,7 @@
 #define DEFAULT_REQUEST_ATTEMPTS 100        /* including the first */
 #define DEFAULT_RETRY_BUDGET_S 60.0         /* all attempts of one request */
 /* Writes one fleet.each has in flight at once (--concurrency; 1: one at a
- * time). Bounded by REST_POOL_MAX (kube/restpool.h). */
+ * time). Bounded by REST_POOL_MAX (client/restpool.h). */
 #define DEFAULT_CONCURRENCY 8
 
 /* What a failed migration keeps of its output (record field `output`). */

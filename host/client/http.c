@@ -1,6 +1,7 @@
-/* http.c: the apiserver connection (libcurl easy handle, reused).
+/* http.c: the client's transport (see http.h): its easy handle, reused,
+ * and the handles it copies for the pool, a watch and a relay.
  *
- * Owns TLS and credentials for every request, feeding the request body to
+ * Owns TLS and credentials for every request on every handle, feeding the request body to
  * libcurl (and refusing libcurl's own silent resend of a body that must not
  * be sent twice), and the capture of the status, body, Content-Type,
  * Retry-After and Warning headers. Must never retry, interpret a status, or

@@ -1,15 +1,22 @@
-/* http.h: the one HTTPS connection a migration talks to the apiserver over.
- * Owns the libcurl handle (kept alive and reused for every request, HTTP/2
- * where offered), TLS (verified unless the kubeconfig says otherwise), client
- * certificates, and the bearer token (a token file wins over an inline
- * token, as in client-go, and is re-read as soon as it changes, as
- * service-account tokens rotate). Sends exactly one request
- * per call: retrying is the caller's policy (rest.c).
+/* http.h: the client's HTTPS transport to the apiserver, and the one place
+ * a libcurl handle is set up: TLS (verified unless the kubeconfig says
+ * otherwise), client certificates, the proxy and the bearer token (a token
+ * file wins over an inline token, as in client-go, and is re-read as soon
+ * as it changes, as service-account tokens rotate), so every connection
+ * the engine opens proves the same identity the same way. An http_client
+ * holds one handle, kept alive and reused (HTTP/2 where offered), for
+ * requests sent one at a time; it sends exactly one request per call:
+ * retrying is the caller's policy (rest.c).
  *
- * No libcurl type crosses this interface: a failure is an http_failure,
- * the client is opaque. The same request run as one transfer among many
- * (restpool.c, watch.c, gatestream.c, which drive a libcurl multi handle)
- * is http_xfer.h's. */
+ * That is not the engine's only connection: a pool (restpool.c: many
+ * requests on one multi handle), a watch (watch.c) and a relayed stream
+ * (relay.c) each run handles copied from a client (http_xfer.h) on a
+ * multi handle of their own, so on connections of their own: a watch or a
+ * relayed log lasts minutes and is read from its own loop or thread, and
+ * a libcurl multi handle is driven by one thread at a time, so sharing one
+ * would need an I/O thread to serve them all, and would queue a sweep
+ * behind a stream. No libcurl type crosses this interface: a failure is an
+ * http_failure, the client is opaque. */
 #ifndef COZY_HTTP_H
 #define COZY_HTTP_H
 #include <stddef.h>

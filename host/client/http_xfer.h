@@ -1,7 +1,8 @@
 /* http_xfer.h: http.h's request as one transfer of a libcurl multi handle,
- * for the three files that drive one (restpool.c, watch.c, gatestream.c):
- * the only interface of http.c with libcurl types in it, and kube/'s own
- * (nothing outside kube/ includes it). */
+ * for the three files that drive one (restpool.c, watch.c, relay.c), each
+ * on a connection of its own (http.h says why): the only interface of
+ * http.c with libcurl types in it, and the client's own (nothing outside
+ * client/ includes it, nor names libcurl). */
 #ifndef COZY_HTTP_XFER_H
 #define COZY_HTTP_XFER_H
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* kubeconfig_int.h: what kubeconfig.c (selecting and merging the files,
  * the contexts, in-cluster) and kubeconfig_fields.c (one cluster, one user)
- * share. Nothing outside kube/ includes it. */
+ * share. Nothing outside client/ includes it. */
 #ifndef COZY_KUBECONFIG_INT_H
 #define COZY_KUBECONFIG_INT_H
 #include <cjson/cJSON.h>

@@ -1,11 +1,11 @@
-/* gatestream.c: a streamed answer through the gateway (see gatestream.h).
+/* relay.c: a streamed answer for a relay to hand on (see relay.h).
  *
  * Owns the upstream transfer of one watch or followed log: a handle copied
  * from the client's (its TLS, token and proxy), driven by a multi handle of
  * its own from the connection thread that reads it, its headers watched for
  * their end (a watch sends them at once and its first event much later),
  * its body kept only until read. Must never block past a wake-up period
- * without looking at the gateway's closing flag, nor outlive its answer. */
+ * without looking at the relay's closing flag, nor outlive its answer. */
 #include "client/relay.h"
 
 #include <curl/curl.h>

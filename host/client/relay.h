@@ -1,12 +1,13 @@
-/* gatestream.h: one streamed answer through the gateway (gateway.h): a
- * watch, a followed log. The upstream transfer runs on a libcurl handle of
- * its own (so a watch that lasts minutes holds no other request up), its
- * body handed on as it arrives. Owns that transfer: started with the
- * client's TLS and credentials (http.h), waited on until its headers are
- * in, read in pieces by the server's connection thread, ended when the
- * answer ends, the client goes, the deadline passes or the gateway closes.
- * Every call that touches the shared client (start, close) must be made
- * under the gateway's lock; relay_read must not. */
+/* relay.h: one streamed answer a relay hands on as it arrives (the
+ * shell's gateway, gateway/gateway.h: a watch, a followed log). The
+ * upstream transfer runs on a libcurl handle and a connection of its own
+ * (so a watch that lasts minutes holds no other request up), its body
+ * handed on as it arrives. Owns that transfer: started with the client's
+ * TLS and credentials (http.h), waited on until its headers are in, read
+ * in pieces by the relay's own thread, ended when the answer ends, the
+ * client goes, the deadline passes or the relay closes. Every call that
+ * touches the shared client (start, close) must be made under the relay's
+ * lock (the gateway's); relay_read must not. */
 #ifndef COZY_RELAY_H
 #define COZY_RELAY_H
 #include <stdatomic.h>

@@ -1,8 +1,9 @@
 /* rest_int.h: rest.c's retry policy as steps, for the one other driver of
- * attempts, restpool.c (many requests in flight on a multi handle). rest_do
- * is these steps in a loop with a sleep; the pool runs the same steps per
+ * attempts, restpool.c (many requests in flight on a multi handle), and
+ * rest_http for relay.c, which copies the client's handle. rest_do is
+ * these steps in a loop with a sleep; the pool runs the same steps per
  * request, so a request in the pool is retried, given up and told exactly
- * as one sent alone. Nothing outside kube/ includes it. */
+ * as one sent alone. Nothing outside client/ includes it. */
 #ifndef COZY_REST_INT_H
 #define COZY_REST_INT_H
 #include "client/http.h"

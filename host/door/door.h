@@ -1,7 +1,7 @@
 /* door.h: the one door every request of a migration passes on its way to
  * the apiserver, whoever makes it: a Lua migration's kube module
  * (lua/luakube_request.c) and a shell migration's kubectl through the runner's
- * loopback gateway (kube/gateway.h) alike, so the promises are the same
+ * loopback gateway (gateway/gateway.h) alike, so the promises are the same
  * for both. Owns, for one request as it will go on the wire: the ledger
  * guard's judgement (guard.h) of its method, path and body; in a dry run,
  * dryRun=All in the query of every mutating request and in a DELETE's

@@ -2,7 +2,7 @@
  * its JSON form (writes, changed, unknown, entries, more, truncated), reading
  * a log another process wrote without trusting a count or a string past its
  * bounds, and cutting the JSON to a size with a marker and the true counts.
- * Knows nothing of requests: kube/journal.c records the writes.
+ * Knows nothing of requests: door/journal.c records the writes.
  * Prefixes: journal_ (the journal document, as journaldoc.h names it). */
 #include "formats/journaldoc.h"
 

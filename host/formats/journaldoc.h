@@ -4,7 +4,7 @@
  * child ended), its JSON form (what a record's `journal` holds, what status
  * and preview show), and cutting that form to a size (journal_fit), always
  * with a marker and the true counts. Recording the writes is
- * kube/journal.h's. */
+ * door/journal.h's. */
 #ifndef COZY_JOURNALDOC_H
 #define COZY_JOURNALDOC_H
 #include <stddef.h>

@@ -41,7 +41,7 @@ struct record {
     char by[256];           /* skipped: who (the identity the runner's config resolved) */
     char problem[256];      /* why it is REC_UNKNOWN */
     char stamp[48];         /* a legacy script's stamp the runner carried out with this
-                             * record ("version=N"; "" when none: kube/stamp.h) */
+                             * record ("version=N"; "" when none: gateway/stamp.h) */
     /* The two large buffers stay last: a record is cleared up to them and
      * they get only their first byte, so a ledger of thousands of records
      * never touches (faults in) their pages. record.c asserts at compile

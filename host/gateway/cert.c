@@ -1,4 +1,4 @@
-/* gatecert.c: the credentials of one gateway (see gateway.h): its bearer
+/* cert.c: the credentials of one gateway (see gateway.h): its bearer
  * token, and the TLS key and self-signed certificate it serves on
  * 127.0.0.1 (kubectl, as client-go, sends a bearer token only over TLS).
  * Owns making them fresh for each migration (an EC P-256 key, a

@@ -63,7 +63,7 @@ struct gateway;
 /* A listening TCP socket on 127.0.0.1, an ephemeral port (close-on-exec).
  * 0 with *fd and *port, or -1 with err. */
 int gateway_listen(int *fd, int *port, char *err, size_t errlen);
-/* One gateway's credentials (gatecert.c): its bearer token, and the TLS
+/* One gateway's credentials (cert.c): its bearer token, and the TLS
  * key and self-signed certificate for 127.0.0.1 it serves with (client-go
  * sends a bearer token over TLS only); the private kubeconfig carries the
  * token and the certificate, the key stays in the runner's memory. */

@@ -1,4 +1,4 @@
-/* gatemint.c: which gateway requests mint a credential (gatemint.h). Owns
+/* mint.c: which gateway requests mint a credential (mint.h). Owns
  * recognising them from the method, the parsed path (apipath.h) and the
  * JSON body; decides nothing else and sends nothing. */
 #include "gateway/mint.h"

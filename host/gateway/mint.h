@@ -1,4 +1,4 @@
-/* gatemint.h: the writes a legacy shell script may not send through the
+/* mint.h: the writes a legacy shell script may not send through the
  * runner's gateway because their effect is a new credential: a TokenRequest
  * (serviceaccounts/NAME/token), a Secret of type
  * kubernetes.io/service-account-token (the token controller fills it), a

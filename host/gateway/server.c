@@ -1,5 +1,5 @@
-/* gateway.c: the runner's loopback gateway for one shell migration (see
- * gateway.h).
+/* server.c: the runner's loopback gateway for one shell migration, its
+ * HTTPS server (see gateway.h).
  *
  * Owns the server (libmicrohttpd, a thread per connection, on the socket
  * the runner bound to 127.0.0.1), who may talk to it (the migration's
@@ -9,7 +9,7 @@
  * requests stream (a watch as the apiserver reads one), handing it to the door (door.h) under one lock so
  * the journal, the connection and the overlay see one request at a time,
  * the legacy stamp (stamp.h) answered by rule, a preview's overlay
- * (gatepreview.h), streams handed to gatestream.h outside the lock, and
+ * (preview/rules.h), streams handed on through client/relay.h outside the lock, and
  * every answer as the apiserver gave it (status, content type, body) or, for
  * what the door refused, a Status a kubectl prints as it prints the
  * server's. Must never send a request that did not pass the door, answer a

@@ -1,6 +1,6 @@
 /* luakube_preview.c: the upgrade preview under the kube verbs (overlay.h).
  *
- * Owns turning the overlay's rules (kube/gatepreview.h: what it answers
+ * Owns turning the overlay's rules (preview/rules.h: what it answers
  * before a request goes out, how a write to an object it holds is rewritten
  * as a dry run of its version, keeping each dry-run answer and merging list
  * pages; the gateway follows the same) into Lua results: an answer, a

@@ -1,5 +1,5 @@
 /* luakube_request.c: the one request function under every kube verb, a thin
- * caller of the door (kube/door.h) that a shell migration's gateway passes
+ * caller of the door (door/door.h) that a shell migration's gateway passes
  * too. Owns, for each request a script makes: reading and checking the
  * request table (fixed lists for the method and the headers, the query
  * from escaped values that never name dryRun), the request's C memory
@@ -136,7 +136,7 @@ struct req *luakube_req_box(lua_State *L)
 
 /* ---- the wire ---------------------------------------------------------- */
 
-/* This state's view of the door (kube/door.h): its options, deadline,
+/* This state's view of the door (door/door.h): its options, deadline,
  * connection and journal; a dry run's report goes with the script's own
  * output. */
 static struct door door_of(struct host_ctx *hc, struct kube_client *c)

@@ -17,7 +17,7 @@
  * the stdlib itself uses (the stdlib requires its own instances). The
  * parent's SIGKILL of the child's process group remains the backstop for a
  * script stuck inside C (a blocked request gets the remaining time as its
- * own timeout, see kube/door.h). */
+ * own timeout, see door/door.h). */
 #include "lua/sandbox.h"
 
 #include <errno.h>

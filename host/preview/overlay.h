@@ -7,7 +7,7 @@
  * evaluated with the apiserver's semantics; one it cannot evaluate is an
  * error, never a silent mismatch), and applying merge and JSON patches to
  * an object it holds. Makes no request: lua/luakube_preview.c and
- * gatepreview.c decide what to send.
+ * rules.c decide what to send.
  *
  * Recipe (lua/luakube_preview.c, preview mode): a read of an object asks overlay_get first;
  * a list page goes through overlay_merge_list; a write to an object the

@@ -1,5 +1,5 @@
-/* gatepreview.c: a preview's overlay in front of the gateway's door (see
- * gatepreview.h). Owns the overlay's answer to a request that arrives as
+/* rules.c: the preview's rules in front of the door (see rules.h), for
+ * the Lua module's preview and the gateway's. Owns the overlay's answer to a request that arrives as
  * HTTP, the rewrite of a write to an object the preview holds, keeping
  * answers and merging list pages, with the selectors read from the
  * request's own query. Must never guess: what it cannot evaluate makes the

@@ -1,5 +1,5 @@
-/* gatepreview.h: a preview's copy-on-write overlay (overlay.h) in front of
- * the door: the one set of rules (preview_decide, preview_keep)
+/* rules.h: the preview's rules, its copy-on-write overlay (overlay.h) in
+ * front of the door: the one set of rules (preview_decide, preview_keep)
  * the Lua module's preview (lua/luakube_preview.c) and the gateway's, for
  * requests that arrive as HTTP (a shell migration's kubectl), both follow.
  * What the overlay answers before anything is sent

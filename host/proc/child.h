@@ -16,12 +16,12 @@ struct gateway_cred;
 struct journal_log;
 
 /* A shell migration's way to the cluster: the runner's loopback gateway
- * (kube/gateway.h), run by the shell's supervisor for the life of the
+ * (gateway/gateway.h), run by the shell's supervisor for the life of the
  * migration. */
 struct child_gateway {
     int listen_fd;               /* gateway_listen's socket; the caller closes its copy
                                   * after child_run */
-    const struct gateway_cred *cred; /* its token, TLS key and certificate (kube/gateway.h) */
+    const struct gateway_cred *cred; /* its token, TLS key and certificate (gateway/gateway.h) */
     long stamp_allowed;          /* legacy: the one `version` the script may stamp; 0: none */
 };
 

@@ -78,7 +78,7 @@ enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t 
 enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                             size_t *sent, char *err, size_t errlen);
 /* The same, with `version` set to version in the same patch: a legacy
- * script's stamp the gateway absorbed (kube/stamp.h), carried out by the
+ * script's stamp the gateway absorbed (gateway/stamp.h), carried out by the
  * runner as part of its ok record. version < 0: none (ledger_write). */
 enum ledger_rc ledger_write_stamped(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
                                     long version, size_t *sent, char *err, size_t errlen);

@@ -358,7 +358,7 @@ static double opt_number(lua_State *L, int t, const char *k, double dflt)
 }
 
 /* pace(ceiling, adapt, exempt_uids, answers) -> steps, summary: the sweep's
- * pace (kube/pace.c) replayed over answers, each { sent = s, at = s,
+ * pace (client/pace.c) replayed over answers, each { sent = s, at = s,
  * status = n, status_body = bool (default true), retry_after = s (default
  * none), level = uid }; steps[i] = { allowed, window, throttle } after
  * answer i; summary = { low, high, cuts, throttled, answers }. May raise on

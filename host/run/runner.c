@@ -171,7 +171,7 @@ static int shell_gateway(struct runner_ctx *c, const struct step *s, struct chil
     }
     gw->listen_fd = c->gw_fd;
     gw->cred = cred;
-    /* Legacy script N stamps N+1 (kube/stamp.h). */
+    /* Legacy script N stamps N+1 (gateway/stamp.h). */
     gw->stamp_allowed = 0;
     for (size_t i = 0; i < c->t.legacy.n; i++)
         if (strcmp(c->t.legacy.e[i].slug, s->slug) == 0)

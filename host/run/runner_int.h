@@ -42,7 +42,7 @@ struct runner_ctx {
     char ask_step[64];      /* pre-apply: the step a hand-over request names (lock.h) */
     char ignored[600];      /* the last hand-over request said to be ignored */
     long stamp;             /* the legacy stamp the next ok record carries out (`version`,
-                             * kube/stamp.h); -1: none */
+                             * gateway/stamp.h); -1: none */
     int gw_fd, gw_port;     /* the shell gateways' loopback socket, bound at the run's first
                              * shell migration and kept (-1: none yet), so kubectl's caches,
                              * keyed by server address, stay warm from one script to the
