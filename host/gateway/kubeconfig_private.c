@@ -1,9 +1,9 @@
 /* kubeconfig_private.c: a shell child's private kubeconfig (see
- * kubeconfig_private.h). Owns writing it from a resolved kube_config with
- * the YAML writer (only the resolved context: its cluster, its user's
- * credentials as resolved, its namespace), mode 0600 in a fresh 0700
- * directory under TMPDIR, and removing both. Must never leave key material
- * in memory it frees (cleansed first) nor write through a symlink; a stop
+ * kubeconfig_private.h). Owns writing it with the YAML writer (the
+ * gateway's loopback server and certificate, the migration's token, the
+ * runner's namespace), mode 0600 in a fresh 0700 directory under TMPDIR,
+ * and removing both. Must never leave the token in memory it frees
+ * (cleansed first) nor write through a symlink; a stop
  * signal (stop.h) ends the child before the file goes, so the script never
  * runs on without it. */
 #include "gateway/kubeconfig_private.h"
@@ -24,8 +24,20 @@
 #include "base/mem.h"
 #include "base/paths.h"
 #include "formats/yamldoc.h"
-#include "client/kubeconfig_int.h"
 
+/* err as a message on one line (TMPDIR and yaml_emit's text may hold any
+ * byte); returns -1. */
+static int __attribute__((format(printf, 3, 4))) fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    for (char *p = err; errlen && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+    return -1;
+}
 
 static int b64_field(cJSON *o, const char *key, const char *data, size_t len)
 {
@@ -59,44 +71,6 @@ static cJSON *named_entry(cJSON *root, const char *key, const char *name, const 
     return cJSON_AddObjectToObject(e, body_key);
 }
 
-/* The resolved config as a kubeconfig document holding one context. */
-static cJSON *private_doc(const struct kube_config *c)
-{
-    const char *ctx = c->context ? c->context : "in-cluster";
-    const char *cl = c->cluster ? c->cluster : "in-cluster";
-    const char *us = c->user ? c->user : "in-cluster";
-    cJSON *root = cJSON_CreateObject();
-    if (!root || !cJSON_AddStringToObject(root, "apiVersion", "v1") ||
-        !cJSON_AddStringToObject(root, "kind", "Config") ||
-        !cJSON_AddStringToObject(root, "current-context", ctx))
-        goto fail;
-    cJSON *cluster = named_entry(root, "clusters", cl, "cluster");
-    if (!cluster || opt_str(cluster, "server", c->server) < 0 ||
-        opt_str(cluster, "tls-server-name", c->tls_server_name) < 0 ||
-        opt_str(cluster, "proxy-url", c->proxy_url) < 0 ||
-        (c->insecure && !cJSON_AddBoolToObject(cluster, "insecure-skip-tls-verify", 1)) ||
-        (c->ca_pem && b64_field(cluster, "certificate-authority-data", c->ca_pem, c->ca_len) < 0) ||
-        opt_str(cluster, "certificate-authority", c->ca_file) < 0)
-        goto fail;
-    cJSON *user = named_entry(root, "users", us, "user");
-    if (!user || opt_str(user, "token", c->token) < 0 ||
-        opt_str(user, "tokenFile", c->token_file) < 0 ||
-        (c->cert_pem && b64_field(user, "client-certificate-data", c->cert_pem, c->cert_len) < 0) ||
-        opt_str(user, "client-certificate", c->cert_file) < 0 ||
-        (c->key_pem && b64_field(user, "client-key-data", c->key_pem, c->key_len) < 0) ||
-        opt_str(user, "client-key", c->key_file) < 0)
-        goto fail;
-    cJSON *context = named_entry(root, "contexts", ctx, "context");
-    if (!context || !cJSON_AddStringToObject(context, "cluster", cl) ||
-        !cJSON_AddStringToObject(context, "user", us) ||
-        opt_str(context, "namespace", c->namespace) < 0)
-        goto fail;
-    return root;
-fail:
-    cJSON_Delete(root);
-    return NULL;
-}
-
 /* The gateway's kubeconfig: the loopback server, the migration's token,
  * the runner's namespace; nothing of the runner's own credentials. */
 static cJSON *gateway_doc(int port, const char *token, const char *ca_pem, const char *ns)
@@ -126,13 +100,6 @@ fail:
 
 static int write_doc(cJSON *doc, struct kube_private *kp, char *err, size_t errlen);
 
-int kubeconfig_private_write(const struct kube_config *c, struct kube_private *kp, char *err,
-                             size_t errlen)
-{
-    memset(kp, 0, sizeof *kp);
-    return write_doc(private_doc(c), kp, err, errlen);
-}
-
 int kubeconfig_private_gateway(int port, const char *token, const char *ca_pem, const char *ns,
                                struct kube_private *kp, char *err, size_t errlen)
 {
@@ -147,12 +114,12 @@ static int write_doc(cJSON *doc, struct kube_private *kp, char *err, size_t errl
     char *text = doc ? yaml_emit_err(doc, yerr, sizeof yerr) : NULL;
     cJSON_Delete(doc);
     if (!text)
-        return kc_fail(err, errlen, "writing the child's kubeconfig: %s", *yerr ? yerr : "out of memory");
+        return fail(err, errlen, "writing the child's kubeconfig: %s", *yerr ? yerr : "out of memory");
     const char *tmp = paths_tmpdir();
     snprintf(kp->dir, sizeof kp->dir, "%s/cozy-migrate-XXXXXX", tmp);
     int rc = -1, fd = -1;
     if (!mkdtemp(kp->dir)) { /* mode 0700 */
-        kc_fail(err, errlen, "creating a private directory for the child's kubeconfig in %s: %s",
+        fail(err, errlen, "creating a private directory for the child's kubeconfig in %s: %s",
              tmp, strerror(errno));
         kp->dir[0] = '\0';
         goto out;
@@ -161,7 +128,7 @@ static int write_doc(cJSON *doc, struct kube_private *kp, char *err, size_t errl
     size_t len = strlen(text);
     fd = open(kp->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
-        kc_fail(err, errlen, "writing %s: %s", kp->path, strerror(errno));
+        fail(err, errlen, "writing %s: %s", kp->path, strerror(errno));
         goto out;
     }
     rc = 0;
