@@ -32,14 +32,41 @@ local function plant(file, text, needle)
 end
 
 describe('the layers of host/', function()
-  it('keep base <- formats <- kube <- lua <- proc <- run <- cli as the tree is', function()
+  it('keep base <- formats <- client <- door <- preview <- gateway <- lua <- proc <- run <- cli as the tree is', function()
     local res = layers(h.root)
     assert.are.equal(0, res.code, res.out .. res.err)
     assert.are.equal('', res.out)
   end)
 
   it('are broken by a lower layer including a higher one', function()
-    plant('kube/rest.c', '\n#include "run/runner.h"\n', 'kube/ may not include run/runner.h')
+    plant('client/rest.c', '\n#include "run/runner.h"\n', 'client/ may not include run/runner.h')
+  end)
+
+  -- The rooms that were kube/: each uses only the ones below it.
+  it('are broken by the client including the door above it', function()
+    plant('client/rest.c', '\n#include "door/door.h"\n', 'client/ may not include door/door.h')
+  end)
+
+  it('are broken by the door including the preview above it', function()
+    plant('door/door.c', '\n#include "preview/rules.h"\n', 'door/ may not include preview/rules.h')
+  end)
+
+  it('are broken by the preview including the gateway above it', function()
+    plant('preview/rules.c', '\n#include "gateway/gateway.h"\n', 'preview/ may not include gateway/gateway.h')
+  end)
+
+  it('are broken by the gateway including the Lua module above it', function()
+    plant('gateway/server.c', '\n#include "lua/luakube.h"\n', 'gateway/ may not include lua/luakube.h')
+  end)
+
+  it('are broken by a file left in kube/, no layer any more', function()
+    local d = copy_host()
+    h.must(h.run('mkdir -p ' .. h.q(d .. '/host/kube')), 'mkdir kube/')
+    h.write(d .. '/host/kube/stray.c', '/* stray */\n')
+    local res = layers(d)
+    h.run('rm -rf ' .. h.q(d))
+    assert.are.equal(1, res.code, res.out .. res.err)
+    h.contains(res.out, 'host/kube/stray.c:1: not in one of the layer folders', 'the file in kube/ is named')
   end)
 
   it('are broken by the planner including the CLI above it', function()
@@ -47,7 +74,7 @@ describe('the layers of host/', function()
   end)
 
   it('are broken by release/ reaching the cluster layer', function()
-    plant('release/lint.c', '\n#include "kube/rest.h"\n', 'release/ may not include kube/rest.h')
+    plant('release/lint.c', '\n#include "client/rest.h"\n', 'release/ may not include client/rest.h')
   end)
 
   it('are broken by the sandbox reaching up to the supervisor above it', function()
@@ -66,12 +93,20 @@ describe('the layers of host/', function()
     plant('formats/record.c', '\n#include <lua.h>\n', 'formats/ links without Lua')
   end)
 
+  it('are broken by the gateway including a Lua header', function()
+    plant('gateway/server.c', '\n#include <lauxlib.h>\n', 'gateway/ links without Lua')
+  end)
+
   it('are broken by an include that names no layer folder', function()
     plant('lua/sandbox.c', '\n#include "util.h"\n', 'names no layer folder')
   end)
 
   it('are broken by a layer below run/ printing', function()
-    plant('kube/guard.c', '\nstatic void noisy(void) { printf("x\\n"); }\n', 'kube/ prints nothing')
+    plant('door/guard.c', '\nstatic void noisy(void) { printf("x\\n"); }\n', 'door/ prints nothing')
+  end)
+
+  it('are broken by the gateway printing', function()
+    plant('gateway/server.c', '\nstatic void noisy(void) { puts("x"); }\n', 'gateway/ prints nothing')
   end)
 
   it('are broken by a file directly in host/', function()

@@ -19,13 +19,13 @@ local function files_of(out)
 end
 
 describe('host/', function()
-  it('opens the cluster connection from the options in kube/options.c alone', function()
-    assert.are.same({ 'host/kube/options.c', 'host/kube/rest.c', 'host/kube/rest.h' },
+  it('opens the cluster connection from the options in client/options.c alone', function()
+    assert.are.same({ 'host/client/options.c', 'host/client/rest.c', 'host/client/rest.h' },
       files_of(grep('\\brest_new\\(')))
   end)
 
   it('has every user of the connection open it through kube_open', function()
-    assert.are.same({ 'host/kube/gateway.c', 'host/kube/options.c', 'host/kube/options.h',
+    assert.are.same({ 'host/client/options.c', 'host/client/options.h', 'host/gateway/server.c',
       'host/lua/luakube_core.c', 'host/run/runner.c' },
       files_of(grep('\\bkube_open\\(')))
     assert.are.same({ 'host/run/dispatch.c', 'host/run/runner.c', 'host/run/runner.h' },
@@ -36,7 +36,7 @@ describe('host/', function()
   -- that free() it; discovery.c grows an array of structs and lint_runnable.c
   -- one of strings, not bytes.
   it('grows a byte buffer by doubling in base/buf.c alone', function()
-    assert.are.same({ 'host/base/buf.c', 'host/base/util.c', 'host/kube/discovery.c', 'host/release/lint_runnable.c' },
+    assert.are.same({ 'host/base/buf.c', 'host/base/util.c', 'host/client/discovery.c', 'host/release/lint_runnable.c' },
       files_of(grep('(cap|nc|ncap) \\*=? ?2\\b')))
   end)
 
