@@ -336,7 +336,7 @@ describe('the ledger guard', function()
 end)
 
 -- kubectl's typed clients send a create as Kubernetes protobuf (`kubectl
--- create configmap`): the guard reads the name out of it (host/kube/
+-- create configmap`): the guard reads the name out of it (host/door/
 -- k8sproto.c), with protobuf's own rule for a repeated message (it merges:
 -- the last name wins), and refuses a body it cannot read whole.
 describe('the ledger guard, given a protobuf create', function()

@@ -1,4 +1,4 @@
--- The sweep's pace (host/kube/pace.h) on answers alone: migrate.pace replays
+-- The sweep's pace (host/client/pace.h) on answers alone: migrate.pace replays
 -- a list of answers through the controller fleet.each's pool asks, so each
 -- rule of pace.h is pinned here with its times; spec/e2e/fleet_pace_spec.lua
 -- runs it against the apiserver.

@@ -99,7 +99,7 @@ end
 -- yield core.PENDING, and it is resumed when core.await hands that
 -- request's answer back, so fn reads as straight-line code while up to n
 -- of them wait on the apiserver together. n is a ceiling: the pool keeps
--- on the wire what its adaptive pace allows (host/kube/pace.h: additive
+-- on the wire what its adaptive pace allows (host/client/pace.h: additive
 -- increase, multiplicative decrease on 429/503 and Retry-After), the rest
 -- wait their turn there. kube.sleep in fn yields its own coroutine
 -- (core.SLEEPING with its wake time): the others go on meanwhile.
@@ -280,7 +280,7 @@ end
 --   time, in list order). fn must then not rely on the order objects are
 --   finished in, only on its own object. It is a ceiling: how many
 --   requests are on the wire adapts to the apiserver's answers (slows down
---   on 429/503, comes back up; host/kube/pace.h).
+--   on 429/503, comes back up; host/client/pace.h).
 -- opts.adapt: false keeps exactly `concurrency` requests in flight
 --   whatever the apiserver answers (a benchmark's fixed point).
 -- fn(obj) returns true when it changed the object, false or nil when the

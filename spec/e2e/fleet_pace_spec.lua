@@ -1,4 +1,4 @@
--- fleet.each's pace (host/kube/pace.h): its concurrency is a ceiling under
+-- fleet.each's pace (host/client/pace.h): its concurrency is a ceiling under
 -- an adaptive bound that slows down when the apiserver throttles and comes
 -- back up when it stops; its list is read a page ahead; kube.sleep in fn
 -- holds up its own object only. End to end through `cozy-migrate lua`

@@ -1,5 +1,5 @@
 -- A shell migration reaches the cluster only through the runner's loopback
--- gateway (host/kube/gateway.c): its kubectl talks TLS to 127.0.0.1 with
+-- gateway (host/gateway/server.c): its kubectl talks TLS to 127.0.0.1 with
 -- the migration's own token, and every request passes the same door as a
 -- Lua migration's: the ledger guard, dry run, the deadline, the retry
 -- policy, the write journal, the preview's overlay. Against the local

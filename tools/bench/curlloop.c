@@ -1,6 +1,6 @@
 /* curlloop.c: the raw-API floor the kube module's benchmark compares against.
  *
- * A minimal libcurl client with the same transport choices as host/kube/http.c
+ * A minimal libcurl client with the same transport choices as host/client/http.c
  * (one easy handle kept alive, HTTP/2 over TLS where offered, compressed
  * responses accepted, the kubeconfig's CA and client certificate), doing no
  * JSON work at all. Owns nothing of the project: it must never be linked
@@ -26,7 +26,7 @@
  * order and may complete in any order; the first non-2xx stops new starts.
  *
  * Environment: CURLLOOP_ACCEPT (default application/json), CURLLOOP_ENCODING
- * (Accept-Encoding; default "" = every encoding libcurl has, as host/kube/http.c;
+ * (Accept-Encoding; default "" = every encoding libcurl has, as host/client/http.c;
  * "identity" = none), CURLLOOP_TIMES=FILE (send: each request's seconds, one a
  * line), CURLLOOP_PATCH_TYPE (send: the PATCH Content-Type, default
  * application/merge-patch+json).

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154
 # tools/bench/gateway.sh (sourced by tools/bench/run): what a shell
 # migration pays for reaching the cluster through the runner's loopback
-# gateway (host/kube/gateway.c) instead of with the runner's credentials.
+# gateway (host/gateway/server.c) instead of with the runner's credentials.
 #
 #   (g) per kubectl call: the same bash loop of kubectl get/patch/apply,
 #       run by `cozy-migrate exec` (its kubectl through the gateway) and by

@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2154
 # tools/bench/pace.sh (sourced by tools/bench/run): fleet.each's adaptive
-# pace (host/kube/pace.h).
+# pace (host/client/pace.h).
 #
 # (p) Throttled: the engine runs as an identity API Priority and Fairness
 # gives few seats (tools/testenv apf: BENCH_PACE_SHARES of the server's
