@@ -10,7 +10,12 @@
  * of a --local run (order_local), which is what `order` would write if the
  * working tree were committed, and is never written. Must never write
  * anything but the batch files of the directory it is given, and never
- * emit a manifest tree_load would refuse: it reads back what it writes. */
+ * emit a manifest tree_load would refuse: it reads back what it writes.
+ *
+ * Unreferenced: order_check_prefix order_write (only order_cmd calls
+ * them; static, GCC inlines them there and -Wformat-truncation fails the
+ * build on paths of 4096 bytes into its 2048-byte err: they stay in
+ * order.h until errors are carried in a buffer that grows). */
 #include "release/order.h"
 
 #include <dirent.h>
@@ -433,8 +438,11 @@ static int emit_batches(struct ordering *o, struct manifest *m)
     return 0;
 }
 
-int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
-                   size_t errlen)
+/* Generates rev's manifest. An exit code (0, EXIT_PACKAGING for a cycle, a
+ * dangling `requires`, a `requires` on a later batch, a bad header or
+ * legacy-map; EXIT_HISTORY) with one line in err. */
+static int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
+                          size_t errlen)
 {
     memset(m, 0, sizeof *m);
     struct ordering o = {.g = g, .rev = rev, .err = err, .errlen = errlen};
@@ -705,7 +713,8 @@ int order_local(const char *dir, struct manifest *m, char *note, size_t notelen,
     return rc;
 }
 
-char *order_batch_text(const struct batch *b, size_t *len)
+/* The text of one batch file. NULL when out of memory. */
+static char *order_batch_text(const struct batch *b, size_t *len)
 {
     size_t cap = 1;
     for (size_t i = 0; i < b->n; i++)

@@ -56,11 +56,6 @@ const struct walk_slug *order_walk_find(const struct walk *w, const char *slug);
  * EXIT_HISTORY with err. */
 int order_walk_drop_pre_engine(const struct git_repo *g, struct walk *w, char *err, size_t errlen);
 
-/* Generates rev's manifest. An exit code (0, EXIT_PACKAGING for a cycle, a
- * dangling `requires`, a `requires` on a later batch, a bad header or
- * legacy-map; EXIT_HISTORY) with one line in err. */
-int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
-                   size_t errlen);
 /* The manifest of a --local run against a development cluster: what
  * `order` would write if dir's working tree were committed, so an edited or
  * new script runs without a commit. From dir's migrations/order.d when there
@@ -76,8 +71,7 @@ int order_generate(const struct git_repo *g, const char *rev, struct manifest *m
  * legacy-map), EXIT_HISTORY (a shallow clone, a git failure), EXIT_TOOL. */
 int order_local(const char *dir, struct manifest *m, char *note, size_t notelen, char *err,
                 size_t errlen);
-/* The text of one batch file. NULL when out of memory. */
-char *order_batch_text(const struct batch *b, size_t *len);
+
 /* Checks that the previous release's manifest (regenerated from its tag)
  * is a prefix of m: the same batch files, byte for byte, except that a
  * slug may since have been retired. 0 (note says what was compared),

@@ -19,7 +19,7 @@ local function scratch()
   return d
 end
 
--- plant(d, 'formats/x.c', text): writes host/formats/x.c and its object.
+-- plant(d, FILE, text): writes host/FILE and, for a C file, its object.
 local function plant(d, file, text)
   h.write(d .. '/host/' .. file, text)
   local obj = d .. '/obj/' .. file:gsub('%.c$', '.o')
