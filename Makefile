@@ -61,8 +61,8 @@ asan: deps build/asan/cozy-migrate build/skewclock.so testenv-build
 # self_lint_spec.lua runs the same inside `make test`), the one include
 # direction of host/'s layers (tools/layers; spec/release/layers_spec.lua),
 # and the house rules beside it: comments name files that exist, exports
-# carry their module's prefix, no function over 120 lines (tools/conventions;
-# spec/release/conventions_spec.lua).
+# carry their module's prefix and are used, no function over 120 lines, no
+# C file over 950 (tools/conventions; spec/release/conventions_spec.lua).
 lint: all
 	tools/layers
 	tools/conventions

@@ -1,4 +1,4 @@
--- The ledger guard as a pure function (host/guard.c through the spec-only
+-- The ledger guard as a pure function (guard.c through the spec-only
 -- `migrate` module): every known way a request could write the ledger
 -- ConfigMap, the runner's Lease, the namespace holding them or the runner's
 -- Events while looking like something else. The

@@ -1,5 +1,5 @@
 -- Which cluster the engine talks to, and as whom, decides what a migration
--- changes: these specs drive `cozy-migrate config` (host/kubeconfig.c) with a
+-- changes: these specs drive `cozy-migrate config` (kubeconfig.c) with a
 -- scrubbed environment, so the caller's own KUBECONFIG or service account can
 -- never leak into the answer.
 local json = require('json')

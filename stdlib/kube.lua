@@ -3,8 +3,10 @@
 -- The verbs are thin: they build a path from the resolved resource, say
 -- whether repeating the request is safe (a create never is, a replace only
 -- with a resourceVersion, a JSON patch not when it edits array positions),
--- and call the host's request function, which (with host/rest.c and
--- host/guard.c) owns retries, dry run, the ledger guard and error values.
+-- and call the host's request function (luakube_request.c), which with the
+-- door every request passes (door.c: the ledger guard, dry run, what is
+-- safe to repeat) and the client under it (rest.c: retries) owns the rest,
+-- and makes the error values.
 -- That function is handed to this file alone when the host loads it: a
 -- migration reaches the API through these verbs, never a raw request.
 -- Errors are tables with code, reason, message, details, verb and path;

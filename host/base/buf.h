@@ -31,7 +31,6 @@ enum { BUF_NOMEM = 1, BUF_TOOBIG = 2 };
 int buf_add(struct buf *b, const void *data, size_t n);
 int buf_adds(struct buf *b, const char *s);
 int buf_addf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int buf_vaddf(struct buf *b, const char *fmt, va_list ap);
 /* Drops the first n bytes (all when n >= len): a buffer read as a queue. */
 void buf_consume(struct buf *b, size_t n);
 /* Empties the content and clears failed; keeps the memory for reuse. */

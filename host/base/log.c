@@ -30,7 +30,6 @@ static char prefix[128];
 
 void log_set_json(int on) { json_mode = on; }
 int log_json(void) { return json_mode; }
-void log_set_level(enum log_level l) { min_level = l; }
 void log_set_prefix(const char *p) { snprintf(prefix, sizeof prefix, "%s", p ? p : ""); }
 
 static const char *names[] = {"debug", "info", "warn", "error"};

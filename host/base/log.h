@@ -16,7 +16,6 @@
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 void log_set_json(int on);
 int log_json(void);
-void log_set_level(enum log_level l);
 void log_set_prefix(const char *p);     /* e.g. the migration's slug */
 void log_write(enum log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* One diagnostic line as it is (no format): the `log` Lua module's. */

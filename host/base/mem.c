@@ -24,7 +24,7 @@ int mem_charge(size_t n)
 
 void mem_release(size_t n) { used = n > used ? 0 : used - n; }
 
-void *mem_malloc(size_t n)
+static void *mem_malloc(size_t n)
 {
     return mem_realloc(NULL, n ? n : 1);
 }
@@ -63,4 +63,3 @@ void mem_set_limit(size_t l)
 }
 
 int mem_exceeded(void) { return exceeded; }
-size_t mem_used(void) { return used; }

@@ -6,7 +6,7 @@
  * runner and the spec state run with no limit.
  *
  * Recipe: mem_set_limit(bytes) once, before the Lua state exists; allocate
- * C buffers a script can grow with mem_malloc/mem_realloc and release them
+ * C buffers a script can grow with mem_realloc and release them
  * with mem_free (plain free() of such a buffer only leaves the count high);
  * after a failure, mem_exceeded() says whether the cap was the cause.
  *
@@ -29,9 +29,7 @@ void mem_set_limit(size_t limit);
  * would pass the limit; nothing is counted then. */
 int mem_charge(size_t n);
 void mem_release(size_t n);
-void *mem_malloc(size_t n);
 void *mem_realloc(void *p, size_t n);
 void mem_free(void *p);
 int mem_exceeded(void);
-size_t mem_used(void);
 #endif

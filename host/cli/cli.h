@@ -110,7 +110,6 @@ extern const struct cli_option cli_opt_kubeconfig, cli_opt_context, cli_opt_loca
     cli_opt_create_namespace, cli_opt_retry_backoff, cli_opt_retry_backoff_max,
     cli_opt_stdlib_internals, cli_opt_image_inventory, cli_opt_dry_run_var;
 
-extern const char cli_cluster_opts_help[], cli_tool_opts_help[];
 /* The help of the options a command shares with others (the cluster's, or
  * --log-format alone), printed after its own; NULL: none. */
 const char *cli_common_help(const struct command *cmd);

@@ -22,7 +22,7 @@
 #include "client/restpool.h"
 #include "run/shellenv.h"
 
-const char cli_cluster_opts_help[] =
+static const char cli_cluster_opts_help[] =
     "Cluster options:\n"
     "  --kubeconfig FILE   use exactly this kubeconfig file\n"
     "  --context NAME      use this kubeconfig context\n"
@@ -35,7 +35,7 @@ const char cli_cluster_opts_help[] =
     "                      (default {CONCURRENCY}; 1: one object at a time)\n";
 
 /* After the help of a command that never talks to the cluster. */
-const char cli_tool_opts_help[] =
+static const char cli_tool_opts_help[] =
     "Common options:\n"
     "  --log-format FMT    text (default) or json: every line printed is a JSON object\n";
 

@@ -469,6 +469,18 @@ static int policy_keys(const char *name, const cJSON *data, struct index *ix, ch
     return 0;
 }
 
+/* Whether a and b name one image: equal, or the same @sha256 digest (a
+ * mirror of it). */
+static int index_same_image(const char *a, const char *b)
+{
+    if (!a || !b)
+        return 0;
+    if (strcmp(a, b) == 0)
+        return 1;
+    const char *da = strstr(a, "@sha256:"), *db = strstr(b, "@sha256:");
+    return da && db && strcmp(da, db) == 0;
+}
+
 int index_from_configmap(const char *name, const cJSON *cm, const char *raw, size_t rawlen,
                          struct index *ix, char *err, size_t errlen)
 {
@@ -713,17 +725,6 @@ size_t index_compare(const struct index *got, const struct index *want, const ch
             }
     }
     return d.n;
-}
-
-/* Whether two references name one image. */
-int index_same_image(const char *a, const char *b)
-{
-    if (!a || !b)
-        return 0;
-    if (strcmp(a, b) == 0)
-        return 1;
-    const char *da = strstr(a, "@sha256:"), *db = strstr(b, "@sha256:");
-    return da && db && strcmp(da, db) == 0;
 }
 
 /* ---- back into a tree --------------------------------------------------- */

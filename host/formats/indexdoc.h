@@ -108,9 +108,6 @@ int index_from_configmap(const char *name, const cJSON *cm, const char *raw, siz
  * in err. */
 int index_load_file(const char *file, struct index *ix, char *err, size_t errlen);
 
-/* Whether a and b name one image: equal, or the same @sha256 digest (a
- * mirror of it). */
-int index_same_image(const char *a, const char *b);
 
 /* Compares got (an index read) with want (the tree's, as index_from_tree
  * makes it, with the image expected: NULL when there is none to compare

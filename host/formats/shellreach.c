@@ -68,7 +68,10 @@ static const char *line_reaches(const char *line, size_t n, char *buf, size_t bl
     return NULL;
 }
 
-int shellreach_find(const char *text, size_t len, char *why, size_t whylen)
+/* The line (1-based) of the first construct that reaches another cluster,
+ * with one line in why naming it; 0 when there is none. Comment lines
+ * (first non-blank character '#') are skipped. */
+static int shellreach_find(const char *text, size_t len, char *why, size_t whylen)
 {
     int lineno = 0;
     for (size_t i = 0; i < len;) {

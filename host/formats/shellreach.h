@@ -13,10 +13,6 @@
 #define COZY_SHELLREACH_H
 #include <stddef.h>
 
-/* The line (1-based) of the first construct that reaches another cluster,
- * with one line in why naming it; 0 when there is none. Comment lines
- * (first non-blank character '#') are skipped. */
-int shellreach_find(const char *text, size_t len, char *why, size_t whylen);
 /* The same for the file at path; a file that cannot be read counts as
  * reaching (why says so): a dry run never runs what it could not judge. */
 int shellreach_file(const char *path, char *why, size_t whylen);

@@ -6,7 +6,7 @@
  * tiers, a bad header, a revoked or legacy slug the manifest does not know,
  * a `requires` on a slug that is absent, ordered later, itself, revoked or
  * in the other tier (a bad header only fails its own migration under
- * tree_load_partial), a legacy script the legacy-map does not number or an
+ * tree_load_with), a legacy script the legacy-map does not number or an
  * 00000-legacy batch that is not the map in its order, a missing
  * `revoked`, and any entry of a script directory that is not a readable
  * script (a subdirectory, a dotfile, a dangling or looping symlink, an
@@ -138,8 +138,10 @@ static int list_files(const char *base, const char *rel, char ***list, size_t *n
     util_free_names(names, nn);
     return rc;
 }
-
-int sha256_dir(const char *dir, char out[65], char *err, size_t errlen)
+/* Hex sha256 of a directory's regular files (sorted relative paths and
+ * contents). 0 on success. A missing directory's is the digest of nothing;
+ * anything below it that cannot be read fails, with "PATH: why" in err. */
+static int sha256_dir(const char *dir, char out[65], char *err, size_t errlen)
 {
     char **list = NULL;
     size_t n = 0;
@@ -743,9 +745,4 @@ int tree_load_with(const char *root, const struct manifest *m, struct tree *t, c
                    size_t errlen)
 {
     return load(root, m, t, 1, err, errlen);
-}
-
-int tree_load_partial(const char *root, struct tree *t, char *err, size_t errlen)
-{
-    return load(root, NULL, t, 1, err, errlen);
 }

@@ -15,7 +15,7 @@ struct migration {
     char *path;
     int is_shell;
     struct header h;
-    char *header_err;       /* tree_load_partial: why its header does not parse ("PATH:LINE:
+    char *header_err;       /* tree_load_with: why its header does not parse ("PATH:LINE:
                              * ..."), h then empty; NULL when it parses */
     char sha256[65];
     size_t batch;           /* index into tree.man.b */
@@ -29,7 +29,7 @@ struct tree {
     struct manifest man;
     struct slug_list revoked;
     struct legacy_map legacy;
-    size_t nbad;            /* migrations whose header does not parse (tree_load_partial) */
+    size_t nbad;            /* migrations whose header does not parse (tree_load_with) */
     char lib_lua[65];       /* digest of the stdlib that runs (paths_stdlib) */
     char lib_sh[65];        /* digest of legacy-sh/lib/ */
     /* Indexes, so finding a slug among thousands is a binary search: */
@@ -78,17 +78,15 @@ const char *tree_order_d(const char *root, char *buf, size_t len);
 /* Loads ROOT (holding migrations/ and legacy-sh/) and validates it. Returns
  * 0, or -1 with one line in err naming the file and line or the slug. */
 int tree_load(const char *root, struct tree *t, char *err, size_t errlen);
-/* tree_load_partial (below) with the manifest m (copied) in place of ROOT's
- * order.d when m is not NULL: a --local run's, made from the working tree
- * (release/order.h order_local). */
-int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
-                   size_t errlen);
 /* tree_load, but a header that does not parse fails only its own
  * migration: it is loaded with header_err set (and an empty header) and
  * counted in nbad; everything else is validated as tree_load does. What a
  * bad header may block is the caller's to decide (the runner: every run of
- * the whole tier, and its own slug's). */
-int tree_load_partial(const char *root, struct tree *t, char *err, size_t errlen);
+ * the whole tier, and its own slug's). With the manifest m (copied) in
+ * place of ROOT's order.d when m is not NULL: a --local run's, made from
+ * the working tree (release/order.h order_local). */
+int tree_load_with(const char *root, const struct manifest *m, struct tree *t, char *err,
+                   size_t errlen);
 /* The first migration whose header does not parse, or NULL. */
 const struct migration *tree_first_bad(const struct tree *t);
 /* Loads only the scripts and their headers, without a manifest (the linter
@@ -104,15 +102,11 @@ int tree_revoked(const struct tree *t, const char *slug);
 long tree_locate(const struct tree *t, const char *slug, size_t *bi, size_t *ei);
 void tree_free(struct tree *t);
 
-/* Hex sha256 of a file, and of a directory's regular files (sorted relative
- * paths and contents). 0 on success. sha256_dir of a missing directory is the
- * digest of nothing; anything below it that cannot be read fails, with
- * "PATH: why" in err. */
+/* Hex sha256 of a file, and of a text. 0 on success. */
 int sha256_file(const char *path, char out[65]);
 int sha256_text(const char *buf, size_t len, char out[65]);
 /* The regular files below dir (legacy-sh/lib/: what sha256_dir digests),
  * relative to it, sorted as whole paths; a missing dir has none. 0, or -1
  * with "PATH: why" in err. Free each name and the array. */
 int tree_list_files(const char *dir, char ***list, size_t *n, char *err, size_t errlen);
-int sha256_dir(const char *dir, char out[65], char *err, size_t errlen);
 #endif

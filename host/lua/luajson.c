@@ -21,7 +21,8 @@ static const char NULL_KEY = 'n';
 static const char ARRAY_MT_KEY = 'a';
 static const char OBJECT_MT_KEY = 'o';
 
-void ljson_pushnull(lua_State *L) { lua_pushlightuserdata(L, (void *)&NULL_KEY); }
+/* Pushes json.null. */
+static void ljson_pushnull(lua_State *L) { lua_pushlightuserdata(L, (void *)&NULL_KEY); }
 
 int ljson_isnull(lua_State *L, int idx)
 {

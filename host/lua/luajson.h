@@ -43,7 +43,5 @@ void ljson_box_free(struct ljson_box *b);
  * registry; luaopen_json calls it, C modules that push JSON call it too. */
 void ljson_init(lua_State *L);
 
-/* Pushes json.null. */
-void ljson_pushnull(lua_State *L);
 int ljson_isnull(lua_State *L, int idx);
 #endif

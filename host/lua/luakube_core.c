@@ -146,7 +146,8 @@ static int error_tostring(lua_State *L)
     return 1;
 }
 
-void luakube_push_error_mt(lua_State *L)
+/* Pushes the error metatable (kube.error). May raise (memory). */
+static void luakube_push_error_mt(lua_State *L)
 {
     if (luaL_newmetatable(L, ERROR_MT)) {
         lua_pushcfunction(L, error_tostring);

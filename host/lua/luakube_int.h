@@ -78,8 +78,6 @@ void luakube_note_unpredictable(struct kube_client *c, const char *why);
 
 /* ---- error values (luakube_core.c) ---- */
 
-/* Pushes the error metatable (kube.error). May raise (memory). */
-void luakube_push_error_mt(lua_State *L);
 /* Pushes an error value {code, reason, message, details, verb, method,
  * path}. May raise (memory). */
 void luakube_push_error(lua_State *L, long code, const char *reason, const char *message,
@@ -158,8 +156,6 @@ int luakube_adopted(lua_State *L);
 /* core.SLEEPING: what an adopted thread in core.sleep yields, with the
  * monotonic time it wakes at. */
 void luakube_push_sleeping(lua_State *L);
-/* Writes each line of text as the migration's own output. */
-void luakube_say_lines(const char *text);
 
 /* ---- the preview (luakube_preview.c) ---- */
 

@@ -30,7 +30,7 @@
 /* Writes each line of text (newline-separated) as the migration's own
  * output: what the dry run would change belongs with what the script
  * printed. */
-void luakube_say_lines(const char *text)
+static void luakube_say_lines(const char *text)
 {
     for (const char *p = text; *p;) {
         size_t n = strcspn(p, "\n");

@@ -511,7 +511,14 @@ static const char *const STRING_FIELDS[] = {
     "rep", "reverse", "sub", "upper", "pack", "packsize", "unpack", NULL};
 static const char *const OS_FIELDS[] = {"time", "clock", "date", "difftime", NULL};
 
-const struct sandbox_global sandbox_globals[] = {
+/* One global a migration sees; for a library, the fields it keeps (NULL
+ * for a function or a value; an empty list: every field the library has). */
+struct sandbox_global {
+    const char *name;
+    const char *const *fields;
+};
+/* Every global a migration sees, ended by {NULL, NULL}. */
+static const struct sandbox_global sandbox_globals[] = {
     {"assert", NULL},   {"error", NULL},    {"getmetatable", NULL}, {"ipairs", NULL},
     {"load", NULL},     {"next", NULL},     {"pairs", NULL},        {"pcall", NULL},
     {"print", NULL},    {"rawequal", NULL}, {"rawget", NULL},       {"rawlen", NULL},

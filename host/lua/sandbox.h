@@ -33,14 +33,6 @@ struct sandbox_opts {
 
 struct sandbox;
 
-/* One global a migration sees; for a library, the fields it keeps (NULL
- * for a function or a value; an empty list: every field the library has). */
-struct sandbox_global {
-    const char *name;
-    const char *const *fields;
-};
-/* Every global a migration sees, ended by {NULL, NULL}. */
-extern const struct sandbox_global sandbox_globals[];
 /* A luacheck configuration whose read_globals are exactly sandbox_globals
  * (std 'cozy_sandbox'): what `lint` runs luacheck with. malloc'd; NULL when
  * out of memory. */

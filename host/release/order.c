@@ -1,18 +1,21 @@
 /* order.c: the manifest generator, `cozy-migrate order`.
  *
- * Owns turning git history into order.d/: which release tags form this
- * line (those reachable from the revision, from the first whose tree has
- * the engine's layout), which gaps in it are worth a word, their version
- * order, the first tag that carries each slug, `retired` for a slug a tag
- * carried and the revision does not, 99999-untagged, 00000-legacy from
- * legacy-map, ordering within a batch by `requires`, and the prefix rule
- * against the previous release. Reads only git objects (gitread.c), never the working tree, so
- * the same revision always gives the same bytes; the one exception is the
- * manifest of a --local run (order_local), which is what `order` would
- * write if the working tree were committed, and is never written. Must
- * never write anything but the batch files of the directory it is given,
- * and never emit a manifest tree_load would refuse: it reads back what it
- * writes. */
+ * Owns turning the tag walk (order_walk.c: this line's release tags and
+ * the first tag that carries each slug) into order.d/: their version
+ * order as batches, `retired` for a slug a tag carried and the revision
+ * does not, 99999-untagged, 00000-legacy from legacy-map, ordering within
+ * a batch by `requires`, and the prefix rule against the previous release.
+ * Reads only git objects (gitread.c), never the working tree, so the same
+ * revision always gives the same bytes; the one exception is the manifest
+ * of a --local run (order_local), which is what `order` would write if the
+ * working tree were committed, and is never written. Must never write
+ * anything but the batch files of the directory it is given, and never
+ * emit a manifest tree_load would refuse: it reads back what it writes.
+ *
+ * Unreferenced: order_check_prefix order_write (only order_cmd calls
+ * them; static, GCC inlines them there and -Wformat-truncation fails the
+ * build on paths of 4096 bytes into its 2048-byte err: they stay in
+ * order.h until errors are carried in a buffer that grows). */
 #include "release/order.h"
 
 #include <dirent.h>
@@ -30,321 +33,6 @@
 #include "base/util.h"
 #include "formats/header.h"
 #include "formats/tree.h"
-
-static const char *const script_dirs[] = {"migrations/pre-apply", "migrations/background",
-                                          "legacy-sh", NULL};
-
-void order_rev_scripts_free(struct rev_script *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(s[i].slug);
-        free(s[i].path);
-    }
-    free(s);
-}
-
-const struct rev_script *order_rev_script_find(const struct rev_script *s, size_t n, const char *slug)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(s[i].slug, slug) == 0)
-            return &s[i];
-    return NULL;
-}
-
-int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_script **out,
-                     size_t *nout, char *err, size_t errlen)
-{
-    *out = NULL;
-    *nout = 0;
-    struct git_entry *e;
-    size_t n;
-    if (git_ls_tree(g, rev, script_dirs, &e, &n, err, errlen) != 0)
-        return EXIT_HISTORY;
-    int rc = 0;
-    struct rev_script *s = NULL;
-    size_t ns = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        const char *path = e[i].path, *name = NULL, *tier = NULL, *ext = NULL;
-        for (int d = 0; script_dirs[d]; d++) {
-            size_t l = strlen(script_dirs[d]);
-            if (strncmp(path, script_dirs[d], l) == 0 && path[l] == '/') {
-                name = path + l + 1;
-                tier = d == 0 ? "pre-apply" : d == 1 ? "background" : "legacy";
-                ext = d == 2 ? ".sh" : ".lua";
-            }
-        }
-        /* lib/, nested directories, dotfiles; legacy-sh/ also holds
-         * legacy-map and whatever else its scripts need. */
-        if (!name || strchr(name, '/') || name[0] == '.')
-            continue;
-        if (!util_ends_with(name, ext)) {
-            if (strcmp(tier, "legacy") == 0)
-                continue;
-            snprintf(err, errlen, "%s:%s: not a migration (expected <slug>%s)", rev, path, ext);
-            rc = EXIT_PACKAGING;
-            break;
-        }
-        char slug[256];
-        snprintf(slug, sizeof slug, "%.*s", (int)(strlen(name) - strlen(ext)), name);
-        if (!slug_valid(slug)) {
-            snprintf(err, errlen,
-                     "%s:%s: '%s' is not a valid slug (lower-case letters, digits and single "
-                     "dashes, at most %d characters)",
-                     rev, path, slug, SLUG_MAX);
-            rc = EXIT_PACKAGING;
-            break;
-        }
-        const struct rev_script *dup = order_rev_script_find(s, ns, slug);
-        if (dup) {
-            snprintf(err, errlen, "%s: slug '%s' is shipped twice: %s and %s", rev, slug,
-                     dup->path, path);
-            rc = EXIT_PACKAGING;
-            break;
-        }
-        struct rev_script *nsn = realloc(s, (ns + 1) * sizeof *nsn);
-        if (!nsn) {
-            rc = EXIT_FAILED;
-            snprintf(err, errlen, "out of memory");
-            break;
-        }
-        s = nsn;
-        s[ns].slug = strdup(slug);
-        s[ns].path = strdup(path);
-        s[ns].tier = tier;
-        snprintf(s[ns].oid, sizeof s[ns].oid, "%s", e[i].oid);
-        ns++;
-        if (!s[ns - 1].slug || !s[ns - 1].path) {
-            rc = EXIT_FAILED;
-            snprintf(err, errlen, "out of memory");
-        }
-    }
-    git_entries_free(e, n);
-    if (rc != 0) {
-        order_rev_scripts_free(s, ns);
-        return rc;
-    }
-    *out = s;
-    *nout = ns;
-    return 0;
-}
-
-void order_walk_free(struct walk *w)
-{
-    git_release_tags_free(w->tags, w->ntags);
-    for (size_t i = 0; i < w->n; i++) {
-        free(w->s[i].slug);
-        free(w->s[i].path);
-    }
-    free(w->s);
-    order_rev_scripts_free(w->at, w->nat);
-    memset(w, 0, sizeof *w);
-}
-
-const struct walk_slug *order_walk_find(const struct walk *w, const char *slug)
-{
-    for (size_t i = 0; i < w->n; i++)
-        if (strcmp(w->s[i].slug, slug) == 0)
-            return &w->s[i];
-    return NULL;
-}
-
-static const struct rtag *find_version(const struct rtag *t, size_t n,
-                                       const struct release_version *v)
-{
-    for (size_t i = 0; i < n; i++)
-        if (release_version_cmp(&t[i].v, v) == 0)
-            return &t[i];
-    return NULL;
-}
-
-static void version_name(const struct release_version *v, char *buf, size_t n)
-{
-    if (v->rc)
-        snprintf(buf, n, "v%ld.%ld.%ld-rc.%ld", v->major, v->minor, v->patch, v->rc);
-    else
-        snprintf(buf, n, "v%ld.%ld.%ld", v->major, v->minor, v->patch);
-}
-
-/* What makes a tree the engine's: any of these (relative to the tree's
- * place in the repository). A release tag whose tree has none of them
- * predates the engine there. */
-static const char *const layout_paths[] = {"migrations/revoked", "migrations/pre-apply",
-                                           "migrations/background", "legacy-sh/legacy-map", NULL};
-
-/* 1 when rev's tree has the engine's layout, 0 when not, -1 (err) when git fails. */
-static int has_layout(const struct git_repo *g, const char *rev, char *err, size_t errlen)
-{
-    struct git_entry *e;
-    size_t n;
-    if (git_ls_tree(g, rev, layout_paths, &e, &n, err, errlen) != 0)
-        return -1;
-    git_entries_free(e, n);
-    return n > 0;
-}
-
-/* Drops the line's tags older than the first whose tree has the engine's
- * layout: releases from before the engine (years of a platform's history)
- * play no part, so their gaps and branches do not either, and the first
- * engine release is batch 00001 wherever the tree was added. */
-static int drop_pre_engine(const struct git_repo *g, struct walk *w, char *err, size_t errlen)
-{
-    size_t first = 0;
-    int yes = 0;
-    while (first < w->ntags && (yes = has_layout(g, w->tags[first].name, err, errlen)) == 0)
-        first++;
-    if (yes < 0)
-        return EXIT_HISTORY;
-    if (first == 0) /* also: no tag at all (tags is NULL) */
-        return 0;
-    for (size_t i = 0; i < first; i++)
-        free(w->tags[i].name);
-    memmove(w->tags, w->tags + first, (w->ntags - first) * sizeof *w->tags);
-    w->ntags -= first;
-    return 0;
-}
-
-/* The release that must come before v in a line, or 0 when none must:
- * rc.N follows rc.N-1; X.Y.Z (or its rc.1) follows X.Y.Z-1; X.Y.0 and
- * X.Y.0-rc.1 open a series. */
-static int predecessor(const struct release_version *v, struct release_version *want)
-{
-    *want = *v;
-    if (v->rc > 1) {
-        want->rc--;
-        return 1;
-    }
-    if (v->patch == 0)
-        return 0;
-    want->patch--;
-    want->rc = 0;
-    return 1;
-}
-
-/* Gaps in the walked line are the platform's past, not errors: the first
- * engine release has no predecessor in the walk; a patch cut on a release
- * branch that this line does not contain (v1.6.1 on release-1.6, then
- * v1.6.2 merged into main) is another line's; a number never tagged is
- * skipped. The one gap a clone can cause is a tag in this line that was
- * not fetched: git follows the tags of what it fetches, so that needs a
- * remote to fetch from and a release between two that are here (an
- * earlier walked tag, and one without its predecessor anywhere in the
- * clone). Only then is there a warning, with the hint to fetch every tag:
- * the clone cannot tell an unfetched tag from a skipped number. */
-static int check_gaps(const struct git_repo *g, const char *rev, const struct rtag *line,
-                      size_t n, char *err, size_t errlen)
-{
-    struct rtag *all = NULL;
-    size_t nall = 0;
-    int loaded = 0, remote = -2;
-    for (size_t i = 1; i < n; i++) {
-        struct release_version want;
-        if (!predecessor(&line[i].v, &want) || find_version(line, n, &want))
-            continue;
-        /* X.Y.Z after one of its own release candidates follows it */
-        const struct release_version *p = &line[i - 1].v, *v = &line[i].v;
-        if (v->rc == 0 && p->major == v->major && p->minor == v->minor && p->patch == v->patch)
-            continue;
-        if (!loaded && git_release_tags(g, NULL, NULL, &all, &nall, err, errlen) != 0)
-            return EXIT_HISTORY;
-        loaded = 1;
-        if (find_version(all, nall, &want))
-            continue; /* another line's tag */
-        if (remote == -2 && (remote = git_has_remote(g, err, errlen)) < 0) {
-            git_release_tags_free(all, nall);
-            return EXIT_HISTORY;
-        }
-        char name[64];
-        version_name(&want, name, sizeof name);
-        if (remote)
-            log_warn("order: %s follows %s in %s's history, but %s is not in this clone: if it "
-                     "was released, fetch every tag (git fetch --tags) and run order again, or "
-                     "its slugs go to %s's batch; a skipped number needs nothing",
-                     line[i].name, line[i - 1].name, rev, name, line[i].name);
-    }
-    git_release_tags_free(all, nall);
-    return 0;
-}
-
-int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *err,
-               size_t errlen)
-{
-    memset(w, 0, sizeof *w);
-    int sh = git_is_shallow(g, err, errlen);
-    if (sh < 0)
-        return EXIT_HISTORY;
-    if (sh) {
-        snprintf(err, errlen,
-                 "%s: shallow clone: the manifest needs every release tag's tree (git fetch "
-                 "--unshallow --tags)",
-                 g->dir);
-        return EXIT_HISTORY;
-    }
-    char oid[65];
-    if (git_commit_of(g, rev, oid, err, errlen) != 0)
-        return EXIT_HISTORY;
-    struct rtag *at_rev = NULL;
-    size_t nat_rev = 0;
-    if (git_release_tags(g, oid, NULL, &w->tags, &w->ntags, err, errlen) != 0 ||
-        git_release_tags(g, NULL, oid, &at_rev, &nat_rev, err, errlen) != 0) {
-        order_walk_free(w);
-        return EXIT_HISTORY;
-    }
-    w->rev_tagged = nat_rev > 0;
-    git_release_tags_free(at_rev, nat_rev);
-    int rc = drop_pre_engine(g, w, err, errlen);
-    if (rc == 0)
-        rc = check_gaps(g, rev, w->tags, w->ntags, err, errlen);
-    if (rc == 0)
-        rc = order_scripts_at(g, oid, &w->at, &w->nat, err, errlen);
-    if (rc == EXIT_PACKAGING) {
-        /* Name the revision as the user did, not by its id. */
-        char *colon = strchr(err, ':');
-        if (colon) {
-            char tmp[2048];
-            snprintf(tmp, sizeof tmp, "%s%s", rev, colon);
-            snprintf(err, errlen, "%s", tmp);
-        }
-    }
-    for (size_t t = 0; rc == 0 && t < w->ntags; t++) {
-        struct rev_script *s;
-        size_t ns;
-        if ((rc = order_scripts_at(g, w->tags[t].name, &s, &ns, err, errlen)) != 0)
-            break;
-        for (size_t i = 0; rc == 0 && i < ns; i++) {
-            if (strcmp(s[i].tier, "legacy") == 0)
-                continue;
-            struct walk_slug *ws = (struct walk_slug *)order_walk_find(w, s[i].slug);
-            if (ws) {
-                ws->last = t;
-                ws->count++;
-                continue;
-            }
-            struct walk_slug *nw = realloc(w->s, (w->n + 1) * sizeof *nw);
-            if (!nw) {
-                snprintf(err, errlen, "out of memory");
-                rc = EXIT_FAILED;
-                break;
-            }
-            w->s = nw;
-            ws = &w->s[w->n++];
-            memset(ws, 0, sizeof *ws);
-            ws->slug = strdup(s[i].slug);
-            ws->path = strdup(s[i].path);
-            ws->tier = s[i].tier;
-            ws->first = ws->last = t;
-            ws->count = 1;
-            snprintf(ws->oid, sizeof ws->oid, "%s", s[i].oid);
-            if (!ws->slug || !ws->path) {
-                snprintf(err, errlen, "out of memory");
-                rc = EXIT_FAILED;
-            }
-        }
-        order_rev_scripts_free(s, ns);
-    }
-    if (rc != 0)
-        order_walk_free(w);
-    return rc;
-}
 
 /* ---- generation ---------------------------------------------------------- */
 
@@ -750,8 +438,11 @@ static int emit_batches(struct ordering *o, struct manifest *m)
     return 0;
 }
 
-int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
-                   size_t errlen)
+/* Generates rev's manifest. An exit code (0, EXIT_PACKAGING for a cycle, a
+ * dangling `requires`, a `requires` on a later batch, a bad header or
+ * legacy-map; EXIT_HISTORY) with one line in err. */
+static int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
+                          size_t errlen)
 {
     memset(m, 0, sizeof *m);
     struct ordering o = {.g = g, .rev = rev, .err = err, .errlen = errlen};
@@ -1022,7 +713,8 @@ int order_local(const char *dir, struct manifest *m, char *note, size_t notelen,
     return rc;
 }
 
-char *order_batch_text(const struct batch *b, size_t *len)
+/* The text of one batch file. NULL when out of memory. */
+static char *order_batch_text(const struct batch *b, size_t *len)
 {
     size_t cap = 1;
     for (size_t i = 0; i < b->n; i++)
@@ -1052,7 +744,7 @@ int order_check_prefix(const struct git_repo *g, const char *rev, const struct m
     int rc = 0;
     if (git_release_tags(g, oid, NULL, &line.tags, &line.ntags, err, errlen) != 0 ||
         git_release_tags(g, NULL, oid, &here, &nhere, err, errlen) != 0 ||
-        drop_pre_engine(g, &line, err, errlen) != 0) {
+        order_walk_drop_pre_engine(g, &line, err, errlen) != 0) {
         rc = EXIT_HISTORY;
         goto out;
     }

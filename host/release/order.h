@@ -26,7 +26,7 @@ const struct rev_script *order_rev_script_find(const struct rev_script *s, size_
  * order from the first whose tree has the engine's layout (older ones
  * predate the engine and play no part), and for each slug any of them
  * carries, the first one. Gaps in the line are not errors; one a fetch
- * could fill is warned about (order.c, check_gaps). */
+ * could fill is warned about (order_walk.c, check_gaps). */
 struct walk_slug {
     char *slug;
     size_t first;               /* index into tags */
@@ -51,12 +51,11 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
                size_t errlen);
 void order_walk_free(struct walk *w);
 const struct walk_slug *order_walk_find(const struct walk *w, const char *slug);
+/* Drops w's tags older than the first whose tree has the engine's layout
+ * (the line both the walk and the prefix check start from). 0, or
+ * EXIT_HISTORY with err. */
+int order_walk_drop_pre_engine(const struct git_repo *g, struct walk *w, char *err, size_t errlen);
 
-/* Generates rev's manifest. An exit code (0, EXIT_PACKAGING for a cycle, a
- * dangling `requires`, a `requires` on a later batch, a bad header or
- * legacy-map; EXIT_HISTORY) with one line in err. */
-int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
-                   size_t errlen);
 /* The manifest of a --local run against a development cluster: what
  * `order` would write if dir's working tree were committed, so an edited or
  * new script runs without a commit. From dir's migrations/order.d when there
@@ -72,8 +71,7 @@ int order_generate(const struct git_repo *g, const char *rev, struct manifest *m
  * legacy-map), EXIT_HISTORY (a shallow clone, a git failure), EXIT_TOOL. */
 int order_local(const char *dir, struct manifest *m, char *note, size_t notelen, char *err,
                 size_t errlen);
-/* The text of one batch file. NULL when out of memory. */
-char *order_batch_text(const struct batch *b, size_t *len);
+
 /* Checks that the previous release's manifest (regenerated from its tag)
  * is a prefix of m: the same batch files, byte for byte, except that a
  * slug may since have been retired. 0 (note says what was compared),

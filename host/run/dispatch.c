@@ -3,9 +3,9 @@
  * Owns what the dispatcher reads (the index ConfigMap and its policy keys,
  * the Jobs it made, the Lease as a hint), the check of the index against
  * its own tree and image, the decision (the planner's background walk, the
- * Jobs in flight and the retry backoff on top), the Job it makes from its
- * own image and the release's template, how it tells its Jobs from foreign
- * ones, its Events and its one line, and the per-slug view `status` prints.
+ * Jobs in flight and the retry backoff on top), creating the Job
+ * dispatch_job.c makes (and reporting the foreign ones it tells apart),
+ * its Events and its one line, and the per-slug view `status` prints.
  * Must never write the ledger, never make a second Job while one of its
  * own runs, never dispatch a slug the planner would not run, never count an
  * attempt (the runner does), and never take what a Job runs (its image,
@@ -28,13 +28,10 @@
 #include "formats/record.h"
 #include "formats/tree.h"
 #include "client/event.h"
+#include "run/dispatch_job.h"
 #include "run/indexcheck.h"
 #include "run/lock.h"
 #include "run/plan.h"
-#include "run/podsec.h"
-
-#define DISPATCH_BY "cozy-migrate"
-#define CONTAINER "migrate"
 
 struct job {
     char name[64], slug[64], uid[64];
@@ -192,53 +189,6 @@ static double job_end(const cJSON *status, const cJSON *cond)
     return t >= 0 ? t : record_time_epoch(str_at(cond, "lastTransitionTime", NULL));
 }
 
-/* Why the Job is not this dispatcher's for this ledger, or NULL when it
- * is: an ownerReference (controller) to the ledger's uid, the same uid in
- * its label, a valid slug, not suspended. */
-static const char *not_ours(const struct ctx *c, const cJSON *it)
-{
-    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(it, "metadata");
-    const char *slug = str_at(meta, "labels", DISPATCH_SLUG_LABEL);
-    const char *uid = str_at(meta, "labels", DISPATCH_LEDGER_UID_LABEL);
-    if (!c->ledger_uid || !*c->ledger_uid)
-        return "there is no ledger to own it";
-    int owned = 0;
-    const cJSON *ref;
-    cJSON_ArrayForEach(ref, cJSON_GetObjectItemCaseSensitive(meta, "ownerReferences"))
-    {
-        const char *k = str_at(ref, "kind", NULL), *n = str_at(ref, "name", NULL),
-                   *u = str_at(ref, "uid", NULL), *av = str_at(ref, "apiVersion", NULL);
-        owned |= k && n && u && av && strcmp(av, "v1") == 0 && strcmp(k, "ConfigMap") == 0 &&
-                 strcmp(n, c->ledger) == 0 && strcmp(u, c->ledger_uid) == 0 &&
-                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ref, "controller"));
-    }
-    if (!owned)
-        return "no ownerReference to the ledger";
-    if (!uid || strcmp(uid, c->ledger_uid) != 0)
-        return "its " DISPATCH_LEDGER_UID_LABEL " label is not the ledger's uid";
-    if (!slug || !slug_valid(slug))
-        return "no valid " DISPATCH_SLUG_LABEL " label";
-    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(it, "spec");
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "suspend")))
-        return "it is suspended (the dispatcher never makes a suspended Job)";
-    return NULL;
-}
-
-/* Whether the Job claims this ledger: its uid label, its ledger
- * annotation, or a name this dispatcher would give. */
-static int claims_ledger(const struct ctx *c, const cJSON *it)
-{
-    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(it, "metadata");
-    const char *uid = str_at(meta, "labels", DISPATCH_LEDGER_UID_LABEL);
-    const char *ledger = str_at(meta, "annotations", DISPATCH_LEDGER_ANNOTATION);
-    const char *name = str_at(meta, "name", NULL);
-    char prefix[300];
-    snprintf(prefix, sizeof prefix, "mig-%s-", c->ledger);
-    return (uid && c->ledger_uid && strcmp(uid, c->ledger_uid) == 0) ||
-           (ledger && strcmp(ledger, c->ledger) == 0) ||
-           (name && strncmp(name, prefix, strlen(prefix)) == 0);
-}
-
 /* A Job that looks like this dispatcher's and is not: said once (a
  * Warning Event of a fixed name on it; the line when the Event is new). */
 static void report_foreign(struct ctx *c, const cJSON *it, const char *why)
@@ -270,10 +220,11 @@ static int add_job(struct ctx *c, const cJSON *it)
     const char *slug = str_at(meta, "labels", DISPATCH_SLUG_LABEL);
     const char *name = str_at(meta, "name", NULL);
     const char *uid = str_at(meta, "uid", NULL);
-    const char *why = not_ours(c, it);
+    struct dispatch_owner own = {c->ns, c->ledger, c->ledger_uid};
+    const char *why = dispatch_job_not_ours(&own, it);
     if (why) {
         /* another ledger's Jobs are its dispatcher's business */
-        if (claims_ledger(c, it))
+        if (dispatch_job_claims(&own, it))
             report_foreign(c, it, why);
         return 0;
     }
@@ -614,378 +565,6 @@ static int decide(struct ctx *c, const struct ledger *l, const struct plan *p, s
 
 /* ---- the Job ------------------------------------------------------------ */
 
-/* A Job name of at most 63 characters (its pods carry it as a label):
- * mig-<ledger>-<slug>-<attempt>[-<again>][-x<taken>] (taken: names foreign
- * Jobs hold), the ledger and slug cut and a hash of both added when that
- * is too long. */
-static void job_name(const char *ledger, const char *slug, long attempt, size_t again,
-                     int taken, char out[64])
-{
-    char tail[64] = "";
-    size_t t = 0;
-    t += (size_t)snprintf(tail + t, sizeof tail - t, "-%ld", attempt);
-    if (again)
-        t += (size_t)snprintf(tail + t, sizeof tail - t, "-%zu", again);
-    if (taken)
-        snprintf(tail + t, sizeof tail - t, "-x%d", taken);
-    char full[400];
-    snprintf(full, sizeof full, "mig-%s-%s%s", ledger, slug, tail);
-    if (strlen(full) <= 63) {
-        memcpy(out, full, strlen(full) + 1);
-        return;
-    }
-    char both[300];
-    snprintf(both, sizeof both, "%s-%s", ledger, slug);
-    unsigned h = 2166136261u; /* FNV-1a of ledger-slug */
-    for (const unsigned char *p = (const unsigned char *)both; *p; p++)
-        h = (h ^ *p) * 16777619u;
-    size_t keep = 63 - strlen("mig-") - 9 - strlen(tail);
-    char cut[64];
-    snprintf(cut, sizeof cut, "%.*s", (int)keep, both);
-    for (size_t n = strlen(cut); n && (cut[n - 1] == '-' || cut[n - 1] == '.');)
-        cut[--n] = '\0';
-    snprintf(full, sizeof full, "mig-%s-%08x%s", cut, h, tail);
-    snprintf(out, 64, "%.63s", full);
-}
-
-/* The built-in template, when the dispatcher's spec carries none: the pod
- * the chart renders for the Jobs that are not hooks. */
-static cJSON *builtin_template(const char *sa)
-{
-    char text[2400];
-    snprintf(text, sizeof text,
-             "{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"spec\":{\"backoffLimit\":0,"
-             "\"activeDeadlineSeconds\":%d,\"ttlSecondsAfterFinished\":%d,\"template\":{\"spec\":{"
-             "\"serviceAccountName\":\"%s\",\"restartPolicy\":\"Never\","
-             "\"securityContext\":{\"runAsNonRoot\":true,\"runAsUser\":65534,\"runAsGroup\":65534},"
-             "\"containers\":[{\"name\":\"" CONTAINER "\",\"image\":\"\",\"imagePullPolicy\":\"IfNotPresent\","
-             "\"args\":[\"--tier\",\"background\",\"--lock-timeout\",\"%ds\"],"
-             "\"terminationMessagePolicy\":\"FallbackToLogsOnError\","
-             "\"securityContext\":{\"readOnlyRootFilesystem\":true},"
-             "\"volumeMounts\":[{\"name\":\"tmp\",\"mountPath\":\"/tmp\"}]}],"
-             "\"volumes\":[{\"name\":\"tmp\",\"emptyDir\":{}}]}}}}",
-             DEFAULT_JOB_LOCK_WAIT_S + 60, DEFAULT_JOB_TTL_S, sa, DEFAULT_JOB_LOCK_WAIT_S);
-    return cJSON_Parse(text);
-}
-
-static int set_env(cJSON *c, const char *name, const char *value)
-{
-    cJSON *env = cJSON_GetObjectItemCaseSensitive(c, "env");
-    if (!env) {
-        env = cJSON_AddArrayToObject(c, "env");
-        if (!env)
-            return -1;
-    }
-    if (!cJSON_IsArray(env))
-        return -1;
-    for (int i = cJSON_GetArraySize(env) - 1; i >= 0; i--) {
-        const char *n = str_at(cJSON_GetArrayItem(env, i), "name", NULL);
-        if (n && strcmp(n, name) == 0)
-            cJSON_DeleteItemFromArray(env, i);
-    }
-    cJSON *e = cJSON_CreateObject();
-    if (!e || !cJSON_AddStringToObject(e, "name", name) || !cJSON_AddStringToObject(e, "value", value) ||
-        !cJSON_AddItemToArray(env, e)) {
-        cJSON_Delete(e);
-        return -1;
-    }
-    return 0;
-}
-
-static int set_str(cJSON *o, const char *k, const char *v)
-{
-    cJSON_DeleteItemFromObjectCaseSensitive(o, k);
-    return cJSON_AddStringToObject(o, k, v) ? 0 : -1;
-}
-
-static int set_num(cJSON *o, const char *k, double v)
-{
-    cJSON_DeleteItemFromObjectCaseSensitive(o, k);
-    return cJSON_AddNumberToObject(o, k, v) ? 0 : -1;
-}
-
-static cJSON *object_at(cJSON *o, const char *k)
-{
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (cJSON_IsObject(v))
-        return v;
-    cJSON_DeleteItemFromObjectCaseSensitive(o, k);
-    return cJSON_AddObjectToObject(o, k);
-}
-
-static int labels(cJSON *meta, const char *slug, const char *ledger_uid)
-{
-    cJSON *l = object_at(meta, "labels");
-    return l && set_str(l, DISPATCH_LABEL, DISPATCH_BY) == 0 &&
-                   set_str(l, DISPATCH_SLUG_LABEL, slug) == 0 &&
-                   set_str(l, DISPATCH_LEDGER_UID_LABEL, ledger_uid) == 0 &&
-                   set_str(l, "app.kubernetes.io/name", "cozy-migrate") == 0 &&
-                   set_str(l, "app.kubernetes.io/component", "background-migration") == 0
-               ? 0
-               : -1;
-}
-
-/* Whether an argument is one the engine's background run takes (the
- * chart's ValidatingAdmissionPolicy admits the same set). */
-static int arg_allowed(const char *a)
-{
-    static const char *const words[] = {"--tier", "background", "--lock-timeout", "--log-format",
-                                        "text", "json", NULL};
-    for (const char *const *w = words; *w; w++)
-        if (strcmp(a, *w) == 0)
-            return 1;
-    size_t n = strlen(a);
-    if (n < 2 || n > 7 || a[n - 1] != 's')
-        return 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (a[i] < '0' || a[i] > '9')
-            return 0;
-    return 1;
-}
-
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    char what[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "the background Jobs' template (%s, or the built-in one): %s",
-             DISPATCH_TEMPLATE_ENV, what);
-    return -1;
-}
-
-/* What the template may hold: one container running the engine's
- * background run, no host namespace, no privilege, no volume but an
- * emptyDir, nothing that runs another command (probes, lifecycle hooks,
- * init or ephemeral containers), no env the runner reads as an operator's
- * (SKIP) or that would take the Job's own ONLY and image. Even from the
- * release's own spec: a Job made as the jobs' cluster-admin identity is
- * checked here, and the admission policy checks it again. 0, or -1 with
- * err. */
-/* PASS_ENV in a background Job's template: the chart's values that shell
- * migrations read (its extraEnv and named hatches) reach them as they do in
- * the hook, so every name it lists must be a literal value of the same
- * template's env: nothing comes from the image's or the node's environment.
- * 0, or -1 with err. */
-static int pass_env_given(const cJSON *ctr, const char *list, char *err, size_t errlen)
-{
-    while (*list) {
-        size_t len = strcspn(list, ",");
-        int found = 0;
-        const cJSON *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(ctr, "env"))
-        {
-            const char *n = str_at(e, "name", NULL);
-            if (n && strlen(n) == len && strncmp(n, list, len) == 0 && strcmp(n, "PASS_ENV") != 0 &&
-                cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "value")))
-                found = 1;
-        }
-        if (len && !found)
-            return bad(err, errlen, "env PASS_ENV names '%.*s', which the template's env does not "
-                       "give a value", (int)(len > 60 ? 60 : len), list);
-        list += len + (list[len] == ',');
-    }
-    return 0;
-}
-
-static int template_check(const cJSON *pod, const cJSON *ctr, char *err, size_t errlen)
-{
-    static const char *const host[] = {"hostNetwork", "hostPID", "hostIPC", NULL};
-    for (const char *const *h = host; *h; h++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(pod, *h);
-        if (v && !cJSON_IsFalse(v))
-            return bad(err, errlen, "spec.template.spec.%s: a background Job shares no host "
-                       "namespace", *h);
-    }
-    static const char *const none[] = {"initContainers", "ephemeralContainers", NULL};
-    for (const char *const *k = none; *k; k++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(pod, *k);
-        if (v && cJSON_GetArraySize(v) > 0)
-            return bad(err, errlen, "spec.template.spec.%s: the engine is the Job's only "
-                       "container", *k);
-    }
-    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(pod, "containers")) != 1)
-        return bad(err, errlen, "spec.template.spec.containers: exactly one container");
-    const cJSON *vol;
-    cJSON_ArrayForEach(vol, cJSON_GetObjectItemCaseSensitive(pod, "volumes"))
-    {
-        int only_empty = cJSON_GetObjectItemCaseSensitive(vol, "emptyDir") &&
-                         cJSON_GetArraySize(vol) == 2 && cJSON_GetObjectItemCaseSensitive(vol, "name");
-        if (!only_empty)
-            return bad(err, errlen, "volume '%s': only emptyDir volumes (no hostPath, no "
-                       "ConfigMap or Secret over the image's tree)",
-                       str_at(vol, "name", NULL) ? str_at(vol, "name", NULL) : "?");
-    }
-    static const char *const cmd[] = {"command", "lifecycle", "livenessProbe", "readinessProbe",
-                                      "startupProbe", "envFrom", "workingDir", NULL};
-    for (const char *const *k = cmd; *k; k++)
-        if (cJSON_GetObjectItemCaseSensitive(ctr, *k))
-            return bad(err, errlen, "the container's %s: the Job runs the image's entrypoint "
-                       "and nothing else", *k);
-    const cJSON *a;
-    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(ctr, "args"))
-    {
-        if (!cJSON_IsString(a) || !arg_allowed(a->valuestring))
-            return bad(err, errlen, "the container's args: '%.60s' is not an argument of the "
-                       "engine's background run", cJSON_IsString(a) ? a->valuestring : "?");
-    }
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(ctr, "securityContext");
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sc, "privileged")) ||
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(sc, "capabilities"), "add"))
-        return bad(err, errlen, "the container's securityContext: no privilege, no capability "
-                   "added");
-    const cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(ctr, "env"))
-    {
-        const char *n = str_at(e, "name", NULL);
-        if (!n || strcmp(n, "SKIP") == 0 || strcmp(n, "SKIP_REASON") == 0 ||
-            strcmp(n, "DRY_RUN") == 0 || strncmp(n, "LD_", 3) == 0)
-            return bad(err, errlen, "env '%.40s' is not for a background Job", n ? n : "?");
-        const char *pass = strcmp(n, "PASS_ENV") == 0 ? str_at(e, "value", NULL) : NULL;
-        if (strcmp(n, "PASS_ENV") == 0 && !pass)
-            return bad(err, errlen, "env PASS_ENV: a list of names given as a value");
-        if (pass && pass_env_given(ctr, pass, err, errlen) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* Restricted Pod Security, whatever the template says: non-root,
- * RuntimeDefault seccomp, no privilege escalation, every capability
- * dropped. 0, or -1 when out of memory. */
-static int restricted(cJSON *pod, cJSON *ctr)
-{
-    cJSON *psc = object_at(pod, "securityContext");
-    cJSON *seccomp = psc ? object_at(psc, "seccompProfile") : NULL;
-    cJSON *csc = object_at(ctr, "securityContext");
-    cJSON *caps = csc ? object_at(csc, "capabilities") : NULL;
-    if (!psc || !seccomp || !csc || !caps)
-        return -1;
-    cJSON_DeleteItemFromObjectCaseSensitive(psc, "runAsNonRoot");
-    cJSON_DeleteItemFromObjectCaseSensitive(seccomp, "localhostProfile");
-    cJSON_DeleteItemFromObjectCaseSensitive(csc, "allowPrivilegeEscalation");
-    cJSON_DeleteItemFromObjectCaseSensitive(csc, "privileged");
-    cJSON_DeleteItemFromObjectCaseSensitive(caps, "drop");
-    cJSON *drop = cJSON_AddArrayToObject(caps, "drop");
-    cJSON *all = cJSON_CreateString("ALL");
-    if (!drop || !all || !cJSON_AddItemToArray(drop, all)) {
-        cJSON_Delete(all);
-        return -1;
-    }
-    return cJSON_AddTrueToObject(psc, "runAsNonRoot") && set_str(seccomp, "type", "RuntimeDefault") == 0 &&
-                   cJSON_AddFalseToObject(csc, "allowPrivilegeEscalation")
-               ? 0
-               : -1;
-}
-
-/* spec.podFailurePolicy: an exit no retry changes fails the Job at once,
- * and the dispatcher reads that (reason PodFailurePolicy) as final. */
-static int final_exits(cJSON *spec)
-{
-    cJSON_DeleteItemFromObjectCaseSensitive(spec, "podFailurePolicy");
-    char text[300];
-    snprintf(text, sizeof text, "{\"rules\":[{\"action\":\"FailJob\",\"onExitCodes\":{"
-             "\"containerName\":\"" CONTAINER "\",\"operator\":\"In\",\"values\":[%s]}}]}",
-             DISPATCH_FINAL_EXITS);
-    cJSON *p = cJSON_Parse(text);
-    if (!p || !cJSON_AddItemToObject(spec, "podFailurePolicy", p)) {
-        cJSON_Delete(p);
-        return -1;
-    }
-    return 0;
-}
-
-/* The Job for the verdict's pick: the release's template (checked), its
- * name, labels, owner, the slug, this dispatcher's own image, restricted
- * Pod Security, the deadline. NULL with err (exit 3: the template cannot
- * be used) or oom set. */
-static cJSON *make_job(struct ctx *c, const struct dispatch_opts *d, const struct verdict *v,
-                       const char *name, int *oom, char *err, size_t errlen)
-{
-    const char *sa = d->service_account ? d->service_account : DEFAULT_JOB_SERVICE_ACCOUNT;
-    *oom = 0;
-    cJSON *job = d->job_template ? cJSON_Parse(d->job_template) : builtin_template(sa);
-    cJSON *spec = cJSON_GetObjectItemCaseSensitive(job, "spec");
-    cJSON *tmpl = cJSON_GetObjectItemCaseSensitive(spec, "template");
-    cJSON *pod = cJSON_GetObjectItemCaseSensitive(tmpl, "spec");
-    cJSON *ctr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pod, "containers"), 0);
-    const char *kind = str_at(job, "kind", NULL);
-    if (!cJSON_IsObject(spec) || !cJSON_IsObject(pod) || !cJSON_IsObject(ctr) ||
-        (kind && strcmp(kind, "Job") != 0)) {
-        bad(err, errlen, "not a Job with a pod template and a container");
-        cJSON_Delete(job);
-        return NULL;
-    }
-    char why[600];
-    if (template_check(pod, ctr, err, errlen) != 0) {
-        cJSON_Delete(job);
-        return NULL;
-    }
-    if (podsec_check(tmpl, why, sizeof why) != 0) {
-        bad(err, errlen, "%s", why);
-        cJSON_Delete(job);
-        return NULL;
-    }
-    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(spec, "activeDeadlineSeconds");
-    double base = cJSON_IsNumber(dl) && dl->valuedouble > 0 ? dl->valuedouble
-                                                           : DEFAULT_JOB_LOCK_WAIT_S + 60;
-    const cJSON *ttl = cJSON_GetObjectItemCaseSensitive(spec, "ttlSecondsAfterFinished");
-    char attempts[24];
-    snprintf(attempts, sizeof attempts, "%ld", v->attempt - 1);
-    static const char *const drop[] = {"selector", "manualSelector", "suspend", "completions",
-                                       "parallelism", "completionMode", "successPolicy",
-                                       "backoffLimitPerIndex", "maxFailedIndexes",
-                                       "podReplacementPolicy", "managedBy", NULL};
-    for (const char *const *k = drop; *k; k++)
-        cJSON_DeleteItemFromObjectCaseSensitive(spec, *k);
-    cJSON_DeleteItemFromObjectCaseSensitive(job, "metadata");
-    cJSON_DeleteItemFromObjectCaseSensitive(job, "status");
-    cJSON_DeleteItemFromObjectCaseSensitive(ctr, "image");
-    cJSON *meta = cJSON_AddObjectToObject(job, "metadata");
-    cJSON *ann = meta ? cJSON_AddObjectToObject(meta, "annotations") : NULL;
-    cJSON *owners = meta ? cJSON_AddArrayToObject(meta, "ownerReferences") : NULL;
-    cJSON *owner = cJSON_CreateObject();
-    if (owner && owners && !cJSON_AddItemToArray(owners, owner)) {
-        cJSON_Delete(owner);
-        owner = NULL;
-    }
-    cJSON *tmeta = object_at(tmpl, "metadata");
-    char job_sa[256];
-    const char *given_sa = str_at(pod, "serviceAccountName", NULL);
-    snprintf(job_sa, sizeof job_sa, "%s", given_sa ? given_sa : sa);
-    int failed = !meta || !ann || !owner || !tmeta || set_str(job, "apiVersion", "batch/v1") ||
-                 set_str(job, "kind", "Job") || set_str(meta, "name", name) ||
-                 set_str(meta, "namespace", c->ns) ||
-                 labels(meta, v->pick->slug, c->ledger_uid) ||
-                 set_str(ann, DISPATCH_LEDGER_ANNOTATION, c->ledger) ||
-                 set_str(ann, DISPATCH_ATTEMPTS_ANNOTATION, attempts) ||
-                 set_str(owner, "apiVersion", "v1") || set_str(owner, "kind", "ConfigMap") ||
-                 set_str(owner, "name", c->ledger) || set_str(owner, "uid", c->ledger_uid) ||
-                 !cJSON_AddTrueToObject(owner, "controller") ||
-                 !cJSON_AddFalseToObject(owner, "blockOwnerDeletion") ||
-                 labels(tmeta, v->pick->slug, c->ledger_uid) ||
-                 /* retries are the dispatcher's, with a backoff, counted in the ledger */
-                 set_num(spec, "backoffLimit", 0) || final_exits(spec) ||
-                 set_num(spec, "activeDeadlineSeconds",
-                         ceil(base + v->pick->timeout_s + DEFAULT_GRACE_S)) ||
-                 (!cJSON_IsNumber(ttl) && set_num(spec, "ttlSecondsAfterFinished", DEFAULT_JOB_TTL_S)) ||
-                 set_str(pod, "restartPolicy", "Never") ||
-                 set_str(pod, "serviceAccountName", job_sa) ||
-                 set_str(ctr, "name", CONTAINER) || set_str(ctr, "image", c->o->image) ||
-                 set_env(ctr, "ONLY", v->pick->slug) || set_env(ctr, "MIGRATIONS_IMAGE", c->o->image) ||
-                 restricted(pod, ctr);
-    if (failed) {
-        *oom = 1;
-        snprintf(err, errlen, "out of memory");
-        cJSON_Delete(job);
-        return NULL;
-    }
-    cJSON_DeleteItemFromObjectCaseSensitive(pod, "serviceAccount");
-    return job;
-}
-
 /* The Job named name, read back after a 409: 1 when it is this
  * dispatcher's for slug (another dispatch made it at the same moment), 0
  * when it is foreign (reported), -1 with err when it cannot be read. */
@@ -1004,7 +583,8 @@ static int ours_by_name(struct ctx *c, const char *name, const char *slug, char 
         snprintf(err, errlen, "reading Job %s/%s, whose name is taken: %s", c->ns, name, m);
         return -1;
     }
-    const char *why = not_ours(c, it);
+    struct dispatch_owner own = {c->ns, c->ledger, c->ledger_uid};
+    const char *why = dispatch_job_not_ours(&own, it);
     const char *s = str_at(cJSON_GetObjectItemCaseSensitive(it, "metadata"), "labels",
                            DISPATCH_SLUG_LABEL);
     if (!why && (!s || strcmp(s, slug) != 0))
@@ -1136,9 +716,11 @@ static int create_job(struct ctx *c, const struct dispatch_opts *d, const struct
     char name[64], err[ERRLINE_MAX];
     const char *would = c->o->k.dry_run ? "would create" : "created";
     for (int taken = 0; taken < 4; taken++) {
-        job_name(c->ledger, v->pick->slug, v->attempt, v->again, taken, name);
+        dispatch_job_name(c->ledger, v->pick->slug, v->attempt, v->again, taken, name);
+        struct dispatch_job_want w = {{c->ns, c->ledger, c->ledger_uid}, name, v->pick->slug,
+                                      c->o->image, v->attempt, v->pick->timeout_s};
         int oom = 0;
-        cJSON *job = make_job(c, d, v, name, &oom, err, sizeof err);
+        cJSON *job = dispatch_job_make(d, &w, &oom, err, sizeof err);
         if (!job) {
             log_fatal("%s", err);
             return oom ? EXIT_FAILED : EXIT_PACKAGING;

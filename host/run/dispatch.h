@@ -56,7 +56,8 @@
 #include "client/rest.h"
 #include "run/runner.h"
 
-#define DISPATCH_LABEL "platform.cozystack.io/dispatched-by"  /* = cozy-migrate */
+#define DISPATCH_LABEL "platform.cozystack.io/dispatched-by"
+#define DISPATCH_BY "cozy-migrate"  /* DISPATCH_LABEL's value */
 #define DISPATCH_SLUG_LABEL "platform.cozystack.io/migration"
 #define DISPATCH_LEDGER_UID_LABEL "platform.cozystack.io/ledger-uid"
 #define DISPATCH_LEDGER_ANNOTATION "platform.cozystack.io/ledger"

@@ -74,7 +74,7 @@ static const char *jstr(const cJSON *o, const char *a, const char *b)
 }
 
 /* Whether s has the shape of a holder identity (lock_acquire makes them):
- * host/pid/start/16 hex digits, printable, no space. */
+ * <host>/<pid>/<start>/<16 hex digits>, printable, no space. */
 static int identity_shaped(const char *s)
 {
     size_t n = strlen(s), slashes = 0;
@@ -559,7 +559,7 @@ int lock_acquire(struct lock *lk, struct rest_client *c, const char *ns, const c
     snprintf(lk->name, sizeof lk->name, "%s", name);
     char host[128] = "unknown";
     gethostname(host, sizeof host - 1);
-    /* host/pid/start alone collide: two hook pods on hosts of one name are
+    /* <host>/<pid>/<start> alone collide: two hook pods on hosts of one name are
      * both PID 1 and may start in the same second. */
     unsigned char rnd[8];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {

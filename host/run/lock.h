@@ -109,7 +109,7 @@
  *             upgrade waits for at most the one background migration in
  *             flight.
  *
- * Holder identities are unique: host/pid/start time/64 random bits (two
+ * Holder identities are unique: <host>/<pid>/<start time>/<64 random bits> (two
  * runners that are PID 1 of their containers, on hosts of one name, started
  * in the same second, still differ).
  *

@@ -461,7 +461,10 @@ static int plan_fresh(const struct tree *t, const struct ledger *l, const struct
     return 0;
 }
 
-long plan_installed_batch(const struct tree *t, const char *at, char *msg, size_t len)
+/* The batch --as-installed-at names in t's manifest: its index (the seeds
+ * are every batch up to it), -1 for "none" (nothing seeded), or -2 when no
+ * batch is so called (then msg lists those that are). */
+static long plan_installed_batch(const struct tree *t, const char *at, char *msg, size_t len)
 {
     const struct manifest *man = &t->man;
     if (strcmp(at, "none") == 0)

@@ -92,10 +92,6 @@ const char *plan_kubectl_remove(const struct plan_opts *o, const char *path, cha
 void plan_record(const struct tree *t, const struct step *s, const struct plan_opts *o,
                  enum rec_state st, struct record *r);
 
-/* The batch --as-installed-at names in t's manifest: its index (the seeds
- * are every batch up to it), -1 for "none" (nothing seeded), or -2 when no
- * batch is so called (then msg lists those that are). */
-long plan_installed_batch(const struct tree *t, const char *installed_at, char *msg, size_t len);
 
 /* Never fails for a reason of the data: a refusal is a plan with refuse set
  * (EXIT_USAGE: a slug the image cannot run or skip; EXIT_LEDGER: a bad key,

@@ -7,7 +7,7 @@ local runner = require('support.runner')
 local fixture = require('support.fixture')
 local json = require('json')
 
--- The digest sha256_dir (host/tree.c) makes of a directory: each regular
+-- The digest sha256_dir (host/formats/tree.c) makes of a directory: each regular
 -- file in bytewise order of its relative path, the path, a NUL, the bytes.
 local function dir_digest(dir)
   return h.must(h.run(string.format(

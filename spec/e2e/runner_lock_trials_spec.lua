@@ -8,7 +8,7 @@
 --   * no two migrations' time spans overlap, whichever runner ran them;
 --   * the runner that lost the lock exits 5 and records nothing more;
 --   * every record was written by the runner whose run of that migration
---     finished last (a record names its runner: host/pid/time).
+--     finished last (a record names its runner: <host>/<pid>/<start>/<random>).
 local h = require('support.helpers')
 local fixture = require('support.fixture')
 local runner = require('support.runner')

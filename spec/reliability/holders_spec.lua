@@ -1,7 +1,7 @@
 -- Unique holders, as repeated trials: two runners with the same hostname,
 -- each PID 1 of its own PID namespace (unshare --pid --fork --uts, hostname
 -- "twin"), started together (in the same second), over 8 Lua migrations
--- that record their spans on CLOCK_MONOTONIC. host/pid/start alone would
+-- that record their spans on CLOCK_MONOTONIC. <host>/<pid>/<start> alone would
 -- make them one holder ("twin/1/<second>"): the second would take the Lease
 -- for its own and both would run everything. A holder's identity has a
 -- random part: exactly one executes, the other waits and finds nothing to
