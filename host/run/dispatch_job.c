@@ -8,8 +8,8 @@
  * label); and the same proof read back, which tells a Job the dispatcher
  * made from a foreign one. Pure: JSON in, JSON out, no cluster call
  * (dispatch.c lists, creates and reports). Must never let a template
- * choose the image, the command, the identity's privileges or the host
- * access of what it runs. */
+ * choose the image or the command the Job runs, nor give its pod a host
+ * namespace, privilege or a volume over the image's tree. */
 #include "run/dispatch_job.h"
 
 #include <math.h>
