@@ -22,6 +22,7 @@
 #include "base/defaults.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/util.h"
 #include "formats/indexdoc.h"
 #include "formats/manifest.h"
@@ -277,7 +278,7 @@ static int add_job(struct ctx *c, const cJSON *it)
             report_foreign(c, it, why);
         return 0;
     }
-    struct job *nj = realloc(c->jobs, (c->njobs + 1) * sizeof *nj);
+    struct job *nj = mem_grow(c->jobs, c->njobs + 1, sizeof *nj);
     if (!nj)
         return -1;
     c->jobs = nj;

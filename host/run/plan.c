@@ -19,6 +19,7 @@
 
 #include "base/defaults.h"
 #include "base/exitcodes.h"
+#include "base/mem.h"
 #include "formats/manifest.h"
 
 const char *step_kind_name(enum step_kind k)
@@ -52,7 +53,7 @@ static int add_line(char ***v, size_t *n, const char *fmt, va_list ap)
 {
     char buf[512];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    char **nv = realloc(*v, (*n + 1) * sizeof *nv);
+    char **nv = mem_grow(*v, *n + 1, sizeof *nv);
     if (!nv)
         return -1;
     *v = nv;
@@ -97,7 +98,7 @@ static void refuse(struct plan *p, int code, const char *fmt, ...)
 static struct step *add_step(struct plan *p, enum step_kind k, const char *slug,
                              const struct migration *m, const char *batch, const char *tier)
 {
-    struct step *ns = realloc(p->s, (p->n + 1) * sizeof *ns);
+    struct step *ns = mem_grow(p->s, p->n + 1, sizeof *ns);
     if (!ns)
         return NULL;
     p->s = ns;
@@ -114,7 +115,7 @@ static struct step *add_step(struct plan *p, enum step_kind k, const char *slug,
 static int seed_record(struct plan *p, const char *slug, enum rec_state st, const char *batch,
                        const char *tier, const struct plan_opts *o)
 {
-    struct ledger_entry *ns = realloc(p->seed, (p->nseed + 1) * sizeof *ns);
+    struct ledger_entry *ns = mem_grow(p->seed, p->nseed + 1, sizeof *ns);
     if (!ns)
         return -1;
     p->seed = ns;

@@ -22,6 +22,7 @@
 #include "proc/child.h"
 #include "base/defaults.h"
 #include "base/exitcodes.h"
+#include "base/mem.h"
 #include "base/paths.h"
 #include "formats/journaldoc.h"
 #include "formats/shellreach.h"
@@ -242,7 +243,7 @@ static const char *next_time(struct runner_ctx *c, const char *slug)
 
 static void note_ran(struct runner_ctx *c, const char *slug, const char *how)
 {
-    struct ran *nr = realloc(c->ran, (c->nran + 1) * sizeof *nr);
+    struct ran *nr = mem_grow(c->ran, c->nran + 1, sizeof *nr);
     if (!nr)
         return; /* then it reads as not run: its dependents are blocked */
     c->ran = nr;

@@ -1,4 +1,4 @@
-// sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/base/util.c
+// sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/base/util.c host/base/mem.c
 /* formats_fuzz.c: libFuzzer target for the runner's line formats: script
  * headers, order.d batches, `revoked`, `legacy-map`, the legacy set's digest
  * list and ledger records. Owns
