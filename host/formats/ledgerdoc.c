@@ -20,8 +20,10 @@
 
 void ledger_free(struct ledger *l)
 {
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; i < l->n; i++) {
         free(l->e[i].slug);
+        record_free(&l->e[i].rec);
+    }
     free(l->e);
     memset(l, 0, sizeof *l);
 }
@@ -133,6 +135,7 @@ static void mark_nul(struct ledger *l, const char *key, size_t klen)
     for (size_t i = 0; i < l->n; i++)
         if (strlen(l->e[i].slug) == klen - strlen(PREFIX) &&
             memcmp(l->e[i].slug, key + strlen(PREFIX), klen - strlen(PREFIX)) == 0) {
+            record_free(&l->e[i].rec); /* an unknown record owns nothing (record.h) */
             l->e[i].rec.state = REC_UNKNOWN;
             snprintf(l->e[i].rec.problem, sizeof l->e[i].rec.problem, "holds a NUL byte");
         }
@@ -323,9 +326,7 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
     }
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(cm, "data");
     const cJSON *kv;
-    /* One allocation for every record: a record is some 22 KiB, nearly all
-     * of it the output and journal buffers that record_parse leaves
-     * untouched, so pages nobody writes are never faulted in. */
+    /* One allocation for every record, counted first. */
     size_t cap = 0;
     cJSON_ArrayForEach(kv, data)
         if (cJSON_IsString(kv) && strncmp(kv->string, PREFIX, strlen(PREFIX)) == 0)

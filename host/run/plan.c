@@ -36,8 +36,10 @@ const char *step_kind_name(enum step_kind k)
 
 void plan_free(struct plan *p)
 {
-    for (size_t i = 0; i < p->nseed; i++)
+    for (size_t i = 0; i < p->nseed; i++) {
         free(p->seed[i].slug);
+        record_free(&p->seed[i].rec);
+    }
     free(p->seed);
     free(p->s);
     for (size_t i = 0; i < p->nwarnings; i++)

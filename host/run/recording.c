@@ -211,6 +211,7 @@ int runner_room_for(struct runner_ctx *c, const struct step *s)
     snprintf(base->runner, sizeof base->runner, "%s", c->lk.holder);
     int may_fail = s->m && (s->m->h.on_error != ON_ERROR_ABORT || strcmp(s->tier, "background") == 0);
     size_t max = record_max_bytes(base, may_fail, runner_shrinking(c));
+    record_free(base);
     free(base);
     size_t need = ledger_key_bytes(s->slug) + max;
     size_t have = c->ledger_bytes - old_bytes(c, s->slug);
@@ -237,6 +238,7 @@ int runner_write_record(struct runner_ctx *c, const char *slug, struct record *r
     snprintf(r->runner, sizeof r->runner, "%s", c->lk.holder);
     if (r->state == REC_FAILED && runner_shrinking(c))
         record_shrink(r);
+    /* a view of r (record.h: Ownership), never freed */
     struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
     enum ledger_rc lrc;
     int tries = 0;

@@ -585,18 +585,14 @@ static int execute(struct runner_ctx *c, const struct step *s, size_t k, size_t 
                      res.gw_refused > 1 ? " (and more, counted in the output)" : "");
         }
         utf8_clip(r.message);
-        if (res.tail) {
-            size_t tl = strlen(res.tail);
-            const char *from = tl >= sizeof r.output ? res.tail + tl - (sizeof r.output - 1) : res.tail;
-            snprintf(r.output, sizeof r.output, "%s", utf8_start(from));
-        }
-        cJSON *jn = res.journal ? journal_log_json(res.journal) : NULL;
-        record_set_journal(&r, jn, RECORD_JOURNAL_CAP);
-        cJSON_Delete(jn);
+        record_set_output(&r, res.tail);
+        /* the tree made once from the child's log, the record's from here */
+        record_set_journal(&r, res.journal ? journal_log_json(res.journal) : NULL, RECORD_JOURNAL_CAP);
     }
     int aborted = res.outcome == CHILD_ABORTED;
     child_result_free(&res);
     rc = finish_step(c, s, k, n, &r, ok, aborted, *summary ? summary : NULL, failed_warn);
+    record_free(&r);
     return rc;
 }
 
