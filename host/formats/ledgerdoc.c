@@ -303,7 +303,7 @@ void ledger_mark_nul(const char *body, size_t len, struct ledger *l)
     configmap_nul_values(body, len, mark_nul_cb, l);
 }
 
-int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
+int ledger_parse(const cJSON *cm, struct ledger *l, struct buf *err)
 {
     memset(l, 0, sizeof *l);
     l->exists = 1;
@@ -332,7 +332,7 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
         if (cJSON_IsString(kv) && strncmp(kv->string, PREFIX, strlen(PREFIX)) == 0)
             cap++;
     if (cap && !(l->e = malloc(cap * sizeof *l->e))) {
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return -1;
     }
     cJSON_ArrayForEach(kv, data) {
@@ -357,7 +357,7 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
             continue;
         struct ledger_entry *ne = l->e;
         if (!(ne[l->n].slug = strdup(kv->string + strlen(PREFIX)))) {
-            snprintf(err, errlen, "out of memory");
+            buf_setf(err, "out of memory");
             ledger_free(l);
             return -1;
         }

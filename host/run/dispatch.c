@@ -1240,9 +1240,12 @@ int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
     if (rc || (rc = check_index(&c)) != 0)
         goto out;
     struct ledger_loc loc = {.rest = rest, .ns = c.ns, .name = c.ledger};
-    enum ledger_rc lrc = ledger_read(&loc, &l, err, sizeof err);
+    struct buf lerr = BUF_INIT;
+    enum ledger_rc lrc = ledger_read(&loc, &l, &lerr);
+    if (lrc != LEDGER_OK)
+        log_fatal("%s", buf_str(&lerr));
+    buf_release(&lerr);
     if (lrc != LEDGER_OK) {
-        log_fatal("%s", err);
         rc = lrc == LEDGER_UNTRUSTED ? EXIT_LEDGER : EXIT_CLUSTER;
         goto out;
     }

@@ -191,10 +191,13 @@ static int l_plan(lua_State *L)
         lua_setfield(L, -2, "data");
         cJSON *cm = ljson_to_cjson(L, -1, err, sizeof err);
         lua_pop(L, 1);
-        if (!cm || ledger_parse(cm, &l, err, sizeof err) != 0) {
+        struct buf perr = BUF_INIT;
+        if (!cm || ledger_parse(cm, &l, &perr) != 0) {
             cJSON_Delete(cm);
             tree_free(&t);
-            return fail(L, err);
+            lua_pushstring(L, cm ? buf_str(&perr) : err);
+            buf_release(&perr);
+            return fail(L, lua_tostring(L, -1));
         }
         cJSON_Delete(cm);
     }
