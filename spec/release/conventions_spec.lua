@@ -173,4 +173,26 @@ describe('the house rules of host/', function()
       h.lacks(res.out, 'planted', 'nothing said of the planted files')
     end)
   end)
+  -- errbuf (issue 40): a module says why in struct buf *err, whole.
+  describe('errbuf', function()
+    it('fails on a header with struct buf *err that still takes char *err, size_t errlen', function()
+      local d = scratch()
+      h.write(d .. '/host/run/planted.h', '/* planted.h: x */\n#include "base/buf.h"\n' ..
+        'int planted_read(const char *path, struct buf *err);\n' ..
+        'int planted_write(const char *path, char *err, size_t errlen);\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, 'host/run/planted.h:4: a module that says why in struct buf *err')
+    end)
+
+    it('lets through a header in either style alone', function()
+      local d = scratch()
+      h.write(d .. '/host/run/planted.h', '/* planted.h: x */\n#include "base/buf.h"\n' ..
+        'int planted_read(const char *path, struct buf *err);\n')
+      h.write(d .. '/host/run/planted_old.h', '/* planted_old.h: x */\n' ..
+        'int planted_old_read(const char *path, char *err, size_t errlen);\n')
+      local res = check(d)
+      h.lacks(res.out, 'planted', 'nothing said of the planted headers')
+    end)
+  end)
 end)
