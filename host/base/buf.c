@@ -111,3 +111,22 @@ char *buf_detach(struct buf *b, size_t *len)
         buf_release(b);
     return p;
 }
+
+int buf_setf(struct buf *b, const char *fmt, ...)
+{
+    buf_reset(b);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = buf_vaddf(b, fmt, ap);
+    va_end(ap);
+    if (rc != 0) {
+        buf_reset(b);
+        (void)buf_adds(b, "out of memory");
+    }
+    return rc;
+}
+
+const char *buf_str(const struct buf *b)
+{
+    return b->p ? b->p : "";
+}

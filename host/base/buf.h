@@ -31,6 +31,15 @@ enum { BUF_NOMEM = 1, BUF_TOOBIG = 2 };
 int buf_add(struct buf *b, const void *data, size_t n);
 int buf_adds(struct buf *b, const char *s);
 int buf_addf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int buf_vaddf(struct buf *b, const char *fmt, va_list ap);
+/* An error's message (as git passes `struct strbuf *err`): a callee that
+ * fails sets it whole with buf_setf (what it held is replaced, so a caller
+ * may pass one buffer to a call in a loop), never cut at a width; the
+ * caller reads it with buf_str and releases it. buf_setf: 0, or -1 (the
+ * buffer then reads "out of memory" when even that fits, else ""). */
+int buf_setf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The text, "" when nothing was appended: never NULL, for a "%s". */
+const char *buf_str(const struct buf *b);
 /* Drops the first n bytes (all when n >= len): a buffer read as a queue. */
 void buf_consume(struct buf *b, size_t n);
 /* Empties the content and clears failed; keeps the memory for reuse. */

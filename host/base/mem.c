@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <malloc.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 static size_t used, limit;
@@ -63,3 +64,19 @@ void mem_set_limit(size_t l)
 }
 
 int mem_exceeded(void) { return exceeded; }
+void *mem_grow(void *p, size_t want, size_t size)
+{
+    if (!want)
+        want = 1;
+    if (size && want > SIZE_MAX / size)
+        return NULL;
+    size_t need = want * size;
+    if (p && malloc_usable_size(p) >= need)
+        return p;
+    /* Half again, not double: less waste on the large arrays (a tree of
+     * thousands of migrations), the same O(n) over n appends. */
+    size_t cap = need < 64 ? 64 : need + need / 2;
+    if (cap < need)
+        cap = need;
+    return realloc(p, cap);
+}

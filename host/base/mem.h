@@ -32,4 +32,18 @@ void mem_release(size_t n);
 void *mem_realloc(void *p, size_t n);
 void mem_free(void *p);
 int mem_exceeded(void);
+/* The one way an array grows (git's ALLOC_GROW): room for at least want
+ * elements of size bytes at p (NULL: a new array), its contents kept.
+ * Returns p itself while the block already holds want (the allocator's
+ * usable size says so, no capacity field needed), else p moved to a block
+ * half as large again as asked, so n appends cost O(n). NULL when memory
+ * runs out or want * size overflows, p then untouched and still the
+ * caller's. Plain malloc'd and not counted (the arrays of the loaders and
+ * the runner, outside a script's reach): freed with free(). Usage:
+ *     struct x *nx = mem_grow(a->x, a->n + 1, sizeof *nx);
+ *     if (!nx) return -1;
+ *     a->x = nx; a->x[a->n++] = v;
+ * tools/conventions refuses a hand-written realloc(... sizeof ...) outside
+ * base/. */
+void *mem_grow(void *p, size_t want, size_t size);
 #endif

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/mem.h"
+
 double now_mono(void)
 {
     struct timespec ts;
@@ -136,7 +138,7 @@ static int list(const char *dir, int hidden, char ***names, size_t *n)
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.' && (!hidden || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")))
             continue;
-        char **nv = realloc(v, (cnt + 1) * sizeof *nv);
+        char **nv = mem_grow(v, cnt + 1, sizeof *nv);
         if (!nv || !(nv[cnt] = strdup(de->d_name))) {
             if (nv)
                 v = nv;

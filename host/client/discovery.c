@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/mem.h"
+
 static char *dupstr(const char *s) { return strdup(s ? s : ""); }
 
 static void free_res(struct api_resource *r)
@@ -58,14 +60,10 @@ static int add(struct discovery *d, const char *group, const char *version, int 
 {
     if (!resource || !*resource || strchr(resource, '/'))
         return 0; /* subresources are addressed through their parent */
-    if (d->n == d->cap) {
-        size_t nc = d->cap ? d->cap * 2 : 64;
-        struct api_resource *nr = realloc(d->res, nc * sizeof *nr);
-        if (!nr)
-            return -1;
-        d->res = nr;
-        d->cap = nc;
-    }
+    struct api_resource *nr = mem_grow(d->res, d->n + 1, sizeof *nr);
+    if (!nr)
+        return -1;
+    d->res = nr;
     struct api_resource *r = &d->res[d->n];
     memset(r, 0, sizeof *r);
     r->group = dupstr(group);

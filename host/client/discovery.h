@@ -24,7 +24,7 @@ struct api_resource {
 
 struct discovery {
     struct api_resource *res;
-    size_t n, cap;
+    size_t n;
 };
 
 /* Adds the resources of an aggregated discovery document (APIGroupDiscoveryList).

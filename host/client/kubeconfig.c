@@ -166,7 +166,7 @@ static void set_free(struct kc_set *s)
 
 static struct kc_file *set_add(struct kc_set *s, const char *path)
 {
-    struct kc_file *nf = realloc(s->f, (s->n + 1) * sizeof *nf);
+    struct kc_file *nf = mem_grow(s->f, s->n + 1, sizeof *nf);
     if (!nf)
         return NULL;
     s->f = nf;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/defaults.h"
+#include "base/mem.h"
 #include "base/util.h"
 #include "formats/manifest.h"
 
@@ -77,7 +78,7 @@ static int parse_requires(struct header *h, char *v, const char *path, int line,
             snprintf(err, errlen, "%s:%d: requires: '%s' is not a valid slug", path, line, s);
             return -1;
         }
-        char **nr = realloc(h->requires, (h->nrequires + 1) * sizeof *nr);
+        char **nr = mem_grow(h->requires, h->nrequires + 1, sizeof *nr);
         if (!nr || !(nr[h->nrequires] = strdup(s))) {
             if (nr)
                 h->requires = nr;

@@ -59,7 +59,7 @@ void index_policy_default(struct index_policy *p)
 
 static int push_str(char ***v, size_t *n, const char *s)
 {
-    char **nv = realloc(*v, (*n + 1) * sizeof *nv);
+    char **nv = mem_grow(*v, *n + 1, sizeof *nv);
     if (!nv)
         return -1;
     *v = nv;
@@ -74,7 +74,7 @@ static int push_str(char ***v, size_t *n, const char *s)
 /* A new zeroed entry at the end of *v. */
 static struct index_slug *push_slug(struct index_slug **v, size_t *n)
 {
-    struct index_slug *nv = realloc(*v, (*n + 1) * sizeof *nv);
+    struct index_slug *nv = mem_grow(*v, *n + 1, sizeof *nv);
     if (!nv)
         return NULL;
     *v = nv;
@@ -735,7 +735,7 @@ static struct batch *batch_of(struct tree *t, const char *b)
 {
     if (t->man.n && strcmp(t->man.b[t->man.n - 1].name, b) == 0)
         return &t->man.b[t->man.n - 1];
-    struct batch *nb = realloc(t->man.b, (t->man.n + 1) * sizeof *nb);
+    struct batch *nb = mem_grow(t->man.b, t->man.n + 1, sizeof *nb);
     if (!nb)
         return NULL;
     t->man.b = nb;
@@ -753,7 +753,7 @@ static int add_entry(struct tree *t, const char *batch, const char *slug, const 
     struct batch *b = batch_of(t, batch);
     if (!b)
         return -1;
-    struct batch_entry *ne = realloc(b->e, (b->n + 1) * sizeof *ne);
+    struct batch_entry *ne = mem_grow(b->e, b->n + 1, sizeof *ne);
     if (!ne)
         return -1;
     b->e = ne;
@@ -761,7 +761,7 @@ static int add_entry(struct tree *t, const char *batch, const char *slug, const 
     if (!(ne[b->n].slug = strdup(slug)))
         return -1;
     b->n++;
-    struct migration *nm = realloc(t->m, (t->n + 1) * sizeof *nm);
+    struct migration *nm = mem_grow(t->m, t->n + 1, sizeof *nm);
     if (!nm)
         return -1;
     t->m = nm;

@@ -119,7 +119,16 @@ void journal_summary(size_t writes, size_t changed, char *buf, size_t len)
     snprintf(buf, len, "%zu write%s, %zu changed", writes, writes == 1 ? "" : "s", changed);
 }
 
-char *journal_fit(const cJSON *journal, size_t cap)
+/* The length of a tree's compact text, NUL included; 0 when out of memory. */
+static size_t printed_size(const cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    size_t n = s ? strlen(s) + 1 : 0;
+    cJSON_free(s);
+    return n;
+}
+
+cJSON *journal_fit(const cJSON *journal, size_t cap)
 {
     cJSON *o = cJSON_IsObject(journal) ? cJSON_Duplicate(journal, 1) : NULL;
     cJSON *entries = cJSON_GetObjectItemCaseSensitive(o, "entries");
@@ -127,12 +136,11 @@ char *journal_fit(const cJSON *journal, size_t cap)
         cJSON_Delete(o);
         return NULL;
     }
-    char *s = cJSON_PrintUnformatted(o);
-    while (s && strlen(s) + 1 > cap && cJSON_GetArraySize(entries) > 0) {
-        cJSON_free(s);
+    size_t n = printed_size(o);
+    while (n > cap && cJSON_GetArraySize(entries) > 0) {
         /* Halve what is over rather than one entry at a time: a journal of
          * 50 large entries fits in a few steps. */
-        int n = cJSON_GetArraySize(entries), cut = n > 8 ? n / 4 : 1;
+        int k = cJSON_GetArraySize(entries), cut = k > 8 ? k / 4 : 1;
         for (int i = 0; i < cut; i++)
             cJSON_DeleteItemFromArray(entries, cJSON_GetArraySize(entries) - 1);
         const cJSON *more = cJSON_GetObjectItemCaseSensitive(o, "more");
@@ -143,16 +151,12 @@ char *journal_fit(const cJSON *journal, size_t cap)
             cJSON_Delete(o);
             return NULL;
         }
-        s = cJSON_PrintUnformatted(o);
+        n = printed_size(o);
     }
-    cJSON_Delete(o);
-    if (s && strlen(s) + 1 > cap) {
+    if (!n || n > cap) {
         /* Not even the counts fit: no journal at all beats a broken one. */
-        cJSON_free(s);
+        cJSON_Delete(o);
         return NULL;
     }
-    /* the caller frees with free(): cJSON's hooks may count (mem.h) */
-    char *out = s ? strdup(s) : NULL;
-    cJSON_free(s);
-    return out;
+    return o;
 }

@@ -54,14 +54,15 @@ void journal_log_read(struct journal_log *j, const struct journal_log *shared);
  * included) and how many changed something. */
 void journal_log_counts(const struct journal_log *j, size_t *writes, size_t *changed);
 
-/* The journal's JSON (an object with "entries") as text cut to fit in cap
- * bytes (NUL included): the
- * entries that do not fit are dropped from the end and counted in `more`,
- * with "truncated": true saying the list was cut to fit; writes, changed
- * and unknown stay the true counts. The one place a journal is shortened
- * (a failed record's journal, RECORD_JOURNAL_CAP; a ledger near its size
- * limit). malloc'd; NULL when it is not a journal or memory ran out. */
-char *journal_fit(const cJSON *journal, size_t cap);
+/* The journal's JSON (an object with "entries") cut so that its compact
+ * text fits in cap bytes (NUL included): the entries that do not fit are
+ * dropped from the end and counted in `more`, with "truncated": true
+ * saying the list was cut to fit; writes, changed and unknown stay the
+ * true counts. The one place a journal is shortened (a failed record's
+ * journal, RECORD_JOURNAL_CAP; a ledger near its size limit). A new tree
+ * (the caller's, cJSON_Delete); NULL when it is not a journal, not even
+ * its counts fit, or memory ran out. */
+cJSON *journal_fit(const cJSON *journal, size_t cap);
 /* "12 writes, 3 changed" */
 void journal_summary(size_t writes, size_t changed, char *buf, size_t len);
 #endif

@@ -20,8 +20,10 @@
 
 void ledger_free(struct ledger *l)
 {
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; i < l->n; i++) {
         free(l->e[i].slug);
+        record_free(&l->e[i].rec);
+    }
     free(l->e);
     memset(l, 0, sizeof *l);
 }
@@ -133,6 +135,7 @@ static void mark_nul(struct ledger *l, const char *key, size_t klen)
     for (size_t i = 0; i < l->n; i++)
         if (strlen(l->e[i].slug) == klen - strlen(PREFIX) &&
             memcmp(l->e[i].slug, key + strlen(PREFIX), klen - strlen(PREFIX)) == 0) {
+            record_free(&l->e[i].rec); /* an unknown record owns nothing (record.h) */
             l->e[i].rec.state = REC_UNKNOWN;
             snprintf(l->e[i].rec.problem, sizeof l->e[i].rec.problem, "holds a NUL byte");
         }
@@ -300,7 +303,7 @@ void ledger_mark_nul(const char *body, size_t len, struct ledger *l)
     configmap_nul_values(body, len, mark_nul_cb, l);
 }
 
-int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
+int ledger_parse(const cJSON *cm, struct ledger *l, struct buf *err)
 {
     memset(l, 0, sizeof *l);
     l->exists = 1;
@@ -323,15 +326,13 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
     }
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(cm, "data");
     const cJSON *kv;
-    /* One allocation for every record: a record is some 22 KiB, nearly all
-     * of it the output and journal buffers that record_parse leaves
-     * untouched, so pages nobody writes are never faulted in. */
+    /* One allocation for every record, counted first. */
     size_t cap = 0;
     cJSON_ArrayForEach(kv, data)
         if (cJSON_IsString(kv) && strncmp(kv->string, PREFIX, strlen(PREFIX)) == 0)
             cap++;
     if (cap && !(l->e = malloc(cap * sizeof *l->e))) {
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return -1;
     }
     cJSON_ArrayForEach(kv, data) {
@@ -356,7 +357,7 @@ int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen)
             continue;
         struct ledger_entry *ne = l->e;
         if (!(ne[l->n].slug = strdup(kv->string + strlen(PREFIX)))) {
-            snprintf(err, errlen, "out of memory");
+            buf_setf(err, "out of memory");
             ledger_free(l);
             return -1;
         }

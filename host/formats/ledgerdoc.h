@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
+#include "base/buf.h"
 #include "formats/record.h"
 
 /* What protects it: the label a no-delete policy matches, and Helm's keep
@@ -72,7 +73,7 @@ struct ledger {
  * `version` (version_bad), record (REC_UNKNOWN; a key m.X whose X is not a
  * slug too) or binaryData (binary_keys) is not an error here: the planner
  * reports every bad key together and refuses. */
-int ledger_parse(const cJSON *cm, struct ledger *l, char *err, size_t errlen);
+int ledger_parse(const cJSON *cm, struct ledger *l, struct buf *err);
 const struct record *ledger_find(const struct ledger *l, const char *slug);
 const struct ledger_entry *ledger_find_entry(const struct ledger *l, const char *slug);
 void ledger_free(struct ledger *l);

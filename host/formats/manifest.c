@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "base/util.h"
 
 int slug_valid(const char *s)
@@ -146,7 +147,7 @@ int manifest_parse_batch(const char *name, const char *path, const char *text, s
             snprintf(err, errlen, "%s:%d: '%s' is not a valid slug", path, it.line, w[0]);
             goto fail;
         }
-        struct batch_entry *ne = realloc(b->e, (b->n + 1) * sizeof *ne);
+        struct batch_entry *ne = mem_grow(b->e, b->n + 1, sizeof *ne);
         if (!ne)
             goto oom;
         b->e = ne;
@@ -265,10 +266,10 @@ int revoked_parse(const char *path, const char *text, size_t len, struct slug_li
                 return -1;
             }
         }
-        char **ns = realloc(l->slug, (l->n + 1) * sizeof *ns);
+        char **ns = mem_grow(l->slug, l->n + 1, sizeof *ns);
         if (ns)
             l->slug = ns;
-        int *nl = realloc(l->line, (l->n + 1) * sizeof *nl);
+        int *nl = mem_grow(l->line, l->n + 1, sizeof *nl);
         if (nl)
             l->line = nl;
         if (!ns || !nl || !(l->slug[l->n] = strdup(w[0]))) {
@@ -361,7 +362,7 @@ int legacy_map_parse(const char *path, const char *text, size_t len, struct lega
             legacy_map_free(m);
             return -1;
         }
-        struct legacy_entry *ne = realloc(m->e, (m->n + 1) * sizeof *ne);
+        struct legacy_entry *ne = mem_grow(m->e, m->n + 1, sizeof *ne);
         if (!ne || !(ne[m->n].slug = strdup(w[1]))) {
             if (ne)
                 m->e = ne;
@@ -460,7 +461,7 @@ int digest_list_parse(const char *path, const char *text, size_t len, struct dig
             digest_list_free(d);
             return -1;
         }
-        struct digest_entry *ne = realloc(d->e, (d->n + 1) * sizeof *ne);
+        struct digest_entry *ne = mem_grow(d->e, d->n + 1, sizeof *ne);
         if (!ne || !(ne[d->n].path = strdup(p))) {
             if (ne)
                 d->e = ne;

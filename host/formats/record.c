@@ -34,16 +34,6 @@ static void set(char *dst, size_t cap, const char *v)
     snprintf(dst, cap, "%s", v ? v : "");
 }
 
-/* record_clear zeroes everything before `output` and gives the two large
- * buffers only their first byte: they must stay the last members, output
- * then journal, or a field placed after them would never be cleared. */
-_Static_assert(offsetof(struct record, output) + sizeof ((struct record *)0)->output ==
-                   offsetof(struct record, journal),
-               "struct record: journal follows output directly");
-_Static_assert(offsetof(struct record, journal) + sizeof ((struct record *)0)->journal ==
-                   sizeof(struct record),
-               "struct record: output and journal are its last members (record_clear)");
-
 /* Every field of a record's JSON beside `state`, in the order record_format
  * writes them: the one list record_parse and record_format both walk, so a
  * new field is this line and its member in struct record. */
@@ -51,12 +41,13 @@ enum field_kind {
     FIELD_STRING,           /* written when not empty */
     FIELD_COUNT,            /* a non-negative integer, always written */
     FIELD_JOURNAL_COUNT,    /* the same, written when the record is journaled */
-    FIELD_JOURNAL,          /* the write journal, an object */
+    FIELD_OUTPUT,           /* the output's tail, a heap string, written when set */
+    FIELD_JOURNAL,          /* the write journal, a heap tree, written when set */
 };
 static const struct record_field {
     const char *key;
     enum field_kind kind;
-    size_t off, cap;        /* the member; cap: its size (strings) */
+    size_t off, cap;        /* the member; cap: its size (strings, output) */
 } fields[] = {
 #define FIELD(name, kind) {#name, kind, offsetof(struct record, name), sizeof ((struct record *)0)->name}
     FIELD(at, FIELD_STRING),          FIELD(sha256, FIELD_STRING),
@@ -65,19 +56,39 @@ static const struct record_field {
     FIELD(runner, FIELD_STRING),      FIELD(attempts, FIELD_COUNT),
     FIELD(duration_ms, FIELD_COUNT),  FIELD(writes, FIELD_JOURNAL_COUNT),
     FIELD(changed, FIELD_JOURNAL_COUNT), FIELD(reason, FIELD_STRING),
-    FIELD(message, FIELD_STRING),     FIELD(output, FIELD_STRING),
+    FIELD(message, FIELD_STRING),
+    {"output", FIELD_OUTPUT, offsetof(struct record, output), OUTPUT_CAP},
     FIELD(by, FIELD_STRING),          FIELD(stamp, FIELD_STRING),
-    FIELD(journal, FIELD_JOURNAL),
+    {"journal", FIELD_JOURNAL, offsetof(struct record, journal), RECORD_JOURNAL_CAP},
 #undef FIELD
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
-/* Empties a record without touching its large trailing buffers (record.h). */
+/* Empties a record that owns nothing (record.h: Ownership). */
 static void record_clear(struct record *r)
 {
-    memset(r, 0, offsetof(struct record, output));
-    r->output[0] = '\0';
-    r->journal[0] = '\0';
+    memset(r, 0, sizeof *r);
+}
+
+void record_free(struct record *r)
+{
+    if (!r)
+        return;
+    free(r->output);
+    r->output = NULL;
+    cJSON_Delete(r->journal);
+    r->journal = NULL;
+}
+
+int record_set_output(struct record *r, const char *text)
+{
+    free(r->output);
+    r->output = NULL;
+    if (!text || !*text)
+        return 0;
+    size_t len = strlen(text);
+    const char *from = len >= OUTPUT_CAP ? text + len - (OUTPUT_CAP - 1) : text;
+    return (r->output = strdup(utf8_start(from))) ? 0 : -1;
 }
 
 void record_init(struct record *r, enum rec_state st, const char *at, const char *batch,
@@ -120,18 +131,43 @@ static int get_int(const cJSON *o, const char *k, long *dst, struct record *r)
     return 0;
 }
 
-/* `journal`: the write journal, an object (journal.h), kept as compact text (or a note when long). */
-static int get_journal(const cJSON *o, struct record *r)
+/* `output`: kept as read, up to OUTPUT_CAP (what the runner wrote fits). */
+static int get_output(const cJSON *o, struct record *r)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "journal");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "output");
+    if (!v)
+        return 0;
+    if (!cJSON_IsString(v)) {
+        snprintf(r->problem, sizeof r->problem, "field 'output' is not a string");
+        return -1;
+    }
+    if (*v->valuestring && !(r->output = strndup(v->valuestring, OUTPUT_CAP - 1))) {
+        snprintf(r->problem, sizeof r->problem, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* `journal`: the write journal, an object (journaldoc.h), taken out of the
+ * parsed document as it is (or a note when too long even cut). */
+static int get_journal(cJSON *o, struct record *r)
+{
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "journal");
     if (!v)
         return 0;
     if (!cJSON_IsObject(v)) {
         snprintf(r->problem, sizeof r->problem, "field 'journal' is not an object");
         return -1;
     }
-    if (record_set_journal(r, v, sizeof r->journal) != 0)
-        snprintf(r->journal, sizeof r->journal, "{\"note\":\"too long to show\"}");
+    if (record_set_journal(r, cJSON_DetachItemViaPointer(o, v), RECORD_JOURNAL_CAP) == 0)
+        return 0;
+    cJSON *note = cJSON_CreateObject();
+    if (!note || !cJSON_AddStringToObject(note, "note", "too long to show")) {
+        cJSON_Delete(note);
+        snprintf(r->problem, sizeof r->problem, "out of memory");
+        return -1;
+    }
+    r->journal = note;
     return 0;
 }
 
@@ -210,26 +246,24 @@ static const char *duplicate_key(const cJSON *o)
 }
 
 
-int record_set_journal(struct record *r, const cJSON *journal, size_t cap)
+int record_set_journal(struct record *r, cJSON *journal, size_t cap)
 {
-    r->journal[0] = '\0';
+    cJSON_Delete(r->journal);
+    r->journal = NULL;
     if (!journal)
         return -1;
-    if (cap > sizeof r->journal)
-        cap = sizeof r->journal;
+    if (cap > RECORD_JOURNAL_CAP)
+        cap = RECORD_JOURNAL_CAP;
     char *text = cJSON_PrintUnformatted(journal);
     size_t len = text ? strlen(text) : 0;
-    if (text && len < cap)
-        memcpy(r->journal, text, len + 1);
     cJSON_free(text);
-    if (text && len < cap)
+    if (text && len < cap) {
+        r->journal = journal;
         return 0;
-    char *fit = journal_fit(journal, cap);
-    if (!fit)
-        return -1;
-    memcpy(r->journal, fit, strlen(fit) + 1);
-    free(fit);
-    return 0;
+    }
+    r->journal = journal_fit(journal, cap);
+    cJSON_Delete(journal);
+    return r->journal ? 0 : -1;
 }
 
 int record_parse(const char *text, size_t len, struct record *r)
@@ -283,6 +317,7 @@ int record_parse(const char *text, size_t len, struct record *r)
         const struct record_field *f = &fields[i];
         char *at = (char *)r + f->off;
         if (f->kind == FIELD_STRING ? get_str(o, f->key, at, f->cap, r)
+            : f->kind == FIELD_OUTPUT  ? get_output(o, r)
             : f->kind == FIELD_JOURNAL ? get_journal(o, r)
                                        : get_int(o, f->key, (long *)(void *)at, r))
             goto out;
@@ -297,11 +332,13 @@ int record_parse(const char *text, size_t len, struct record *r)
     r->state = st;
     rc = 0;
 out:
+    if (rc != 0)
+        record_free(r);
     cJSON_Delete(o);
     return rc;
 }
 
-char *record_format(const struct record *r)
+cJSON *record_json(const struct record *r)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -322,9 +359,13 @@ char *record_format(const struct record *r)
         case FIELD_COUNT:
             ok = cJSON_AddNumberToObject(o, f->key, (double)*(const long *)(const void *)at) != NULL;
             break;
+        case FIELD_OUTPUT:
+            if (r->output && *r->output)
+                ok = cJSON_AddStringToObject(o, f->key, r->output) != NULL;
+            break;
         case FIELD_JOURNAL:
-            if (*at) {
-                cJSON *j = cJSON_Parse(at);
+            if (r->journal) {
+                cJSON *j = cJSON_Duplicate(r->journal, 1);
                 ok = j && cJSON_AddItemToObject(o, f->key, j);
                 if (!ok)
                     cJSON_Delete(j);
@@ -332,7 +373,17 @@ char *record_format(const struct record *r)
             break;
         }
     }
-    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *record_format(const struct record *r)
+{
+    cJSON *o = record_json(r);
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
 }
@@ -351,9 +402,7 @@ static size_t widest(const char *key, size_t cap)
 
 size_t record_max_bytes(const struct record *base, int may_fail, int shrunk)
 {
-    struct record *r = malloc(sizeof *r);
-    if (!r)
-        return 0;
+    struct record rec, *r = &rec;
     record_init(r, may_fail ? REC_FAILED : REC_OK, base->at, base->batch, base->tier,
                 base->image, base->sha256, base->lib_sha256);
     snprintf(r->runner, sizeof r->runner, "%s", base->runner);
@@ -362,7 +411,7 @@ size_t record_max_bytes(const struct record *base, int may_fail, int shrunk)
     r->journaled = 1;
     r->writes = r->changed = 999999999;
     char *text = record_format(r);
-    free(r);
+    record_free(r);
     if (!text)
         return 0;
     size_t n = strlen(text) + widest("stamp", sizeof base->stamp);
@@ -376,48 +425,67 @@ size_t record_max_bytes(const struct record *base, int may_fail, int shrunk)
         /* {"writes":N,"changed":N,"unknown":N,"entries":[],"more":N,"cut":"..."} */
         n += strlen(",\"journal\":") + 200;
     } else {
-        n += widest("output", sizeof base->output);
+        n += widest("output", OUTPUT_CAP);
         /* journal text as the child gave it, printed again by cJSON */
-        n += strlen(",\"journal\":") + sizeof base->journal + 64;
+        n += strlen(",\"journal\":") + RECORD_JOURNAL_CAP + 64;
     }
     return n;
 }
 
+/* The output's last RECORD_SHRUNK_OUTPUT bytes (whole lines where it can)
+ * after a marker giving the true size; output left as it was when memory
+ * runs out. */
+static void shrink_output(struct record *r)
+{
+    size_t len = r->output ? strlen(r->output) : 0;
+    if (len <= RECORD_SHRUNK_OUTPUT)
+        return;
+    size_t lines = 0;
+    for (const char *p = r->output; *p; p++)
+        lines += *p == '\n';
+    const char *from = r->output + len - RECORD_SHRUNK_OUTPUT;
+    const char *nl = strchr(from, '\n');
+    if (nl && nl[1])
+        from = nl + 1;
+    from = utf8_start(from);
+    size_t kept = strlen(from);
+    int n = snprintf(NULL, 0, SHRUNK_MARKER "%s", kept, len, lines, from);
+    char *out = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (!out)
+        return;
+    snprintf(out, (size_t)n + 1, SHRUNK_MARKER "%s", kept, len, lines, from);
+    free(r->output);
+    r->output = out;
+}
+
+/* The journal's counts alone (entries: none; more: all of them; cut: why);
+ * dropped when even that cannot be made. */
+static void shrink_journal(struct record *r)
+{
+    const cJSON *j = r->journal;
+    if (!j)
+        return;
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(j, "entries");
+    double listed = cJSON_IsArray(entries) ? cJSON_GetArraySize(entries) : 0;
+    double more = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "more"));
+    cJSON *c = cJSON_CreateObject();
+    static const char *const counts[] = {"writes", "changed", "unknown", "unanswered"};
+    int ok = c != NULL;
+    for (size_t i = 0; ok && i < sizeof counts / sizeof *counts; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, counts[i]);
+        ok = !cJSON_IsNumber(v) || cJSON_AddNumberToObject(c, counts[i], v->valuedouble);
+    }
+    ok = ok && cJSON_AddArrayToObject(c, "entries") &&
+         cJSON_AddNumberToObject(c, "more", listed + (more == more ? more : 0)) &&
+         cJSON_AddStringToObject(c, "cut", "the ledger is near its size limit");
+    cJSON_Delete(r->journal);
+    r->journal = ok ? c : NULL;
+    if (!ok)
+        cJSON_Delete(c);
+}
+
 void record_shrink(struct record *r)
 {
-    size_t len = strlen(r->output);
-    if (len > RECORD_SHRUNK_OUTPUT) {
-        size_t lines = 0;
-        for (const char *p = r->output; *p; p++)
-            lines += *p == '\n';
-        const char *from = r->output + len - RECORD_SHRUNK_OUTPUT;
-        const char *nl = strchr(from, '\n');
-        if (nl && nl[1])
-            from = nl + 1;
-        from = utf8_start(from);
-        char kept[RECORD_SHRUNK_OUTPUT + 1];
-        snprintf(kept, sizeof kept, "%s", from);
-        snprintf(r->output, sizeof r->output, SHRUNK_MARKER "%s", strlen(kept), len, lines, kept);
-    }
-    if (*r->journal) {
-        cJSON *j = cJSON_Parse(r->journal);
-        cJSON *entries = cJSON_GetObjectItemCaseSensitive(j, "entries");
-        double listed = cJSON_IsArray(entries) ? cJSON_GetArraySize(entries) : 0;
-        double more = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "more"));
-        cJSON *c = cJSON_CreateObject();
-        static const char *const counts[] = {"writes", "changed", "unknown", "unanswered"};
-        int ok = j && c;
-        for (size_t i = 0; ok && i < sizeof counts / sizeof *counts; i++) {
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, counts[i]);
-            ok = !cJSON_IsNumber(v) || cJSON_AddNumberToObject(c, counts[i], v->valuedouble);
-        }
-        ok = ok && cJSON_AddArrayToObject(c, "entries") &&
-             cJSON_AddNumberToObject(c, "more", listed + (more == more ? more : 0)) &&
-             cJSON_AddStringToObject(c, "cut", "the ledger is near its size limit");
-        char *text = ok ? cJSON_PrintUnformatted(c) : NULL;
-        snprintf(r->journal, sizeof r->journal, "%s", text ? text : "");
-        cJSON_free(text);
-        cJSON_Delete(c);
-        cJSON_Delete(j);
-    }
+    shrink_output(r);
+    shrink_journal(r);
 }

@@ -23,6 +23,18 @@ enum rec_state {
  * `more`, its counts kept true. */
 #define RECORD_JOURNAL_CAP 16384
 
+/* Ownership. A record owns two heap fields, output and journal, and
+ * nothing else; every other field is a value. So:
+ *  - record_init and record_parse start a record that owns nothing (a
+ *    fresh one, or one record_free emptied) and overwrite it whole;
+ *  - record_free releases what it owns and leaves it empty (NULLs): a
+ *    record is freed once, by whoever holds it (a ledger's entries by
+ *    ledger_free, a plan's seeds by plan_free, the runner's own by the
+ *    runner);
+ *  - copying a struct record by value makes a view, not a copy: the view
+ *    is never freed and never outlives the record it was taken from;
+ *  - record_set_output copies the text it is given, record_set_journal
+ *    takes the tree it is given (freed even when it refuses it). */
 struct record {
     enum rec_state state;
     char at[40];
@@ -42,41 +54,48 @@ struct record {
     char problem[256];      /* why it is REC_UNKNOWN */
     char stamp[48];         /* a legacy script's stamp the runner carried out with this
                              * record ("version=N"; "" when none: gateway/stamp.h) */
-    /* The two large buffers stay last: a record is cleared up to them and
-     * they get only their first byte, so a ledger of thousands of records
-     * never touches (faults in) their pages. record.c asserts at compile
-     * time that nothing follows them, and lists every field once (its
-     * `fields` table: a new field is a member here and a line there). */
-    char output[OUTPUT_CAP];    /* last lines of the script's output */
-    char journal[RECORD_JOURNAL_CAP]; /* failed records: the bounded write journal
-                                       * as compact JSON (journaldoc.h: an object with
-                                       * writes, changed, entries, more), "" when
-                                       * absent; shown by status, written back */
+    char *output;           /* heap: last lines of the script's output (at most
+                             * OUTPUT_CAP bytes, NUL included); NULL when none */
+    cJSON *journal;         /* heap: failed records: the bounded write journal as
+                             * a tree (journaldoc.h: an object with writes,
+                             * changed, entries, more), NULL when absent; made
+                             * once from the child's log or the ledger's text,
+                             * printed only into the record's JSON */
 };
 
-/* Starts a record: zeroed, then the given fields (NULL or "" = absent).
+/* Starts a record: the given fields (NULL or "" = absent), the rest empty.
  * The one place a record is made, for seeds and for outcomes alike. */
 void record_init(struct record *r, enum rec_state st, const char *at, const char *batch,
                  const char *tier, const char *image, const char *sha256,
                  const char *lib_sha256);
+/* Releases output and journal; r owns nothing after. NULL is a no-op. */
+void record_free(struct record *r);
 /* Parses a record's JSON text (len bytes). Returns 0, or -1 leaving state
- * REC_UNKNOWN and the reason in r->problem: not JSON, not exactly one
- * object (text or a NUL byte after it), a key given twice, an unknown
- * state, a field of the wrong type, an `at` that is not an RFC 3339 UTC
- * time. */
+ * REC_UNKNOWN, nothing owned and the reason in r->problem: not JSON, not
+ * exactly one object (text or a NUL byte after it), a key given twice, an
+ * unknown state, a field of the wrong type, an `at` that is not an RFC 3339
+ * UTC time. The journal's subtree is taken out of the parsed document, not
+ * printed and parsed again. */
 int record_parse(const char *text, size_t len, struct record *r);
 /* YYYY-MM-DDTHH:MM:SS[.fraction]Z with every field in range. */
 int record_time_valid(const char *s);
 /* Such a time (a record's `at`, an apiserver's timestamp) in seconds since
  * the epoch; -1 when it is not one. */
 double record_time_epoch(const char *s);
-/* Stores a write journal (journaldoc.h's JSON: journal_log_json's, or a
- * record's as read) in r->journal as text, cut to fit in cap bytes (at
+/* Replaces r->output with the last bytes of text that fit in OUTPUT_CAP
+ * (cut at a character's start); NULL or "" leaves none. 0, or -1 out of
+ * memory (r->output then NULL). */
+int record_set_output(struct record *r, const char *text);
+/* Takes a write journal (journaldoc.h's tree: journal_log_json's, or a
+ * record's as read) as r->journal, cut to fit in cap bytes of text (at
  * most RECORD_JOURNAL_CAP) by journal_fit: the one way a record gets a
  * journal, so one too long is shortened with a marker and its true
- * counts, never dropped. 0, or -1 (r->journal left empty) when it is not a
- * journal or memory ran out. */
-int record_set_journal(struct record *r, const cJSON *journal, size_t cap);
+ * counts, never dropped. The tree is r's (or freed) whatever the result:
+ * 0, or -1 (r->journal NULL) when it is not a journal or memory ran out. */
+int record_set_journal(struct record *r, cJSON *journal, size_t cap);
+/* The record as its JSON tree (keys in a fixed order; the journal a copy):
+ * the caller's, cJSON_Delete. NULL when out of memory. */
+cJSON *record_json(const struct record *r);
 /* The JSON text of a record (compact, keys in a fixed order); malloc'd. */
 char *record_format(const struct record *r);
 

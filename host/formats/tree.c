@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/mem.h"
 #include "base/paths.h"
 #include "base/util.h"
 
@@ -123,7 +124,7 @@ static int list_files(const char *base, const char *rel, char ***list, size_t *n
         } else if (S_ISDIR(st.st_mode)) {
             rc = list_files(base, sub, list, n, err, errlen);
         } else if (S_ISREG(st.st_mode)) {
-            char **nl = realloc(*list, (*n + 1) * sizeof *nl);
+            char **nl = mem_grow(*list, *n + 1, sizeof *nl);
             if (!nl || !(nl[*n] = strdup(sub))) {
                 if (nl)
                     *list = nl;
@@ -376,7 +377,7 @@ static int load_entry(void *ud, const struct tree_entry *e)
                  e->rel, e->slug, SLUG_MAX);
         return -1;
     }
-    struct migration *nm = realloc(t->m, (t->n + 1) * sizeof *nm);
+    struct migration *nm = mem_grow(t->m, t->n + 1, sizeof *nm);
     if (!nm) {
         snprintf(ld->err, ld->errlen, "out of memory");
         return -1;

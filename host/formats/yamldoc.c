@@ -191,7 +191,7 @@ struct frame {
     size_t nodes0, bytes0;  /* counters when the collection opened */
     int height;             /* tallest child so far, in collection levels */
     struct keyent *keys;
-    size_t nkeys, capkeys;
+    size_t nkeys;
 };
 
 struct loader {
@@ -199,9 +199,8 @@ struct loader {
     const char *text;
     size_t len;
     struct yaml_doc *doc;
-    size_t capmarks;
     struct frame *stack;
-    size_t depth, capstack;
+    size_t depth;
     struct anchor **buckets;
     size_t nbuckets, nanchors;
     size_t nodes, bytes;
@@ -233,14 +232,10 @@ static int oom(struct loader *ld)
 static int add_mark(struct loader *ld, const cJSON *node, int line)
 {
     struct yaml_doc *d = ld->doc;
-    if (d->nmarks == ld->capmarks) {
-        size_t cap = ld->capmarks ? ld->capmarks * 2 : 64;
-        struct yaml_mark *m = realloc(d->marks, cap * sizeof *m);
-        if (!m)
-            return oom(ld);
-        d->marks = m;
-        ld->capmarks = cap;
-    }
+    struct yaml_mark *m = mem_grow(d->marks, d->nmarks + 1, sizeof *m);
+    if (!m)
+        return oom(ld);
+    d->marks = m;
     d->marks[d->nmarks].node = node;
     d->marks[d->nmarks].line = line;
     d->nmarks++;
@@ -393,16 +388,12 @@ static int attach(struct loader *ld, cJSON *v, int height)
         cJSON_AddItemToArray(f->node, v);
         return 0;
     }
-    if (f->nkeys == f->capkeys) {
-        size_t cap = f->capkeys ? f->capkeys * 2 : 8;
-        struct keyent *k = realloc(f->keys, cap * sizeof *k);
-        if (!k) {
-            cJSON_Delete(v);
-            return oom(ld);
-        }
-        f->keys = k;
-        f->capkeys = cap;
+    struct keyent *k = mem_grow(f->keys, f->nkeys + 1, sizeof *k);
+    if (!k) {
+        cJSON_Delete(v);
+        return oom(ld);
     }
+    f->keys = k;
     /* The parent owns the key string from here on; no copy needed. */
     v->string = f->key;
     f->key = NULL;
@@ -469,14 +460,10 @@ static int push_frame(struct loader *ld, const yaml_event_t *ev, int is_map)
         return lfail(ld, m, "nesting deeper than %d levels", YAML_MAX_DEPTH);
     if (charge(ld, m, 1, 0) < 0)
         return -1;
-    if (ld->depth == ld->capstack) {
-        size_t cap = ld->capstack ? ld->capstack * 2 : 16;
-        struct frame *s = realloc(ld->stack, cap * sizeof *s);
-        if (!s)
-            return oom(ld);
-        ld->stack = s;
-        ld->capstack = cap;
-    }
+    struct frame *s = mem_grow(ld->stack, ld->depth + 1, sizeof *s);
+    if (!s)
+        return oom(ld);
+    ld->stack = s;
     struct frame *f = &ld->stack[ld->depth];
     memset(f, 0, sizeof *f);
     f->node = is_map ? cJSON_CreateObject() : cJSON_CreateArray();

@@ -79,7 +79,7 @@ static char *doc_above(const char *src, int line, const char *name)
     const char **starts = NULL;
     size_t n = 0;
     for (const char *p = src; p && *p;) {
-        const char **ns = realloc(starts, (n + 1) * sizeof *ns);
+        const char **ns = mem_grow(starts, n + 1, sizeof *ns);
         if (!ns) {
             free(starts);
             buf_release(&t);
@@ -168,7 +168,7 @@ static int read_module(lua_State *L, struct modapi_module *m, const char *stdlib
             lua_pop(L, 1);
             continue;
         }
-        struct modapi_field *nf = realloc(m->f, (m->n + 1) * sizeof *nf);
+        struct modapi_field *nf = mem_grow(m->f, m->n + 1, sizeof *nf);
         if (!nf) {
             rc = -1;
             lua_pop(L, 1);

@@ -58,8 +58,9 @@
 #include "proc/luachild.h"
 #include "proc/childout.h"
 #include "proc/reap.h"
+#include "proc/verdict.h"
 
-#define STATUS_MAX 4096       /* the verdict line (and the preview's note): the write
+#define STATUS_MAX 4096       /* the verdict (verdict.h, under PIPE_BUF): the write
                                  * journal does not go through the pipe, see journal_map */
 #define STATUS_FD LUA_CHILD_STATUS_FD
 /* A shell's supervisor finds the gateway's listening socket here, and the
@@ -92,31 +93,15 @@ static size_t append(char *buf, size_t at, size_t cap, const char *s)
     return at;
 }
 
-static size_t append_uint(char *buf, size_t at, size_t cap, unsigned v)
-{
-    char tmp[16];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v && n < sizeof tmp);
-    while (n && at + 1 < cap)
-        buf[at++] = tmp[--n];
-    buf[at] = 0;
-    return at;
-}
-
-/* The status record of a child that could not start: "error\tSpawnError\t
- * STAGE:ERRNO\n"; the parent turns ERRNO into text. */
+/* The verdict of a child that could not start: the stage and the errno
+ * (the parent turns it into text). Async-signal-safe. */
 static void report_spawn_error(int fd, const char *stage, int err)
 {
-    char buf[96];
-    size_t n = append(buf, 0, sizeof buf, "error\tSpawnError\t");
-    n = append(buf, n, sizeof buf, stage);
-    n = append(buf, n, sizeof buf, ":");
-    n = append_uint(buf, n, sizeof buf, (unsigned)err);
-    n = append(buf, n, sizeof buf, "\n");
-    (void)util_write_all(fd, buf, n);
+    struct child_verdict v;
+    verdict_init(&v, VERDICT_SPAWN_ERROR);
+    verdict_set(v.stage, sizeof v.stage, stage);
+    v.err = err;
+    (void)verdict_write(fd, &v);
 }
 
 static const char *signal_name(int sig)
@@ -256,9 +241,10 @@ static struct gateway *start_gateway(const struct launch *l)
     char err[1200];
     struct gateway *g = gateway_start(&o, err, sizeof err);
     if (!g) {
-        char rec[1400];
-        size_t n = (size_t)snprintf(rec, sizeof rec, "error\tGatewayError\t%s\n", err);
-        (void)util_write_all(STATUS_FD, rec, n < sizeof rec ? n : sizeof rec - 1);
+        struct child_verdict v;
+        verdict_init(&v, VERDICT_GATEWAY_ERROR);
+        verdict_set(v.message, sizeof v.message, err);
+        (void)verdict_write(STATUS_FD, &v);
         _exit(127);
     }
     return g;
@@ -477,42 +463,27 @@ static int is_crash_signal(int sig)
     return sig == SIGSEGV || sig == SIGABRT || sig == SIGBUS || sig == SIGILL || sig == SIGFPE;
 }
 
-/* From the exit status, the status record (Lua; shell only on spawn
- * failure) and whether the parent hit the deadline, the outcome. Returns -1
- * when the child never started. */
+/* From the exit status, the verdict (verdict.h: Lua; shell only on spawn
+ * or gateway failure) in the reclen bytes read from the status fd and
+ * whether the parent hit the deadline, the outcome. Returns -1 when the
+ * child never started. */
 static int classify(const struct child_spec *spec, const char *path, struct child_result *res,
-                    int waited, int wstatus, int timed_out, char *rec)
+                    int waited, int wstatus, int timed_out, const char *rec, size_t reclen)
 {
     if (waited && WIFEXITED(wstatus))
         res->exit_code = WEXITSTATUS(wstatus);
     else if (waited && WIFSIGNALED(wstatus))
         res->signal = WTERMSIG(wstatus);
 
-    /* "KIND\tREASON\tMESSAGE\n", then maybe "unpredictable\tWHY\n" */
-    const char *kind = NULL, *reason = "", *msg = "";
-    char *nl = strchr(rec, '\n');
-    if (nl && strncmp(nl + 1, "unpredictable\t", 14) == 0) {
-        char *w = nl + 15;
-        size_t wl = strcspn(w, "\n");
-        text_escape(w, wl, res->unpredictable, sizeof res->unpredictable, 0);
-    }
-    if (nl) {
-        *nl = 0;
-        kind = rec;
-        char *t1 = strchr(rec, '\t');
-        if (t1) {
-            *t1 = 0;
-            reason = t1 + 1;
-            char *t2 = strchr(reason, '\t');
-            if (t2) {
-                *t2 = 0;
-                msg = t2 + 1;
-            }
-        }
-    }
-    int failed_rec = kind && strcmp(kind, "error") == 0;
+    struct child_verdict v;
+    int have = verdict_read(rec, reclen, &v) == 0;
+    if (have && *v.unpredictable)
+        text_escape(v.unpredictable, strlen(v.unpredictable), res->unpredictable,
+                    sizeof res->unpredictable, 0);
+    const char *msg = v.message;
+    int failed_rec = have && v.reason != VERDICT_OK;
 
-    if (timed_out || (failed_rec && strcmp(reason, "Timeout") == 0)) {
+    if (timed_out || (failed_rec && v.reason == VERDICT_TIMEOUT)) {
         char d[64];
         format_duration(spec->timeout_s, d, sizeof d);
         res->outcome = CHILD_TIMEOUT;
@@ -523,22 +494,19 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
             set_msg(res, "timed out after %s", d);
         return 0;
     }
-    if (failed_rec && strcmp(reason, "SpawnError") == 0) {
-        const char *colon = strrchr(msg, ':');
-        int err = colon ? atoi(colon + 1) : 0;
-        int stage_len = colon ? (int)(colon - msg) : (int)strlen(msg);
+    if (failed_rec && v.reason == VERDICT_SPAWN_ERROR) {
         const char *what = "";
-        if (stage_len == 5 && strncmp(msg, "chdir", 5) == 0 && spec->workdir)
+        if (strcmp(v.stage, "chdir") == 0 && spec->workdir)
             what = spec->workdir;
-        else if (stage_len == 6 && strncmp(msg, "execve", 6) == 0)
+        else if (strcmp(v.stage, "execve") == 0)
             what = "/bin/bash";
         res->outcome = CHILD_SPAWN_ERROR;
         res->reason = "SpawnError";
-        set_msg(res, "%.*s%s%s: %s", stage_len, msg, *what ? " " : "", what,
-                err ? strerror(err) : "failed");
+        set_msg(res, "%s%s%s: %s", v.stage, *what ? " " : "", what,
+                v.err ? strerror(v.err) : "failed");
         return -1;
     }
-    if (failed_rec && strcmp(reason, "GatewayError") == 0) {
+    if (failed_rec && v.reason == VERDICT_GATEWAY_ERROR) {
         /* the shell never ran: its way to the cluster could not be made */
         res->outcome = CHILD_FAILED;
         res->reason = "GatewayError";
@@ -546,7 +514,7 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
         return 0;
     }
     if (failed_rec) {
-        if (strcmp(reason, "MemoryLimit") == 0) {
+        if (v.reason == VERDICT_MEMORY_LIMIT) {
             res->outcome = CHILD_NOMEM;
             res->reason = "MemoryLimit";
         } else {
@@ -584,7 +552,7 @@ static int classify(const struct child_spec *spec, const char *path, struct chil
         set_msg(res, "exit code %d", res->exit_code);
         return 0;
     }
-    if (!spec->is_shell && !kind) {
+    if (!spec->is_shell && !have) {
         /* The sandbox has no way to exit early; no verdict is a bug. */
         res->outcome = CHILD_FAILED;
         res->reason = "ScriptError";
@@ -1169,7 +1137,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
     close_fd(&p.out[0]);
     close_fd(&p.stp[0]);
     res->tail = child_output_tail(p.rd);
-    int rc = classify(spec, p.path, res, w.waited, w.wstatus, w.timed_out, w.st);
+    int rc = classify(spec, p.path, res, w.waited, w.wstatus, w.timed_out, w.st, w.stlen);
     take_journal(&p, slug, res);
     if (w.aborted) {
         res->outcome = CHILD_ABORTED;

@@ -2,7 +2,7 @@
  * child process of a Lua migration once its supervisor (proc/child.c) has
  * set up its group, fds and signals: its host context, the lease watch,
  * the sandbox and the script, the preview's overlay written back, and the
- * one status record on LUA_CHILD_STATUS_FD, written before the state
+ * one verdict on LUA_CHILD_STATUS_FD (proc/verdict.h), written before the state
  * closes so a finalizer misbehaving during close cannot lose the verdict.
  * Always ends in _exit, never returns into the supervisor's code. */
 #include "proc/luachild.h"
@@ -12,39 +12,48 @@
 #include <unistd.h>
 
 #include "proc/leasewatch.h"
+#include "proc/verdict.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "lua/hostctx.h"
 #include "lua/luakube.h"
 #include "lua/sandbox.h"
 
-/* Makes p one field of the status record. */
+/* A verdict's message is one line (the FAILED line, an Event and the
+ * record show it so): a newline or tab becomes a space; a CR stays, for
+ * the parent to show escaped. */
 static void one_line(char *p)
 {
-    /* a CR stays, for the parent to show escaped: it is no separator */
     for (; *p; p++)
         if (*p == '\n' || *p == '\t')
             *p = ' ';
 }
 
+static enum verdict_reason reason_of(enum sandbox_status st)
+{
+    switch (st) {
+    case SANDBOX_OK: return VERDICT_OK;
+    case SANDBOX_ERROR: return VERDICT_SCRIPT_ERROR;
+    case SANDBOX_TIMEOUT: return VERDICT_TIMEOUT;
+    case SANDBOX_NOMEM: return VERDICT_MEMORY_LIMIT;
+    case SANDBOX_LOADERR: return VERDICT_LOAD_ERROR;
+    }
+    return VERDICT_SCRIPT_ERROR;
+}
+
 static void write_status(enum sandbox_status st, char *err, const char *unpredictable)
 {
-    char rec[1200];
-    if (st == SANDBOX_OK) {
-        snprintf(rec, sizeof rec, "ok\t\t\n");
-    } else {
-        /* One line, three tab-separated fields: no tab or newline inside. */
+    struct child_verdict v;
+    verdict_init(&v, reason_of(st));
+    if (st != SANDBOX_OK) {
         one_line(err);
-        snprintf(rec, sizeof rec, "error\t%s\t%.1100s\n", sandbox_status_name(st), err);
+        verdict_set(v.message, sizeof v.message, err);
     }
-    (void)util_write_all(LUA_CHILD_STATUS_FD, rec, strlen(rec));
     if (unpredictable) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", unpredictable);
-        one_line(why);
-        snprintf(rec, sizeof rec, "unpredictable\t%.1000s\n", why);
-        (void)util_write_all(LUA_CHILD_STATUS_FD, rec, strlen(rec));
+        verdict_set(v.unpredictable, sizeof v.unpredictable, unpredictable);
+        one_line(v.unpredictable);
     }
+    (void)verdict_write(LUA_CHILD_STATUS_FD, &v);
 }
 
 /* A preview's overlay goes back to the file the next migration reads. */

@@ -1,11 +1,7 @@
-/* luachild.h: the main of a Lua migration's child process, and the status
- * record it leaves for its supervisor (proc/child.c).
- *
- * The record, on LUA_CHILD_STATUS_FD, one line each, tab-separated:
- *   "ok\t\t" or "error\tREASON\tMESSAGE" (REASON as sandbox_status_name),
- *   then, when a preview met a write it cannot predict, "unpredictable\tWHY".
- * Neither field holds a tab or a newline. The write journal does not go
- * through it: it is in memory the supervisor shares (journal_log). */
+/* luachild.h: the main of a Lua migration's child process, which leaves
+ * its supervisor (proc/child.c) one verdict (proc/verdict.h) on
+ * LUA_CHILD_STATUS_FD. The write journal does not go through it: it is in
+ * memory the supervisor shares (journal_log). */
 #ifndef COZY_LUACHILD_H
 #define COZY_LUACHILD_H
 #include <stdatomic.h>
@@ -29,7 +25,7 @@ struct lua_child {
     const _Atomic(long long) *lease_until_us; /* the lease watch's word (leasewatch.h); NULL: none */
 };
 
-/* Runs the script in the sandbox and writes the status record; never
+/* Runs the script in the sandbox and writes its verdict; never
  * returns (exit 0 when it succeeded, 1 otherwise). */
 _Noreturn void lua_child_main(const struct lua_child *l);
 #endif

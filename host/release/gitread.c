@@ -218,7 +218,7 @@ int git_release_tags(const struct git_repo *g, const char *merged, const char *p
         struct release_version v;
         if (release_version_parse(line, &v) != 0)
             continue;
-        struct rtag *nt = realloc(*tags, (*n + 1) * sizeof *nt);
+        struct rtag *nt = mem_grow(*tags, *n + 1, sizeof *nt);
         if (!nt || !(nt[*n].name = strdup(line))) {
             if (nt)
                 *tags = nt;
@@ -275,7 +275,7 @@ int git_tree_parse(const char *buf, size_t len, struct git_entry **e, size_t *n,
                 goto fail;
             }
         if ((size_t)(sp2 - sp1 - 1) == 4 && memcmp(sp1 + 1, "blob", 4) == 0) {
-            struct git_entry *ne = realloc(*e, (*n + 1) * sizeof *ne);
+            struct git_entry *ne = mem_grow(*e, *n + 1, sizeof *ne);
             if (!ne) {
                 snprintf(err, errlen, "out of memory");
                 goto fail;

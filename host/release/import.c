@@ -14,6 +14,7 @@
  * everything before writing anything, and must never overwrite an existing
  * legacy set or change a byte of a script beyond those header lines. */
 #include "base/log.h"
+#include "base/mem.h"
 #include "release/import.h"
 
 #include <dirent.h>
@@ -102,7 +103,7 @@ static int scan_source(struct import *im)
             log_info("import-legacy: ignoring %s (not a numbered migration or lib/)", path);
             continue;
         }
-        struct item *ni = realloc(im->items, (im->nitems + 1) * sizeof *ni);
+        struct item *ni = mem_grow(im->items, im->nitems + 1, sizeof *ni);
         if (!ni) {
             log_fatal("import-legacy: out of memory");
             rc = EXIT_FAILED;

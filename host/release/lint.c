@@ -23,6 +23,7 @@
 
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/paths.h"
 #include "base/util.h"
 #include "formats/tree.h"
@@ -50,7 +51,7 @@ void lint_add(struct lint *l, const char *rel, int line, const char *rule, const
         if (*p == '\n' || *p == '\r')
             *p = ' ';
     display(l, rel, file, sizeof file);
-    struct finding *nf = realloc(l->f, (l->nf + 1) * sizeof *nf);
+    struct finding *nf = mem_grow(l->f, l->nf + 1, sizeof *nf);
     if (!nf) {
         l->oom = 1;
         return;
@@ -143,7 +144,7 @@ static char **list_files(const char *dir, size_t *n)
         struct stat st;
         if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
-        char **nn = realloc(names, (*n + 1) * sizeof *nn);
+        char **nn = mem_grow(names, *n + 1, sizeof *nn);
         if (!nn)
             break;
         names = nn;
@@ -214,7 +215,7 @@ static int scan_entry(void *ud, const struct tree_entry *e)
     struct scanning *sc = ud;
     struct lint *l = sc->l;
     if (e->kind == TREE_STRAY) {
-        struct stray *ns = realloc(l->st, (l->nst + 1) * sizeof *ns);
+        struct stray *ns = mem_grow(l->st, l->nst + 1, sizeof *ns);
         if (!ns) {
             l->oom = 1;
             return -1;
@@ -225,7 +226,7 @@ static int scan_entry(void *ud, const struct tree_entry *e)
         l->nst++;
         return 0;
     }
-    struct script *ns = realloc(l->s, (l->ns + 1) * sizeof *ns);
+    struct script *ns = mem_grow(l->s, l->ns + 1, sizeof *ns);
     if (!ns) {
         l->oom = 1;
         return -1;

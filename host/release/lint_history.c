@@ -14,6 +14,7 @@
 
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/util.h"
 
 /* REV (with --against) and every release tag, oldest first, with the
@@ -175,7 +176,7 @@ static void files_below(struct lint *l, const char *rel, char ***list, size_t *n
             files_below(l, sub, list, n);
             continue;
         }
-        char **nl = realloc(*list, (*n + 1) * sizeof *nl);
+        char **nl = mem_grow(*list, *n + 1, sizeof *nl);
         if (!nl || !(nl[*n] = strdup(sub))) {
             if (nl)
                 *list = nl;

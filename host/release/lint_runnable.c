@@ -20,6 +20,7 @@
 
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/util.h"
 
 #define INVENTORY_MAGIC "# cozy-migrate image-inventory 1"
@@ -29,19 +30,15 @@
 
 struct strset {
     char **v;
-    size_t n, cap;
+    size_t n;
 };
 
 static int set_add(struct strset *s, const char *p, size_t n)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        char **v = realloc(s->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        s->v = v;
-        s->cap = cap;
-    }
+    char **v = mem_grow(s->v, s->n + 1, sizeof *v);
+    if (!v)
+        return -1;
+    s->v = v;
     if (!(s->v[s->n] = strndup(p, n)))
         return -1;
     s->n++;
@@ -513,7 +510,7 @@ static void finding(struct scan *s, int line, const char *key, const char *msg)
             }
             return;
         }
-    int *lines = realloc(s->lines, (s->seen.n + 1) * sizeof *lines);
+    int *lines = mem_grow(s->lines, s->seen.n + 1, sizeof *lines);
     if (!lines || set_add(&s->seen, key, strlen(key)) != 0 || set_add(&s->msgs, msg, strlen(msg)) != 0) {
         s->lines = lines ? lines : s->lines;
         s->l->oom = 1;

@@ -79,7 +79,7 @@ static struct node *gen_find(struct gen *gn, const char *slug)
 
 static int add_batch(struct gen *gn, const char *name)
 {
-    char(*nb)[128] = realloc(gn->names, (gn->nbatches + 1) * sizeof *nb);
+    char(*nb)[128] = mem_grow(gn->names, gn->nbatches + 1, sizeof *nb);
     if (!nb)
         return -1;
     gn->names = nb;
@@ -89,7 +89,7 @@ static int add_batch(struct gen *gn, const char *name)
 
 static struct node *add_node(struct gen *gn, const char *slug, int retired)
 {
-    struct node *nn = realloc(gn->n, (gn->nn + 1) * sizeof *nn);
+    struct node *nn = mem_grow(gn->n, gn->nn + 1, sizeof *nn);
     if (!nn)
         return NULL;
     gn->n = nn;
@@ -109,7 +109,7 @@ static int load_header(const struct git_repo *g, struct gen *gn, struct node *x,
                        const char *path, const char *oid, const char *worktree, char *err,
                        size_t errlen)
 {
-    char **nl = realloc(gn->labels, (gn->nlabels + 1) * sizeof *nl);
+    char **nl = mem_grow(gn->labels, gn->nlabels + 1, sizeof *nl);
     if (!nl)
         return EXIT_FAILED;
     gn->labels = nl;
@@ -480,7 +480,7 @@ static int wt_entry(void *ud, const struct tree_entry *e)
     struct wt_scan *w = ud;
     if (e->kind != TREE_SCRIPT || !slug_valid(e->slug) || order_rev_script_find(w->s, w->n, e->slug))
         return 0;
-    struct rev_script *ns = realloc(w->s, (w->n + 1) * sizeof *ns);
+    struct rev_script *ns = mem_grow(w->s, w->n + 1, sizeof *ns);
     if (!ns) {
         w->oom = 1;
         return -1;
@@ -597,7 +597,7 @@ static int local_from_order_d(const char *dir, struct manifest *m, char *note, s
         rc = emit_batch(&o, 0, 0, o.gn.nn, &nb);
     if (rc == 0 && nb.n) {
         if (!ub) {
-            struct batch *mb = realloc(m->b, (m->n + 1) * sizeof *mb);
+            struct batch *mb = mem_grow(m->b, m->n + 1, sizeof *mb);
             char path[4300];
             snprintf(path, sizeof path, "%s/" UNTAGGED_BATCH, od);
             if (!mb || !(mb[m->n].name = strdup(UNTAGGED_BATCH)) ||
@@ -612,7 +612,7 @@ static int local_from_order_d(const char *dir, struct manifest *m, char *note, s
                 ub->n = 0;
             }
         }
-        struct batch_entry *ne = rc == 0 ? realloc(ub->e, (ub->n + nb.n) * sizeof *ne) : NULL;
+        struct batch_entry *ne = rc == 0 ? mem_grow(ub->e, ub->n + nb.n, sizeof *ne) : NULL;
         if (rc == 0 && !ne)
             rc = OOM;
         for (size_t i = 0; rc == 0 && i < nb.n; i++) {

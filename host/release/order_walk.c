@@ -88,7 +88,7 @@ int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_scrip
             rc = EXIT_PACKAGING;
             break;
         }
-        struct rev_script *nsn = realloc(s, (ns + 1) * sizeof *nsn);
+        struct rev_script *nsn = mem_grow(s, ns + 1, sizeof *nsn);
         if (!nsn) {
             rc = EXIT_FAILED;
             snprintf(err, errlen, "out of memory");
@@ -306,7 +306,7 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
                 ws->count++;
                 continue;
             }
-            struct walk_slug *nw = realloc(w->s, (w->n + 1) * sizeof *nw);
+            struct walk_slug *nw = mem_grow(w->s, w->n + 1, sizeof *nw);
             if (!nw) {
                 snprintf(err, errlen, "out of memory");
                 rc = EXIT_FAILED;

@@ -22,6 +22,7 @@
 #include "base/defaults.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/util.h"
 #include "formats/indexdoc.h"
 #include "formats/manifest.h"
@@ -228,7 +229,7 @@ static int add_job(struct ctx *c, const cJSON *it)
             report_foreign(c, it, why);
         return 0;
     }
-    struct job *nj = realloc(c->jobs, (c->njobs + 1) * sizeof *nj);
+    struct job *nj = mem_grow(c->jobs, c->njobs + 1, sizeof *nj);
     if (!nj)
         return -1;
     c->jobs = nj;
@@ -821,9 +822,12 @@ int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
     if (rc || (rc = check_index(&c)) != 0)
         goto out;
     struct ledger_loc loc = {.rest = rest, .ns = c.ns, .name = c.ledger};
-    enum ledger_rc lrc = ledger_read(&loc, &l, err, sizeof err);
+    struct buf lerr = BUF_INIT;
+    enum ledger_rc lrc = ledger_read(&loc, &l, &lerr);
+    if (lrc != LEDGER_OK)
+        log_fatal("%s", buf_str(&lerr));
+    buf_release(&lerr);
     if (lrc != LEDGER_OK) {
-        log_fatal("%s", err);
         rc = lrc == LEDGER_UNTRUSTED ? EXIT_LEDGER : EXIT_CLUSTER;
         goto out;
     }

@@ -74,10 +74,12 @@ int runner_index_check_release(struct runner_ctx *c)
          * it all the same, and `kubectl get events` shows it */
         char uid[64] = "";
         struct ledger l;
-        if (ledger_read(&c->loc, &l, err, sizeof err) == LEDGER_OK) {
+        struct buf lerr = BUF_INIT;
+        if (ledger_read(&c->loc, &l, &lerr) == LEDGER_OK) {
             snprintf(uid, sizeof uid, "%s", l.exists ? l.uid : "");
             ledger_free(&l);
         }
+        buf_release(&lerr);
         struct event_about about = {"v1", "ConfigMap", c->loc.ns, c->loc.name, uid};
         char msg[1600];
         snprintf(msg, sizeof msg, "the index the chart rendered differs from the image %s (%zu "

@@ -20,7 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "formats/manifest.h"
 #include "base/util.h"
 #include "client/event.h"
@@ -47,8 +49,7 @@ static void take_rv(struct ledger_loc *at, const cJSON *obj)
         snprintf(at->rv, sizeof at->rv, "%s", rv->valuestring);
 }
 
-enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
-                           size_t errlen)
+enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, struct buf *err)
 {
     char path[512];
     cm_path(path, sizeof path, at, 1);
@@ -67,7 +68,7 @@ enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
             return LEDGER_OK;
         }
         if (r.err.code == 404) {
-            snprintf(err, errlen, "reading the ledger %s/%s: %s answered 404 without saying the "
+            buf_setf(err, "reading the ledger %s/%s: %s answered 404 without saying the "
                      "ConfigMap is absent (no NotFound Status for configmaps \"%s\"): is the "
                      "server URL right? A path that serves no API answers so",
                      at->ns, at->name, rest_config(at->rest)->server, at->name);
@@ -76,23 +77,24 @@ enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
         }
         char m[REST_ERRSTR_MAX];
         rest_error_string(&r.err, m, sizeof m);
-        snprintf(err, errlen, "reading the ledger %s/%s: %s", at->ns, at->name, m);
+        buf_setf(err, "reading the ledger %s/%s: %s", at->ns, at->name, m);
         rest_result_free(&r);
         return LEDGER_ERROR;
     }
-    char why[256];
+    struct buf why = BUF_INIT;
     at->rv[0] = '\0';
     take_rv(at, r.json);
-    int rc = r.json ? ledger_parse(r.json, l, why, sizeof why) : -1;
+    int rc = r.json ? ledger_parse(r.json, l, &why) : -1;
     if (rc == 0)
         ledger_mark_nul(r.body, r.len, l);
     if (!r.json)
-        snprintf(why, sizeof why, "the response is not JSON");
+        buf_setf(&why, "the response is not JSON");
     rest_result_free(&r);
-    if (rc != 0) {
-        snprintf(err, errlen, "ledger %s/%s: %s", at->ns, at->name, why);
+    if (rc != 0)
+        buf_setf(err, "ledger %s/%s: %s", at->ns, at->name, buf_str(&why));
+    buf_release(&why);
+    if (rc != 0)
         return LEDGER_UNTRUSTED;
-    }
     return LEDGER_OK;
 }
 
@@ -100,13 +102,13 @@ enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
  * *too_long whether a refusal was for the object's size (a cause of
  * reason FieldValueTooLong, or 413). */
 static int send(struct ledger_loc *at, const char *method, const char *path,
-                const char *accept, const char *ctype, cJSON *body, char *err, size_t errlen,
+                const char *accept, const char *ctype, cJSON *body, struct buf *err,
                 long *code, int *too_long)
 {
     *too_long = 0;
     char *s = cJSON_PrintUnformatted(body);
     if (!s) {
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return -1;
     }
     struct rest_result r;
@@ -131,7 +133,7 @@ static int send(struct ledger_loc *at, const char *method, const char *path,
     if (rc != 0) {
         char m[REST_ERRSTR_MAX];
         rest_error_string(&r.err, m, sizeof m);
-        snprintf(err, errlen, "%s", m);
+        buf_setf(err, "%s", m);
     }
     rest_result_free(&r);
     return rc;
@@ -171,22 +173,22 @@ static int rbac_allows(const struct ledger_loc *at, const char *verb, int named)
  * from a webhook, the 422 of a ValidatingAdmissionPolicy), which err then
  * says in so many words. */
 static enum ledger_rc refused(const struct ledger_loc *at, const char *verb, int named, long code,
-                              char *err, size_t errlen)
+                              struct buf *err)
 {
     if ((code == 403 || code == 422) && rbac_allows(at, verb, named) == 1) {
-        char server[ERRLINE_MAX];
-        snprintf(server, sizeof server, "%s", err);
-        snprintf(err, errlen, "the write to the ledger %s/%s was denied by admission or policy "
+        /* the server's words, kept whole after the runner's */
+        char *server = buf_detach(err, NULL);
+        buf_setf(err, "the write to the ledger %s/%s was denied by admission or policy "
                  "(RBAC allows this runner to %s it; a webhook or admission policy refused it): %s",
-                 at->ns, at->name, verb, server);
-        utf8_clip(err);
+                 at->ns, at->name, verb, server ? server : "");
+        mem_free(server);
         return LEDGER_DENIED;
     }
     return LEDGER_ERROR;
 }
 
 enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e,
-                             size_t n, char *err, size_t errlen)
+                             size_t n, struct buf *err)
 {
     cJSON *cm = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(cm, "metadata");
@@ -202,22 +204,22 @@ enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e
         !cJSON_AddStringToObject(ann, KEEP_ANNOTATION, "keep") ||
         !cJSON_AddItemToObject(cm, "data", d)) {
         cJSON_Delete(cm);
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return LEDGER_ERROR;
     }
     char path[512];
     cm_path(path, sizeof path, at, 0);
     long code;
     int too_long;
-    int rc = send(at, "POST", path, NULL, "application/json", cm, err, errlen, &code, &too_long);
+    int rc = send(at, "POST", path, NULL, "application/json", cm, err, &code, &too_long);
     cJSON_Delete(cm);
     if (rc != 0)
         return code == 409 ? LEDGER_EXISTS : too_long ? LEDGER_FULL
-                                     : refused(at, "create", 0, code, err, errlen);
+                                     : refused(at, "create", 0, code, err);
     return LEDGER_OK;
 }
 
-int ledger_namespace_exists(struct ledger_loc *at, char *err, size_t errlen)
+int ledger_namespace_exists(struct ledger_loc *at, struct buf *err)
 {
     char path[512];
     snprintf(path, sizeof path, "/api/v1/namespaces/%s", at->ns);
@@ -231,12 +233,12 @@ int ledger_namespace_exists(struct ledger_loc *at, char *err, size_t errlen)
                  cJSON_IsString(kind) && strcmp(kind->valuestring, "namespaces") == 0;
     char m[REST_ERRSTR_MAX];
     rest_error_string(&r.err, m, sizeof m);
-    snprintf(err, errlen, "reading namespace %s: %s", at->ns, m);
+    buf_setf(err, "reading namespace %s: %s", at->ns, m);
     rest_result_free(&r);
     return absent ? 0 : -1;
 }
 
-enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t errlen)
+enum ledger_rc ledger_namespace_create(struct ledger_loc *at, struct buf *err)
 {
     cJSON *ns = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(ns, "metadata");
@@ -244,12 +246,12 @@ enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t 
         !cJSON_AddStringToObject(ns, "kind", "Namespace") ||
         !cJSON_AddStringToObject(meta, "name", at->ns)) {
         cJSON_Delete(ns);
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return LEDGER_ERROR;
     }
     long code;
     int too_long;
-    int rc = send(at, "POST", "/api/v1/namespaces", NULL, "application/json", ns, err, errlen,
+    int rc = send(at, "POST", "/api/v1/namespaces", NULL, "application/json", ns, err,
                   &code, &too_long);
     cJSON_Delete(ns);
     if (rc != 0)
@@ -264,7 +266,7 @@ enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t 
  * it), keys written so stay out of kubectl's last-applied-configuration as
  * well, and the apiserver applies it in about half the time of a JSON merge
  * patch of the same keys (docs/performance.md, (d)). */
-static enum ledger_rc patch(struct ledger_loc *at, cJSON *p, char *err, size_t errlen)
+static enum ledger_rc patch(struct ledger_loc *at, cJSON *p, struct buf *err)
 {
     if (*at->rv) {
         cJSON *meta = cJSON_GetObjectItemCaseSensitive(p, "metadata");
@@ -272,7 +274,7 @@ static enum ledger_rc patch(struct ledger_loc *at, cJSON *p, char *err, size_t e
             meta = cJSON_AddObjectToObject(p, "metadata");
         if (!meta || !cJSON_AddStringToObject(meta, "resourceVersion", at->rv)) {
             cJSON_Delete(p);
-            snprintf(err, errlen, "out of memory");
+            buf_setf(err, "out of memory");
             return LEDGER_ERROR;
         }
     }
@@ -281,7 +283,7 @@ static enum ledger_rc patch(struct ledger_loc *at, cJSON *p, char *err, size_t e
     long code;
     int too_long;
     int rc = send(at, "PATCH", path, METADATA_ONLY, "application/strategic-merge-patch+json", p,
-                  err, errlen, &code, &too_long);
+                  err, &code, &too_long);
     cJSON_Delete(p);
     if (rc == 0)
         return LEDGER_OK;
@@ -293,10 +295,10 @@ static enum ledger_rc patch(struct ledger_loc *at, cJSON *p, char *err, size_t e
         return LEDGER_FULL;
     if (code == 0 || code == 429 || code >= 500)
         return LEDGER_UNAVAILABLE;
-    return refused(at, "patch", 1, code, err, errlen);
+    return refused(at, "patch", 1, code, err);
 }
 
-enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen)
+enum ledger_rc ledger_refresh(struct ledger_loc *at, struct buf *err)
 {
     char path[512];
     cm_path(path, sizeof path, at, 1);
@@ -311,7 +313,7 @@ enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen)
     } else {
         char m[REST_ERRSTR_MAX];
         rest_error_string(&r.err, m, sizeof m);
-        snprintf(err, errlen, "reading the ledger %s/%s again: %s", at->ns, at->name, m);
+        buf_setf(err, "reading the ledger %s/%s again: %s", at->ns, at->name, m);
         out = r.err.code == 404 ? LEDGER_GONE
               : r.err.code == 0 || r.err.code == 429 || r.err.code >= 500 ? LEDGER_UNAVAILABLE
                                                                            : LEDGER_ERROR;
@@ -321,13 +323,13 @@ enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen)
 }
 
 enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
-                            size_t *sent, char *err, size_t errlen)
+                            size_t *sent, struct buf *err)
 {
-    return ledger_write_stamped(at, e, n, -1, sent, err, errlen);
+    return ledger_write_stamped(at, e, n, -1, sent, err);
 }
 
 enum ledger_rc ledger_write_stamped(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
-                                    long version, size_t *sent, char *err, size_t errlen)
+                                    long version, size_t *sent, struct buf *err)
 {
     cJSON *p = cJSON_CreateObject();
     cJSON *d = ledger_records_data(e, n, sent);
@@ -337,13 +339,13 @@ enum ledger_rc ledger_write_stamped(struct ledger_loc *at, const struct ledger_e
         (version >= 0 && !cJSON_AddStringToObject(d, "version", v))) {
         cJSON_Delete(p);
         cJSON_Delete(d);
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return LEDGER_ERROR;
     }
-    return patch(at, p, err, errlen);
+    return patch(at, p, err);
 }
 
-enum ledger_rc ledger_protect(struct ledger_loc *at, char *err, size_t errlen)
+enum ledger_rc ledger_protect(struct ledger_loc *at, struct buf *err)
 {
     cJSON *p = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
@@ -352,24 +354,23 @@ enum ledger_rc ledger_protect(struct ledger_loc *at, char *err, size_t errlen)
     if (!labels || !ann || !cJSON_AddStringToObject(labels, NO_DELETE_LABEL, "true") ||
         !cJSON_AddStringToObject(ann, KEEP_ANNOTATION, "keep")) {
         cJSON_Delete(p);
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return LEDGER_ERROR;
     }
-    return patch(at, p, err, errlen);
+    return patch(at, p, err);
 }
 
-enum ledger_rc ledger_note_failures(struct ledger_loc *at, const char *text, char *err,
-                                    size_t errlen)
+enum ledger_rc ledger_note_failures(struct ledger_loc *at, const char *text, struct buf *err)
 {
     cJSON *p = cJSON_CreateObject();
     cJSON *meta = cJSON_AddObjectToObject(p, "metadata");
     cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
     if (!ann || !cJSON_AddStringToObject(ann, FAILURES_ANNOTATION, text)) {
         cJSON_Delete(p);
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return LEDGER_ERROR;
     }
-    return patch(at, p, err, errlen);
+    return patch(at, p, err);
 }
 
 /* The most Events in flight at once: a run that makes them faster than

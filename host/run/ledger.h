@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
+#include "base/buf.h"
 #include "formats/ledgerdoc.h"
 #include "client/rest.h"
 #include "client/restpool.h"
@@ -53,21 +54,20 @@ enum ledger_rc {
  * LEDGER_ERROR); LEDGER_UNTRUSTED or LEDGER_ERROR with err filled otherwise.
  * A value holding a NUL byte (\u0000 on the wire) is unreadable: its record
  * REC_UNKNOWN, or `version` bad. */
-enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, char *err,
-                           size_t errlen);
+enum ledger_rc ledger_read(struct ledger_loc *at, struct ledger *l, struct buf *err);
 /* Creates it holding the n records, with the no-delete label and the keep
  * annotation. LEDGER_OK, LEDGER_EXISTS (409), LEDGER_FULL, LEDGER_DENIED or
  * LEDGER_ERROR. */
 enum ledger_rc ledger_create(struct ledger_loc *at, const struct ledger_entry *e,
-                             size_t n, char *err, size_t errlen);
+                             size_t n, struct buf *err);
 /* Whether the ledger's namespace exists: 1, 0 (NotFound of that namespace:
  * a cluster no hook ever ran on), or -1 (any other answer, with err: the
  * caller goes on, and the request that needs the namespace says what is
  * wrong). */
-int ledger_namespace_exists(struct ledger_loc *at, char *err, size_t errlen);
+int ledger_namespace_exists(struct ledger_loc *at, struct buf *err);
 /* Creates the ledger's namespace (a local run told --create-namespace).
  * LEDGER_OK, LEDGER_EXISTS, or LEDGER_ERROR with err. */
-enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t errlen);
+enum ledger_rc ledger_namespace_create(struct ledger_loc *at, struct buf *err);
 /* Writes the n records with one strategic merge patch. Never touches `version`
  * (but for ledger_write_stamped below),
  * never deletes; conditional on at->rv when known (then updated from the
@@ -76,25 +76,24 @@ enum ledger_rc ledger_namespace_create(struct ledger_loc *at, char *err, size_t 
  * patch could not be made. LEDGER_OK, LEDGER_GONE (404), LEDGER_FULL,
  * LEDGER_CONFLICT, LEDGER_ERROR, LEDGER_UNAVAILABLE or LEDGER_DENIED. */
 enum ledger_rc ledger_write(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
-                            size_t *sent, char *err, size_t errlen);
+                            size_t *sent, struct buf *err);
 /* The same, with `version` set to version in the same patch: a legacy
  * script's stamp the gateway absorbed (gateway/stamp.h), carried out by the
  * runner as part of its ok record. version < 0: none (ledger_write). */
 enum ledger_rc ledger_write_stamped(struct ledger_loc *at, const struct ledger_entry *e, size_t n,
-                                    long version, size_t *sent, char *err, size_t errlen);
+                                    long version, size_t *sent, struct buf *err);
 /* Reads the ledger's resourceVersion alone (its metadata) into at->rv.
  * LEDGER_OK, LEDGER_GONE, LEDGER_UNAVAILABLE or LEDGER_ERROR. */
-enum ledger_rc ledger_refresh(struct ledger_loc *at, char *err, size_t errlen);
+enum ledger_rc ledger_refresh(struct ledger_loc *at, struct buf *err);
 /* Gives a ledger the engine did not create (an older chart rendered it) the
  * no-delete label and the keep annotation: one merge patch of its metadata.
  * LEDGER_OK, LEDGER_GONE, LEDGER_ERROR or LEDGER_UNAVAILABLE. */
-enum ledger_rc ledger_protect(struct ledger_loc *at, char *err, size_t errlen);
+enum ledger_rc ledger_protect(struct ledger_loc *at, struct buf *err);
 
 /* Sets the ledger's FAILURES_ANNOTATION (ledgerdoc.h) to text: one merge
  * patch of its metadata, conditional on at->rv as a record's is. The codes
  * of ledger_write. */
-enum ledger_rc ledger_note_failures(struct ledger_loc *at, const char *text, char *err,
-                                    size_t errlen);
+enum ledger_rc ledger_note_failures(struct ledger_loc *at, const char *text, struct buf *err);
 
 /* An Event on the ledger (uid may be ""), so `kubectl describe` shows the
  * history. Best effort: a failure is logged, never returned. It is put on

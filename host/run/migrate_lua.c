@@ -127,17 +127,15 @@ static int l_legacy_map(lua_State *L)
     return 1;
 }
 
-/* Pushes a record as the table its wire JSON decodes to. May raise. */
+/* Pushes a record as the table its wire JSON decodes to (its tree, never
+ * printed and parsed). May raise; r is the caller's either way. */
 static void push_record(lua_State *L, const struct record *r)
 {
     struct ljson_box *box = ljson_box(L);
-    char *s = record_format(r);
-    if (!s || !(box->json = cJSON_Parse(s))) {
-        free(s);
+    if (!(box->json = record_json(r))) {
         luaL_error(L, "out of memory");
         return;
     }
-    free(s);
     ljson_push(L, box->json);
     ljson_box_free(box);
     lua_remove(L, -2);
@@ -148,13 +146,21 @@ static int l_record(lua_State *L)
 {
     size_t len;
     const char *text = luaL_checklstring(L, 1, &len);
-    struct record *r = lua_newuserdatauv(L, sizeof *r, 0);
-    if (record_parse(text, len, r) != 0) {
+    /* the box first: it may raise, and r owns nothing yet */
+    struct ljson_box *box = ljson_box(L);
+    struct record r;
+    if (record_parse(text, len, &r) != 0) {
         lua_pushnil(L);
-        lua_pushstring(L, r->problem);
+        lua_pushstring(L, r.problem);
         return 2;
     }
-    push_record(L, r);
+    box->json = record_json(&r);
+    record_free(&r);
+    if (!box->json)
+        return luaL_error(L, "out of memory");
+    ljson_push(L, box->json);
+    ljson_box_free(box);
+    lua_remove(L, -2);
     return 1;
 }
 
@@ -185,10 +191,13 @@ static int l_plan(lua_State *L)
         lua_setfield(L, -2, "data");
         cJSON *cm = ljson_to_cjson(L, -1, err, sizeof err);
         lua_pop(L, 1);
-        if (!cm || ledger_parse(cm, &l, err, sizeof err) != 0) {
+        struct buf perr = BUF_INIT;
+        if (!cm || ledger_parse(cm, &l, &perr) != 0) {
             cJSON_Delete(cm);
             tree_free(&t);
-            return fail(L, err);
+            lua_pushstring(L, cm ? buf_str(&perr) : err);
+            buf_release(&perr);
+            return fail(L, lua_tostring(L, -1));
         }
         cJSON_Delete(cm);
     }

@@ -19,6 +19,7 @@
 
 #include "base/defaults.h"
 #include "base/exitcodes.h"
+#include "base/mem.h"
 #include "formats/manifest.h"
 
 const char *step_kind_name(enum step_kind k)
@@ -35,8 +36,10 @@ const char *step_kind_name(enum step_kind k)
 
 void plan_free(struct plan *p)
 {
-    for (size_t i = 0; i < p->nseed; i++)
+    for (size_t i = 0; i < p->nseed; i++) {
         free(p->seed[i].slug);
+        record_free(&p->seed[i].rec);
+    }
     free(p->seed);
     free(p->s);
     for (size_t i = 0; i < p->nwarnings; i++)
@@ -52,7 +55,7 @@ static int add_line(char ***v, size_t *n, const char *fmt, va_list ap)
 {
     char buf[512];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    char **nv = realloc(*v, (*n + 1) * sizeof *nv);
+    char **nv = mem_grow(*v, *n + 1, sizeof *nv);
     if (!nv)
         return -1;
     *v = nv;
@@ -97,7 +100,7 @@ static void refuse(struct plan *p, int code, const char *fmt, ...)
 static struct step *add_step(struct plan *p, enum step_kind k, const char *slug,
                              const struct migration *m, const char *batch, const char *tier)
 {
-    struct step *ns = realloc(p->s, (p->n + 1) * sizeof *ns);
+    struct step *ns = mem_grow(p->s, p->n + 1, sizeof *ns);
     if (!ns)
         return NULL;
     p->s = ns;
@@ -114,7 +117,7 @@ static struct step *add_step(struct plan *p, enum step_kind k, const char *slug,
 static int seed_record(struct plan *p, const char *slug, enum rec_state st, const char *batch,
                        const char *tier, const struct plan_opts *o)
 {
-    struct ledger_entry *ns = realloc(p->seed, (p->nseed + 1) * sizeof *ns);
+    struct ledger_entry *ns = mem_grow(p->seed, p->nseed + 1, sizeof *ns);
     if (!ns)
         return -1;
     p->seed = ns;

@@ -21,13 +21,14 @@
 
 int runner_read_ledger(struct runner_ctx *c)
 {
-    char err[ERRLINE_MAX];
+    struct buf err = BUF_INIT;
     ledger_free(&c->l);
-    enum ledger_rc rc = ledger_read(&c->loc, &c->l, err, sizeof err);
-    if (rc != LEDGER_OK) {
-        log_fatal("%s", err);
+    enum ledger_rc rc = ledger_read(&c->loc, &c->l, &err);
+    if (rc != LEDGER_OK)
+        log_fatal("%s", buf_str(&err));
+    buf_release(&err);
+    if (rc != LEDGER_OK)
         return rc == LEDGER_UNTRUSTED ? EXIT_LEDGER : EXIT_CLUSTER;
-    }
     c->ledger_bytes = c->l.bytes;
     return 0;
 }
@@ -99,7 +100,6 @@ int runner_check_ledger(struct runner_ctx *c)
  * (write again), 0 with *rc the exit code otherwise. */
 int runner_after_conflict(struct runner_ctx *c, const char *what, int *tries, int *rc)
 {
-    char err[ERRLINE_MAX];
     if (++*tries > 3) {
         log_fatal("%s: the ledger %s/%s changed under this runner at every try (409 Conflict): "
                   "something besides the runner and its migrations writes it", what, c->loc.ns,
@@ -109,13 +109,16 @@ int runner_after_conflict(struct runner_ctx *c, const char *what, int *tries, in
     }
     if ((*rc = runner_hold(c, what)) != 0)
         return 0;
-    enum ledger_rc lrc = ledger_refresh(&c->loc, err, sizeof err);
+    struct buf err = BUF_INIT;
+    enum ledger_rc lrc = ledger_refresh(&c->loc, &err);
+    if (lrc != LEDGER_OK && lrc != LEDGER_GONE)
+        log_fatal("%s: %s", what, buf_str(&err));
+    buf_release(&err);
     if (lrc == LEDGER_GONE) {
         *rc = runner_ledger_gone(c, what);
         return 0;
     }
     if (lrc != LEDGER_OK) {
-        log_fatal("%s: %s", what, err);
         *rc = EXIT_CLUSTER;
         return 0;
     }
@@ -132,17 +135,20 @@ int runner_protect_once(struct runner_ctx *c)
 {
     if (c->l.protected_ || !c->l.exists)
         return 0;
-    char err[ERRLINE_MAX];
+    struct buf err = BUF_INIT;
     enum ledger_rc rc;
     int tries = 0, xrc = 0;
-    while ((rc = ledger_protect(&c->loc, err, sizeof err)) == LEDGER_CONFLICT)
+    while ((rc = ledger_protect(&c->loc, &err)) == LEDGER_CONFLICT)
         if (!runner_after_conflict(c, "labelling the ledger", &tries, &xrc))
-            return xrc;
+            break;
+    if (rc != LEDGER_OK && rc != LEDGER_CONFLICT && rc != LEDGER_GONE)
+        log_warn("could not give the ledger %s/%s its no-delete label and keep annotation: %s",
+                 c->loc.ns, c->loc.name, buf_str(&err));
+    buf_release(&err);
+    if (rc == LEDGER_CONFLICT)
+        return xrc;
     if (rc == LEDGER_GONE)
         return runner_ledger_gone(c, "labelling the ledger");
-    if (rc != LEDGER_OK)
-        log_warn("could not give the ledger %s/%s its no-delete label and keep annotation: %s",
-                 c->loc.ns, c->loc.name, err);
     c->l.protected_ = 1; /* tried once a run */
     return 0;
 }
@@ -211,6 +217,7 @@ int runner_room_for(struct runner_ctx *c, const struct step *s)
     snprintf(base->runner, sizeof base->runner, "%s", c->lk.holder);
     int may_fail = s->m && (s->m->h.on_error != ON_ERROR_ABORT || strcmp(s->tier, "background") == 0);
     size_t max = record_max_bytes(base, may_fail, runner_shrinking(c));
+    record_free(base);
     free(base);
     size_t need = ledger_key_bytes(s->slug) + max;
     size_t have = c->ledger_bytes - old_bytes(c, s->slug);
@@ -222,32 +229,11 @@ int runner_room_for(struct runner_ctx *c, const struct step *s)
 /* 0, EXIT_LOCK (the lock is gone: not written), EXIT_LEDGER_GONE,
  * EXIT_LEDGER_FULL, EXIT_DENIED (admission refused it) or EXIT_CLUSTER. held: the lock was confirmed for this
  * write just before (finish_step). */
-int runner_write_record(struct runner_ctx *c, const char *slug, struct record *r, int held)
+/* A record write the ledger did not take (lrc not LEDGER_OK): said, and its
+ * exit code. */
+static int write_refused(struct runner_ctx *c, const char *slug, const char *what,
+                         enum ledger_rc lrc, size_t sent, const char *err)
 {
-    if (c->o->k.dry_run)
-        return 0;
-    char what[200];
-    snprintf(what, sizeof what, "recording %s", slug);
-    int rc = held ? 0 : runner_hold(c, what);
-    if (rc != 0)
-        return rc;
-    if ((rc = runner_protect_once(c)) != 0)
-        return rc;
-    char err[ERRLINE_MAX];
-    snprintf(r->runner, sizeof r->runner, "%s", c->lk.holder);
-    if (r->state == REC_FAILED && runner_shrinking(c))
-        record_shrink(r);
-    struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
-    enum ledger_rc lrc;
-    int tries = 0;
-    size_t sent = 0;
-    /* A legacy script's stamp the gateway absorbed goes with its ok record,
-     * in the same patch: the two land together or not at all. */
-    long stamp = r->state == REC_OK && *r->stamp ? c->stamp : -1;
-    while ((lrc = ledger_write_stamped(&c->loc, &e, 1, stamp, &sent, err, sizeof err)) ==
-           LEDGER_CONFLICT)
-        if (!runner_after_conflict(c, what, &tries, &rc))
-            return rc;
     if (lrc == LEDGER_GONE)
         return runner_ledger_gone(c, what);
     if (lrc == LEDGER_FULL)
@@ -266,10 +252,43 @@ int runner_write_record(struct runner_ctx *c, const char *slug, struct record *r
                   "again next time (exit 5)", slug, err);
         return EXIT_LOCK;
     }
-    if (lrc != LEDGER_OK) {
-        log_fatal("recording %s: %s", slug, err);
-        return lrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
-    }
+    log_fatal("recording %s: %s", slug, err);
+    return lrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
+}
+
+int runner_write_record(struct runner_ctx *c, const char *slug, struct record *r, int held)
+{
+    if (c->o->k.dry_run)
+        return 0;
+    char what[200];
+    snprintf(what, sizeof what, "recording %s", slug);
+    int rc = held ? 0 : runner_hold(c, what);
+    if (rc != 0)
+        return rc;
+    if ((rc = runner_protect_once(c)) != 0)
+        return rc;
+    snprintf(r->runner, sizeof r->runner, "%s", c->lk.holder);
+    if (r->state == REC_FAILED && runner_shrinking(c))
+        record_shrink(r);
+    /* a view of r (record.h: Ownership), never freed */
+    struct ledger_entry e = {.slug = (char *)slug, .rec = *r};
+    enum ledger_rc lrc;
+    int tries = 0, stopped = 0;
+    size_t sent = 0;
+    /* A legacy script's stamp the gateway absorbed goes with its ok record,
+     * in the same patch: the two land together or not at all. */
+    long stamp = r->state == REC_OK && *r->stamp ? c->stamp : -1;
+    struct buf err = BUF_INIT;
+    while ((lrc = ledger_write_stamped(&c->loc, &e, 1, stamp, &sent, &err)) == LEDGER_CONFLICT)
+        if (!runner_after_conflict(c, what, &tries, &rc)) {
+            stopped = 1;
+            break;
+        }
+    if (!stopped && lrc != LEDGER_OK)
+        rc = write_refused(c, slug, what, lrc, sent, buf_str(&err));
+    buf_release(&err);
+    if (stopped || lrc != LEDGER_OK)
+        return rc;
     c->ledger_bytes += sent - old_bytes(c, slug);
     if (stamp >= 0) {
         /* what the next legacy script's CURRENT_VERSION says */

@@ -364,9 +364,7 @@ int report_record(const struct status_view *v, const char *slug, const struct re
     }
     int rc = 0;
     if (o->output_json) {
-        char *text = r ? record_format(r) : NULL;
-        cJSON *j = text ? cJSON_Parse(text) : cJSON_CreateObject();
-        free(text);
+        cJSON *j = r ? record_json(r) : cJSON_CreateObject();
         if (!j || !cJSON_AddStringToObject(j, "migration", slug) ||
             (!r && !cJSON_AddStringToObject(j, "state", w->state)) ||
             (w->failure && !add_failure(j, w->failure)) ||
@@ -418,17 +416,15 @@ int report_record(const struct status_view *v, const char *slug, const struct re
         out_line("by:          %s", escaped(r->by, buf, sizeof buf));
     if (*r->runner)
         out_line("runner:      %s", r->runner);
-    if (*r->output) {
+    if (r->output && *r->output) {
         out_line("output:");
         indented(r->output);
     }
-    if (*r->journal) {
-        cJSON *j = cJSON_Parse(r->journal);
-        char *pretty = j ? cJSON_Print(j) : NULL;
+    if (r->journal) {
+        char *pretty = cJSON_Print(r->journal);
         out_line("journal:");
-        indented(pretty ? pretty : r->journal);
+        indented(pretty ? pretty : "(out of memory)");
         cJSON_free(pretty);
-        cJSON_Delete(j);
     }
     free(w);
     return 0;

@@ -22,6 +22,7 @@
 #include "proc/child.h"
 #include "base/defaults.h"
 #include "base/exitcodes.h"
+#include "base/mem.h"
 #include "base/paths.h"
 #include "formats/journaldoc.h"
 #include "formats/shellreach.h"
@@ -242,7 +243,7 @@ static const char *next_time(struct runner_ctx *c, const char *slug)
 
 static void note_ran(struct runner_ctx *c, const char *slug, const char *how)
 {
-    struct ran *nr = realloc(c->ran, (c->nran + 1) * sizeof *nr);
+    struct ran *nr = mem_grow(c->ran, c->nran + 1, sizeof *nr);
     if (!nr)
         return; /* then it reads as not run: its dependents are blocked */
     c->ran = nr;
@@ -336,6 +337,7 @@ static void keep_failure(struct runner_ctx *c, const struct step *s, const struc
     }
     size_t bytes = strlen(FAILURES_ANNOTATION) + strlen(text);
     char err[ERRLINE_MAX];
+    struct buf werr = BUF_INIT; /* the ledger's refusal, whole */
     enum ledger_rc rc = LEDGER_FULL;
     if (c->ledger_bytes - c->l.failures_bytes + bytes + LEDGER_RESERVE <= LEDGER_LIMIT) {
         if (lock_confirm(&c->lk, err, sizeof err) != 0) {
@@ -348,11 +350,11 @@ static void keep_failure(struct runner_ctx *c, const struct step *s, const struc
         char what[200];
         snprintf(what, sizeof what, "keeping the failure of %s on the ledger", s->slug);
         int tries = 0, xrc = 0;
-        while ((rc = ledger_note_failures(&c->loc, text, err, sizeof err)) == LEDGER_CONFLICT)
+        while ((rc = ledger_note_failures(&c->loc, text, &werr)) == LEDGER_CONFLICT)
             if (!runner_after_conflict(c, what, &tries, &xrc))
                 break;
     } else {
-        snprintf(err, sizeof err, "the ledger is near its size limit");
+        buf_setf(&werr, "the ledger is near its size limit");
     }
     if (rc == LEDGER_OK) {
         c->ledger_bytes += bytes - c->l.failures_bytes;
@@ -360,8 +362,9 @@ static void keep_failure(struct runner_ctx *c, const struct step *s, const struc
     } else if (rc != LEDGER_CONFLICT) {
         log_warn("could not keep the failure of %s on the ledger %s/%s (%s): status --failed "
                  "will not show it; the Event MigrationFailed and this log do", s->slug, c->loc.ns,
-                 c->loc.name, err);
+                 c->loc.name, buf_str(&werr));
     }
+    buf_release(&werr);
     free(text);
 }
 
@@ -584,18 +587,14 @@ static int execute(struct runner_ctx *c, const struct step *s, size_t k, size_t 
                      res.gw_refused > 1 ? " (and more, counted in the output)" : "");
         }
         utf8_clip(r.message);
-        if (res.tail) {
-            size_t tl = strlen(res.tail);
-            const char *from = tl >= sizeof r.output ? res.tail + tl - (sizeof r.output - 1) : res.tail;
-            snprintf(r.output, sizeof r.output, "%s", utf8_start(from));
-        }
-        cJSON *jn = res.journal ? journal_log_json(res.journal) : NULL;
-        record_set_journal(&r, jn, RECORD_JOURNAL_CAP);
-        cJSON_Delete(jn);
+        record_set_output(&r, res.tail);
+        /* the tree made once from the child's log, the record's from here */
+        record_set_journal(&r, res.journal ? journal_log_json(res.journal) : NULL, RECORD_JOURNAL_CAP);
     }
     int aborted = res.outcome == CHILD_ABORTED;
     child_result_free(&res);
     rc = finish_step(c, s, k, n, &r, ok, aborted, *summary ? summary : NULL, failed_warn);
+    record_free(&r);
     return rc;
 }
 
@@ -713,17 +712,19 @@ static int seed(struct runner_ctx *c, struct plan *p)
             return held;
         for (size_t i = 0; i < p->nseed; i++)
             snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
-        enum ledger_rc rc = ledger_create(&c->loc, p->seed, p->nseed, err, sizeof err);
-        if (rc == LEDGER_FULL) {
+        struct buf cerr = BUF_INIT;
+        enum ledger_rc rc = ledger_create(&c->loc, p->seed, p->nseed, &cerr);
+        if (rc == LEDGER_FULL)
             log_fatal("creating the ledger %s/%s: its %zu fresh-install records do not fit in "
                       "the %d-byte object limit: %s", c->loc.ns, c->loc.name, p->nseed,
-                      LEDGER_LIMIT, err);
+                      LEDGER_LIMIT, buf_str(&cerr));
+        if (rc == LEDGER_ERROR || rc == LEDGER_DENIED)
+            log_fatal("creating the ledger %s/%s: %s", c->loc.ns, c->loc.name, buf_str(&cerr));
+        buf_release(&cerr);
+        if (rc == LEDGER_FULL)
             return EXIT_LEDGER_FULL;
-        }
-        if (rc == LEDGER_ERROR || rc == LEDGER_DENIED) {
-            log_fatal("creating the ledger %s/%s: %s", c->loc.ns, c->loc.name, err);
+        if (rc == LEDGER_ERROR || rc == LEDGER_DENIED)
             return rc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
-        }
         if (rc == LEDGER_EXISTS) {
             /* Someone created it between our read and our create. */
             log_info("the ledger appeared while creating it; reading it again");
@@ -774,22 +775,25 @@ static int seed(struct runner_ctx *c, struct plan *p)
         enum ledger_rc wrc;
         int tries = 0;
         size_t sent = 0;
-        while ((wrc = ledger_write(&c->loc, p->seed, p->nseed, &sent, err, sizeof err)) ==
-               LEDGER_CONFLICT)
+        struct buf werr = BUF_INIT;
+        while ((wrc = ledger_write(&c->loc, p->seed, p->nseed, &sent, &werr)) == LEDGER_CONFLICT)
             if (!runner_after_conflict(c, "seeding legacy records", &tries, &held))
-                return held;
-        if (wrc == LEDGER_GONE)
-            return runner_ledger_gone(c, "seeding legacy records");
-        if (wrc == LEDGER_FULL) {
+                break;
+        if (wrc == LEDGER_FULL)
             log_fatal("seeding legacy records: %zu of them do not fit in the ledger %s/%s "
                       "(%zu of its %d-byte limit used): %s", p->nseed, c->loc.ns, c->loc.name,
-                      c->ledger_bytes, LEDGER_LIMIT, err);
+                      c->ledger_bytes, LEDGER_LIMIT, buf_str(&werr));
+        else if (wrc != LEDGER_OK && wrc != LEDGER_CONFLICT && wrc != LEDGER_GONE)
+            log_fatal("seeding legacy records: %s", buf_str(&werr));
+        buf_release(&werr);
+        if (wrc == LEDGER_CONFLICT)
+            return held;
+        if (wrc == LEDGER_GONE)
+            return runner_ledger_gone(c, "seeding legacy records");
+        if (wrc == LEDGER_FULL)
             return EXIT_LEDGER_FULL;
-        }
-        if (wrc != LEDGER_OK) {
-            log_fatal("seeding legacy records: %s", err);
+        if (wrc != LEDGER_OK)
             return wrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
-        }
         c->ledger_bytes += sent;
         out_line("legacy: recorded %zu migrations below version %ld as legacy", p->nseed,
                  c->l.version);
@@ -963,7 +967,9 @@ int runner_fresh_cluster(struct runner_ctx *c, int predict)
     if (!local && !predict)
         return 0; /* the hook's run: its namespace exists before it runs */
     struct ledger l;
-    enum ledger_rc lr = ledger_read(&c->loc, &l, err, sizeof err);
+    struct buf lerr = BUF_INIT; /* unread: the run's own read says what is wrong */
+    enum ledger_rc lr = ledger_read(&c->loc, &l, &lerr);
+    buf_release(&lerr);
     int exists = l.exists;
     ledger_free(&l);
     if (lr != LEDGER_OK)
@@ -980,7 +986,9 @@ int runner_fresh_cluster(struct runner_ctx *c, int predict)
     if (lock_read_ledger_mark(c->rest, c->loc.ns, o->k.lease_name, mark, sizeof mark, err,
                               sizeof err) == 0 && *mark)
         return 0;
-    int ns = ledger_namespace_exists(&c->loc, err, sizeof err);
+    struct buf nerr = BUF_INIT; /* unread, as before: an unknown answer is not "absent" */
+    int ns = ledger_namespace_exists(&c->loc, &nerr);
+    buf_release(&nerr);
     if (!local) {
         if (ns != 0)
             return 0;
@@ -1006,11 +1014,13 @@ int runner_fresh_cluster(struct runner_ctx *c, int predict)
         out_line("would create namespace %s (--create-namespace)", o->k.ledger_namespace);
         return 0;
     }
-    enum ledger_rc cr = ledger_namespace_create(&c->loc, err, sizeof err);
-    if (cr != LEDGER_OK && cr != LEDGER_EXISTS) {
-        log_fatal("creating namespace %s: %s", o->k.ledger_namespace, err);
+    struct buf cerr = BUF_INIT;
+    enum ledger_rc cr = ledger_namespace_create(&c->loc, &cerr);
+    if (cr != LEDGER_OK && cr != LEDGER_EXISTS)
+        log_fatal("creating namespace %s: %s", o->k.ledger_namespace, buf_str(&cerr));
+    buf_release(&cerr);
+    if (cr != LEDGER_OK && cr != LEDGER_EXISTS)
         return EXIT_CLUSTER;
-    }
     out_line("created namespace %s (--create-namespace)", o->k.ledger_namespace);
     return 0;
 }
@@ -1110,7 +1120,10 @@ static int idle_unlocked(struct runner_ctx *c, struct plan *p)
 {
     char err[ERRLINE_MAX], mark[64] = "";
     ledger_free(&c->l);
-    if (ledger_read(&c->loc, &c->l, err, sizeof err) != LEDGER_OK || !c->l.exists)
+    struct buf lerr = BUF_INIT; /* unread: the locked way reads again and says it */
+    enum ledger_rc lr = ledger_read(&c->loc, &c->l, &lerr);
+    buf_release(&lerr);
+    if (lr != LEDGER_OK || !c->l.exists)
         return 0;
     now_rfc3339(c->now);
     plan_free(p);

@@ -222,4 +222,61 @@ describe('the house rules of host/', function()
       h.lacks(res.out, 'planted_fits', 'a file of 950 lines passes')
     end)
   end)
+  -- growth (issue 40): one way an array grows, mem_grow (base/mem.h).
+  describe('growth', function()
+    it('fails on an array grown by a hand-written realloc outside base/, naming the line', function()
+      local d = scratch()
+      plant(d, 'run/planted.c', '/* planted.c: x */\n#include <stdlib.h>\n' ..
+        'int planted_push(int **v, size_t *n)\n{\n' ..
+        '    int *nv = realloc(*v, (*n + 1) * sizeof *nv);\n' ..
+        '    if (!nv)\n        return -1;\n    *v = nv;\n    (*n)++;\n    return 0;\n}\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, 'host/run/planted.c:5: an array grown by hand')
+    end)
+
+    it('fails on a doubling capacity too', function()
+      local d = scratch()
+      plant(d, 'formats/planted.c', '/* planted.c: x */\n#include <stdlib.h>\n' ..
+        'char *planted_more(char *p, size_t cap) { return realloc(p, cap * 2); }\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, 'host/formats/planted.c:3: an array grown by hand')
+    end)
+
+    it('lets through mem_grow, a byte-sized realloc, base/ and a comment', function()
+      local d = scratch()
+      plant(d, 'run/planted.c', '/* planted.c: not realloc(p, n * sizeof *p) */\n' ..
+        '#include <stdlib.h>\n#include "base/mem.h"\n' ..
+        'int *planted_push(int *v, size_t n) { return mem_grow(v, n + 1, sizeof *v); }\n' ..
+        'void *planted_alloc(void *p, size_t nsize) { return realloc(p, nsize); }\n' ..
+        '// realloc(v, (n + 1) * sizeof *v) was the old way\n')
+      plant(d, 'base/planted.c', '/* planted.c: x */\n#include <stdlib.h>\n' ..
+        'void *planted_grow(void *p, size_t n) { return realloc(p, n * sizeof(int)); }\n')
+      local res = check(d)
+      h.lacks(res.out, 'planted', 'nothing said of the planted files')
+    end)
+  end)
+  -- errbuf (issue 40): a module says why in struct buf *err, whole.
+  describe('errbuf', function()
+    it('fails on a header with struct buf *err that still takes char *err, size_t errlen', function()
+      local d = scratch()
+      h.write(d .. '/host/run/planted.h', '/* planted.h: x */\n#include "base/buf.h"\n' ..
+        'int planted_read(const char *path, struct buf *err);\n' ..
+        'int planted_write(const char *path, char *err, size_t errlen);\n')
+      local res = check(d)
+      assert.are.equal(1, res.code, res.out .. res.err)
+      h.contains(res.out, 'host/run/planted.h:4: a module that says why in struct buf *err')
+    end)
+
+    it('lets through a header in either style alone', function()
+      local d = scratch()
+      h.write(d .. '/host/run/planted.h', '/* planted.h: x */\n#include "base/buf.h"\n' ..
+        'int planted_read(const char *path, struct buf *err);\n')
+      h.write(d .. '/host/run/planted_old.h', '/* planted_old.h: x */\n' ..
+        'int planted_old_read(const char *path, char *err, size_t errlen);\n')
+      local res = check(d)
+      h.lacks(res.out, 'planted', 'nothing said of the planted headers')
+    end)
+  end)
 end)

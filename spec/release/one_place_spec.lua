@@ -33,10 +33,10 @@ describe('host/', function()
   end)
 
   -- read_file (base/util.c) hands plain malloc'd text to two dozen callers
-  -- that free() it; discovery.c grows an array of structs and lint_runnable.c
-  -- one of strings, not bytes.
+  -- that free() it; arrays grow with mem_grow (base/mem.h), which
+  -- tools/conventions' growth rule keeps the one way.
   it('grows a byte buffer by doubling in base/buf.c alone', function()
-    assert.are.same({ 'host/base/buf.c', 'host/base/util.c', 'host/client/discovery.c', 'host/release/lint_runnable.c' },
+    assert.are.same({ 'host/base/buf.c', 'host/base/util.c' },
       files_of(grep('(cap|nc|ncap) \\*=? ?2\\b')))
   end)
 
@@ -45,6 +45,19 @@ describe('host/', function()
   it('hands a migration\'s result on as data: no text of it is parsed back in run/', function()
     assert.are.same({}, files_of(grep('cJSON_Parse\\((res|r|p|res->|res\\.)?\\.?journal')))
     assert.are.same({}, files_of(grep('ledger_entry_bytes')))
+  end)
+
+  -- A record is parsed once, from the ledger's text (record_parse), and
+  -- its journal kept as the tree it was parsed into; what shows a record
+  -- (status, the spec state's record()) reads record_json's tree.
+  it('parses a record\'s text in record_parse alone, and prints it only to write it', function()
+    local out = h.run('cd ' .. h.q(h.root) .. ' && grep -nE ' .. h.q('cJSON_Parse') ..
+      ' host/formats/record.c host/formats/journaldoc.c host/run/report.c host/run/recording.c').out
+    local n = select(2, out:gsub('\n', ''))
+    assert.are.equal(1, n, out)
+    h.contains(out, 'host/formats/record.c:')
+    assert.are.same({ 'host/formats/ledgerdoc.c', 'host/formats/record.c', 'host/formats/record.h' },
+      files_of(grep('\\brecord_format\\(')))
   end)
 
   it('sizes a record written by what ledger_write sent, and one not yet written by record_max_bytes', function()

@@ -1,4 +1,4 @@
-// sources: host/base/util.c
+// sources: host/base/util.c host/base/mem.c
 /* duration_fuzz.c: libFuzzer target for util.c's parse_duration, the one
  * parser of durations (header timeout=, --timeout and the other flags), and
  * parse_decimal (legacy-map numbers, the ledger's version). Owns checking the

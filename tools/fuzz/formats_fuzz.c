@@ -1,4 +1,4 @@
-// sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/base/util.c
+// sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/base/util.c host/base/mem.c
 /* formats_fuzz.c: libFuzzer target for the runner's line formats: script
  * headers, order.d batches, `revoked`, `legacy-map`, the legacy set's digest
  * list and ledger records. Owns
@@ -115,25 +115,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 r2->attempts != r->attempts)
                 abort();
             free(out);
-        } else if (r && r->state != REC_UNKNOWN) {
-            abort();
+            record_free(r2);
+        } else if (r && (r->state != REC_UNKNOWN || r->output || r->journal)) {
+            abort(); /* a refused record owns nothing (record.h) */
         }
+        if (r)
+            record_free(r);
         free(r);
         free(r2);
         /* the same text as a write journal, cut to a size of the input's choosing */
         size_t cap = 2 + (size_t)(data[0] / 6) * 16;
         cJSON *a = cJSON_Parse(s);
-        char *fit = journal_fit(a, cap);
-        if (fit) {
-            cJSON *b = cJSON_Parse(fit);
+        cJSON *b = journal_fit(a, cap);
+        if (b) {
+            char *fit = cJSON_PrintUnformatted(b);
             const cJSON *wa = cJSON_GetObjectItemCaseSensitive(a, "writes");
             const cJSON *wb = cJSON_GetObjectItemCaseSensitive(b, "writes");
-            if (strlen(fit) + 1 > cap || !cJSON_IsObject(b) ||
+            if (!fit || strlen(fit) + 1 > cap || !cJSON_IsObject(b) ||
                 !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(b, "entries")) ||
                 (cJSON_IsNumber(wa) && !(cJSON_IsNumber(wb) && wb->valuedouble == wa->valuedouble)))
                 abort();
             cJSON_Delete(b);
-            free(fit);
+            cJSON_free(fit);
         }
         cJSON_Delete(a);
         free(s);
