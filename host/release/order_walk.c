@@ -15,6 +15,7 @@
 
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/util.h"
 #include "formats/manifest.h"
 
