@@ -119,7 +119,7 @@ void rest_free(struct rest_client *c)
     free(c);
 }
 
-const char *rest_reason_for(long code)
+static const char *rest_reason_for(long code)
 {
     switch (code) {
     case 400: return "BadRequest";

@@ -91,6 +91,5 @@ void rest_free(struct rest_client *c);
 #define REST_ERRSTR_MAX (64 + 2048 + 64)
 /* "Error from server (NotFound): ..." / "Unable to connect to the server: ..." */
 void rest_error_string(const struct rest_error *e, char *buf, size_t len);
-const char *rest_reason_for(long code);
 void rest_sleep(double s);
 #endif

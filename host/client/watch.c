@@ -3,7 +3,9 @@
  * and still ask keep_going every KUBE_WATCH_POLL_S), the line buffer
  * events are cut from, and the parse of each event. Must never hand over
  * half an event, nor take a line longer than KUBE_WATCH_LINE_MAX.
- * Prefixes: kube_ (the name its callers know it by, kube_watch_). */
+ * Prefixes: kube_ (the name its callers know it by, kube_watch_).
+ * Unreferenced: kube_watch_free (the recipe's last step: today's one user,
+ * the lock watcher, is a process that exits holding its watch). */
 #include "client/watch.h"
 
 #include <curl/curl.h>

@@ -23,7 +23,8 @@
 #include "base/util.h"
 #include "door/dryrun.h"
 
-double door_remaining(const struct door *d)
+/* Seconds before the deadline (negative once passed); HUGE_VAL without one. */
+static double door_remaining(const struct door *d)
 {
     if (!d->deadline)
         return HUGE_VAL;
@@ -315,7 +316,10 @@ void door_prior_free(struct door_prior *p)
     memset(p, 0, sizeof *p);
 }
 
-int door_review(const char *method, const char *path)
+/* Whether a request is a review (SelfSubjectAccessReview: `kubectl auth
+ * can-i`; SelfSubjectReview: `auth whoami`; the rules, subject and token
+ * reviews): a POST that asks and persists nothing, so no write. */
+static int door_review(const char *method, const char *path)
 {
     static const char *const reviews[] = {
         "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",

@@ -116,17 +116,10 @@ struct door_prior {
 void door_prior_read(const struct door *d, const char *method, const char *path,
                      const cJSON *jbody, const cJSON *held, struct door_prior *p);
 void door_prior_free(struct door_prior *p);
-/* Whether a request is a review (SelfSubjectAccessReview: `kubectl auth
- * can-i`; SelfSubjectReview: `auth whoami`; the rules, subject and token
- * reviews): a POST that asks and persists nothing, so no write. */
-int door_review(const char *method, const char *path);
 /* After an answer (ok: 2xx; status the HTTP status or the error's code;
  * answer the parsed body): a dry-run write's report to say, a write's
  * journal entry, a read's resourceVersions remembered. path has no query;
  * verb is how the caller names the write (NULL: from the method). */
 void door_after(const struct door *d, const char *method, const char *verb, const char *path,
                 int ok, long status, const cJSON *answer, const struct door_prior *p);
-
-/* Seconds before the deadline (negative once passed); HUGE_VAL without one. */
-double door_remaining(const struct door *d);
 #endif

@@ -72,7 +72,9 @@ static void walk(struct diff *d, const cJSON *a, const cJSON *b, char *path, siz
         add(d, path, a, b);
 }
 
-int dryrun_diff(const cJSON *a, const cJSON *b, char *out, size_t cap, int max)
+/* Collects up to max differing leaf paths ("metadata.labels.app") between
+ * a and b into out (newline separated). Returns how many differ in total. */
+static int dryrun_diff(const cJSON *a, const cJSON *b, char *out, size_t cap, int max)
 {
     char path[1024] = "";
     struct diff d = {.out = out, .cap = cap, .max = max};

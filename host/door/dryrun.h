@@ -13,8 +13,4 @@
  * "path: old -> new" lines in fields. */
 int dryrun_report(const char *method, const char *path, const cJSON *before, const cJSON *after,
                   char *report, size_t report_cap, char *fields, size_t cap);
-
-/* Collects up to max differing leaf paths ("metadata.labels.app") between
- * a and b into out (newline separated). Returns how many differ in total. */
-int dryrun_diff(const cJSON *a, const cJSON *b, char *out, size_t cap, int max);
 #endif

@@ -182,7 +182,8 @@ static int num(const char *s, int n)
 /* RFC 3339 in UTC as the engine (and Kubernetes) writes it:
  * YYYY-MM-DDTHH:MM:SS, an optional fraction of 1 to 9 digits, then Z; every
  * field in range (the day for its month, leap years counted). */
-int record_time_valid(const char *s)
+/* YYYY-MM-DDTHH:MM:SS[.fraction]Z with every field in range. */
+static int record_time_valid(const char *s)
 {
     static const char shape[] = "dddd-dd-ddTdd:dd:dd";
     for (size_t i = 0; shape[i]; i++)

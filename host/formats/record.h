@@ -77,8 +77,6 @@ void record_free(struct record *r);
  * UTC time. The journal's subtree is taken out of the parsed document, not
  * printed and parsed again. */
 int record_parse(const char *text, size_t len, struct record *r);
-/* YYYY-MM-DDTHH:MM:SS[.fraction]Z with every field in range. */
-int record_time_valid(const char *s);
 /* Such a time (a record's `at`, an apiserver's timestamp) in seconds since
  * the epoch; -1 when it is not one. */
 double record_time_epoch(const char *s);

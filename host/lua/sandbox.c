@@ -850,18 +850,6 @@ void sandbox_free(struct sandbox *sb)
     free(sb);
 }
 
-const char *sandbox_status_name(enum sandbox_status s)
-{
-    switch (s) {
-    case SANDBOX_OK: return "ok";
-    case SANDBOX_ERROR: return "ScriptError";
-    case SANDBOX_TIMEOUT: return "Timeout";
-    case SANDBOX_NOMEM: return "MemoryLimit";
-    case SANDBOX_LOADERR: return "LoadError";
-    }
-    return "Unknown";
-}
-
 static int open_unrestricted(lua_State *L)
 {
     host_ctx_attach(L, lua_touserdata(L, 1));

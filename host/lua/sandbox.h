@@ -48,7 +48,6 @@ lua_State *sandbox_state(struct sandbox *sb);
 enum sandbox_status sandbox_run_file(struct sandbox *sb, const char *path,
                                      char *err, size_t errlen);
 void sandbox_free(struct sandbox *sb);
-const char *sandbox_status_name(enum sandbox_status s);
 
 /* A full (unsandboxed) state with ctx attached, the native modules
  * preloaded and the stdlib on package.path; used by the spec runner, which

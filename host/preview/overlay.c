@@ -330,8 +330,10 @@ static int field_match(const cJSON *obj, const char *sel, char *err, size_t errl
     return 1;
 }
 
-int overlay_selector_match(const cJSON *obj, const char *label_selector,
-                           const char *field_selector, char *err, size_t errlen)
+/* Whether obj matches a label / field selector: 1, 0, or -1 with err when
+ * the selector cannot be evaluated. */
+static int overlay_selector_match(const cJSON *obj, const char *label_selector,
+                                  const char *field_selector, char *err, size_t errlen)
 {
     int r = label_match(obj, label_selector, err, errlen);
     if (r <= 0)

@@ -58,11 +58,6 @@ int overlay_merge_list(const struct overlay *o, const char *collection_path,
 int overlay_apply_patch(const cJSON *obj, const char *content_type, const cJSON *patch,
                         cJSON **out, char *err, size_t errlen);
 
-/* Whether obj matches a label / field selector (exported for specs). 1, 0,
- * or -1 with err when the selector cannot be evaluated. */
-int overlay_selector_match(const cJSON *obj, const char *label_selector,
-                           const char *field_selector, char *err, size_t errlen);
-
 /* [{"path":..., "object":{...}} | {"path":..., "deleted":true}, ...], in
  * the order first written. */
 cJSON *overlay_objects(const struct overlay *o);
