@@ -5,30 +5,25 @@
  * child and record the outcome (the parent alone writes the ledger, after
  * the child has ended), with a progress line and an Event each; `skip`
  * through the same opening (runner_session). The read-only `plan` and
- * `status` are status.c's, the ledger writes recording.c's. Also what a
- * shell child may reach: its environment, the gateway and a private
- * kubeconfig naming it. Must never record a migration that did not succeed
- * as ok, record anything after an abort, run a slug whose requires did not
- * succeed in the ledger or in this run, or write in dry run. */
+ * `status` are status.c's, the ledger writes recording.c's, launching a
+ * migration's child (with a shell's gateway) launch.c's; this file says
+ * what a step's shell gets (runner_launch_step). Must never record a
+ * migration that did not succeed as ok, record anything after an abort,
+ * run a slug whose requires did not succeed in the ledger or in this run,
+ * or write in dry run. */
 #include "run/runner_int.h"
 
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "proc/child.h"
-#include "base/defaults.h"
 #include "base/exitcodes.h"
 #include "base/paths.h"
 #include "formats/journaldoc.h"
 #include "formats/shellreach.h"
 #include "kube/kubeconfig.h"
-#include "kube/gateway.h"
-#include "kube/kubeconfig_private.h"
-#include "run/shellenv.h"
 #include "base/log.h"
 #include "kube/rest.h"
 #include "base/stop.h"
@@ -143,86 +138,32 @@ static int renew_tick(void *ud)
 
 /* ---- operator control: what a shell child reaches, requires, skips ----- */
 
-/* A shell child's way to the cluster: the runner's gateway on the run's
- * loopback socket, a fresh token and certificate, and a private kubeconfig
- * naming them and nothing else (kp removes it afterwards; the socket is the
- * run's, closed with it).
- * 0, or -1 after reporting: the migration does not run, and nothing falls
- * back to the runner's own credentials. */
-static int shell_gateway(struct runner_ctx *c, const struct step *s, struct child_gateway *gw,
-                         struct gateway_cred *cred, struct kube_private *kp)
+void runner_launch_step(struct runner_ctx *c, const struct step *s, struct launch *j)
 {
-    char err[ERRLINE_MAX];
-    gw->listen_fd = -1;
-    if (gateway_cred_new(cred, err, sizeof err) != 0) {
-        log_fatal("%s: %s", s->slug, err);
-        return -1;
-    }
-    if (c->gw_fd < 0 && gateway_listen(&c->gw_fd, &c->gw_port, err, sizeof err) != 0) {
-        log_fatal("%s: %s", s->slug, err);
-        gateway_cred_free(cred);
-        return -1;
-    }
-    if (kubeconfig_private_gateway(c->gw_port, cred->token, cred->cert_pem,
-                                   rest_config(c->rest)->namespace, kp, err, sizeof err) != 0) {
-        log_fatal("%s: %s", s->slug, err);
-        gateway_cred_free(cred);
-        return -1;
-    }
-    gw->listen_fd = c->gw_fd;
-    gw->cred = cred;
-    /* Legacy script N stamps N+1 (kube/stamp.h). */
-    gw->stamp_allowed = 0;
-    for (size_t i = 0; i < c->t.legacy.n; i++)
-        if (strcmp(c->t.legacy.e[i].slug, s->slug) == 0)
-            gw->stamp_allowed = c->t.legacy.e[i].number + 1;
-    return 0;
-}
-
-/* The environment of step s's shell (shellenv.h), its KUBECONFIG the
- * private file at kubeconfig. 0, or -1 when it does not fit. */
-static int shell_env_for(struct runner_ctx *c, const struct step *s, const char *kubeconfig,
-                         int dry_run, struct shell_env *e)
-{
+    launch_migration(j, &c->L, s->m, s->slug, c->t.root);
+    if (!s->m->is_shell)
+        return;
     long top = 0;
     for (size_t i = 0; i < c->t.legacy.n; i++)
         if (c->t.legacy.e[i].number > top)
             top = c->t.legacy.e[i].number;
-    struct shell_env_in in = {
+    j->whole_env = 1;
+    j->env_in = (struct shell_env_in){
         .ns = c->o->k.ledger_namespace,
         .slug = s->slug,
         .has_version = c->l.has_version,
         .version = c->l.version,
         .top_legacy = top,
-        .dry_run_var = dry_run && s->m ? s->m->h.dry_run_var : NULL,
+        .dry_run_var = c->L.k->dry_run ? s->m->h.dry_run_var : NULL,
         .pass_env = c->o->pass_env,
-        .kubeconfig = kubeconfig,
         .gateway = 1,
-        /* KUBECACHEDIR: the migration's own (child.h, private_dir) */
+        /* KUBECONFIG: the launcher's private file; KUBECACHEDIR: the
+         * migration's own (child.h, private_dir) */
     };
-    return shell_env_build(e, &in);
-}
-
-int runner_shell_launch_prep(struct runner_ctx *c, const struct step *s, int dry_run, struct shell_launch *sl)
-{
-    memset(sl, 0, sizeof *sl);
-    sl->gw.listen_fd = -1;
-    if (shell_gateway(c, s, &sl->gw, &sl->cred, &sl->kp) != 0)
-        return EXIT_CLUSTER;
-    if (shell_env_for(c, s, sl->kp.path, dry_run, &sl->se) != 0) {
-        runner_shell_launch_free(sl);
-        log_fatal("%s: the environment for its shell does not fit", s->slug);
-        return EXIT_FAILED;
-    }
-    snprintf(sl->workdir, sizeof sl->workdir, "%s/legacy-sh", c->t.root);
-    return 0;
-}
-
-void runner_shell_launch_free(struct shell_launch *sl)
-{
-    kubeconfig_private_remove(&sl->kp);
-    gateway_cred_free(&sl->cred);
-    sl->gw.listen_fd = -1; /* the run's: runner_ctx_free closes it */
+    /* Legacy script N stamps N+1 (kube/stamp.h). */
+    for (size_t i = 0; i < c->t.legacy.n; i++)
+        if (strcmp(c->t.legacy.e[i].slug, s->slug) == 0)
+            j->stamp_allowed = c->t.legacy.e[i].number + 1;
 }
 
 /* What happens next after a failure that records nothing, said truly:
@@ -509,41 +450,21 @@ static int execute(struct runner_ctx *c, const struct step *s, size_t k, size_t 
      * the runner's gateway, the same door as a Lua migration's requests */
     if (m->is_shell && o->k.dry_run && reaches_other_cluster(s, k, n))
         return 0;
-    struct shell_launch sl;
-    memset(&sl, 0, sizeof sl);
-    sl.gw.listen_fd = -1;
-    if (m->is_shell && (rc = runner_shell_launch_prep(c, s, o->k.dry_run, &sl)) != 0)
+    struct launch j;
+    runner_launch_step(c, s, &j);
+    if ((rc = launch_prepare(&c->L, &j)) != 0)
         return rc;
-    char why[4400];
-    struct child_spec spec = {
-        .slug = s->slug,
-        .path = m->path,
-        .is_shell = m->is_shell,
-        .workdir = m->is_shell ? sl.workdir : NULL,
-        .env = m->is_shell ? sl.se.v : NULL,
-        .env_only = 1,
-        .timeout_s = runner_timeout(o, m),
-        .timeout_why = header_timeout_why(&m->h, m->path, o->timeout, why, sizeof why),
-        .grace_s = o->grace,
-        .lua_mem_limit = o->memory,
-        .kube = &o->k,
-        .tick = o->k.dry_run ? NULL : renew_tick,
-        .lease_until_us = o->k.dry_run ? NULL : lock_watch(&c->lk),
-        /* Often enough to renew well inside the lease, however short it
-         * is, and to read the Lease back every LOCK_CHECK_S (lock_renew
-         * paces both). */
-        .tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S,
-        .ud = c,
-        .remove_on_orphan = *sl.kp.path ? sl.kp.path : NULL, /* operator */
-        .private_dir = *sl.kp.dir ? sl.kp.dir : NULL,
-        .gateway = m->is_shell ? &sl.gw : NULL,
-    };
+    c->L.tick = o->k.dry_run ? NULL : renew_tick;
+    c->L.lease_until_us = o->k.dry_run ? NULL : lock_watch(&c->lk);
+    /* Often enough to renew well inside the lease, however short it is, and
+     * to read the Lease back every LOCK_CHECK_S (lock_renew paces both). */
+    c->L.tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S;
+    c->L.ud = c;
     if (!log_json())
         out_line("[%zu/%zu] %s %s ... running%s%s%s", k, n, s->tier, s->slug,
                  *s->why ? " (" : "", s->why, *s->why ? ")" : "");
     struct child_result res;
-    child_run(&spec, &res);
-    runner_shell_launch_free(&sl);
+    launch_run(&c->L, &j, &res);
     if (stop_signal()) {
         /* Whatever it reported, it ran while the runner was told to stop:
          * nothing is recorded for it. */
@@ -801,9 +722,7 @@ static int seed(struct runner_ctx *c, struct plan *p)
 
 void runner_ctx_free(struct runner_ctx *c)
 {
-    if (c->gw_fd >= 0)
-        close(c->gw_fd);
-    c->gw_fd = -1;
+    launch_close(&c->L);
     free(c->ran);
     lock_release(&c->lk);
     ledger_free(&c->l);
@@ -839,7 +758,11 @@ static int headers_gate(struct runner_ctx *c, const struct runner_opts *o, int n
 int runner_ctx_open(struct runner_ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
 {
     memset(c, 0, sizeof *c);
-    c->gw_fd = -1;
+    launch_init(&c->L);
+    c->L.k = &o->k;
+    c->L.timeout = o->timeout;
+    c->L.grace = o->grace;
+    c->L.memory = o->memory;
     c->o = o;
     c->po = (struct plan_opts){.tier = o->tier, .tier_given = o->tier_given, .only = o->only,
                                .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
@@ -871,6 +794,7 @@ int runner_ctx_open(struct runner_ctx *c, const struct runner_opts *o, int need_
         return EXIT_CLUSTER;
     c->loc = (struct ledger_loc){.rest = c->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
     kubeconfig_identity(rest_config(c->rest), c->identity, sizeof c->identity);
+    c->L.cfg = rest_config(c->rest);
     return 0;
 }
 
@@ -1013,11 +937,6 @@ int runner_fresh_cluster(struct runner_ctx *c, int predict)
     }
     out_line("created namespace %s (--create-namespace)", o->k.ledger_namespace);
     return 0;
-}
-
-double runner_timeout(const struct runner_opts *o, const struct migration *m)
-{
-    return o->timeout > 0 ? o->timeout : m->h.timeout > 0 ? m->h.timeout : DEFAULT_TIMEOUT_S;
 }
 
 /* The runner lock, for run and skip: 0, or an exit code after saying why. */

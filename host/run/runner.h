@@ -52,6 +52,10 @@ struct rest_client *runner_connect(const struct runner_opts *o);
 int runner_run(const struct runner_opts *o);
 int runner_plan(const struct runner_opts *o);
 int runner_status(const struct runner_opts *o);
+/* The config command: prints, as JSON, the cluster and identity the kube
+ * module would use (kubeconfig_describe: no secrets). 0, or EXIT_CLUSTER
+ * after one line when it cannot be resolved. */
+int runner_config(const struct runner_opts *o);
 /* The skip command: records o->skip[0] `skipped` under the runner lock. */
 int runner_skip(const struct runner_opts *o);
 #endif

@@ -9,11 +9,8 @@
 
 #include "formats/ledgerdoc.h"
 #include "formats/tree.h"
-#include "kube/gateway.h"
-#include "kube/kubeconfig_private.h"
 #include "kube/rest.h"
-#include "proc/child.h"
-#include "run/shellenv.h"
+#include "run/launch.h"
 #include "run/ledger.h"
 #include "run/lock.h"
 #include "run/plan.h"
@@ -43,11 +40,8 @@ struct runner_ctx {
     char ignored[600];      /* the last hand-over request said to be ignored */
     long stamp;             /* the legacy stamp the next ok record carries out (`version`,
                              * kube/stamp.h); -1: none */
-    int gw_fd, gw_port;     /* the shell gateways' loopback socket, bound at the run's first
-                             * shell migration and kept (-1: none yet), so kubectl's caches,
-                             * keyed by server address, stay warm from one script to the
-                             * next; each migration's gateway has its own token and
-                             * certificate and answers only its own */
+    struct launcher L;      /* how its migrations are launched (launch.h): the options, and
+                             * the shell gateways' socket, kept for the whole run */
 };
 
 /* ---- runner.c ---- */
@@ -84,25 +78,12 @@ int runner_load_plan(struct runner_ctx *c, const struct runner_opts *o, struct p
 int runner_fresh_cluster(struct runner_ctx *c, int predict);
 /* The tables' options from the runner's. */
 struct report_opts runner_report_opts(const struct runner_opts *o);
-/* A migration's timeout: --timeout, else its header's, else
- * DEFAULT_TIMEOUT_S. */
-double runner_timeout(const struct runner_opts *o, const struct migration *m);
-
-/* What a shell migration runs with (run and preview alike): the runner's
- * gateway (its credentials, listening socket), the private kubeconfig
- * naming it, the shell's environment and working directory. */
-struct shell_launch {
-    struct child_gateway gw;
-    struct gateway_cred cred;
-    struct kube_private kp;
-    struct shell_env se;
-    char workdir[4096];
-};
-/* Prepares sl for step s (dry_run: the header's dry-run variable is set).
- * 0, or an exit code after saying why (the migration must not run). */
-int runner_shell_launch_prep(struct runner_ctx *c, const struct step *s, int dry_run,
-                             struct shell_launch *sl);
-void runner_shell_launch_free(struct shell_launch *sl);
+/* Step s as a launch (launch.h), for run and preview alike: migration
+ * s->m of the tree; a shell's whole environment (shellenv.h: the ledger's
+ * version, the legacy map's top, the header's dry-run variable when c->L
+ * is a dry run, --pass-env) and the one `version` a legacy script may
+ * stamp. */
+void runner_launch_step(struct runner_ctx *c, const struct step *s, struct launch *j);
 
 /* ---- indexcheck.c ---- */
 
