@@ -1,5 +1,6 @@
 /* context.c: one command's context (runner_int.h's struct runner_ctx),
- * opened and freed for run, skip, plan, status and preview alike: the tree
+ * opened and freed for run, skip, plan, status and preview alike (and the
+ * options' defaults it starts from): the tree
  * loaded (a header that does not parse fails only what would run it), the
  * connection, the ledger's location, who the runner acts as, how its
  * migrations are launched; then the ledger read and planned. Must never
@@ -14,7 +15,24 @@
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "base/defaults.h"
 #include "kube/kubeconfig.h"
+#include "kube/restpool.h"
+
+const int runner_concurrency_max = REST_POOL_MAX;
+
+void runner_opts_defaults(struct runner_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    kube_default_options(&o->k);
+    o->tier = "pre-apply";
+    o->timeout = DEFAULT_TIMEOUT_S;
+    o->lock_timeout = DEFAULT_LOCK_WAIT_S;
+    o->lease_duration = DEFAULT_LEASE_S;
+    o->grace = DEFAULT_GRACE_S;
+    o->max_attempts = DEFAULT_MAX_ATTEMPTS;
+    o->memory = (size_t)DEFAULT_MEMORY_MB << 20;
+}
 
 struct rest_client *runner_connect(const struct runner_opts *o)
 {
