@@ -68,6 +68,14 @@ describe('host/', function()
       above_proc('\\b(gateway_cred_new|gateway_listen|kubeconfig_private_gateway)\\('))
   end)
 
+  -- "proc" means one thing: host/proc/ forks the runner's processes (a
+  -- migration's child, child.c and spawn.c; the Lease watcher, helper.c);
+  -- the release commands' git and tools are release/tool.c's.
+  it('forks in host/proc/ alone, and in release/tool.c for the release commands\' tools', function()
+    assert.are.same({ 'host/proc/child.c', 'host/proc/helper.c', 'host/proc/spawn.c', 'host/release/tool.c' },
+      files_of(grep('\\bv?fork\\(')))
+  end)
+
   it('gives the runner\'s shared functions its prefix, and one meaning to each name in run/', function()
     local f = assert(io.open(h.root .. '/host/run/runner_int.h'))
     local text = f:read('a')
