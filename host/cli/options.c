@@ -19,7 +19,6 @@
 #include "base/paths.h"
 #include "base/util.h"
 #include "formats/manifest.h"
-#include "client/restpool.h"
 #include "run/shellenv.h"
 
 static const char cli_cluster_opts_help[] =
@@ -82,7 +81,7 @@ void cli_help_write(const char *text, FILE *f)
         else if (IS("CONCURRENCY"))
             snprintf(buf, sizeof buf, "%d", DEFAULT_CONCURRENCY);
         else if (IS("CONCURRENCY_MAX"))
-            snprintf(buf, sizeof buf, "%d", REST_POOL_MAX);
+            snprintf(buf, sizeof buf, "%d", runner_concurrency_max);
         else if (IS("MAX_ATTEMPTS"))
             snprintf(buf, sizeof buf, "%d", DEFAULT_MAX_ATTEMPTS);
         else if (IS("BACKOFF"))
@@ -109,17 +108,10 @@ void cli_init(struct cli *c, const struct command *cmd, char **env)
     c->command = cmd;
     c->cmd = cmd->name;
     c->env = env;
-    kube_default_options(&c->r.k);
+    runner_opts_defaults(&c->r);
     const char *ns = getenv("NAMESPACE");
     if (ns && *ns)
         c->r.k.ledger_namespace = ns;
-    c->r.tier = "pre-apply";
-    c->r.timeout = DEFAULT_TIMEOUT_S;
-    c->r.lock_timeout = DEFAULT_LOCK_WAIT_S;
-    c->r.lease_duration = DEFAULT_LEASE_S;
-    c->r.grace = DEFAULT_GRACE_S;
-    c->r.max_attempts = DEFAULT_MAX_ATTEMPTS;
-    c->r.memory = (size_t)DEFAULT_MEMORY_MB << 20;
     c->r.image = getenv("MIGRATIONS_IMAGE");
     c->r.index_json = getenv("MIGRATIONS_INDEX");
     c->r.pass_env = getenv("PASS_ENV");
@@ -491,8 +483,9 @@ OPTION(cli_opt_memory, "memory", required_argument, set_memory);
 static int set_concurrency(struct cli *c, const char *flag, const char *arg)
 {
     long n;
-    if (parse_decimal(arg, REST_POOL_MAX, &n) != 0 || n < 1) {
-        log_usage(c->cmd, "--concurrency: '%s' is not a number from 1 to %d", arg, REST_POOL_MAX);
+    if (parse_decimal(arg, runner_concurrency_max, &n) != 0 || n < 1) {
+        log_usage(c->cmd, "--concurrency: '%s' is not a number from 1 to %d", arg,
+                  runner_concurrency_max);
         return -1;
     }
     c->r.k.concurrency = (int)n;

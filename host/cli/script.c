@@ -1,6 +1,7 @@
 /* script.c: the commands that run one script or show the cluster: lua,
  * exec, config, spec. Owns their option tables, their --help and their
- * operands; the child is proc/child.c's, the sandbox lua/'s. */
+ * operands; launching the child is run/launch.c's, showing the cluster
+ * run/status.c's, the sandbox lua/'s. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -22,48 +23,10 @@
 #include "formats/header.h"
 #include "formats/manifest.h"
 #include "formats/shellreach.h"
-#include "gateway/gateway.h"
-#include "client/kubeconfig.h"
-#include "gateway/kubeconfig_private.h"
 #include "lua/hostctx.h"
 #include "lua/sandbox.h"
-#include "proc/child.h"
+#include "run/launch.h"
 #include "run/migrate_lua.h"
-
-/* ---- the header of a FILE ---------------------------------------------- */
-
-/* lua and exec run FILE as the runner would: a header, when FILE has one,
- * is read by the runner's parser (a misspelt key, a bad timeout= is exit 3
- * naming FILE:LINE), and its timeout= is the deadline unless --timeout
- * says otherwise; *why then says where the deadline comes from. A file with
- * no header line at all (a scratch script, not a migration) runs with the
- * defaults. 0, or EXIT_PACKAGING after one line. */
-static int file_header(struct cli *c, const char *file, int lua, char *why, size_t whylen)
-{
-    size_t len;
-    char *text = util_read_file(file, &len);
-    if (!text) {
-        log_fatal("%s: %s: %s", c->cmd, file, strerror(errno));
-        return EXIT_USAGE;
-    }
-    struct header h;
-    char err[ERRLINE_MAX];
-    int rc = header_parse(file, text, len, lua, &h, err, sizeof err);
-    free(text);
-    *why = '\0';
-    if (rc != 0 && !h.missing) {
-        log_fatal("%s: %s", c->cmd, err);
-        return EXIT_PACKAGING;
-    }
-    if (!c->timeout_set) {
-        if (rc == 0 && h.timeout > 0)
-            c->r.timeout = h.timeout;
-        header_timeout_why(rc == 0 ? &h : NULL, rc == 0 ? file : NULL, 0, why, whylen);
-    }
-    if (rc == 0)
-        header_free(&h);
-    return 0;
-}
 
 /* ---- lua FILE ---------------------------------------------------------- */
 
@@ -108,20 +71,18 @@ int cli_lua(struct cli *c, int argc, char **argv, int first)
     /* In a supervised child like a migration: the parent's kill is the
      * backstop for time spent in C or in finalizers. */
     const char *file = argv[first];
-    char why[4400];
-    if ((rc = file_header(c, file, 1, why, sizeof why)) != 0)
+    struct launch j;
+    if ((rc = launch_file(&j, c->cmd, NULL, file, 0, c->timeout_set ? &c->r.timeout : NULL)) != 0)
         return rc;
-    struct child_spec spec = {
-        .slug = file,
-        .path = file,
-        .timeout_s = c->r.timeout,
-        .timeout_why = *why ? why : NULL,
-        .lua_mem_limit = c->r.memory,
-        .kube = &c->r.k,
-        .passthrough = 1,
-    };
+    struct launcher L;
+    launch_init(&L);
+    L.k = &c->r.k;
+    L.grace = c->r.grace;
+    L.memory = c->r.memory;
+    L.passthrough = 1;
     struct child_result res;
-    child_run(&spec, &res);
+    launch_run(&L, &j, &res);
+    launch_close(&L);
     rc = res.outcome == CHILD_OK ? EXIT_OK : EXIT_FAILED;
     if (stop_signal())
         rc = stop_exit_code();
@@ -183,45 +144,6 @@ static int count_tick(void *ud)
     return 0;
 }
 
-/* A shell script reaches the cluster the options name (--kubeconfig,
- * --context), as under `run`: through the runner's gateway, its private
- * kubeconfig naming the gateway alone ("KUBECONFIG=..." in env; kp removes
- * it afterwards, the caller closes gw->listen_fd). 0 set; 1 left as it is
- * (no option given and nothing resolves: there is no cluster to narrow to,
- * and a script that needs none still runs); -1 after reporting. */
-static int exec_gateway(const struct kube_config_opts *ko, struct child_gateway *gw,
-                        struct gateway_cred *cred, struct kube_private *kp, char *env, size_t len)
-{
-    struct kube_config kc;
-    char err[ERRLINE_MAX];
-    int port;
-    gw->listen_fd = -1;
-    if (kubeconfig_resolve(ko, &kc, err, sizeof err) != 0) {
-        if (!ko->kubeconfig && !ko->context && !ko->local)
-            return 1;
-        log_fatal("exec: %s", err);
-        return -1;
-    }
-    int w = -1;
-    if (gateway_cred_new(cred, err, sizeof err) == 0 &&
-        gateway_listen(&gw->listen_fd, &port, err, sizeof err) == 0)
-        w = kubeconfig_private_gateway(port, cred->token, cred->cert_pem, kc.namespace, kp, err,
-                                       sizeof err);
-    kubeconfig_free(&kc);
-    if (w != 0) {
-        log_fatal("exec: %s", err);
-        if (gw->listen_fd >= 0)
-            close(gw->listen_fd);
-        gw->listen_fd = -1;
-        gateway_cred_free(cred);
-        return -1;
-    }
-    gw->cred = cred;
-    gw->stamp_allowed = 0; /* exec never touches the ledger */
-    snprintf(env, len, "KUBECONFIG=%s", kp->path);
-    return 0;
-}
-
 /* A shell script that connects to another cluster on its own, under
  * --dry-run: not run (its writes there would not be dry runs), said so as
  * the result line. */
@@ -257,57 +179,40 @@ int cli_exec(struct cli *c, int argc, char **argv, int first)
     }
     if (cli_env_dry_run(c) != 0 || cli_env_namespace(c) != 0 || cli_script_file(c, argv[first + 1]) != 0)
         return EXIT_USAGE;
-    int shell = util_ends_with(argv[first + 1], ".sh");
-    char why[4400];
-    if ((rc = file_header(c, argv[first + 1], !shell, why, sizeof why)) != 0)
+    const char *file = argv[first + 1];
+    int shell = util_ends_with(file, ".sh");
+    struct launch j;
+    if ((rc = launch_file(&j, c->cmd, argv[first], file, shell,
+                          c->timeout_set ? &c->r.timeout : NULL)) != 0)
         return rc;
-    if (shell && c->r.k.dry_run && shellreach_file(argv[first + 1], why, sizeof why) != 0)
+    char why[4400];
+    if (shell && c->r.k.dry_run && shellreach_file(file, why, sizeof why) != 0)
         return exec_unpredictable(why);
-    struct kube_private kp;
-    memset(&kp, 0, sizeof kp);
-    char kc_env[sizeof kp.path + 16];
-    struct child_gateway gw = {.listen_fd = -1};
-    struct gateway_cred cred;
-    memset(&cred, 0, sizeof cred);
-    int through_gateway = 0;
-    if (shell) {
-        int k = exec_gateway(&c->r.k.cfg, &gw, &cred, &kp, kc_env, sizeof kc_env);
-        if (k < 0)
-            return EXIT_CLUSTER;
-        if (k == 0) {
-            c->env[c->nenv++] = kc_env; /* last: it wins over an --env KUBECONFIG */
-            through_gateway = 1;
-        }
-    }
+    /* A shell FILE reaches the cluster the options name (--kubeconfig,
+     * --context) as under `run`: through the runner's gateway, its private
+     * kubeconfig naming the gateway alone; exec never touches the ledger,
+     * so it stamps nothing. */
+    j.workdir = c->workdir;
+    j.env = c->nenv ? c->env : NULL;
     long ticks = 0;
-    struct child_spec spec = {
-        .slug = argv[first],
-        .path = argv[first + 1],
-        .is_shell = shell,
-        .workdir = c->workdir,
-        .env = c->nenv ? c->env : NULL,
-        .timeout_s = c->r.timeout,
-        .timeout_why = *why ? why : NULL,
-        .grace_s = c->r.grace,
-        .lua_mem_limit = c->r.memory,
-        .kube = &c->r.k,
-        .tick = c->tick > 0 ? count_tick : NULL,
-        .tick_every = c->tick,
-        .ud = &ticks,
-        .quiet = c->quiet,
-        .gateway = through_gateway ? &gw : NULL,
-        .remove_on_orphan = through_gateway ? kp.path : NULL,
-        .private_dir = through_gateway ? kp.dir : NULL,
-    };
+    struct launcher L;
+    launch_init(&L);
+    L.k = &c->r.k;
+    L.say_as = "exec";
+    L.grace = c->r.grace;
+    L.memory = c->r.memory;
+    L.tick = c->tick > 0 ? count_tick : NULL;
+    L.tick_every = c->tick;
+    L.ud = &ticks;
+    L.quiet = c->quiet;
+    if ((rc = launch_prepare(&L, &j)) != 0)
+        return rc;
     struct child_result res;
-    child_run(&spec, &res);
-    kubeconfig_private_remove(&kp);
-    gateway_cred_free(&cred);
-    if (gw.listen_fd >= 0)
-        close(gw.listen_fd);
-    cJSON *j = child_result_json(&res, ticks);
-    if (j) {
-        out_json(j, 0);
+    launch_run(&L, &j, &res);
+    launch_close(&L);
+    cJSON *out = child_result_json(&res, ticks);
+    if (out) {
+        out_json(out, 0);
         rc = res.outcome == CHILD_OK ? EXIT_OK : EXIT_FAILED;
     } else {
         log_fatal("exec: out of memory");
@@ -318,7 +223,7 @@ int cli_exec(struct cli *c, int argc, char **argv, int first)
         log_fatal("stopped by %s while %s ran%s (exit %d)", stop_name(stop_signal()), argv[first],
                   res.outcome == CHILD_STOPPED ? ": it was stopped" : "", rc);
     }
-    cJSON_Delete(j);
+    cJSON_Delete(out);
     child_result_free(&res);
     return rc;
 }
@@ -337,26 +242,9 @@ const struct cli_option *const cli_config_options[] = {CLUSTER_OPTS, NULL};
 
 int cli_config(struct cli *c, int argc, char **argv, int first)
 {
-    int rc;
     if (cli_no_operands(c, argc, argv, first))
         return EXIT_USAGE;
-    struct kube_config kc;
-    char err[1024];
-    if (kubeconfig_resolve(&c->r.k.cfg, &kc, err, sizeof err) != 0) {
-        log_fatal("%s", err);
-        return EXIT_CLUSTER;
-    }
-    cJSON *d = kubeconfig_describe(&kc);
-    rc = EXIT_OK;
-    if (d)
-        out_json(d, 1);
-    else {
-        log_fatal("out of memory");
-        rc = EXIT_FAILED;
-    }
-    cJSON_Delete(d);
-    kubeconfig_free(&kc);
-    return rc;
+    return runner_config(&c->r);
 }
 
 const char cli_spec_help[] =

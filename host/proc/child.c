@@ -9,10 +9,12 @@
  * child however it ends); in the parent, the deadline (TERM, grace, KILL to
  * the group; the same when a stop signal reaches the runner, stop.h), the
  * tick that renews the lease while waiting, and turning how the child ended
- * and its status record (proc/luachild.h) into an outcome; and, when the
- * runner dies under a shell child, removing the file it asked to be removed.
- * What runs in a Lua child is proc/luachild.c's; streaming its output and
- * keeping the tail is childout.c's.
+ * and its status record (proc/luachild.h) into an outcome. The child's
+ * side from the fork (its fds, signals, group, a shell's supervisor and,
+ * when the runner dies under it, removing the file it asked to be removed)
+ * is spawn.c's; a confined shell's private directory and ruleset
+ * shellroom.c's; what runs in a Lua child proc/luachild.c's; streaming its
+ * output and keeping the tail childout.c's.
  *
  * Must never: write the ledger or decide whether a migration runs (the
  * caller does, from the result); leave any process of the group alive when
@@ -33,40 +35,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
-#include <sys/stat.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/defaults.h"
-#include "base/paths.h"
-#include "proc/leasewatch.h"
 #include "base/log.h"
 #include "base/stop.h"
 #include "base/util.h"
 #include "formats/journaldoc.h"
 #include "gateway/gateway.h"
-#include "client/kubeconfig.h"
+#include "proc/child_int.h"
+#include "proc/childout.h"
 #include "proc/confine.h"
 #include "proc/luachild.h"
-#include "proc/childout.h"
 #include "proc/reap.h"
 #include "proc/verdict.h"
 
 #define STATUS_MAX 4096       /* the verdict (verdict.h, under PIPE_BUF): the write
                                  * journal does not go through the pipe, see journal_map */
-#define STATUS_FD LUA_CHILD_STATUS_FD
-/* A shell's supervisor finds the gateway's listening socket here, and the
- * Landlock ruleset its bash restricts itself to (confine.h) above it. */
-#define GATEWAY_FD (STATUS_FD + 1)
-#define CONFINE_FD (STATUS_FD + 2)
 /* After the main child is reaped and its group killed, how long we keep
  * reading for output still in flight. Only a process that left the group
  * (setsid) can hold the pipe open longer, and we must not wait for it. */
@@ -80,29 +69,6 @@
 #define POLL_CAP_MS 50
 
 extern char **environ;
-
-/* ---- helpers both sides use ---------------------------------------------- */
-
-/* Async-signal-safe: the shell child between fork and exec must not call
- * snprintf or strerror (another thread of the parent may hold their locks). */
-static size_t append(char *buf, size_t at, size_t cap, const char *s)
-{
-    while (*s && at + 1 < cap)
-        buf[at++] = *s++;
-    buf[at] = 0;
-    return at;
-}
-
-/* The verdict of a child that could not start: the stage and the errno
- * (the parent turns it into text). Async-signal-safe. */
-static void report_spawn_error(int fd, const char *stage, int err)
-{
-    struct child_verdict v;
-    verdict_init(&v, VERDICT_SPAWN_ERROR);
-    verdict_set(v.stage, sizeof v.stage, stage);
-    v.err = err;
-    (void)verdict_write(fd, &v);
-}
 
 static const char *signal_name(int sig)
 {
@@ -127,298 +93,6 @@ static const char *signal_name(int sig)
     case SIGSYS: return "SIGSYS";
     }
     return "signal";
-}
-
-/* ---- the child side ------------------------------------------------------ */
-
-/* Everything the child needs, prepared by the parent before fork so the
- * shell child allocates nothing before exec. */
-struct launch {
-    const struct child_spec *spec;
-    const char *path;            /* absolute when a workdir would change its meaning */
-    char **envp;                 /* shell only */
-    const char *slug;
-    pid_t parent;
-    int out_w, st_w, devnull;
-    double deadline;             /* the script's deadline (monotonic), 0 = none */
-    size_t mem;
-    struct journal_log *journal; /* Lua: the write journal's log, shared with the parent */
-    struct gateway_shared *gw;   /* shell behind the gateway: what it tells the parent */
-    int gw_fd;                   /* its listening socket, -1 when none */
-    int confine_fd;              /* the Landlock ruleset bash is held to, -1 when none */
-    int confined;                /* bash restricts itself before exec (no_new_privs at least) */
-};
-
-static void close_from(int lowfd)
-{
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
-        return;
-#endif
-    /* Old kernels: close them one by one. */
-    long max = sysconf(_SC_OPEN_MAX);
-    if (max < 0 || max > (1L << 20))
-        max = 1L << 20;
-    for (long fd = lowfd; fd < max; fd++)
-        close((int)fd);
-}
-
-/* What the runner would have removed after the child (its private
- * kubeconfig): set in the shell child before the handler below. */
-static const char *orphan_file;
-static const char *orphan_dir;
-
-/* The runner died: kill every descendant (those that left the group
- * first: this process is their subreaper, and they must not outlive it),
- * remove what the runner can no longer remove (the private directory,
- * the kubeconfig in it), then kill the group, this process too. */
-static void on_parent_death(int sig)
-{
-    (void)sig;
-    (void)reap_kill_descendants(0, 0);
-    if (orphan_dir)
-        reap_remove_dir(orphan_dir);
-    if (orphan_file) {
-        char dir[4200];
-        size_t n = append(dir, 0, sizeof dir, orphan_file), slash = 0;
-        for (size_t i = 0; i < n; i++)
-            if (dir[i] == '/')
-                slash = i;
-        (void)unlink(orphan_file);
-        if (slash) {
-            dir[slash] = 0;
-            (void)rmdir(dir);
-        }
-    }
-    kill(0, SIGKILL);
-    _exit(137);
-}
-
-/* The group leader of a shell migration does not exec: it forks bash and
- * waits, so that when the runner dies (PDEATHSIG) it can kill bash's own
- * children too, which PDEATHSIG alone would orphan. It passes bash's end on
- * unchanged: the same exit code, or the same signal. */
-/* The gateway's lines (a dry run's report, an apiserver warning) are the
- * migration's own output. */
-static void gateway_say(const char *text)
-{
-    for (const char *p = text; *p;) {
-        size_t n = strcspn(p, "\n");
-        out_line("%.*s", (int)n, p);
-        p += n + (p[n] == '\n');
-    }
-}
-
-/* The gateway for this shell, before bash starts: it fails the migration
- * with one line when it cannot start, never letting the script run on
- * anything else. NULL when the shell has none. */
-static struct gateway *start_gateway(const struct launch *l)
-{
-    const struct child_gateway *cg = l->spec->gateway;
-    if (!cg)
-        return NULL;
-    /* The runner's credentials live in this process from here on: bash,
-     * running as the same user, may not read its memory or environment. */
-    (void)prctl(PR_SET_DUMPABLE, 0);
-    signal(SIGPIPE, SIG_IGN);
-    log_set_prefix(log_json() ? l->slug : NULL);
-    struct kube_options dflt;
-    const struct kube_options *ko = l->spec->kube;
-    if (!ko) {
-        kube_default_options(&dflt);
-        ko = &dflt;
-    }
-    struct gateway_opts o = {
-        .listen_fd = GATEWAY_FD,
-        .cred = cg->cred,
-        .ko = ko,
-        .deadline = l->deadline,
-        .stamp_allowed = cg->stamp_allowed,
-        .overlay_path = l->spec->overlay_path,
-        .shared = l->gw,
-        .say = gateway_say,
-    };
-    char err[1200];
-    struct gateway *g = gateway_start(&o, err, sizeof err);
-    if (!g) {
-        struct child_verdict v;
-        verdict_init(&v, VERDICT_GATEWAY_ERROR);
-        verdict_set(v.message, sizeof v.message, err);
-        (void)verdict_write(STATUS_FD, &v);
-        _exit(127);
-    }
-    return g;
-}
-
-static _Noreturn void supervise_shell(const struct launch *l)
-{
-    struct gateway *gw = start_gateway(l);
-    pid_t pid = fork();
-    if (pid < 0) {
-        report_spawn_error(STATUS_FD, "fork", errno);
-        _exit(127);
-    }
-    if (pid == 0) {
-        char arg0[] = "bash";
-        char *argv[] = {arg0, (char *)l->path, NULL};
-        signal(SIGUSR1, SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
-        /* bash and all it starts are held to the migration's own files and
-         * its gateway (confine.h); the domain outlives exec */
-        if (l->confined) {
-            struct confine cf = {.ruleset_fd = l->confine_fd >= 0 ? CONFINE_FD : -1};
-            int e = confine_apply(&cf);
-            if (e != 0) {
-                report_spawn_error(STATUS_FD, "landlock", (int)-e);
-                _exit(127);
-            }
-        }
-        /* nothing of the gateway's (its sockets, the runner's connection)
-         * goes with bash; the status fd is close-on-exec */
-        close_from(STATUS_FD + 1);
-        execve("/bin/bash", argv, l->envp);
-        report_spawn_error(STATUS_FD, "execve", errno);
-        _exit(127);
-    }
-    /* EOF on the status fd now means bash exec'd: only it may hold it. */
-    close(STATUS_FD);
-    if (lease_watch_start(l->spec->lease_until_us) != 0)
-        log_warn("cannot start the lease watch: the runner's checks alone guard this migration");
-    /* The parent's TERM on timeout is for bash and its children; this
-     * process must outlive bash to report how it ended. */
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    int status;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR)
-            _exit(127);
-    }
-    /* Nothing bash started outlives it, wherever it went (setsid, a double
-     * fork): as their subreaper this process sees them all, and kills them
-     * before it reports, so before the runner records. */
-    if (reap_kill_descendants(0, 1) < 0)
-        log_warn("cannot read /proc: only the runner's kill of the group stops what the script left");
-    char gerr[600];
-    if (gateway_finish(gw, gerr, sizeof gerr) != 0)
-        log_error("%s", gerr);
-    fflush(stdout);
-    if (WIFEXITED(status))
-        _exit(WEXITSTATUS(status));
-    int sig = WTERMSIG(status);
-    struct rlimit none = {0, 0};
-    (void)setrlimit(RLIMIT_CORE, &none);
-    signal(sig, SIG_DFL);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    (void)sigprocmask(SIG_UNBLOCK, &set, NULL);
-    kill(getpid(), sig);
-    _exit(128 + sig);
-}
-
-static _Noreturn void run_child(const struct launch *l)
-{
-    /* Its own group: the parent's kill(-pid) then reaches every descendant
-     * that does not deliberately leave (setsid). The parent does the same
-     * setpgid, whichever runs first wins the race. */
-    if (setpgid(0, 0) != 0) {
-        report_spawn_error(l->st_w, "setpgid", errno);
-        _exit(127);
-    }
-    /* A runner that dies must not leave its migration running unsupervised
-     * while another runner takes the lease. A Lua child has no descendants,
-     * so SIGKILL to it is enough; a shell child stays as the group's
-     * supervisor, and its handler takes the whole group down. */
-    if (l->spec->is_shell) {
-        orphan_file = l->spec->remove_on_orphan;
-        orphan_dir = l->spec->private_dir;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_parent_death;
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(SIGUSR1, &sa, NULL) != 0)
-            _exit(127);
-    }
-    if (prctl(PR_SET_PDEATHSIG, l->spec->is_shell ? SIGUSR1 : SIGKILL) != 0 ||
-        getppid() != l->parent)
-        _exit(127);
-    /* A crash is reported as Crashed; a core file of a migration's memory
-     * (tokens, objects) is never written. */
-    struct rlimit nocore = {0, 0};
-    (void)setrlimit(RLIMIT_CORE, &nocore);
-
-    /* Ignored dispositions survive fork and exec: the parent ignores SIGPIPE,
-     * a script must see the default. Handlers survive fork too, and a Lua
-     * child never execs: the runner's stop handlers (stop.h) would turn the
-     * TERM meant for the migration into a flag. */
-    for (int s = 1; s < NSIG; s++) {
-        struct sigaction old;
-        if (s == SIGKILL || s == SIGSTOP || sigaction(s, NULL, &old) != 0)
-            continue;
-        if (old.sa_handler != SIG_DFL && old.sa_handler != on_parent_death) {
-            struct sigaction dfl;
-            memset(&dfl, 0, sizeof dfl);
-            dfl.sa_handler = SIG_DFL;
-            sigemptyset(&dfl.sa_mask);
-            (void)sigaction(s, &dfl, NULL);
-        }
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    (void)sigprocmask(SIG_SETMASK, &none, NULL);
-
-    /* Lift the three fds above the targets first, so whatever numbers the
-     * parent's pipes got (even 0-3 when its stdio was closed) cannot be
-     * clobbered by the dup2s below. */
-    int pass = l->out_w < 0; /* passthrough: the caller's own stdout and stderr */
-    int out = pass ? -1 : fcntl(l->out_w, F_DUPFD_CLOEXEC, 10);
-    int st = fcntl(l->st_w, F_DUPFD_CLOEXEC, 10);
-    int nul = fcntl(l->devnull, F_DUPFD_CLOEXEC, 10);
-    int gw = l->gw_fd >= 0 ? fcntl(l->gw_fd, F_DUPFD_CLOEXEC, 10) : -1;
-    /* the ruleset goes only with a gateway (the one port it may reach) */
-    int cf = gw >= 0 && l->confine_fd >= 0 ? fcntl(l->confine_fd, F_DUPFD_CLOEXEC, 10) : -1;
-    if ((!pass && out < 0) || st < 0 || nul < 0 || (l->gw_fd >= 0 && gw < 0) ||
-        (gw >= 0 && l->confine_fd >= 0 && cf < 0)) {
-        report_spawn_error(l->st_w, "fcntl", errno);
-        _exit(127);
-    }
-    if (dup2(nul, 0) < 0 || (!pass && (dup2(out, 1) < 0 || dup2(out, 2) < 0)) ||
-        dup2(st, STATUS_FD) < 0 || fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0 ||
-        (gw >= 0 && (dup2(gw, GATEWAY_FD) < 0 || fcntl(GATEWAY_FD, F_SETFD, FD_CLOEXEC) < 0)) ||
-        (cf >= 0 && (dup2(cf, CONFINE_FD) < 0 || fcntl(CONFINE_FD, F_SETFD, FD_CLOEXEC) < 0))) {
-        report_spawn_error(st, "dup2", errno);
-        _exit(127);
-    }
-    /* Everything else goes, above all the parent's TLS connections. The
-     * status fd stays close-on-exec: for bash, EOF on it means exec worked. */
-    close_from(cf >= 0 ? CONFINE_FD + 1 : gw >= 0 ? GATEWAY_FD + 1 : STATUS_FD + 1);
-
-    if (l->spec->is_shell) {
-        /* every orphan among bash's descendants comes to this process,
-         * also one that left the group, so none outlives the migration */
-        if (reap_subreaper() != 0) {
-            report_spawn_error(STATUS_FD, "subreaper", errno);
-            _exit(127);
-        }
-        if (l->spec->workdir && chdir(l->spec->workdir) != 0) {
-            report_spawn_error(STATUS_FD, "chdir", errno);
-            _exit(127);
-        }
-        supervise_shell(l);
-    }
-    struct lua_child lc = {
-        .path = l->path,
-        .slug = l->slug,
-        .passthrough = l->spec->passthrough,
-        .mem = l->mem,
-        .deadline = l->deadline,
-        .kube = l->spec->kube,
-        .overlay_path = l->spec->overlay_path,
-        .journal = l->journal,
-        .lease_until_us = l->spec->lease_until_us,
-    };
-    lua_child_main(&lc);
 }
 
 /* ---- the parent side: output ----------------------------------------------- */
@@ -670,148 +344,23 @@ static void prep_free(struct prep *p)
     confine_release(&p->cf);
 }
 
-/* ---- the parent side: a shell's own directory and its confinement -------- */
-
-#define SA_DIR_DEFAULT "/var/run/secrets/kubernetes.io/serviceaccount"
-#define ALLOW_UNCONFINED_ENV "COZY_ALLOW_UNCONFINED"
-
-/* HOME, TMPDIR and KUBECACHEDIR inside the migration's private directory
- * (made here, 0700), after spec->env so they win: nothing of the runner's
- * home (its ~/.kube/config) nor a cache another migration wrote. */
-static int private_env(const struct child_spec *spec, struct prep *p)
-{
-    static const char *const sub[][2] = {{"HOME", "home"}, {"TMPDIR", "tmp"}, {"KUBECACHEDIR", "cache"}};
-    size_t n = 0, len = strlen(spec->private_dir);
-    for (char *const *e = spec->env; e && *e; e++)
-        n++;
-    if (!(p->extra = calloc(n + 4, sizeof *p->extra)) || !(p->own = malloc(3 * (len + 32))))
-        return -1;
-    memcpy(p->extra, spec->env, n * sizeof *p->extra);
-    char *at = p->own;
-    for (size_t i = 0; i < 3; i++) {
-        int w = sprintf(at, "%s=%s/%s", sub[i][0], spec->private_dir, sub[i][1]);
-        if (mkdir(at + strlen(sub[i][0]) + 1, 0700) != 0 && errno != EEXIST)
-            return -1;
-        p->extra[n++] = at;
-        at += w + 1;
-    }
-    return 0;
-}
-
-/* The service-account directory and the directory every migration's
- * private one sits in (these two first), the runner's credential files
- * (its kubeconfig, client certificate and key, token file): what no root a
- * confined shell reads may hold. Pointers into kc and srcs (the kubeconfig
- * files, split). */
-static void secrets_of(const struct kube_config *kc, char *srcs, const char **out, size_t cap)
-{
-    size_t n = 0;
-    const char *sa = getenv("COZY_SERVICEACCOUNT_DIR");
-    out[n++] = sa && *sa ? sa : SA_DIR_DEFAULT;
-    out[n++] = paths_tmpdir();
-    if (kc) {
-        const char *files[] = {kc->cert_file, kc->key_file, kc->token_file};
-        for (size_t i = 0; i < 3; i++)
-            if (files[i])
-                out[n++] = files[i];
-        for (char *tok = srcs ? strtok(srcs, ":") : NULL; tok && n + 1 < cap; tok = strtok(NULL, ":"))
-            if (tok[0] == '/')
-                out[n++] = tok;
-    }
-    out[n] = NULL;
-}
-
-/* 1 when every protection in missing is named in the operator's opt-out
- * (a comma-separated list, or "all"). */
-static int opted_out(const char *missing)
-{
-    const char *allow = getenv(ALLOW_UNCONFINED_ENV);
-    if (!allow || !*allow)
-        return 0;
-    if (strcmp(allow, "all") == 0)
-        return 1;
-    for (const char *m = missing; *m;) {
-        size_t n = strcspn(m, ",");
-        int named = 0;
-        for (const char *a = allow; *a && !named;) {
-            size_t k = strcspn(a, ",");
-            named = k == n && strncmp(a, m, n) == 0;
-            a += k + (a[k] == ',');
-        }
-        if (!named)
-            return 0;
-        m += n + (m[n] == ',');
-    }
-    return 1;
-}
-
-/* The ruleset bash is held to, and the policy where the kernel lacks a
- * protection (docs/internals.md, "Confinement"): in-cluster the shell is
- * refused unless the operator named each missing protection in
- * COZY_ALLOW_UNCONFINED; elsewhere the run says so once and goes on.
- * 0, or -1 with res saying why it does not run. */
+/* A confined shell's ruleset (shellroom.c), or res saying why it does not
+ * run. 0 or -1. */
 static int prepare_confine(const struct child_spec *spec, struct prep *p, struct child_result *res)
 {
-    struct kube_options dflt;
-    const struct kube_options *ko = spec->kube;
-    if (!ko) {
-        kube_default_options(&dflt);
-        ko = &dflt;
+    char why[1200];
+    int rc = child_room_confine(spec, p->path, p->envp, &p->cf, why, sizeof why);
+    if (rc != -1) {
+        p->confined = 1;
+        res->confine_abi = p->cf.abi;
+        snprintf(res->unconfined, sizeof res->unconfined, "%s", p->cf.missing);
     }
-    struct kube_config kc;
-    char err[1024];
-    int have = kubeconfig_resolve(&ko->cfg, &kc, err, sizeof err) == 0;
-    char *srcs = have && kc.source && !kc.in_cluster ? strdup(kc.source) : NULL;
-    const char *secrets[16];
-    secrets_of(have ? &kc : NULL, srcs, secrets, sizeof secrets / sizeof *secrets);
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof sa;
-    int port = getsockname(spec->gateway->listen_fd, (struct sockaddr *)&sa, &sl) == 0 &&
-                       sa.sin_family == AF_INET ? ntohs(sa.sin_port) : 0;
-    const char *path_env = NULL;
-    for (char **e = p->envp; e && *e; e++)
-        if (strncmp(*e, "PATH=", 5) == 0)
-            path_env = *e + 5;
-    struct confine_spec cs = {
-        .private_dir = spec->private_dir,
-        .workdir = spec->workdir,
-        .script = p->path,
-        .path_env = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin",
-        .shared_rw = getenv("COZY_SHELL_RW"),
-        .gateway_port = port,
-        .secrets = secrets,
-        .rw_secrets = (const char *const[]){secrets[0], secrets[1], NULL},
-    };
-    int in_cluster = have && kc.in_cluster;
-    int rc = confine_prepare(&cs, &p->cf, err, sizeof err);
-    free(srcs);
-    if (have)
-        kubeconfig_free(&kc);
     if (rc != 0) {
         res->outcome = CHILD_SPAWN_ERROR;
         res->reason = "Unconfined";
-        set_msg(res, "cannot confine the shell: %s", err);
+        set_msg(res, "%s", why);
         return -1;
     }
-    p->confined = 1;
-    res->confine_abi = p->cf.abi;
-    snprintf(res->unconfined, sizeof res->unconfined, "%s", p->cf.missing);
-    static int said_note, said_missing;
-    if (p->cf.note[0] && !said_note++)
-        log_warn("confinement: left out of what shell migrations may read: %s", p->cf.note);
-    if (!p->cf.missing[0])
-        return 0;
-    if (in_cluster && !opted_out(p->cf.missing)) {
-        res->outcome = CHILD_SPAWN_ERROR;
-        res->reason = "Unconfined";
-        set_msg(res, "refused: this kernel lacks %s (Landlock ABI %d) to confine a shell migration "
-                "in-cluster; %s=%s runs it anyway", p->cf.missing, p->cf.abi, ALLOW_UNCONFINED_ENV,
-                p->cf.missing);
-        return -1;
-    }
-    if (!said_missing++)
-        log_warn("confinement: this kernel lacks %s (Landlock ABI %d): shell migrations run less "
-                 "confined%s", p->cf.missing, p->cf.abi, in_cluster ? " (the operator allowed it)" : "");
     return 0;
 }
 
@@ -842,7 +391,7 @@ static int prepare(const struct child_spec *spec, const char *slug, struct child
         p->path = p->abs_path;
     }
     int confine = spec->is_shell && spec->gateway && spec->private_dir;
-    if (confine && private_env(spec, p) != 0) {
+    if (confine && child_room_env(spec, &p->extra, &p->own) != 0) {
         spawn_failed(res, "making the migration's private directory", errno ? errno : ENOMEM);
         return -1;
     }
@@ -1083,7 +632,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         return -1;
     }
     struct watch w = {.start = now_mono(), .grace = spec->grace_s > 0 ? spec->grace_s : DEFAULT_GRACE_S};
-    struct launch l = {
+    struct child_launch l = {
         .spec = spec,
         .path = p.path,
         .envp = p.envp,
@@ -1111,7 +660,7 @@ int child_run(const struct child_spec *spec, struct child_result *res)
         return -1;
     }
     if (pid == 0)
-        run_child(&l);
+        child_spawned(&l);
     confine_release(&p.cf);
     w.pid = pid;
 

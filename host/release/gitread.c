@@ -2,7 +2,7 @@
  *
  * Owns the release tag grammar (vX.Y.Z, vX.Y.Z-rc.N) and its order, the
  * parsing of `git ls-tree -r -z` output, and every git invocation: plumbing
- * commands only, argv only (proc.c), paths given relative to the tree root
+ * commands only, argv only (tool.c), paths given relative to the tree root
  * the user named. Must never write to the repository, never read the
  * working tree except to hash a working file, and never guess: a git
  * failure is an error carrying git's own first line.
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "base/mem.h"
-#include "release/proc.h"
+#include "release/tool.h"
 
 /* A decimal number without leading zeros (a lone 0 is fine), < 10^9. */
 static const char *number(const char *p, long *out)
@@ -68,7 +68,7 @@ int release_version_cmp(const struct release_version *a, const struct release_ve
 
 /* Runs git -C dir ARGS; 0 with the output in res, or -1 with err. */
 static int git(const struct git_repo *g, const char *dir, const char *const *args,
-               struct proc_result *res, char *err, size_t errlen)
+               struct tool_result *res, char *err, size_t errlen)
 {
     const char *argv[32];
     size_t n = 0;
@@ -81,15 +81,15 @@ static int git(const struct git_repo *g, const char *dir, const char *const *arg
     for (size_t i = 0; args[i] && n < 31; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    if (proc_run(argv, NULL, res) != 0) {
+    if (tool_run(argv, NULL, res) != 0) {
         snprintf(err, errlen, "%s", res->not_found ? "git is not installed" : "cannot run git");
         return res->not_found ? GIT_MISSING : GIT_ERROR;
     }
     if (res->status != 0) {
         char line[400];
-        proc_first_line(res->err, line, sizeof line);
+        tool_first_line(res->err, line, sizeof line);
         snprintf(err, errlen, "git %s: %s", args[0], *line ? line : "failed");
-        proc_result_free(res);
+        tool_result_free(res);
         return GIT_ERROR;
     }
     return GIT_OK;
@@ -105,7 +105,7 @@ static void chomp(char *s)
 int git_open(const char *dir, struct git_repo *g, char *err, size_t errlen)
 {
     memset(g, 0, sizeof *g);
-    struct proc_result res;
+    struct tool_result res;
     static const char *const args[] = {"rev-parse", "--show-prefix", NULL};
     int rc = git(NULL, dir, args, &res, err, errlen);
     if (rc == GIT_MISSING)
@@ -117,7 +117,7 @@ int git_open(const char *dir, struct git_repo *g, char *err, size_t errlen)
     chomp(res.out);
     g->dir = strdup(dir);
     g->prefix = strdup(res.out);
-    proc_result_free(&res);
+    tool_result_free(&res);
     if (!g->dir || !g->prefix) {
         git_close(g);
         snprintf(err, errlen, "out of memory");
@@ -135,7 +135,7 @@ void git_close(struct git_repo *g)
 
 int git_is_shallow(const struct git_repo *g, char *err, size_t errlen)
 {
-    struct proc_result res;
+    struct tool_result res;
     static const char *const args[] = {"rev-parse", "--is-shallow-repository", NULL};
     if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
         return -1;
@@ -143,18 +143,18 @@ int git_is_shallow(const struct git_repo *g, char *err, size_t errlen)
     int r = strcmp(res.out, "true") == 0 ? 1 : strcmp(res.out, "false") == 0 ? 0 : -1;
     if (r < 0)
         snprintf(err, errlen, "git rev-parse --is-shallow-repository: unexpected '%s'", res.out);
-    proc_result_free(&res);
+    tool_result_free(&res);
     return r;
 }
 
 int git_has_remote(const struct git_repo *g, char *err, size_t errlen)
 {
-    struct proc_result res;
+    struct tool_result res;
     static const char *const args[] = {"remote", NULL};
     if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
         return -1;
     int r = res.out_len > 0 && res.out[0] != '\n';
-    proc_result_free(&res);
+    tool_result_free(&res);
     return r;
 }
 
@@ -164,14 +164,14 @@ int git_commit_of(const struct git_repo *g, const char *rev, char oid[65], char 
     char spec[512];
     snprintf(spec, sizeof spec, "%s^{commit}", rev);
     const char *args[] = {"rev-parse", "--verify", "--quiet", "--end-of-options", spec, NULL};
-    struct proc_result res;
+    struct tool_result res;
     if (git(g, NULL, args, &res, err, errlen) != GIT_OK) {
         snprintf(err, errlen, "%s: '%s' is not a commit in this repository", g->dir, rev);
         return -1;
     }
     chomp(res.out);
     snprintf(oid, 65, "%s", res.out);
-    proc_result_free(&res);
+    tool_result_free(&res);
     return 0;
 }
 
@@ -209,7 +209,7 @@ int git_release_tags(const struct git_repo *g, const char *merged, const char *p
     }
     args[a++] = "refs/tags/";
     args[a] = NULL;
-    struct proc_result res;
+    struct tool_result res;
     if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
         return -1;
     int rc = 0;
@@ -230,7 +230,7 @@ int git_release_tags(const struct git_repo *g, const char *merged, const char *p
         nt[*n].v = v;
         (*n)++;
     }
-    proc_result_free(&res);
+    tool_result_free(&res);
     if (rc != 0) {
         git_release_tags_free(*tags, *n);
         *tags = NULL;
@@ -326,7 +326,7 @@ int git_ls_tree(const struct git_repo *g, const char *rev, const char *const *pa
         args[a++] = owned[no++];
     }
     args[a] = NULL;
-    struct proc_result res;
+    struct tool_result res;
     if (rc == 0 && git(g, NULL, args, &res, err, errlen) != GIT_OK)
         rc = -1;
     for (size_t i = 0; i < no; i++)
@@ -334,7 +334,7 @@ int git_ls_tree(const struct git_repo *g, const char *rev, const char *const *pa
     if (rc != 0)
         return -1;
     rc = git_tree_parse(res.out, res.out_len, e, n, err, errlen);
-    proc_result_free(&res);
+    tool_result_free(&res);
     if (rc != 0)
         return -1;
     size_t pl = strlen(g->prefix);
@@ -350,7 +350,7 @@ int git_blob(const struct git_repo *g, const char *oid, char **text, size_t *len
              size_t errlen)
 {
     const char *args[] = {"cat-file", "blob", oid, NULL};
-    struct proc_result res;
+    struct tool_result res;
     if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
         return -1;
     *text = res.out;
@@ -363,14 +363,14 @@ int git_tracked(const struct git_repo *g, const char *path, size_t *count, char 
                 size_t errlen)
 {
     const char *args[] = {"ls-files", "-z", "--", path, NULL};
-    struct proc_result res;
+    struct tool_result res;
     if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
         return -1;
     *count = 0;
     for (size_t i = 0; i < res.out_len; i++)
         if (res.out[i] == '\0')
             (*count)++;
-    proc_result_free(&res);
+    tool_result_free(&res);
     return 0;
 }
 
@@ -387,20 +387,20 @@ int git_hash_files(const struct git_repo *g, const char *const *paths, size_t n,
         for (size_t i = 0; i < k; i++)
             args[a++] = paths[at + i];
         args[a] = NULL;
-        struct proc_result res;
+        struct tool_result res;
         if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
             return -1;
         char *save = NULL, *line = strtok_r(res.out, "\n", &save);
         for (size_t i = 0; i < k; i++) {
             if (!line || (strlen(line) != 40 && strlen(line) != 64)) {
                 snprintf(err, errlen, "git hash-object: unexpected output");
-                proc_result_free(&res);
+                tool_result_free(&res);
                 return -1;
             }
             snprintf(oids[at + i], 65, "%s", line);
             line = strtok_r(NULL, "\n", &save);
         }
-        proc_result_free(&res);
+        tool_result_free(&res);
     }
     return 0;
 }

@@ -27,7 +27,7 @@
 #include "base/paths.h"
 #include "base/util.h"
 #include "formats/tree.h"
-#include "release/proc.h"
+#include "release/tool.h"
 
 /* ---- findings -------------------------------------------------------------- */
 
@@ -629,13 +629,13 @@ static int run_tool(struct lint *l, const char *rule, const char *const *pre, ch
     for (size_t i = 0; i < nfiles; i++)
         argv[a++] = files[i];
     argv[a] = NULL;
-    struct proc_result res;
-    int rc = proc_run(argv, l->o->dir, &res);
+    struct tool_result res;
+    int rc = tool_run(argv, l->o->dir, &res);
     free(argv);
     if (rc != 0) {
         log_fatal("lint: %s %s (%s)", pre[0],
                 res.not_found ? "is not installed" : "could not run", install);
-        proc_result_free(&res);
+        tool_result_free(&res);
         return EXIT_TOOL;
     }
     size_t found = 0;
@@ -659,10 +659,10 @@ static int run_tool(struct lint *l, const char *rule, const char *const *pre, ch
     }
     if (res.status != 0 && !found) {
         char first[400];
-        proc_first_line(*res.err ? res.err : res.out, first, sizeof first);
+        tool_first_line(*res.err ? res.err : res.out, first, sizeof first);
         lint_add(l, files[0], 1, rule, "%s exited %d: %s", pre[0], res.status, first);
     }
-    proc_result_free(&res);
+    tool_result_free(&res);
     return 0;
 }
 

@@ -2,8 +2,9 @@
  * reports through (lockwatch.h).
  *
  * Owns the page (the lease watch word first, then a sequence-locked view
- * only the watcher writes), the watcher's life (forked, named, tied to the
- * runner by PR_SET_PDEATHSIG, stopped with SIGKILL and reaped), and its
+ * only the watcher writes), the watcher's life (a helper of the runner's
+ * own, proc/helper.h: forked, named, tied to the runner by
+ * PR_SET_PDEATHSIG, stopped with SIGKILL and reaped), and its
  * loop: a read-back when it must (at a 410, after an error, when the runner
  * asks), then a stream from the last resourceVersion seen, again whenever
  * the server closes it. Must never write to the cluster, touch a
@@ -16,13 +17,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/util.h"
 #include "client/watch.h"
+#include "proc/helper.h"
 
 #define STREAM_S 290        /* timeoutSeconds of one stream: the server closes it */
 #define BACKOFF_MAX_S 2.0   /* between a failed stream and the next try */
@@ -112,6 +113,8 @@ struct watcher {
     struct lockwatch_view v;
     unsigned restarts;          /* the runner's requests seen */
     int lost, reread;
+    const struct kube_config *cfg; /* the Lease's cluster, namespace and name */
+    const char *ns, *name;
 };
 
 static void lost(struct watcher *s)
@@ -230,6 +233,13 @@ static _Noreturn void watcher_main(struct watcher *s, const struct kube_config *
     }
 }
 
+/* The helper's body (proc/helper.h): the watcher, until it _exits. */
+static void watch_helper(void *ud)
+{
+    struct watcher *s = ud;
+    watcher_main(s, s->cfg, s->ns, s->name);
+}
+
 int lockwatch_start(struct lockwatch *w, const struct kube_config *cfg, const char *ns,
                     const char *name, const char *rv, lockwatch_judge judge, void *ud)
 {
@@ -241,28 +251,18 @@ int lockwatch_start(struct lockwatch *w, const struct kube_config *cfg, const ch
     s.runner = getpid();
     s.judge = judge;
     s.ud = ud;
+    s.cfg = cfg;
+    s.ns = ns;
+    s.name = name;
     s.v.state = LW_STARTING; /* opened from 0: this watcher's streams */
     snprintf(s.v.rv, sizeof s.v.rv, "%s", rv);
     s.restarts = atomic_load(&w->restarts);
     publish(w, &s.v);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
+    pid_t pid = proc_helper_start("cozy-lockwatch", watch_helper, &s);
     if (pid < 0) {
         s.v.state = LW_GONE;
         publish(w, &s.v);
         return -1;
-    }
-    if (pid == 0) {
-        /* never outlive the runner, and end as a stop signal asks */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != s.runner)
-            _exit(0);
-        prctl(PR_SET_NAME, "cozy-lockwatch");
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        signal(SIGPIPE, SIG_IGN);
-        watcher_main(&s, cfg, ns, name);
     }
     w->pid = pid;
     return 0;
@@ -272,9 +272,7 @@ void lockwatch_stop(struct lockwatch *w)
 {
     if (!w || !w->pid)
         return;
-    (void)kill(w->pid, SIGKILL);
-    while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
-        ;
+    proc_helper_stop(w->pid);
     w->pid = 0;
     /* the view stays as it was (a loss stays a loss), marked no longer fed */
     struct lockwatch_view v;

@@ -91,6 +91,8 @@ static int prepare(struct preview *v)
     snprintf(v->overlay, sizeof v->overlay, "%s/overlay.json", v->dir);
     v->k = o->k;
     v->k.dry_run = 1;
+    v->c.L.k = &v->k;
+    v->c.L.overlay_path = v->overlay;
     v->ran = cJSON_CreateObject();
     v->doc = cJSON_CreateObject();
     v->migrations = cJSON_AddArrayToObject(v->doc, "migrations");
@@ -180,12 +182,11 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
     /* A shell migration's kubectl goes through the runner's gateway with
      * the same overlay, so what it would do is previewed like a Lua
      * migration's. */
-    struct shell_launch sl;
-    memset(&sl, 0, sizeof sl);
-    sl.gw.listen_fd = -1;
+    struct launch j;
+    runner_launch_step(&v->c, s, &j);
     char reach[600];
     int reaches = m->is_shell && shellreach_file(m->path, reach, sizeof reach) != 0;
-    if (reaches || (m->is_shell && runner_shell_launch_prep(&v->c, s, 1, &sl) != 0)) {
+    if (reaches || launch_prepare(&v->c.L, &j) != 0) {
         /* a script that connects to another cluster on its own is not run:
          * its writes there would not be dry runs */
         cJSON_AddStringToObject(mj, "outcome", "unpredictable");
@@ -198,27 +199,8 @@ static int preview_step(struct preview *v, const struct step *s, size_t k, size_
         cJSON_AddStringToObject(v->ran, s->slug, "ok");
         return 0;
     }
-    char whence[4400];
-    struct child_spec spec = {
-        .slug = s->slug,
-        .path = m->path,
-        .is_shell = m->is_shell,
-        .workdir = m->is_shell ? sl.workdir : NULL,
-        .env = m->is_shell ? sl.se.v : NULL,
-        .env_only = 1,
-        .timeout_s = runner_timeout(o, m),
-        .timeout_why = header_timeout_why(&m->h, m->path, o->timeout, whence, sizeof whence),
-        .grace_s = o->grace,
-        .lua_mem_limit = o->memory,
-        .kube = &v->k,
-        .overlay_path = v->overlay,
-        .gateway = m->is_shell ? &sl.gw : NULL,
-        .remove_on_orphan = *sl.kp.path ? sl.kp.path : NULL,
-        .private_dir = *sl.kp.dir ? sl.kp.dir : NULL,
-    };
     struct child_result res;
-    child_run(&spec, &res);
-    runner_shell_launch_free(&sl);
+    launch_run(&v->c.L, &j, &res);
     cJSON *journal = res.journal ? journal_log_json(res.journal) : NULL;
     if (*res.unpredictable && res.outcome != CHILD_TIMEOUT && res.outcome != CHILD_NOMEM) {
         /* The preview met a write it cannot predict (a strategic merge on an

@@ -5,54 +5,31 @@
  * child and record the outcome (the parent alone writes the ledger, after
  * the child has ended), with a progress line and an Event each; `skip`
  * through the same opening (runner_session). The read-only `plan` and
- * `status` are status.c's, the ledger writes recording.c's. Also what a
- * shell child may reach: its environment, the gateway and a private
- * kubeconfig naming it. Must never record a migration that did not succeed
- * as ok, record anything after an abort, run a slug whose requires did not
- * succeed in the ledger or in this run, or write in dry run. */
+ * `status` are status.c's, the ledger writes recording.c's, the context
+ * context.c's, a cluster without a ledger and seeding fresh.c's, launching
+ * a migration's child (with a shell's gateway) launch.c's; this file says
+ * what a step's shell gets (runner_launch_step). Must never record a
+ * migration that did not succeed as ok, record anything after an abort,
+ * run a slug whose requires did not succeed in the ledger or in this run,
+ * or write in dry run. */
 #include "run/runner_int.h"
 
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "proc/child.h"
-#include "base/defaults.h"
 #include "base/exitcodes.h"
+#include "base/log.h"
 #include "base/mem.h"
-#include "base/paths.h"
+#include "base/stop.h"
+#include "base/termlog.h"
+#include "base/util.h"
 #include "formats/journaldoc.h"
 #include "formats/shellreach.h"
-#include "client/kubeconfig.h"
-#include "gateway/gateway.h"
-#include "gateway/kubeconfig_private.h"
-#include "run/shellenv.h"
-#include "base/log.h"
-#include "client/rest.h"
-#include "base/stop.h"
 #include "formats/tree.h"
-#include "base/util.h"
-#include "base/termlog.h"
-
-struct rest_client *runner_connect(const struct runner_opts *o)
-{
-    char err[ERRLINE_MAX];
-    struct rest_client *c = kube_open(&o->k, log_say, err, sizeof err);
-    if (!c)
-        log_fatal("%s", err);
-    return c;
-}
-
-struct report_opts runner_report_opts(const struct runner_opts *o)
-{
-    struct report_opts r = {.ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
-                            .tier = o->tier, .only = o->only, .dry_run = o->k.dry_run,
-                            .output_json = o->output_json, .failed_only = o->failed_only};
-    return r;
-}
+#include "client/rest.h"
 
 /* ---- output ------------------------------------------------------------- */
 
@@ -80,10 +57,7 @@ static void progress(size_t k, size_t n, const char *tier, const char *slug, con
              detail ? detail : "");
 }
 
-/* An Event on the ledger; none in dry run or before the ledger exists. */
-static void event(struct runner_ctx *c, const char *type, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void event(struct runner_ctx *c, const char *type, const char *reason, const char *fmt, ...)
+void runner_event(struct runner_ctx *c, const char *type, const char *reason, const char *fmt, ...)
 {
     if (c->o->k.dry_run || !c->l.exists)
         return;
@@ -144,86 +118,32 @@ static int renew_tick(void *ud)
 
 /* ---- operator control: what a shell child reaches, requires, skips ----- */
 
-/* A shell child's way to the cluster: the runner's gateway on the run's
- * loopback socket, a fresh token and certificate, and a private kubeconfig
- * naming them and nothing else (kp removes it afterwards; the socket is the
- * run's, closed with it).
- * 0, or -1 after reporting: the migration does not run, and nothing falls
- * back to the runner's own credentials. */
-static int shell_gateway(struct runner_ctx *c, const struct step *s, struct child_gateway *gw,
-                         struct gateway_cred *cred, struct kube_private *kp)
+void runner_launch_step(struct runner_ctx *c, const struct step *s, struct launch *j)
 {
-    char err[ERRLINE_MAX];
-    gw->listen_fd = -1;
-    if (gateway_cred_new(cred, err, sizeof err) != 0) {
-        log_fatal("%s: %s", s->slug, err);
-        return -1;
-    }
-    if (c->gw_fd < 0 && gateway_listen(&c->gw_fd, &c->gw_port, err, sizeof err) != 0) {
-        log_fatal("%s: %s", s->slug, err);
-        gateway_cred_free(cred);
-        return -1;
-    }
-    if (kubeconfig_private_gateway(c->gw_port, cred->token, cred->cert_pem,
-                                   rest_config(c->rest)->namespace, kp, err, sizeof err) != 0) {
-        log_fatal("%s: %s", s->slug, err);
-        gateway_cred_free(cred);
-        return -1;
-    }
-    gw->listen_fd = c->gw_fd;
-    gw->cred = cred;
-    /* Legacy script N stamps N+1 (gateway/stamp.h). */
-    gw->stamp_allowed = 0;
-    for (size_t i = 0; i < c->t.legacy.n; i++)
-        if (strcmp(c->t.legacy.e[i].slug, s->slug) == 0)
-            gw->stamp_allowed = c->t.legacy.e[i].number + 1;
-    return 0;
-}
-
-/* The environment of step s's shell (shellenv.h), its KUBECONFIG the
- * private file at kubeconfig. 0, or -1 when it does not fit. */
-static int shell_env_for(struct runner_ctx *c, const struct step *s, const char *kubeconfig,
-                         int dry_run, struct shell_env *e)
-{
+    launch_migration(j, &c->L, s->m, s->slug, c->t.root);
+    if (!s->m->is_shell)
+        return;
     long top = 0;
     for (size_t i = 0; i < c->t.legacy.n; i++)
         if (c->t.legacy.e[i].number > top)
             top = c->t.legacy.e[i].number;
-    struct shell_env_in in = {
+    j->whole_env = 1;
+    j->env_in = (struct shell_env_in){
         .ns = c->o->k.ledger_namespace,
         .slug = s->slug,
         .has_version = c->l.has_version,
         .version = c->l.version,
         .top_legacy = top,
-        .dry_run_var = dry_run && s->m ? s->m->h.dry_run_var : NULL,
+        .dry_run_var = c->L.k->dry_run ? s->m->h.dry_run_var : NULL,
         .pass_env = c->o->pass_env,
-        .kubeconfig = kubeconfig,
         .gateway = 1,
-        /* KUBECACHEDIR: the migration's own (child.h, private_dir) */
+        /* KUBECONFIG: the launcher's private file; KUBECACHEDIR: the
+         * migration's own (child.h, private_dir) */
     };
-    return shell_env_build(e, &in);
-}
-
-int runner_shell_launch_prep(struct runner_ctx *c, const struct step *s, int dry_run, struct shell_launch *sl)
-{
-    memset(sl, 0, sizeof *sl);
-    sl->gw.listen_fd = -1;
-    if (shell_gateway(c, s, &sl->gw, &sl->cred, &sl->kp) != 0)
-        return EXIT_CLUSTER;
-    if (shell_env_for(c, s, sl->kp.path, dry_run, &sl->se) != 0) {
-        runner_shell_launch_free(sl);
-        log_fatal("%s: the environment for its shell does not fit", s->slug);
-        return EXIT_FAILED;
-    }
-    snprintf(sl->workdir, sizeof sl->workdir, "%s/legacy-sh", c->t.root);
-    return 0;
-}
-
-void runner_shell_launch_free(struct shell_launch *sl)
-{
-    kubeconfig_private_remove(&sl->kp);
-    gateway_cred_free(&sl->cred);
-    sl->gw.listen_fd = -1; /* the run's: runner_ctx_free closes it */
+    /* Legacy script N stamps N+1 (gateway/stamp.h). */
+    for (size_t i = 0; i < c->t.legacy.n; i++)
+        if (strcmp(c->t.legacy.e[i].slug, s->slug) == 0)
+            j->stamp_allowed = c->t.legacy.e[i].number + 1;
 }
 
 /* What happens next after a failure that records nothing, said truly:
@@ -266,7 +186,7 @@ static int blocked_step(struct runner_ctx *c, const struct step *s, const char *
 {
     int abort = s->m && s->m->h.on_error == ON_ERROR_ABORT;
     progress(k, n, s->tier, s->slug, abort ? "NOT RUN (abort)" : "NOT RUN (warn)", -1, why);
-    event(c, "Warning", "MigrationBlocked", "%s (%s) not run, on-error=%s: %s", s->slug, s->tier,
+    runner_event(c, "Warning", "MigrationBlocked", "%s (%s) not run, on-error=%s: %s", s->slug, s->tier,
           abort ? "abort" : "warn", why);
     note_ran(c, s->slug, "blocked");
     if (abort) {
@@ -297,7 +217,7 @@ static int skipped_step(struct runner_ctx *c, const struct step *s, size_t k, si
     if (rc != 0)
         return rc;
     progress(k, n, s->tier, s->slug, "skipped by the operator, recorded", -1, r.message);
-    event(c, "Warning", "MigrationSkipped", "%s (%s) skipped by %s: %s", s->slug, s->tier, r.by,
+    runner_event(c, "Warning", "MigrationSkipped", "%s (%s) skipped by %s: %s", s->slug, s->tier, r.by,
           r.message);
     return 0;
 }
@@ -395,7 +315,7 @@ static int finish_step(struct runner_ctx *c, const struct step *s, size_t k, siz
                  summary);
         if ((rc = runner_write_record(c, s->slug, r, !o->k.dry_run)) != 0)
             return rc;
-        event(c, "Normal", "MigrationSucceeded", "%s (%s, batch %s) succeeded in %ld ms%s%s",
+        runner_event(c, "Normal", "MigrationSucceeded", "%s (%s, batch %s) succeeded in %ld ms%s%s",
               s->slug, s->tier, s->batch, r->duration_ms, summary ? ", " : "",
               summary ? summary : "");
         return 0;
@@ -407,7 +327,7 @@ static int finish_step(struct runner_ctx *c, const struct step *s, size_t k, siz
     utf8_clip(detail);
     progress(k, n, s->tier, s->slug, abort ? "FAILED (abort)" : "FAILED (warn)", r->duration_ms,
              detail);
-    event(c, "Warning", "MigrationFailed", "%s (%s) failed, on-error=%s: %s: %s", s->slug, s->tier,
+    runner_event(c, "Warning", "MigrationFailed", "%s (%s) failed, on-error=%s: %s: %s", s->slug, s->tier,
           abort ? "abort" : "warn", r->reason, r->message);
     termlog_failure(s->slug, s->tier, r->reason, r->message);
     /* A background failure is recorded whatever on-error says: its retries
@@ -503,7 +423,7 @@ static int execute(struct runner_ctx *c, const struct step *s, size_t k, size_t 
                  "before %s: %s; the next dispatch runs the rest", by,
                  c->last_done ? "after " : "before any migration ran", c->last_done ? c->last_done : "",
                  s->slug, released ? "released" : "it expires by itself");
-        event(c, "Normal", "MigrationsYielded", "the background tier handed the runner lock to the "
+        runner_event(c, "Normal", "MigrationsYielded", "the background tier handed the runner lock to the "
               "upgrade before %s (asked by %s)", s->slug, by);
         c->yielded = 1;
         return 0;
@@ -512,41 +432,21 @@ static int execute(struct runner_ctx *c, const struct step *s, size_t k, size_t 
      * the runner's gateway, the same door as a Lua migration's requests */
     if (m->is_shell && o->k.dry_run && reaches_other_cluster(s, k, n))
         return 0;
-    struct shell_launch sl;
-    memset(&sl, 0, sizeof sl);
-    sl.gw.listen_fd = -1;
-    if (m->is_shell && (rc = runner_shell_launch_prep(c, s, o->k.dry_run, &sl)) != 0)
+    struct launch j;
+    runner_launch_step(c, s, &j);
+    if ((rc = launch_prepare(&c->L, &j)) != 0)
         return rc;
-    char why[4400];
-    struct child_spec spec = {
-        .slug = s->slug,
-        .path = m->path,
-        .is_shell = m->is_shell,
-        .workdir = m->is_shell ? sl.workdir : NULL,
-        .env = m->is_shell ? sl.se.v : NULL,
-        .env_only = 1,
-        .timeout_s = runner_timeout(o, m),
-        .timeout_why = header_timeout_why(&m->h, m->path, o->timeout, why, sizeof why),
-        .grace_s = o->grace,
-        .lua_mem_limit = o->memory,
-        .kube = &o->k,
-        .tick = o->k.dry_run ? NULL : renew_tick,
-        .lease_until_us = o->k.dry_run ? NULL : lock_watch(&c->lk),
-        /* Often enough to renew well inside the lease, however short it
-         * is, and to read the Lease back every LOCK_CHECK_S (lock_renew
-         * paces both). */
-        .tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S,
-        .ud = c,
-        .remove_on_orphan = *sl.kp.path ? sl.kp.path : NULL, /* operator */
-        .private_dir = *sl.kp.dir ? sl.kp.dir : NULL,
-        .gateway = m->is_shell ? &sl.gw : NULL,
-    };
+    c->L.tick = o->k.dry_run ? NULL : renew_tick;
+    c->L.lease_until_us = o->k.dry_run ? NULL : lock_watch(&c->lk);
+    /* Often enough to renew well inside the lease, however short it is, and
+     * to read the Lease back every LOCK_CHECK_S (lock_renew paces both). */
+    c->L.tick_every = o->lease_duration / 8.0 < LOCK_CHECK_S ? o->lease_duration / 8.0 : LOCK_CHECK_S;
+    c->L.ud = c;
     if (!log_json())
         out_line("[%zu/%zu] %s %s ... running%s%s%s", k, n, s->tier, s->slug,
                  *s->why ? " (" : "", s->why, *s->why ? ")" : "");
     struct child_result res;
-    child_run(&spec, &res);
-    runner_shell_launch_free(&sl);
+    launch_run(&c->L, &j, &res);
     if (stop_signal()) {
         /* Whatever it reported, it ran while the runner was told to stop:
          * nothing is recorded for it. */
@@ -599,7 +499,7 @@ static int execute(struct runner_ctx *c, const struct step *s, size_t k, size_t 
 }
 
 /* The steps that do something (a STEP_SKIP only says why nothing does). */
-static size_t work_steps(const struct plan *p)
+size_t runner_work_steps(const struct plan *p)
 {
     size_t n = 0;
     for (size_t i = 0; i < p->n; i++)
@@ -616,7 +516,7 @@ static void say_nothing_to_run(const struct runner_ctx *c)
 
 static int run_steps(struct runner_ctx *c, struct plan *p)
 {
-    size_t n = work_steps(p), k = 0;
+    size_t n = runner_work_steps(p), k = 0;
     int failed_warn = 0, blocked_warn = 0;
     for (size_t i = 0; i < p->n; i++) {
         const struct step *s = &p->s[i];
@@ -636,7 +536,7 @@ static int run_steps(struct runner_ctx *c, struct plan *p)
             int rc = runner_write_record(c, s->slug, &r, 0);
             if (rc != 0)
                 return rc;
-            event(c, "Normal", "MigrationRevoked", "%s is revoked and will never run", s->slug);
+            runner_event(c, "Normal", "MigrationRevoked", "%s is revoked and will never run", s->slug);
             continue;
         }
         /* operator: skips are recorded, requires re-checked with what ran */
@@ -670,214 +570,6 @@ static int run_steps(struct runner_ctx *c, struct plan *p)
     return 0;
 }
 
-int runner_read_and_plan(struct runner_ctx *c, struct plan *p)
-{
-    int rc;
-    plan_free(p);
-    if ((rc = runner_read_ledger(c)) != 0 || (rc = runner_check_ledger(c)) != 0)
-        return rc;
-    now_rfc3339(c->now);
-    if (plan_build(&c->t, &c->l, &c->po, p) != 0) {
-        log_fatal("out of memory while planning");
-        return EXIT_FAILED;
-    }
-    if (p->refuse) {
-        if (p->refuse == EXIT_LEDGER)
-            log_fatal("ledger %s/%s: %s", c->loc.ns, c->loc.name, p->refuse_msg);
-        else
-            log_fatal("%s", p->refuse_msg);
-        return p->refuse;
-    }
-    return 0;
-}
-
-/* Fresh install and legacy seeding. Returns 0 or an exit code. */
-static int seed(struct runner_ctx *c, struct plan *p)
-{
-    const struct runner_opts *o = c->o;
-    char err[ERRLINE_MAX];
-    char as[300] = "";
-    if (*p->installed_at)
-        snprintf(as, sizeof as, " %s%s (--as-installed-at %s)",
-                 strcmp(p->installed_at, "none") ? "as installed at " : "with no release installed",
-                 strcmp(p->installed_at, "none") ? p->installed_at : "", o->installed_at);
-    if (p->fresh_install) {
-        if (o->k.dry_run) {
-            out_line("fresh install%s: would create the ledger %s/%s recording %zu migrations as "
-                     "skipped-fresh-install", as, c->loc.ns, c->loc.name, p->nseed);
-            return 0;
-        }
-        int held = runner_hold(c, "creating the ledger");
-        if (held != 0)
-            return held;
-        for (size_t i = 0; i < p->nseed; i++)
-            snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
-        struct buf cerr = BUF_INIT;
-        enum ledger_rc rc = ledger_create(&c->loc, p->seed, p->nseed, &cerr);
-        if (rc == LEDGER_FULL)
-            log_fatal("creating the ledger %s/%s: its %zu fresh-install records do not fit in "
-                      "the %d-byte object limit: %s", c->loc.ns, c->loc.name, p->nseed,
-                      LEDGER_LIMIT, buf_str(&cerr));
-        if (rc == LEDGER_ERROR || rc == LEDGER_DENIED)
-            log_fatal("creating the ledger %s/%s: %s", c->loc.ns, c->loc.name, buf_str(&cerr));
-        buf_release(&cerr);
-        if (rc == LEDGER_FULL)
-            return EXIT_LEDGER_FULL;
-        if (rc == LEDGER_ERROR || rc == LEDGER_DENIED)
-            return rc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
-        if (rc == LEDGER_EXISTS) {
-            /* Someone created it between our read and our create. */
-            log_info("the ledger appeared while creating it; reading it again");
-            int r2;
-            if ((r2 = runner_read_and_plan(c, p)) != 0)
-                return r2;
-            if (p->fresh_install) {
-                log_fatal("the ledger %s/%s exists but cannot be read", c->loc.ns, c->loc.name);
-                return EXIT_CLUSTER;
-            }
-            return seed(c, p);
-        }
-        if (*p->installed_at)
-            out_line("fresh install%s: created the ledger %s/%s, recorded %zu migrations as "
-                     "skipped-fresh-install; %zu to run", as, c->loc.ns, c->loc.name, p->nseed,
-                     work_steps(p));
-        else
-            out_line("fresh install: created the ledger %s/%s, recorded %zu migrations as "
-                     "skipped-fresh-install; %s%s",
-                     c->loc.ns, c->loc.name, p->nseed, o->only ? "running only --only " : "nothing to run",
-                     o->only ? o->only : "");
-        if (runner_read_ledger(c) == 0) {
-            event(c, "Normal", "LedgerCreated", "fresh install: %zu migrations recorded as "
-                  "skipped-fresh-install", p->nseed);
-            if (c->l.exists && lock_note_ledger(&c->lk, c->l.uid, err, sizeof err) != 0) {
-                c->lock_lost = 1;
-                log_error("%s", err);
-                log_fatal("stopping after creating the ledger: this runner no longer holds the "
-                          "lock (exit 5)");
-                return EXIT_LOCK;
-            }
-        }
-        return 0;
-    }
-    if (p->nseed) {
-        if (o->k.dry_run) {
-            out_line("legacy: would record %zu migrations below version %ld as legacy", p->nseed,
-                     c->l.version);
-            return 0;
-        }
-        int held = runner_hold(c, "seeding legacy records");
-        if (held != 0)
-            return held;
-        for (size_t i = 0; i < p->nseed; i++)
-            snprintf(p->seed[i].rec.runner, sizeof p->seed[i].rec.runner, "%s", c->lk.holder);
-        if ((held = runner_protect_once(c)) != 0)
-            return held;
-        enum ledger_rc wrc;
-        int tries = 0;
-        size_t sent = 0;
-        struct buf werr = BUF_INIT;
-        while ((wrc = ledger_write(&c->loc, p->seed, p->nseed, &sent, &werr)) == LEDGER_CONFLICT)
-            if (!runner_after_conflict(c, "seeding legacy records", &tries, &held))
-                break;
-        if (wrc == LEDGER_FULL)
-            log_fatal("seeding legacy records: %zu of them do not fit in the ledger %s/%s "
-                      "(%zu of its %d-byte limit used): %s", p->nseed, c->loc.ns, c->loc.name,
-                      c->ledger_bytes, LEDGER_LIMIT, buf_str(&werr));
-        else if (wrc != LEDGER_OK && wrc != LEDGER_CONFLICT && wrc != LEDGER_GONE)
-            log_fatal("seeding legacy records: %s", buf_str(&werr));
-        buf_release(&werr);
-        if (wrc == LEDGER_CONFLICT)
-            return held;
-        if (wrc == LEDGER_GONE)
-            return runner_ledger_gone(c, "seeding legacy records");
-        if (wrc == LEDGER_FULL)
-            return EXIT_LEDGER_FULL;
-        if (wrc != LEDGER_OK)
-            return wrc == LEDGER_DENIED ? EXIT_DENIED : EXIT_CLUSTER;
-        c->ledger_bytes += sent;
-        out_line("legacy: recorded %zu migrations below version %ld as legacy", p->nseed,
-                 c->l.version);
-        event(c, "Normal", "LegacySeeded", "%zu legacy migrations below version %ld recorded",
-              p->nseed, c->l.version);
-    }
-    return 0;
-}
-
-void runner_ctx_free(struct runner_ctx *c)
-{
-    if (c->gw_fd >= 0)
-        close(c->gw_fd);
-    c->gw_fd = -1;
-    free(c->ran);
-    lock_release(&c->lk);
-    ledger_free(&c->l);
-    tree_free(&c->t);
-    ledger_events_flush(&c->loc); /* before the connection settings go */
-    rest_free(c->rest);
-}
-
-/* A header that does not parse fails only what would run that script:
- * the whole tier (run, plan, preview: DESIGN "What run does", step 2), or
- * --only of that very slug. --only of another slug, skip (it runs
- * nothing) and status (it reads) go on, saying which headers are broken.
- * 0, or -1 after the fatal line. */
-static int headers_gate(struct runner_ctx *c, const struct runner_opts *o, int need_tree)
-{
-    const struct migration *bad = tree_first_bad(&c->t);
-    if (need_tree == TREE_NEEDED && !o->only) {
-        log_fatal("%s", bad->header_err);
-        return -1;
-    }
-    const struct migration *own = o->only ? tree_find(&c->t, o->only) : NULL;
-    if (need_tree == TREE_NEEDED && own && own->header_err) {
-        log_fatal("%s", own->header_err);
-        return -1;
-    }
-    for (size_t i = 0; i < c->t.n; i++)
-        if (c->t.m[i].header_err)
-            log_warn("%s (it fails only its own runs; `run` of the whole tier refuses it)",
-                     c->t.m[i].header_err);
-    return 0;
-}
-
-int runner_ctx_open(struct runner_ctx *c, const struct runner_opts *o, int need_tree, int *have_tree)
-{
-    memset(c, 0, sizeof *c);
-    c->gw_fd = -1;
-    c->o = o;
-    c->po = (struct plan_opts){.tier = o->tier, .tier_given = o->tier_given, .only = o->only,
-                               .ns = o->k.ledger_namespace, .ledger = o->k.ledger_name,
-                               .max_attempts = o->max_attempts,
-                               .image = o->image, .now = c->now, .force = o->force,
-                               .skip = o->skip, .nskip = o->nskip, .skip_reason = o->skip_reason,
-                               .installed_at = o->installed_at};
-    char err[ERRLINE_MAX];
-    /* Without a manifest there is no tree to show (status reads the ledger
-     * alone, quietly); a tree that is there but broken is said. */
-    char man_dir[4200] = "";
-    if (o->dir)
-        tree_order_d(o->dir, man_dir, sizeof man_dir);
-    int loaded = o->dir && (need_tree || o->manifest || access(man_dir, F_OK) == 0) &&
-                 tree_load_with(o->dir, o->manifest, &c->t, err, sizeof err) == 0;
-    if (!o->dir)
-        snprintf(err, sizeof err, "no migrations tree (--dir)");
-    if (have_tree)
-        *have_tree = loaded;
-    if (!loaded && need_tree) {
-        log_fatal("%s", err);
-        return EXIT_PACKAGING;
-    }
-    if (!loaded && *man_dir && access(man_dir, F_OK) == 0)
-        log_warn("%s (showing the ledger alone)", err);
-    if (loaded && c->t.nbad && headers_gate(c, o, need_tree) != 0)
-        return EXIT_PACKAGING;
-    if (!(c->rest = runner_connect(o)))
-        return EXIT_CLUSTER;
-    c->loc = (struct ledger_loc){.rest = c->rest, .ns = o->k.ledger_namespace, .name = o->k.ledger_name};
-    kubeconfig_identity(rest_config(c->rest), c->identity, sizeof c->identity);
-    return 0;
-}
-
 /* Who this run is on the lock (lock.h "hand-over"): the upgrade (the
  * pre-apply tier, or --only of a pre-apply slug) goes first; the background
  * tier (a dispatched Job's --only of a background slug too) yields to it;
@@ -890,144 +582,6 @@ static enum lock_role lock_role(const struct runner_ctx *c)
     const struct migration *m = o->only ? tree_find(&c->t, o->only) : NULL;
     const char *tier = m ? m->tier : o->tier;
     return strcmp(tier, "background") == 0 ? LOCK_ROLE_BACKGROUND : LOCK_ROLE_PRE_APPLY;
-}
-
-int runner_load_plan(struct runner_ctx *c, const struct runner_opts *o, struct plan *p)
-{
-    int rc = runner_ctx_open(c, o, 1, NULL);
-    if (rc == 0)
-        rc = runner_fresh_cluster(c, 1);
-    return rc ? rc : runner_read_and_plan(c, p);
-}
-
-/* The line a local run on a cluster without a ledger stops with (exit 2):
- * what the hook would do there, and the choices, counted from the plans
- * each would make. */
-static void explain_fresh(struct runner_ctx *c, int ns_missing)
-{
-    const struct runner_opts *o = c->o;
-    struct ledger none;
-    memset(&none, 0, sizeof none);
-    struct plan hook, latest;
-    struct plan_opts po = c->po;
-    po.installed_at = NULL;
-    int ok = plan_build(&c->t, &none, &po, &hook) == 0;
-    po.installed_at = "latest";
-    ok = plan_build(&c->t, &none, &po, &latest) == 0 && ok;
-    size_t total = hook.nseed, untagged = 0, run = work_steps(&latest);
-    char names[300] = "", untagged_names[300] = "", releases[300] = "";
-    size_t at = 0, ut = 0, rt = 0;
-    for (size_t i = 0; ok && i < latest.n; i++)
-        if (latest.s[i].kind != STEP_SKIP && at < sizeof names)
-            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "",
-                                   latest.s[i].slug);
-    for (size_t b = 0; b < c->t.man.n; b++) {
-        const struct batch *bt = &c->t.man.b[b];
-        if (strcmp(bt->name, UNTAGGED_BATCH) == 0) {
-            for (size_t i = 0; i < bt->n && ut < sizeof untagged_names; i++, untagged++)
-                ut += (size_t)snprintf(untagged_names + ut, sizeof untagged_names - ut, "%s%s",
-                                       i ? ", " : "", bt->e[i].slug);
-        } else if (rt < sizeof releases) {
-            rt += (size_t)snprintf(releases + rt, sizeof releases - rt, "%s%s", rt ? ", " : "",
-                                   strchr(bt->name, '-') + 1);
-        }
-    }
-    char mine[400] = "";
-    if (untagged)
-        snprintf(mine, sizeof mine, " (the untagged too: %s)", untagged_names);
-    char latest_does[700];
-    if (*latest.installed_at && strcmp(latest.installed_at, "none") != 0)
-        snprintf(latest_does, sizeof latest_does, "records the %zu migration%s of the batches up "
-                 "to %s and runs the %zu after (%s)", latest.nseed, latest.nseed == 1 ? "" : "s",
-                 latest.installed_at, run, *names ? names : "none");
-    else
-        snprintf(latest_does, sizeof latest_does, "(no release yet) records none and runs %zu "
-                 "(%s)", run, *names ? names : "none");
-    char nsline[300] = "";
-    if (ns_missing)
-        snprintf(nsline, sizeof nsline, "; add --create-namespace to create namespace %s",
-                 o->k.ledger_namespace);
-    log_fatal("--local: the ledger %s/%s is absent%s%s: a cluster this engine never ran on. The "
-              "hook would record %s %zu migration%s there skipped-fresh-install and run none%s; a "
-              "local run asks how the cluster was installed instead: --as-installed-at latest %s; "
-              "--as-installed-at none runs every one%s%s%s%s (nothing was written)",
-              c->loc.ns, c->loc.name, ns_missing ? ", and so is its namespace " : "",
-              ns_missing ? o->k.ledger_namespace : "", total == 1 ? "its" : "all", total,
-              total == 1 ? "" : "s", mine, latest_does, *releases ? "; or name a release (" : "",
-              releases, *releases ? ")" : "", nsline);
-    plan_free(&hook);
-    plan_free(&latest);
-}
-
-int runner_fresh_cluster(struct runner_ctx *c, int predict)
-{
-    const struct runner_opts *o = c->o;
-    int local = o->k.cfg.local;
-    char err[ERRLINE_MAX];
-    if (!local && !predict)
-        return 0; /* the hook's run: its namespace exists before it runs */
-    struct ledger l;
-    struct buf lerr = BUF_INIT; /* unread: the run's own read says what is wrong */
-    enum ledger_rc lr = ledger_read(&c->loc, &l, &lerr);
-    buf_release(&lerr);
-    int exists = l.exists;
-    ledger_free(&l);
-    if (lr != LEDGER_OK)
-        return 0; /* the run's own read says what is wrong */
-    if (exists) {
-        if (o->installed_at)
-            log_info("the ledger %s/%s exists: --as-installed-at applies to a cluster without "
-                     "one, and changes nothing here", c->loc.ns, c->loc.name);
-        return 0;
-    }
-    /* A ledger the Lease says existed was deleted: no fresh cluster; the
-     * run refuses it under the lock (exit 12), whatever it is told. */
-    char mark[64] = "";
-    if (lock_read_ledger_mark(c->rest, c->loc.ns, o->k.lease_name, mark, sizeof mark, err,
-                              sizeof err) == 0 && *mark)
-        return 0;
-    struct buf nerr = BUF_INIT; /* unread, as before: an unknown answer is not "absent" */
-    int ns = ledger_namespace_exists(&c->loc, &nerr);
-    buf_release(&nerr);
-    if (!local) {
-        if (ns != 0)
-            return 0;
-        log_fatal("namespace %s does not exist on this cluster, so the run would fail (exit 6): "
-                  "its lock and the ledger live there, and the hook's namespace exists before "
-                  "it runs (helm install --create-namespace); against a development cluster, "
-                  "see run --local --create-namespace", o->k.ledger_namespace);
-        return EXIT_CLUSTER;
-    }
-    if (!o->installed_at) {
-        explain_fresh(c, ns == 0);
-        return EXIT_USAGE;
-    }
-    if (ns != 0)
-        return 0;
-    if (!o->create_namespace) {
-        log_fatal("--local: namespace %s does not exist on this cluster: the ledger and the "
-                  "runner's lock live there; add --create-namespace to create it (or --namespace "
-                  "NS for one that exists)", o->k.ledger_namespace);
-        return EXIT_USAGE;
-    }
-    if (predict) {
-        out_line("would create namespace %s (--create-namespace)", o->k.ledger_namespace);
-        return 0;
-    }
-    struct buf cerr = BUF_INIT;
-    enum ledger_rc cr = ledger_namespace_create(&c->loc, &cerr);
-    if (cr != LEDGER_OK && cr != LEDGER_EXISTS)
-        log_fatal("creating namespace %s: %s", o->k.ledger_namespace, buf_str(&cerr));
-    buf_release(&cerr);
-    if (cr != LEDGER_OK && cr != LEDGER_EXISTS)
-        return EXIT_CLUSTER;
-    out_line("created namespace %s (--create-namespace)", o->k.ledger_namespace);
-    return 0;
-}
-
-double runner_timeout(const struct runner_opts *o, const struct migration *m)
-{
-    return o->timeout > 0 ? o->timeout : m->h.timeout > 0 ? m->h.timeout : DEFAULT_TIMEOUT_S;
 }
 
 /* The runner lock, for run and skip: 0, or an exit code after saying why. */
@@ -1130,7 +684,7 @@ static int idle_unlocked(struct runner_ctx *c, struct plan *p)
     /* planned even when the run goes the locked way: its first step is
      * what a hand-over request names */
     if (plan_build(&c->t, &c->l, &c->po, p) != 0 || p->refuse || p->corrupt || p->fresh_install ||
-        p->nseed || work_steps(p) || !c->l.protected_)
+        p->nseed || runner_work_steps(p) || !c->l.protected_)
         return 0;
     if (lock_read_ledger_mark(c->rest, c->loc.ns, c->o->k.lease_name, mark, sizeof mark, err,
                               sizeof err) != 0 || strcmp(mark, c->l.uid) != 0)
@@ -1214,7 +768,7 @@ static int run_work(struct runner_ctx *c, struct plan *p, struct run_times *tm)
     for (size_t i = 0; i < p->n && !*c->ask_step; i++)
         if (p->s[i].kind == STEP_RUN || p->s[i].kind == STEP_RECORD_REVOKED)
             snprintf(c->ask_step, sizeof c->ask_step, "%s", p->s[i].slug);
-    if ((rc = lock_and_plan(c, p)) != 0 || c->yielded || (rc = seed(c, p)) != 0)
+    if ((rc = lock_and_plan(c, p)) != 0 || c->yielded || (rc = runner_seed(c, p)) != 0)
         return rc;
     /* A ledger that cannot be trusted was refused by the planner before
      * anything ran; what is left here is the repair (--only, SKIP) of a bad
@@ -1224,7 +778,7 @@ static int run_work(struct runner_ctx *c, struct plan *p, struct run_times *tm)
         tm->steps = now_mono();
         rc = run_steps(c, p);
         tm->steps_end = now_mono();
-        tm->ran = (int)work_steps(p);
+        tm->ran = (int)runner_work_steps(p);
     }
     return rc;
 }

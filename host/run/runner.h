@@ -3,9 +3,9 @@
  * migration in a supervised child, recording outcomes, Events, progress
  * lines, and the exit code.
  *
- * Recipe: cli/options.c fills runner_opts from the command line (every
- * field has its default from defaults.h there) and calls one of the four;
- * each returns a process exit code (exitcodes.h). */
+ * Recipe: cli/options.c gives runner_opts its defaults (runner_opts_defaults,
+ * from defaults.h), fills it from the command line and calls one of the
+ * commands below; each returns a process exit code (exitcodes.h). */
 #ifndef COZY_RUNNER_H
 #define COZY_RUNNER_H
 #include <stddef.h>
@@ -45,6 +45,13 @@ struct runner_opts {
     int create_namespace;       /* --create-namespace: make the ledger's namespace */
 };
 
+/* Every field's default (defaults.h; the kube options' from
+ * kube_default_options): the pre-apply tier, no --only. */
+void runner_opts_defaults(struct runner_opts *o);
+/* The most requests a sweep may have on the wire at once: the upper bound
+ * of --concurrency (client/restpool.h's REST_POOL_MAX). */
+extern const int runner_concurrency_max;
+
 /* The cluster connection of o (kube_open), or NULL after saying why: what
  * the runner and the dispatcher open. */
 struct rest_client *runner_connect(const struct runner_opts *o);
@@ -52,6 +59,10 @@ struct rest_client *runner_connect(const struct runner_opts *o);
 int runner_run(const struct runner_opts *o);
 int runner_plan(const struct runner_opts *o);
 int runner_status(const struct runner_opts *o);
+/* The config command: prints, as JSON, the cluster and identity the kube
+ * module would use (kubeconfig_describe: no secrets). 0, or EXIT_CLUSTER
+ * after one line when it cannot be resolved. */
+int runner_config(const struct runner_opts *o);
 /* The skip command: records o->skip[0] `skipped` under the runner lock. */
 int runner_skip(const struct runner_opts *o);
 #endif

@@ -1,19 +1,18 @@
 /* runner_int.h: what the runner's files share: one run's context and the
- * steps every command of the runner takes (runner.c: run, skip, loading
- * and planning; recording.c: the ledger under the lock; status.c: plan and
- * status; and preview.c, which plans exactly as run does). Nothing outside
- * run/ includes it. */
+ * steps every command of the runner takes (context.c: opening it, loading
+ * and planning; runner.c: run and skip; fresh.c: a cluster without a
+ * ledger, and seeding; recording.c: the ledger under the lock; status.c:
+ * plan and status; and preview.c, which plans exactly as run does; each
+ * migration is launched through launch.h). Nothing outside run/ includes
+ * it. */
 #ifndef COZY_RUNNER_INT_H
 #define COZY_RUNNER_INT_H
 #include <stddef.h>
 
 #include "formats/ledgerdoc.h"
 #include "formats/tree.h"
-#include "gateway/gateway.h"
-#include "gateway/kubeconfig_private.h"
 #include "client/rest.h"
-#include "proc/child.h"
-#include "run/shellenv.h"
+#include "run/launch.h"
 #include "run/ledger.h"
 #include "run/lock.h"
 #include "run/plan.h"
@@ -43,14 +42,11 @@ struct runner_ctx {
     char ignored[600];      /* the last hand-over request said to be ignored */
     long stamp;             /* the legacy stamp the next ok record carries out (`version`,
                              * gateway/stamp.h); -1: none */
-    int gw_fd, gw_port;     /* the shell gateways' loopback socket, bound at the run's first
-                             * shell migration and kept (-1: none yet), so kubectl's caches,
-                             * keyed by server address, stay warm from one script to the
-                             * next; each migration's gateway has its own token and
-                             * certificate and answers only its own */
+    struct launcher L;      /* how its migrations are launched (launch.h): the options, and
+                             * the shell gateways' socket, kept for the whole run */
 };
 
-/* ---- runner.c ---- */
+/* ---- context.c ---- */
 
 /* How much of the tree a command needs (runner_ctx_open). */
 enum {
@@ -74,6 +70,11 @@ int runner_read_and_plan(struct runner_ctx *c, struct plan *p);
  * exit code, c and p ready to free (the warnings in p are the caller's to
  * say). */
 int runner_load_plan(struct runner_ctx *c, const struct runner_opts *o, struct plan *p);
+/* The tables' options from the runner's. */
+struct report_opts runner_report_opts(const struct runner_opts *o);
+
+/* ---- fresh.c ---- */
+
 /* Before the lock, on a cluster without a ledger (its namespace looked at
  * too): a --local run says what the hook would do there and stops (exit 2)
  * unless told --as-installed-at, and needs --create-namespace where the
@@ -82,27 +83,24 @@ int runner_load_plan(struct runner_ctx *c, const struct runner_opts *o, struct p
  * without --local (the run would fail, exit 6). A real run without --local
  * (the hook) asks nothing. 0 or an exit code, said. */
 int runner_fresh_cluster(struct runner_ctx *c, int predict);
-/* The tables' options from the runner's. */
-struct report_opts runner_report_opts(const struct runner_opts *o);
-/* A migration's timeout: --timeout, else its header's, else
- * DEFAULT_TIMEOUT_S. */
-double runner_timeout(const struct runner_opts *o, const struct migration *m);
+/* Under the lock: a fresh install's ledger created with its
+ * skipped-fresh-install records, or legacy records seeded below the old
+ * hook's version (a dry run says what it would do). 0 or an exit code. */
+int runner_seed(struct runner_ctx *c, struct plan *p);
 
-/* What a shell migration runs with (run and preview alike): the runner's
- * gateway (its credentials, listening socket), the private kubeconfig
- * naming it, the shell's environment and working directory. */
-struct shell_launch {
-    struct child_gateway gw;
-    struct gateway_cred cred;
-    struct kube_private kp;
-    struct shell_env se;
-    char workdir[4096];
-};
-/* Prepares sl for step s (dry_run: the header's dry-run variable is set).
- * 0, or an exit code after saying why (the migration must not run). */
-int runner_shell_launch_prep(struct runner_ctx *c, const struct step *s, int dry_run,
-                             struct shell_launch *sl);
-void runner_shell_launch_free(struct shell_launch *sl);
+/* ---- runner.c ---- */
+
+/* An Event on the ledger; none in dry run or before the ledger exists. */
+void runner_event(struct runner_ctx *c, const char *type, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The steps that do something (a STEP_SKIP only says why nothing does). */
+size_t runner_work_steps(const struct plan *p);
+/* Step s as a launch (launch.h), for run and preview alike: migration
+ * s->m of the tree; a shell's whole environment (shellenv.h: the ledger's
+ * version, the legacy map's top, the header's dry-run variable when c->L
+ * is a dry run, --pass-env) and the one `version` a legacy script may
+ * stamp. */
+void runner_launch_step(struct runner_ctx *c, const struct step *s, struct launch *j);
 
 /* ---- indexcheck.c ---- */
 

@@ -10,6 +10,7 @@
 
 #include "base/exitcodes.h"
 #include "base/log.h"
+#include "client/kubeconfig.h"
 #include "run/dispatch.h"
 #include "run/report.h"
 
@@ -138,5 +139,26 @@ out:
     if (have_man)
         manifest_free(&man);
     runner_ctx_free(&c);
+    return rc;
+}
+
+int runner_config(const struct runner_opts *o)
+{
+    struct kube_config kc;
+    char err[1024];
+    if (kubeconfig_resolve(&o->k.cfg, &kc, err, sizeof err) != 0) {
+        log_fatal("%s", err);
+        return EXIT_CLUSTER;
+    }
+    cJSON *d = kubeconfig_describe(&kc);
+    int rc = EXIT_OK;
+    if (d)
+        out_json(d, 1);
+    else {
+        log_fatal("out of memory");
+        rc = EXIT_FAILED;
+    }
+    cJSON_Delete(d);
+    kubeconfig_free(&kc);
     return rc;
 }

@@ -89,6 +89,17 @@ describe('the layers of host/', function()
     plant('run/runner.c', '\n#include "release/order.h"\n', 'run/ may not include release/order.h')
   end)
 
+  -- cli/ holds no migration logic: a migration's child, and the cluster,
+  -- are run/'s to reach (run/launch.h), so cli/ includes no kube/ or proc/
+  -- header even though both lie below it.
+  it('are broken by the command line reaching the cluster layer itself', function()
+    plant('cli/script.c', '\n#include "gateway/gateway.h"\n', 'cli/ may not include gateway/gateway.h')
+  end)
+
+  it('are broken by the command line launching a child itself', function()
+    plant('cli/run.c', '\n#include "proc/child.h"\n', 'cli/ may not include proc/child.h')
+  end)
+
   it('are broken by a pure layer including a Lua header', function()
     plant('formats/record.c', '\n#include <lua.h>\n', 'formats/ links without Lua')
   end)

@@ -26,9 +26,9 @@ describe('host/', function()
 
   it('has every user of the connection open it through kube_open', function()
     assert.are.same({ 'host/client/options.c', 'host/client/options.h', 'host/gateway/server.c',
-      'host/lua/luakube_core.c', 'host/run/runner.c' },
+      'host/lua/luakube_core.c', 'host/run/context.c' },
       files_of(grep('\\bkube_open\\(')))
-    assert.are.same({ 'host/run/dispatch.c', 'host/run/runner.c', 'host/run/runner.h' },
+    assert.are.same({ 'host/run/context.c', 'host/run/dispatch.c', 'host/run/runner.h' },
       files_of(grep('\\brunner_connect\\(')))
   end)
 
@@ -61,11 +61,32 @@ describe('host/', function()
   end)
 
   it('sizes a record written by what ledger_write sent, and one not yet written by record_max_bytes', function()
-    assert.are.same({ 'host/run/recording.c', 'host/run/runner.c' },
+    assert.are.same({ 'host/run/fresh.c', 'host/run/recording.c' },
       files_of(h.run('cd ' .. h.q(h.root) .. ' && grep -rnE ' .. h.q('ledger_write(_stamped)?\\(&') ..
         ' host/run').out))
     assert.are.same({ 'host/formats/record.c', 'host/formats/record.h', 'host/run/recording.c' },
       files_of(grep('record_max_bytes\\(')))
+  end)
+
+  -- run, preview, lua and exec alike (run/launch.h): the child's recipe is
+  -- filled, and a shell's gateway made, in one place above proc/.
+  it('launches every migration through run/launch.c: child_spec filled, child_run called, a gateway made there alone', function()
+    local function above_proc(pattern)
+      return files_of(h.run('cd ' .. h.q(h.root) .. ' && grep -rnE ' .. h.q(pattern) ..
+        ' host/run host/cli host/lua --include=*.c --include=*.h').out)
+    end
+    assert.are.same({ 'host/run/launch.c' }, above_proc('struct child_spec [a-z_]+ = '))
+    assert.are.same({ 'host/run/launch.c' }, above_proc('\\bchild_run\\('))
+    assert.are.same({ 'host/run/launch.c' },
+      above_proc('\\b(gateway_cred_new|gateway_listen|kubeconfig_private_gateway)\\('))
+  end)
+
+  -- "proc" means one thing: host/proc/ forks the runner's processes (a
+  -- migration's child, child.c and spawn.c; the Lease watcher, helper.c);
+  -- the release commands' git and tools are release/tool.c's.
+  it('forks in host/proc/ alone, and in release/tool.c for the release commands\' tools', function()
+    assert.are.same({ 'host/proc/child.c', 'host/proc/helper.c', 'host/proc/spawn.c', 'host/release/tool.c' },
+      files_of(grep('\\bv?fork\\(')))
   end)
 
   it('gives the runner\'s shared functions its prefix, and one meaning to each name in run/', function()

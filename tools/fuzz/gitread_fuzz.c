@@ -1,4 +1,4 @@
-// sources: host/release/gitread.c host/release/proc.c host/base/buf.c host/base/mem.c
+// sources: host/release/gitread.c host/release/tool.c host/base/buf.c host/base/mem.c
 /* gitread_fuzz.c: libFuzzer target for the release commands' parsers: the
  * release tag grammar (and that its order is a total order consistent with
  * itself) and `git ls-tree -r -z` output. Owns checking that any input is

@@ -1,11 +1,12 @@
-/* proc.c: runs an external tool by argv and captures its stdout and stderr.
+/* tool.c: runs an external tool by argv and captures its stdout and stderr.
  *
  * Owns fork/exec of git, shellcheck and luacheck for the release commands
  * (order, lint, new): argv only, never a shell string, stdin from /dev/null,
  * both pipes drained together so a chatty tool cannot deadlock us. Must
  * never be used to run a migration (child.c supervises those, with timeouts
- * and process groups) and never leaves a child unreaped. */
-#include "release/proc.h"
+ * and process groups; host/proc/ is the runner's processes, none of this
+ * file's) and never leaves a child unreaped. */
+#include "release/tool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,14 +20,14 @@
 #include "base/buf.h"
 #include "base/mem.h"
 
-void proc_result_free(struct proc_result *res)
+void tool_result_free(struct tool_result *res)
 {
     mem_free(res->out);
     mem_free(res->err);
     memset(res, 0, sizeof *res);
 }
 
-void proc_first_line(const char *s, char *buf, size_t n)
+void tool_first_line(const char *s, char *buf, size_t n)
 {
     if (!n)
         return;
@@ -38,7 +39,7 @@ void proc_first_line(const char *s, char *buf, size_t n)
     buf[l] = '\0';
 }
 
-int proc_run(const char *const *argv, const char *cwd, struct proc_result *res)
+int tool_run(const char *const *argv, const char *cwd, struct tool_result *res)
 {
     memset(res, 0, sizeof *res);
     res->status = -1;
