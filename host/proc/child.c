@@ -712,7 +712,9 @@ void child_result_free(struct child_result *res)
     res->journal = NULL;
 }
 
-const char *child_outcome_name(enum child_outcome o)
+/* "ok", "failed", "timeout", "killed", "crashed", "nomem", "spawn_error",
+ * "aborted", "stopped". */
+static const char *child_outcome_name(enum child_outcome o)
 {
     switch (o) {
     case CHILD_OK: return "ok";

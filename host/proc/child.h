@@ -117,9 +117,6 @@ struct child_result {
  * filled with CHILD_SPAWN_ERROR). Ignores SIGPIPE in the calling process. */
 int child_run(const struct child_spec *spec, struct child_result *res);
 void child_result_free(struct child_result *res);
-/* "ok", "failed", "timeout", "killed", "crashed", "nomem", "spawn_error",
- * "aborted", "stopped". */
-const char *child_outcome_name(enum child_outcome o);
 
 /* The result as `cozy-migrate exec` prints it: outcome, reason, message,
  * exit_code, signal, duration_ms, tail, ticks, journal. NULL when out of

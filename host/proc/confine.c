@@ -57,7 +57,8 @@ struct cf_net_port {
 /* The rights that make sense on a file (not a directory) */
 #define FILE_RIGHTS (X_FILE | W_FILE | R_FILE | CF_FS_TRUNCATE | CF_FS_IOCTL_DEV)
 
-int confine_abi(void)
+/* The kernel's Landlock ABI (0: none). */
+static int confine_abi(void)
 {
     long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
     return v < 0 ? 0 : (int)v;

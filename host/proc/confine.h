@@ -62,6 +62,4 @@ int confine_prepare(const struct confine_spec *s, struct confine *c, char *err, 
  * -errno. Async-signal-safe. */
 int confine_apply(const struct confine *c);
 void confine_release(struct confine *c);
-/* The kernel's Landlock ABI (0: none). */
-int confine_abi(void);
 #endif

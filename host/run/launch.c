@@ -160,6 +160,17 @@ static int shell_environment(struct launch *j)
     return 0;
 }
 
+/* What launch_prepare made (a zeroed or freed j is a no-op). */
+static void launch_free(struct launch *j)
+{
+    kubeconfig_private_remove(&j->kp);
+    gateway_cred_free(&j->cred);
+    free(j->envv);
+    j->envv = NULL;
+    j->through_gateway = 0;
+    j->gw.listen_fd = -1; /* the launcher's: launch_close closes it */
+}
+
 int launch_prepare(struct launcher *L, struct launch *j)
 {
     if (!j->is_shell)
@@ -208,14 +219,4 @@ void launch_run(struct launcher *L, struct launch *j, struct child_result *res)
     };
     child_run(&spec, res);
     launch_free(j);
-}
-
-void launch_free(struct launch *j)
-{
-    kubeconfig_private_remove(&j->kp);
-    gateway_cred_free(&j->cred);
-    free(j->envv);
-    j->envv = NULL;
-    j->through_gateway = 0;
-    j->gw.listen_fd = -1; /* the launcher's: launch_close closes it */
 }

@@ -119,6 +119,4 @@ int launch_prepare(struct launcher *L, struct launch *j);
 /* Runs j, prepared, in its supervised child and waits for it (child_run:
  * res filled whatever the outcome); then removes the shell's gateway. */
 void launch_run(struct launcher *L, struct launch *j, struct child_result *res);
-/* What launch_prepare made (a zeroed or freed j is a no-op). */
-void launch_free(struct launch *j);
 #endif
