@@ -5,12 +5,7 @@ local h = require('support.helpers')
 local gitrepo = require('support.gitrepo')
 local migration = require('support.migration')
 
-local function fails(res, code, text)
-  assert.are.equal(code, res.code, 'stdout: ' .. res.out .. '\nstderr: ' .. res.err)
-  local msg = res.err:gsub('\n$', '')
-  assert.is_nil(msg:find('\n'), 'expected one line, got:\n' .. res.err)
-  assert.is_truthy(msg:find(text, 1, true), ('expected %q in %q'):format(text, msg))
-end
+local fails = h.fails
 
 describe('new', function()
   it('writes a migration with its header and a spec, which pass lint', function()
