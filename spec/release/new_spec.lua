@@ -33,6 +33,9 @@ describe('new', function()
       h.q(dir .. '/spec/migrations/scaffolded-one_spec.lua'))
     assert.are.equal(0, res.code, res.out .. res.err)
     assert.matches('1 passed, 0 failed, 0 skipped', res.out, 1, true)
+    -- and before that line each file's wall time (spec/support/output.lua)
+    assert.matches('spec files by wall time %(1 files, [%d.]+ s%):\n +[%d.]+ s +1 tests  [^\n]*/scaffolded%-one_spec%.lua\n' ..
+      '1 passed, 0 failed, 0 skipped\n', res.out)
   end)
 
   it("catches a migration that is not safe to run twice", function()
