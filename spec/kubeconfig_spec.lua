@@ -31,10 +31,7 @@ local function config(env, ...)
   for _, k in ipairs({ 'ASAN_OPTIONS', 'LSAN_OPTIONS', 'UBSAN_OPTIONS' }) do
     if os.getenv(k) and env[k] == nil then env[k] = os.getenv(k) end
   end
-  local keys = {}
-  for k in pairs(env) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do parts[#parts + 1] = k .. '=' .. q(env[k]) end
+  for _, k in ipairs(h.keys(env)) do parts[#parts + 1] = k .. '=' .. q(env[k]) end
   parts[#parts + 1] = q(BIN)
   parts[#parts + 1] = 'config'
   for _, a in ipairs({ ... }) do parts[#parts + 1] = q(a) end

@@ -9,13 +9,7 @@ local function kinds(plan)
   return out
 end
 
-local function runs(plan)
-  local out = {}
-  for _, s in ipairs(plan.steps) do
-    if s.kind == 'run' then out[#out + 1] = s.slug end
-  end
-  return out
-end
+local runs = fixture.runs
 
 local function seeded(plan)
   local json = require('json')

@@ -445,7 +445,24 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     assert.is_true(by_cron, 'no dispatcher Job the CronJob scheduled')
     note('  upgrade to the first background Job (the CronJob)', first_at)
     -- then the lane runs the CronJob's Job by hand (kubectl create job
-    -- --from) whenever nothing runs, instead of waiting a minute each time
+    -- --from) whenever nothing runs, instead of waiting a minute each time.
+    -- The schedule is suspended first: a Job made --from is the CronJob's
+    -- (its controller reference), and the CronJob keeps one successful Job
+    -- (successfulJobsHistoryLimit 1), so a scheduled run ending after the
+    -- lane's removed the lane's before its log was read (`jobs.batch
+    -- "lane-dispatch-9" not found`). With no scheduled run made after, and
+    -- none still running when the lane makes one (dispatchers() below), the
+    -- lane's Job is the newest the CronJob owns until the lane deletes it.
+    h.must(kc('patch cronjob cozystack-migrations-dispatch -n ' .. NS .. [[ --type=merge -p '{"spec":{"suspend":true}}']]))
+    local function dispatchers()
+      local out = {}
+      for _, j in ipairs(kc_json('get jobs -n ' .. NS).items) do
+        for _, o in ipairs(j.metadata.ownerReferences or {}) do
+          if o.controller and o.kind == 'CronJob' and o.name == 'cozystack-migrations-dispatch' then out[#out + 1] = j end
+        end
+      end
+      return out
+    end
     local function mig_jobs()
       local out = {}
       for _, j in ipairs(kc_json('get jobs -n ' .. NS .. ' -l platform.cozystack.io/dispatched-by=cozy-migrate').items) do
@@ -469,6 +486,7 @@ describe('the upgrade lane: the hook chart installed and upgraded by real helm o
     while now() < deadline do
       local busy = false
       for _, j in ipairs(mig_jobs()) do busy = busy or not finished(j) end
+      for _, j in ipairs(dispatchers()) do busy = busy or not finished(j) end
       if not busy and settled() then break end
       if not busy then
         n = n + 1

@@ -67,12 +67,7 @@ local function jobs(ns)
   return out
 end
 
-local function names(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return out
-end
+local names = h.keys
 
 local function utc(offset)
   return os.date('!%Y-%m-%dT%H:%M:%SZ', os.time() + (offset or 0))

@@ -79,7 +79,6 @@ local function values(set) return cmset.values(NS, set) end
 describe('#e2e fleet.each with concurrent writes', function()
   setup(function()
     h.need_cluster()
-    proxy.build()
     must(h.kubectl('create namespace ' .. NS))
   end)
   teardown(function()

@@ -19,7 +19,6 @@ describe('#e2e fleet.each\'s adaptive pace', function()
   local p
   setup(function()
     h.need_cluster()
-    proxy.build()
     must(h.kubectl('create namespace ' .. NS))
     p = proxy.start('-seed 17')
   end)

@@ -362,7 +362,6 @@ kubectl -n "$NAMESPACE" auth can-i --list >/dev/null && echo "rules answered"
   describe('in front of a fault-injecting proxy', function()
     local p, ns
     setup(function()
-      proxy.build()
       p = proxy.start('-seed 29')
       ns = runner.new_ns()
       must(h.kubectl('create configmap target -n ' .. ns .. ' --from-literal=n=0'))

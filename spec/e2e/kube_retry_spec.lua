@@ -10,7 +10,7 @@ local json = require('json')
 local NS = string.format('kr-%d-%d', os.time(), math.random(1000, 9999))
 local must = h.must
 local proxy = require('support.proxy')
-local build_proxy, start_proxy, stop_proxy = proxy.build, proxy.start, proxy.stop
+local start_proxy, stop_proxy = proxy.start, proxy.stop
 local faults, counts = proxy.faults, proxy.counts
 
 local function run(p, body, ...)
@@ -35,7 +35,6 @@ local CM_PATH = '/api/v1/namespaces/' .. NS .. '/configmaps'
 describe('#e2e kube retries through a fault-injecting proxy', function()
   setup(function()
     h.need_cluster()
-    build_proxy()
     must(h.kubectl('create namespace ' .. NS))
     must(h.kubectl('create configmap target -n ' .. NS .. ' --from-literal=n=0'))
     for i = 1, 7 do

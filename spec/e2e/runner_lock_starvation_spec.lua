@@ -17,25 +17,9 @@ local contains, lacks = h.contains, h.lacks
 local HANDOVER = 'platform.cozystack.io/handover-requested-by'
 local KUBECTL = h.q(h.testenv) .. ' kubectl'
 
-local function exclusive(ns, slug, secs)
-  return string.format([[
-local kube = require('kube')
-local ns = %q
-local ok = pcall(kube.create, 'configmaps', {metadata = {name = 'running'}}, {namespace = ns})
-if not ok then kube.create('configmaps', {metadata = {generateName = 'overlap-%s-'}}, {namespace = ns}) end
-kube.create('configmaps', {metadata = {generateName = 'ran-%s-'}}, {namespace = ns})
-kube.sleep(%s)
-if ok then kube.delete('configmaps', 'running', {namespace = ns}) end
-]], ns, slug, slug, tostring(secs))
-end
-
-local function overlaps(ns)
-  local n = 0
-  for _, it in ipairs(h.kubectl_json('get configmaps -n ' .. ns).items) do
-    if it.metadata.name:match('^overlap%-') then n = n + 1 end
-  end
-  return n
-end
+-- exclusive(ns, slug, secs): a migration holding the exclusion marker
+-- (support/runner.lua); overlaps(ns) counts the overlaps it saw.
+local exclusive, overlaps = runner.exclusive, runner.overlaps
 
 -- pre-apply `up-first`, `up-second`; background `bg-slow` (bg_secs), `bg-next`.
 local function tree(ns, bg_secs)

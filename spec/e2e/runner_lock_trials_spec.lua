@@ -169,7 +169,6 @@ describe('#e2e the runner lock, tried with a second runner waiting', function()
   local p
   setup(function()
     h.need_cluster()
-    proxy.build()
     p = proxy.start('')
   end)
   teardown(function()

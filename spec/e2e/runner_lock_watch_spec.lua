@@ -42,7 +42,6 @@ describe('#e2e the watched Lease', function()
   local p
   setup(function()
     h.need_cluster()
-    proxy.build()
     p = proxy.start('')
   end)
   teardown(function()

@@ -120,10 +120,7 @@ end)
 -- waiting for its answer (run/ledger.c): none may be lost for that.
 describe('#e2e the runner\'s Events, sent while the next migration runs', function()
   local proxy = require('support.proxy')
-  setup(function()
-    h.need_cluster()
-    proxy.build()
-  end)
+  setup(h.need_cluster)
   teardown(runner.delete_namespaces)
 
   local function tree(n)

@@ -63,10 +63,7 @@ describe('#e2e kube for a tenant cluster', function()
     cluster.cleanup()
   end)
 
-  local function need()
-    if not up then pending('tenant clusters need this checkout\'s tools/testenv') end
-    return up ~= nil
-  end
+  local function need() return tenant.need(up, pending) end
 
   it('starts a tenant apiserver that is a cluster of its own', function()
     if not need() then return end

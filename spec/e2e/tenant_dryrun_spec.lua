@@ -48,10 +48,7 @@ t.create('configmaps', { metadata = { name = 'created-by-lua', namespace = 'defa
     cluster.cleanup()
   end)
 
-  local function need()
-    if not up then pending('tenant clusters need this checkout\'s tools/testenv') end
-    return up ~= nil
-  end
+  local function need() return tenant.need(up, pending) end
 
   local function target_labels() return up.kc_json('get configmap target -n default').metadata.labels or {} end
 

@@ -72,11 +72,9 @@ describe('#e2e migration ' .. SLUG, function()
       cluster.apply('migrations/clickhouse-keepers.yaml', ns)
       local refused = 'default-chk-analytics-keeper-cluster-0-0'
       h.must(h.kc(string.format('label pvc %s -n %s cozy-migrate.spec/frozen=%s', refused, ns, ns)))
-      local p = cluster.deny { resource = 'persistentvolumeclaims',
+      local res = migration.run_refused(SLUG, { resource = 'persistentvolumeclaims',
         selector = { ['cozy-migrate.spec/frozen'] = ns }, message = 'frozen by the spec',
-        probe = { name = refused, namespace = ns } }
-      local res = migration.run(SLUG)
-      cluster.allow(p)
+        probe = { name = refused, namespace = ns } })
       migration.assert_fleet_failed(res, ns, { 'analytics-keeper' })
       assert.matches(ns .. '/' .. refused .. ': ', res.message, 1, true)
       assert.matches('frozen by the spec', res.message, 1, true)

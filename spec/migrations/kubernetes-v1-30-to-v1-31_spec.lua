@@ -60,11 +60,9 @@ describe('#e2e migration ' .. SLUG, function()
       local ns = cluster.namespace('k8s-pinned')
       cluster.apply('migrations/kuberneteses.yaml', ns)
       h.must(h.kc(string.format('label %s alpha gamma -n %s cozy-migrate.spec/pinned=%s', RES, ns, ns)))
-      local p = cluster.deny { group = 'apps.cozystack.io', resource = 'kuberneteses',
+      local res = migration.run_refused(SLUG, { group = 'apps.cozystack.io', resource = 'kuberneteses',
         selector = { ['cozy-migrate.spec/pinned'] = ns }, message = 'version pinned by the spec',
-        probe = { name = 'alpha', namespace = ns } }
-      local res = migration.run(SLUG)
-      cluster.allow(p)
+        probe = { name = 'alpha', namespace = ns } })
       migration.assert_fleet_failed(res, ns, { 'alpha', 'gamma' }, 'version pinned by the spec')
       assert.are.equal('v1.30', version(ns, 'alpha'))
       assert.are.equal('v1.31', version(ns, 'beta'))

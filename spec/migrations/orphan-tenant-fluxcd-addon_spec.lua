@@ -59,11 +59,10 @@ describe('#e2e migration ' .. SLUG, function()
       local ns = cluster.namespace('fluxcd-nodelete')
       cluster.apply('migrations/tenant-fluxcd-helmreleases.yaml', ns)
       label(ns, { OPERATOR }, 'cozy-migrate.spec/undeletable')
-      local p = cluster.deny { group = 'helm.toolkit.fluxcd.io', resource = 'helmreleases', operations = { 'DELETE' },
+      local res = migration.run_refused(SLUG, { group = 'helm.toolkit.fluxcd.io', resource = 'helmreleases',
+        operations = { 'DELETE' },
         selector = { ['cozy-migrate.spec/undeletable'] = ns }, message = 'deletion refused by the spec',
-        probe = { name = OPERATOR, namespace = ns } }
-      local res = migration.run(SLUG)
-      cluster.allow(p)
+        probe = { name = OPERATOR, namespace = ns } })
       migration.assert_fleet_failed(res, ns, { OPERATOR }, 'deletion refused by the spec')
       assert.is_nil(hr(ns, FLUXCD))
       -- left safe: suspended and without finalizers, so no uninstall can follow
@@ -78,11 +77,9 @@ describe('#e2e migration ' .. SLUG, function()
       local ns = cluster.namespace('fluxcd-frozen')
       cluster.apply('migrations/tenant-fluxcd-helmreleases.yaml', ns)
       label(ns, { FLUXCD }, 'cozy-migrate.spec/frozen')
-      local p = cluster.deny { group = 'helm.toolkit.fluxcd.io', resource = 'helmreleases',
+      local res = migration.run_refused(SLUG, { group = 'helm.toolkit.fluxcd.io', resource = 'helmreleases',
         selector = { ['cozy-migrate.spec/frozen'] = ns }, message = 'frozen by the spec',
-        probe = { name = FLUXCD, namespace = ns } }
-      local res = migration.run(SLUG)
-      cluster.allow(p)
+        probe = { name = FLUXCD, namespace = ns } })
       migration.assert_fleet_failed(res, ns, { FLUXCD }, 'frozen by the spec')
       local o = hr(ns, FLUXCD)
       assert.is_nil(o.metadata.deletionTimestamp)

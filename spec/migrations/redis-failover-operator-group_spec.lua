@@ -74,11 +74,9 @@ describe('#e2e migration ' .. SLUG, function()
       local ns = cluster.namespace('redis-refused')
       cluster.apply('migrations/redis-failovers.yaml', ns)
       h.must(h.kc(string.format('label %s no-images preset-redis -n %s cozy-migrate.spec/frozen=%s', RES, ns, ns)))
-      local p = cluster.deny { group = 'databases.spotahome.com', resource = 'redisfailovers',
+      local res = migration.run_refused(SLUG, { group = 'databases.spotahome.com', resource = 'redisfailovers',
         selector = { ['cozy-migrate.spec/frozen'] = ns }, message = 'frozen by the spec',
-        probe = { name = 'no-images', namespace = ns } }
-      local res = migration.run(SLUG)
-      cluster.allow(p)
+        probe = { name = 'no-images', namespace = ns } })
       migration.assert_fleet_failed(res, ns, { 'no-images', 'preset-redis' }, 'frozen by the spec')
       assert.is_nil(rf(ns, 'no-images').spec.redis.image)
       assert.are.equal('cozystack', rf(ns, 'no-spec').metadata.labels[LABEL])

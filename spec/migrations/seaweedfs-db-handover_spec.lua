@@ -112,11 +112,9 @@ describe('#e2e migration ' .. SLUG, function()
       local frozen = place('swfs-refused', { [RELEASE] = 'foo-system' })
       local other = place('swfs-refused-other', { [RELEASE] = 'bar-system' })
       h.must(h.kc(string.format('label %s %s -n %s cozy-migrate.spec/frozen=%s', RES, NAME, frozen, frozen)))
-      local p = cluster.deny { group = 'postgresql.cnpg.io', resource = 'clusters',
+      local res = migration.run_refused(SLUG, { group = 'postgresql.cnpg.io', resource = 'clusters',
         selector = { ['cozy-migrate.spec/frozen'] = frozen }, message = 'frozen by the spec',
-        probe = { name = NAME, namespace = frozen } }
-      local res = migration.run(SLUG)
-      cluster.allow(p)
+        probe = { name = NAME, namespace = frozen } })
       migration.assert_fleet_failed(res, frozen, { NAME }, 'frozen by the spec')
       assert.are.equal('foo-system', ann(get(frozen))[RELEASE])
       assert.are.same({ 'bar-db', 'keep' }, { ann(get(other))[RELEASE], ann(get(other))[POLICY] })
@@ -157,7 +155,6 @@ describe('#e2e migration ' .. SLUG, function()
     describe('when a Cluster disappears between the scan and the read', function()
       local p
       setup(function()
-        proxy.build()
         p = proxy.start('')
       end)
       teardown(function() proxy.stop(p) end)

@@ -103,10 +103,8 @@ describe('#e2e migration ' .. SLUG, function()
   it('labels every tenant it may, then fails naming each namespace it may not', function()
     local t, names = tree()
     h.must(h.kc(string.format('label namespace %s cozy-migrate.spec/frozen=%s', names[2], t)))
-    local p = cluster.deny { resource = 'namespaces', selector = { ['cozy-migrate.spec/frozen'] = t },
-      message = 'frozen by the spec', probe = { name = names[2] } }
-    local res = migration.run(SLUG)
-    cluster.allow(p)
+    local res = migration.run_refused(SLUG, { resource = 'namespaces', selector = { ['cozy-migrate.spec/frozen'] = t },
+      message = 'frozen by the spec', probe = { name = names[2] } })
     migration.assert_fleet_failed(res, nil, { names[2] }, 'frozen by the spec')
     assert.are.same({}, tenant_labels(names[2]))
     assert.are.equal('', tenant_labels(names[1])[P .. t])

@@ -23,15 +23,9 @@ describe('#e2e migration ' .. SLUG, function()
   local foo, bar
   setup(function()
     h.need_cluster()
-    if not tenant.available() then return end
-    foo = tenant.start('foo')
-    for _, n in ipairs({ 'pvc-a', 'pvc-b', 'tenant-local' }) do foo.apply(tenant.pv(n)) end
-    bar = tenant.start('bar')
-    bar.apply(tenant.pv('pvc-c'))
-    bar.stop() -- down from here: its volume's claim must stay as it is
+    foo, bar = tenant.volume_tenants() -- bar is down: its volume's claim must stay as it is
   end)
   teardown(function()
-    if foo then foo.stop() end
     cluster.purge('persistentvolumeclaims', 'secrets', DV)
     cluster.cleanup()
   end)
@@ -40,10 +34,7 @@ describe('#e2e migration ' .. SLUG, function()
   -- namespace, and each tenant that is down costs its probe's time
   after_each(function() cluster.purge('secrets') end)
 
-  local function need()
-    if not foo then pending('tenant clusters need this checkout\'s tools/testenv') end
-    return foo ~= nil
-  end
+  local function need() return tenant.need(foo, pending) end
 
   local function platform(prefix, with_dvs)
     local ns = cluster.namespace(prefix)

@@ -89,12 +89,7 @@ local function synopsis(doc)
   return entries, cluster
 end
 
-local function sorted(set)
-  local t = {}
-  for k in pairs(set) do t[#t + 1] = k end
-  table.sort(t)
-  return t
-end
+local sorted = h.keys
 
 -- check_options(cmds, doc) -> the problems, one line each
 local function check_options(cmds, doc)

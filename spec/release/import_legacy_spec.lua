@@ -10,17 +10,10 @@ local json = require('json')
 
 local HEADER = '# cozystack-migration: on-error=abort\n'
 
--- A numbered set as a platform has it: each script marks that it ran and
--- stamps the version the way the old runner's scripts did.
-local function numbered(files)
-  local dir = h.tmpdir()
-  for name, content in pairs(files) do
-    local p = dir .. '/' .. name
-    assert(os.execute('mkdir -p ' .. h.q(p:match('^(.*)/[^/]*$'))))
-    h.write(p, content)
-  end
-  return dir
-end
+-- A numbered set as a platform has it ({name = content} in a scratch
+-- directory): each script marks that it ran and stamps the version the way
+-- the old runner's scripts did.
+local numbered = require('support.fixture').files
 
 local function stamp(n, extra)
   return '#!/bin/bash\nset -euo pipefail\n# shellcheck source=lib/common.sh\nsource lib/common.sh\n' ..
@@ -31,12 +24,7 @@ end
 
 local COMMON = '# shellcheck shell=bash\nmark() {\n  kubectl -n "$NAMESPACE" create configmap "ran-legacy-$1" --from-literal=n="$1" >/dev/null\n}\n'
 
-local function fails(res, code, text)
-  assert.are.equal(code, res.code, 'stdout: ' .. res.out .. '\nstderr: ' .. res.err)
-  local msg = res.err:gsub('\n$', '')
-  assert.is_nil(msg:find('\n'), 'expected one line, got:\n' .. res.err)
-  assert.is_truthy(msg:find(text, 1, true), ('expected %q in %q'):format(text, msg))
-end
+local fails = h.fails
 
 local function import(from, names, dest)
   local nf = h.write(os.tmpname(), names)

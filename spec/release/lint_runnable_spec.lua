@@ -8,15 +8,8 @@ local h = require('support.helpers')
 
 local HEADER = '#!/bin/bash\n# cozystack-migration: on-error=abort\nset -euo pipefail\n'
 
-local function tree(files)
-  local dir = h.tmpdir()
-  for path, content in pairs(files) do
-    local full = dir .. '/' .. path
-    assert(os.execute('mkdir -p ' .. h.q(full:match('^(.*)/[^/]*$'))))
-    h.write(full, content)
-  end
-  return dir
-end
+-- tree({path = content}): the files in a scratch directory
+local tree = require('support.fixture').files
 
 local function inventory(cmds, paths)
   local lines = { '# cozy-migrate image-inventory 1' }

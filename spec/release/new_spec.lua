@@ -5,12 +5,7 @@ local h = require('support.helpers')
 local gitrepo = require('support.gitrepo')
 local migration = require('support.migration')
 
-local function fails(res, code, text)
-  assert.are.equal(code, res.code, 'stdout: ' .. res.out .. '\nstderr: ' .. res.err)
-  local msg = res.err:gsub('\n$', '')
-  assert.is_nil(msg:find('\n'), 'expected one line, got:\n' .. res.err)
-  assert.is_truthy(msg:find(text, 1, true), ('expected %q in %q'):format(text, msg))
-end
+local fails = h.fails
 
 describe('new', function()
   it('writes a migration with its header and a spec, which pass lint', function()
@@ -38,6 +33,9 @@ describe('new', function()
       h.q(dir .. '/spec/migrations/scaffolded-one_spec.lua'))
     assert.are.equal(0, res.code, res.out .. res.err)
     assert.matches('1 passed, 0 failed, 0 skipped', res.out, 1, true)
+    -- and before that line each file's wall time (spec/support/output.lua)
+    assert.matches('spec files by wall time %(1 files, [%d.]+ s%):\n +[%d.]+ s +1 tests  [^\n]*/scaffolded%-one_spec%.lua\n' ..
+      '1 passed, 0 failed, 0 skipped\n', res.out)
   end)
 
   it("catches a migration that is not safe to run twice", function()

@@ -12,14 +12,7 @@ local function ok(res)
   return res
 end
 
--- fails(res, code, pattern): exit code, one line on stderr, matching pattern (plain).
-local function fails(res, code, text)
-  assert.are.equal(code, res.code, 'stdout: ' .. res.out .. '\nstderr: ' .. res.err)
-  local msg = res.err:gsub('\n$', '')
-  assert.is_nil(msg:find('\n'), 'expected one line, got:\n' .. res.err)
-  assert.is_truthy(msg:find(text, 1, true), ('expected %q in %q'):format(text, msg))
-  return msg
-end
+local fails = h.fails
 
 local function manifest_text(repo, dir)
   local parts = {}
@@ -27,13 +20,7 @@ local function manifest_text(repo, dir)
   return table.concat(parts)
 end
 
-local function runs(plan)
-  local out = {}
-  for _, s in ipairs(plan.steps) do
-    if s.kind == 'run' then out[#out + 1] = s.slug end
-  end
-  return out
-end
+local runs = require('support.fixture').runs
 
 local function seeded(plan)
   local out = {}

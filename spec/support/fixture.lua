@@ -82,12 +82,29 @@ function M.tree(spec)
     for _, e in ipairs(spec.legacy) do lines[#lines + 1] = e[1] .. ' ' .. e[2] end
     h.write(dir .. '/legacy-sh/legacy-map', table.concat(lines, '\n') .. '\n')
   end
-  for path, content in pairs(spec.raw or {}) do
-    local d = (dir .. '/' .. path):match('^(.*)/[^/]*$')
-    mkdir(d)
-    h.write(dir .. '/' .. path, content)
+  M.files(spec.raw or {}, dir)
+  return dir
+end
+
+-- files({path = content} [, dir]): writes each file under dir (a fresh
+-- scratch directory when nil), making its folders; returns dir.
+function M.files(files, dir)
+  dir = dir or h.tmpdir()
+  for path, content in pairs(files) do
+    local full = dir .. '/' .. path
+    mkdir(full:match('^(.*)/[^/]*$'))
+    h.write(full, content)
   end
   return dir
+end
+
+-- runs(plan): the slugs a plan (migrate.plan's) runs, in order.
+function M.runs(plan)
+  local out = {}
+  for _, s in ipairs(plan.steps) do
+    if s.kind == 'run' then out[#out + 1] = s.slug end
+  end
+  return out
 end
 
 -- A ledger data map from {slug = {state=..., ...}} (records as tables).

@@ -174,6 +174,26 @@ function M.one_line(s, what)
     string.format('%s: expected exactly one line, got:\n%s', what or 'stderr', s))
 end
 
+-- fails(res, code, text): asserts that a command exited code with one
+-- line on stderr holding text (plain); returns that line: what bad input
+-- must give (one clear line and a distinct exit code).
+function M.fails(res, code, text)
+  local luassert = require('luassert')
+  luassert.are.equal(code, res.code, 'stdout: ' .. res.out .. '\nstderr: ' .. res.err)
+  local msg = res.err:gsub('\n$', '')
+  luassert.is_nil(msg:find('\n'), 'expected one line, got:\n' .. res.err)
+  luassert.is_truthy(msg:find(text, 1, true), ('expected %q in %q'):format(text, msg))
+  return msg
+end
+
+-- keys(t): t's keys, sorted (a set as a list assert.are.same can compare).
+function M.keys(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
 -- count(t): how many keys t has (0 for nil).
 function M.count(t)
   local n = 0

@@ -100,6 +100,18 @@ local function explain(res)
 end
 M.explain = explain
 
+-- run_refused(slug_or_path, rule [, opts]) -> res: run() while the
+-- apiserver refuses what rule says (cluster.deny's table: group, resource,
+-- operations, selector, message, probe), the policy removed again however
+-- the run ended: how a spec makes one object of a fleet fail.
+function M.run_refused(x, rule, opts)
+  local p = cluster.deny(rule)
+  local ok, res = pcall(M.run, x, opts)
+  cluster.allow(p)
+  if not ok then error(res, 0) end
+  return res
+end
+
 -- assert_ok(res) / assert_failed(res [, pattern]): the outcome ('failed' is
 -- a script that raised or exited non-zero; a timeout, a kill or the memory
 -- cap have outcomes of their own), and on a mismatch the migration's whole

@@ -1,7 +1,8 @@
 -- The fault-injecting proxy (tools/cluster/faultproxy) in front of the
 -- local apiserver, for specs that prove what survives 429s, 5xx and broken
--- connections. build() compiles it (go's cache makes repeats cheap);
--- start(args) runs one on a free loopback port and writes a kubeconfig that
+-- connections. start(args) compiles it once per run (build(): go's cache
+-- makes a repeat cheap, not free: 2 to 5 s on a loaded machine, in each of
+-- eight spec files), runs one on a free loopback port and writes a kubeconfig that
 -- trusts it (the proxy adds the admin identity upstream); faults() replaces
 -- its rules and counters; counts() reads what it received and forwarded;
 -- log() what it printed.
@@ -12,11 +13,15 @@ local M = {}
 local PROXY = h.root .. '/build/testenv/bin/faultproxy'
 
 function M.build()
+  local run = h.this_run()
+  if run.faultproxy_built then return end
   h.must(h.run(string.format('cd %s/tools/cluster && go build -o %s ./faultproxy', h.q(h.root), h.q(PROXY))))
+  run.faultproxy_built = true
 end
 
 -- start(args) -> {pid, port, ca, dir, kubeconfig}
 function M.start(args)
+  M.build()
   local p = { dir = h.tmpdir() }
   p.ca = p.dir .. '/ca.pem'
   -- not through h.run: its own redirections would take the echo's output

@@ -107,6 +107,32 @@ function M.lua_gen_marker(ns, name)
     'ran-' .. name .. '-', ns)
 end
 
+-- Lua body of a migration that proves it ran (ran-<slug>-xxxxx), holds a
+-- mutual-exclusion marker (ConfigMap `running`, whose create fails while
+-- another migration holds it) for secs seconds, and leaves an
+-- `overlap-<slug>-` ConfigMap when another migration held it: what the lock
+-- specs count with overlaps(ns).
+function M.exclusive(ns, slug, secs)
+  return string.format([[
+local kube = require('kube')
+local ns = %q
+local ok = pcall(kube.create, 'configmaps', {metadata = {name = 'running'}}, {namespace = ns})
+if not ok then kube.create('configmaps', {metadata = {generateName = 'overlap-%s-'}}, {namespace = ns}) end
+kube.create('configmaps', {metadata = {generateName = 'ran-%s-'}}, {namespace = ns})
+kube.sleep(%s)
+if ok then kube.delete('configmaps', 'running', {namespace = ns}) end
+]], ns, slug, slug, tostring(secs))
+end
+
+-- How many times two exclusive() migrations overlapped in ns.
+function M.overlaps(ns)
+  local n = 0
+  for _, it in ipairs(h.kubectl_json('get configmaps -n ' .. ns).items) do
+    if it.metadata.name:match('^overlap%-') then n = n + 1 end
+  end
+  return n
+end
+
 -- Shell body appending "<slug> <namespace>" to file.
 function M.sh_append(file)
   return string.format('echo "$MIGRATION_SLUG $NAMESPACE" >> %s', h.q(file))

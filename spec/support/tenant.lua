@@ -50,6 +50,14 @@ function M.available()
   return env.code == 0 and env.out:match('KUBECONFIG=([^\n]+)') == os.getenv('KUBECONFIG')
 end
 
+-- need(t, pending): whether t, the tenant a spec's setup started, is up;
+-- when it is not (no testenv tenants in this run: available() said no),
+-- marks the case pending through busted's pending, the spec's to pass.
+function M.need(t, pending)
+  if not t then pending('tenant clusters need this checkout\'s tools/testenv') end
+  return t ~= nil
+end
+
 -- start([prefix]) -> tenant: a fresh apiserver, named prefix-<8 hex>.
 function M.start(prefix)
   local name = (prefix or 'tenant') .. '-' .. h.unique()
@@ -126,6 +134,27 @@ function M.pv(name)
     spec = { capacity = { storage = '1Gi' }, accessModes = { 'ReadWriteOnce' },
       persistentVolumeReclaimPolicy = 'Retain', hostPath = { path = '/tmp/' .. name } },
   }
+end
+
+-- volume_tenants() -> foo, bar: the tenants the specs of the volume-label
+-- migrations (legacy 4 and 5) walk: foo up, holding volumes pvc-a, pvc-b
+-- and tenant-local; bar holding pvc-c, then down (its claim must stay as
+-- it is). Started once per run and shared: those migrations only read a
+-- tenant (they label claims of the management cluster), so two files
+-- need not pay four apiserver starts; stopped when the run ends. Nil
+-- when this run has no tenants (available()).
+function M.volume_tenants()
+  if not M.available() then return nil, nil end
+  local r = started()
+  if not r.volume_tenants then
+    local foo = M.start('foo')
+    for _, n in ipairs({ 'pvc-a', 'pvc-b', 'tenant-local' }) do foo.apply(M.pv(n)) end
+    local bar = M.start('bar')
+    bar.apply(M.pv('pvc-c'))
+    bar.stop()
+    r.volume_tenants = { foo, bar }
+  end
+  return r.volume_tenants[1], r.volume_tenants[2]
 end
 
 -- pvc(name [, labels]) -> a PersistentVolumeClaim (a table).
