@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/fsutil.h"
 #include "base/util.h"
@@ -432,11 +433,14 @@ static int write_import(struct import *im)
         rc = write_digests(im);
     if (rc != 0)
         return rc;
-    if (scaffold_revoked(im->o->dest, err, sizeof err) != 0 ||
-        scaffold_ignore_order_d(im->o->dest, err, sizeof err) < 0) {
-        log_fatal("import-legacy: %s", err);
+    struct buf serr = BUF_INIT;
+    if (scaffold_revoked(im->o->dest, &serr) != 0 ||
+        scaffold_ignore_order_d(im->o->dest, &serr) < 0) {
+        log_fatal("import-legacy: %s", buf_str(&serr));
+        buf_release(&serr);
         return EXIT_FAILED;
     }
+    buf_release(&serr);
     struct legacy_map old;
     if (legacy_map_load(im->map_path, &old, err, sizeof err) != 0) {
         log_fatal("import-legacy: %s: reading it back failed: %s", im->map_path, err);

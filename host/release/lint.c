@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -309,15 +310,18 @@ static int read_order(struct lint *l)
 {
     const struct lint_opts *o = l->o;
     char path[4200], err[2048];
+    struct buf gerr = BUF_INIT;
     struct stat st;
-    int gr = git_open(o->dir, &l->g, err, sizeof err);
+    int gr = git_open(o->dir, &l->g, &gerr);
     if (gr == GIT_OK) {
         l->have_git = 1;
     } else if (gr == GIT_MISSING && (o->history || o->against)) {
         log_fatal("lint: git is not installed");
+        buf_release(&gerr);
         return EXIT_TOOL;
     } else if (o->history || o->against) {
-        log_fatal("lint: %s (--history and --against read git)", err);
+        log_fatal("lint: %s (--history and --against read git)", buf_str(&gerr));
+        buf_release(&gerr);
         return EXIT_HISTORY;
     } else {
         log_info("lint: %s is not in a git repository: order-d, batch by tag, history "
@@ -333,20 +337,23 @@ static int read_order(struct lint *l)
         }
     }
     if (l->have_git) {
-        if (git_tracked(&l->g, "migrations/order.d", &l->tracked_order_d, err, sizeof err) != 0) {
-            log_fatal("lint: %s", err);
+        if (git_tracked(&l->g, "migrations/order.d", &l->tracked_order_d, &gerr) != 0) {
+            log_fatal("lint: %s", buf_str(&gerr));
+            buf_release(&gerr);
             return EXIT_HISTORY;
         }
-        int wr = order_walk(&l->g, "HEAD", &l->w, err, sizeof err);
+        int wr = order_walk(&l->g, "HEAD", &l->w, &gerr);
         if (wr == 0) {
             l->have_walk = 1;
         } else if (o->history || o->against || wr != EXIT_HISTORY) {
-            log_fatal("lint: %s", err);
+            log_fatal("lint: %s", buf_str(&gerr));
+            buf_release(&gerr);
             return wr;
         } else {
-            log_info("lint: %s: batches by tag are not checked", err);
+            log_info("lint: %s: batches by tag are not checked", buf_str(&gerr));
         }
     }
+    buf_release(&gerr);
     /* Batch of each script: 0 legacy, then the manifest's order (or the
      * first tag that carries it), untagged last. */
     for (size_t i = 0; i < l->ns; i++) {
