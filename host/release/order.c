@@ -231,11 +231,10 @@ static int legacy_batch(struct ordering *o)
     size_t nle = 0;
     static const char *const lm_path[] = {"legacy-sh/legacy-map", NULL};
     int rc = 0;
-    char fe[2048];
     if (o->worktree) {
         char path[4200];
         snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", o->worktree);
-        if (fixed_err(legacy_map_load(path, &o->lm, fe, sizeof fe), fe, o->err) != 0)
+        if (legacy_map_load(path, &o->lm, o->err) != 0)
             rc = EXIT_PACKAGING;
         snprintf(label, sizeof label, "%s", path);
     } else if (git_ls_tree(o->g, o->rev, lm_path, &le, &nle, o->err) != 0) {
@@ -247,8 +246,7 @@ static int legacy_batch(struct ordering *o)
         if (git_blob(o->g, le[0].oid, &text, &len, o->err) != 0) {
             rc = EXIT_HISTORY;
         } else {
-            if (fixed_err(legacy_map_parse(label, text, len, &o->lm, fe, sizeof fe), fe,
-                          o->err) != 0)
+            if (legacy_map_parse(label, text, len, &o->lm, o->err) != 0)
                 rc = EXIT_PACKAGING;
             mem_free(text);
         }
@@ -557,8 +555,8 @@ static void name_slugs(char *buf, size_t len, const char *const *slugs, size_t n
 static int local_from_order_d(const char *dir, struct manifest *m, char *note, size_t notelen,
                               struct buf *err)
 {
-    char od[4200], fe[2048];
-    if (fixed_err(manifest_load(tree_order_d(dir, od, sizeof od), m, fe, sizeof fe), fe, err) != 0)
+    char od[4200];
+    if (manifest_load(tree_order_d(dir, od, sizeof od), m, err) != 0)
         return EXIT_PACKAGING;
     struct rev_script *wt;
     size_t nwt;
@@ -886,8 +884,7 @@ static int order_write(const struct manifest *m, const char *dir, struct buf *er
         return rc;
     /* The runner must read exactly what was written. */
     struct manifest back;
-    char fe[2048];
-    if (fixed_err(manifest_load(dir, &back, fe, sizeof fe), fe, err) != 0)
+    if (manifest_load(dir, &back, err) != 0)
         return EXIT_FAILED;
     int same = back.n == m->n;
     for (size_t b = 0; same && b < m->n; b++) {

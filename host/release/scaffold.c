@@ -178,8 +178,10 @@ static int taken(const struct scaffold_opts *o)
     memset(&rv, 0, sizeof rv);
     snprintf(path, sizeof path, "%s/migrations/revoked", o->dir);
     /* A tree without the list yet gets an empty one below. */
-    if (fs_exists(path) && revoked_load(path, &rv, err, sizeof err) != 0) {
-        log_fatal("new: %s", err);
+    struct buf why = BUF_INIT;
+    if (fs_exists(path) && revoked_load(path, &rv, &why) != 0) {
+        log_fatal("new: %s", buf_str(&why));
+        buf_release(&why);
         return EXIT_PACKAGING;
     }
     int line = in_list(&rv, o->slug);
@@ -191,10 +193,12 @@ static int taken(const struct scaffold_opts *o)
     }
     struct legacy_map lm;
     snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", o->dir);
-    if (legacy_map_load(path, &lm, err, sizeof err) != 0) {
-        log_fatal("new: %s", err);
+    int lr = legacy_map_load(path, &lm, &why);
+    if (lr != 0)
+        log_fatal("new: %s", buf_str(&why));
+    buf_release(&why);
+    if (lr != 0)
         return EXIT_PACKAGING;
-    }
     for (size_t i = 0; i < lm.n; i++) {
         if (strcmp(lm.e[i].slug, o->slug) == 0) {
             log_fatal("new: %s:%d: slug '%s' is a legacy migration's", path,
