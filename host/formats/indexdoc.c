@@ -572,10 +572,7 @@ int index_load_file(const char *file, struct index *ix, struct buf *err)
     } else {
         struct yaml_doc doc;
         memset(&doc, 0, sizeof doc);
-        char yerr[2048]; /* yamldoc.h still says why in a char[] */
-        if (yaml_load_single(file, text, len, &doc, yerr, sizeof yerr) != 0) {
-            buf_setf(err, "%s", yerr);
-        } else {
+        if (yaml_load_single(file, text, len, &doc, err) == 0) {
             const cJSON *kind = cJSON_GetObjectItemCaseSensitive(doc.root, "kind");
             if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "ConfigMap") != 0)
                 fail(err, file, "neither a migrations index nor a ConfigMap holding one");

@@ -94,11 +94,8 @@ static int check_doc(struct doc_at *d, const char *text, size_t len, const struc
     char name[64];
     snprintf(name, sizeof name, "%s document %d", d->file, d->n);
     struct yaml_doc y;
-    char yerr[2048]; /* yamldoc.h still says why in a char[] */
-    if (yaml_load_single(name, text, len, &y, yerr, sizeof yerr) != 0) {
-        buf_setf(err, "%s", yerr);
+    if (yaml_load_single(name, text, len, &y, err) != 0)
         return -1;
-    }
     const cJSON *o = y.root;
     const char *kind = str_of(o, "kind");
     const char *nm = str_of(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "name");
