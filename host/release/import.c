@@ -409,7 +409,6 @@ static int write_digests(struct import *im)
  * the runner requires, then legacy-map read back with the runner's parser. */
 static int write_import(struct import *im)
 {
-    char err[2048];
     if (fs_mkdirs(im->dest, 0755) != 0) {
         log_fatal("import-legacy: %s: %s", im->dest, strerror(errno));
         return EXIT_FAILED;
@@ -427,10 +426,13 @@ static int write_import(struct import *im)
         char src[4200], lib[4200];
         snprintf(src, sizeof src, "%s/lib", im->o->from);
         snprintf(lib, sizeof lib, "%s/lib", im->dest);
-        if (fs_copy_tree(src, lib, err, sizeof err) != 0) {
-            log_fatal("import-legacy: %s", err);
+        struct buf why = BUF_INIT;
+        int copied = fs_copy_tree(src, lib, &why);
+        if (copied != 0)
+            log_fatal("import-legacy: %s", buf_str(&why));
+        buf_release(&why);
+        if (copied != 0)
             return EXIT_FAILED;
-        }
     }
     int rc = write_map(im);
     if (rc == 0)
