@@ -23,6 +23,18 @@ describe('the sandbox', function()
     assert.are.equal('["A","bc",2,"H",5,"number","number","1970"]\n', res.out)
   end)
 
+  it('has yaml.decode say why whole, a long document name and all (it was cut at 512 bytes)', function()
+    local res = h.lua([[
+      local name = 'doc-' .. string.rep('n', 600)
+      local v, err = require('yaml').decode('a: [1, 2', name)
+      print(tostring(v) .. ' ' .. err)
+    ]])
+    assert.are.equal(0, res.code, res.err)
+    local name = 'doc-' .. string.rep('n', 600)
+    assert.are.equal('nil ' .. name .. ':', res.out:sub(1, #name + 5))
+    assert.matches("did not find expected ',' or ']'", res.out, 1, true)
+  end)
+
   it("lints against exactly the globals it gives: lint's luacheck std is made from its allow-list", function()
     -- what a migration really sees: each global, and each field of a table
     local res = h.lua([[

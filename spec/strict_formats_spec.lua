@@ -94,6 +94,13 @@ describe('an order.d batch, revoked and legacy-map', function()
     refused(function() return migrate.revoked('alpha\nAlpha\n') end,
       "^revoked:2: 'Alpha' is not a valid slug %(lower%-case letters, digits and single dashes")
   end)
+
+  it('name a long bad slug in revoked whole, not its first 80 bytes', function()
+    local slug = 'Long' .. string.rep('x', 296)
+    local _, err = migrate.revoked('alpha\n' .. slug .. '\n')
+    assert.is_truthy(err:find("revoked:2: '" .. slug .. "' is not a valid slug (lower-case letters, digits and "
+      .. 'single dashes, at most 60 characters)', 1, true), err)
+  end)
 end)
 
 describe('a ledger record', function()

@@ -46,7 +46,7 @@ int buf_add(struct buf *b, const void *data, size_t n)
 
 int buf_adds(struct buf *b, const char *s) { return buf_add(b, s, strlen(s)); }
 
-static int buf_vaddf(struct buf *b, const char *fmt, va_list ap)
+int buf_vaddf(struct buf *b, const char *fmt, va_list ap)
 {
     va_list again;
     va_copy(again, ap);

@@ -31,6 +31,8 @@ enum { BUF_NOMEM = 1, BUF_TOOBIG = 2 };
 int buf_add(struct buf *b, const void *data, size_t n);
 int buf_adds(struct buf *b, const char *s);
 int buf_addf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* buf_addf of a va_list: for a function of its own that takes a format. */
+int buf_vaddf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* An error's message (as git passes `struct strbuf *err`): a callee that
  * fails sets it whole with buf_setf (what it held is replaced, so a caller
  * may pass one buffer to a call in a loop), never cut at a width; the

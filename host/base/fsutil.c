@@ -91,24 +91,24 @@ int fs_exists(const char *path)
     return lstat(path, &st) == 0;
 }
 
-int fs_copy_tree(const char *src, const char *dst, char *err, size_t errlen)
+int fs_copy_tree(const char *src, const char *dst, struct buf *err)
 {
     struct stat st;
     if (stat(src, &st) != 0) {
-        snprintf(err, errlen, "%s: %s", src, strerror(errno));
+        buf_setf(err, "%s: %s", src, strerror(errno));
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a directory", src);
+        buf_setf(err, "%s: not a directory", src);
         return -1;
     }
     if (fs_mkdirs(dst, 0755) != 0 || chmod(dst, st.st_mode & 07777) != 0) {
-        snprintf(err, errlen, "%s: %s", dst, strerror(errno));
+        buf_setf(err, "%s: %s", dst, strerror(errno));
         return -1;
     }
     DIR *d = opendir(src);
     if (!d) {
-        snprintf(err, errlen, "%s: %s", src, strerror(errno));
+        buf_setf(err, "%s: %s", src, strerror(errno));
         return -1;
     }
     int rc = 0;
@@ -121,20 +121,20 @@ int fs_copy_tree(const char *src, const char *dst, char *err, size_t errlen)
         snprintf(t, sizeof t, "%s/%s", dst, de->d_name);
         struct stat es;
         if (lstat(s, &es) != 0) {
-            snprintf(err, errlen, "%s: %s", s, strerror(errno));
+            buf_setf(err, "%s: %s", s, strerror(errno));
             rc = -1;
         } else if (S_ISDIR(es.st_mode)) {
-            rc = fs_copy_tree(s, t, err, errlen);
+            rc = fs_copy_tree(s, t, err);
         } else if (S_ISREG(es.st_mode)) {
             size_t len;
             char *buf = util_read_file(s, &len);
             if (!buf || fs_write(t, buf, len, es.st_mode & 07777) != 0) {
-                snprintf(err, errlen, "%s: %s", buf ? t : s, strerror(errno));
+                buf_setf(err, "%s: %s", buf ? t : s, strerror(errno));
                 rc = -1;
             }
             free(buf);
         } else {
-            snprintf(err, errlen, "%s: not a regular file or directory (symlinks are not copied)",
+            buf_setf(err, "%s: not a regular file or directory (symlinks are not copied)",
                      s);
             rc = -1;
         }

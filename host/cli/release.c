@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -278,12 +279,13 @@ int cli_stubs(struct cli *c, int argc, char **argv, int first)
     struct editor ed;
     if (editor_of(&ed, c->cmd) != 0)
         return EXIT_FAILED;
-    char err[4400];
+    struct buf err = BUF_INIT;
     int rc = EXIT_OK;
-    if (scaffold_editor(dir, &ed.e, 1, err, sizeof err) != 0) {
-        log_fatal("stubs: %s", err);
+    if (scaffold_editor(dir, &ed.e, 1, &err) != 0) {
+        log_fatal("stubs: %s", buf_str(&err));
         rc = EXIT_FAILED;
     }
+    buf_release(&err);
     editor_free(&ed);
     return rc;
 }

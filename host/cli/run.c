@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "formats/manifest.h"
@@ -124,20 +125,23 @@ static int with_local_tree(struct cli *c, int need, int (*fn)(const struct runne
     char mig[4200];
     snprintf(mig, sizeof mig, "%s/migrations", c->r.dir ? c->r.dir : ".");
     if (c->r.k.cfg.local && (need || access(mig, F_OK) == 0)) {
-        char note[1200], err[2048];
-        int rc = order_local(c->r.dir, &c->local_man, note, sizeof note, err, sizeof err);
+        char note[1200];
+        struct buf err = BUF_INIT;
+        int rc = order_local(c->r.dir, &c->local_man, note, sizeof note, &err);
         if (rc != 0 && need) {
-            log_fatal("--local: %s", err);
+            log_fatal("--local: %s", buf_str(&err));
+            buf_release(&err);
             return rc;
         }
         if (rc != 0) {
-            log_warn("--local: %s (showing the ledger alone)", err);
+            log_warn("--local: %s (showing the ledger alone)", buf_str(&err));
         } else {
             c->have_local_man = 1;
             c->r.manifest = &c->local_man;
             if (*note)
                 log_info("%s", note);
         }
+        buf_release(&err);
     }
     int rc = fn(&c->r);
     if (c->have_local_man)

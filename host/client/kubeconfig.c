@@ -248,6 +248,16 @@ static int check_file(const struct kc_file *f, char *err, size_t errlen)
     return 0;
 }
 
+/* yamldoc.h says why in a buffer, this file's callers still in a char[]:
+ * rc, with why's text in err when rc < 0, and why released. */
+static int yaml_said(int rc, struct buf *why, char *err, size_t errlen)
+{
+    if (rc < 0)
+        snprintf(err, errlen, "%s", buf_str(why));
+    buf_release(why);
+    return rc;
+}
+
 /* Returns 1 when loaded, 0 when skipped because it does not exist. */
 static int load_file(struct kc_set *s, const char *path, int must_exist, char *err, size_t errlen)
 {
@@ -260,7 +270,8 @@ static int load_file(struct kc_set *s, const char *path, int must_exist, char *e
     struct kc_file *f = set_add(s, path);
     if (!f)
         return kc_nomem(err, errlen);
-    if (yaml_load_file(path, &f->doc, err, errlen) < 0)
+    struct buf why = BUF_INIT;
+    if (yaml_said(yaml_load_file(path, &f->doc, &why), &why, err, errlen) < 0)
         return -1;
     if (check_file(f, err, errlen) < 0)
         return -1;
@@ -274,7 +285,8 @@ static int load_buffer(struct kc_set *s, const char *name, const char *text, siz
     if (!f)
         return kc_nomem(err, errlen);
     f->inline_only = inline_only;
-    if (yaml_load(name, text, len, &f->doc, err, errlen) < 0)
+    struct buf why = BUF_INIT;
+    if (yaml_said(yaml_load(name, text, len, &f->doc, &why), &why, err, errlen) < 0)
         return -1;
     return check_file(f, err, errlen);
 }

@@ -164,13 +164,15 @@ static int is_json(const char *ct)
 static cJSON *yaml_body(const char *body, size_t len, char *why, size_t whylen)
 {
     struct yaml_doc doc;
-    char err[300];
-    if (yaml11_check(body, len, err, sizeof err) != 0 ||
-        yaml_load_single("body", body, len, &doc, err, sizeof err) != 0) {
+    struct buf err = BUF_INIT;
+    if (yaml11_check(body, len, &err) != 0 ||
+        yaml_load_single("body", body, len, &doc, &err) != 0) {
         snprintf(why, whylen, "the YAML body is not one the guard reads as the apiserver does "
-                 "(%s)", err);
+                 "(%s)", buf_str(&err));
+        buf_release(&err);
         return NULL;
     }
+    buf_release(&err);
     cJSON *obj = doc.root;
     doc.root = NULL;
     yaml_doc_free(&doc);

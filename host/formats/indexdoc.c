@@ -194,16 +194,15 @@ char *index_format(const struct index *ix)
 
 /* ---- parsing ------------------------------------------------------------ */
 
-static int fail(char *err, size_t errlen, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, const char *name, const char *fmt, ...)
+static int fail(struct buf *err, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(struct buf *err, const char *name, const char *fmt, ...)
 {
-    char what[600];
+    buf_setf(err, "%s: ", name);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    buf_vaddf(err, fmt, ap);
     va_end(ap);
-    snprintf(err, errlen, "%s: %s", name, what);
     return -1;
 }
 
@@ -217,7 +216,7 @@ static const char *shown(const char *s, char out[160])
 
 /* Every key of o is one of allowed, each once. */
 static int keys_known(const char *name, const char *where, const cJSON *o,
-                      const char *const *allowed, char *err, size_t errlen)
+                      const char *const *allowed, struct buf *err)
 {
     char k1[160];
     for (const cJSON *k = o->child; k; k = k->next) {
@@ -225,100 +224,100 @@ static int keys_known(const char *name, const char *where, const cJSON *o,
         for (const char *const *a = allowed; *a && !ok; a++)
             ok = strcmp(k->string, *a) == 0;
         if (!ok)
-            return fail(err, errlen, name, "%s: unknown key '%s'", where, shown(k->string, k1));
+            return fail(err, name, "%s: unknown key '%s'", where, shown(k->string, k1));
         for (const cJSON *k2 = k->next; k2; k2 = k2->next)
             if (strcmp(k->string, k2->string) == 0)
-                return fail(err, errlen, name, "%s: key '%s' given twice", where, k->string);
+                return fail(err, name, "%s: key '%s' given twice", where, k->string);
     }
     return 0;
 }
 
 /* A slug not yet in seen (a set across the index, so a slug sits in one
  * place), added to it. */
-static int fresh_slug(const char *name, const char *slug, char ***seen, size_t *nseen, char *err,
-                      size_t errlen)
+static int fresh_slug(const char *name, const char *slug, char ***seen, size_t *nseen,
+                      struct buf *err)
 {
     for (size_t i = 0; i < *nseen; i++)
         if (strcmp((*seen)[i], slug) == 0)
-            return fail(err, errlen, name, "slug '%s' is listed twice", slug);
+            return fail(err, name, "slug '%s' is listed twice", slug);
     if (push_str(seen, nseen, slug) != 0)
-        return fail(err, errlen, name, "out of memory");
+        return fail(err, name, "out of memory");
     return 0;
 }
 
 /* A list of slugs, each valid (and, with seen, not seen before). */
 static int slug_array(const char *name, const char *key, const cJSON *a, char ***v, size_t *n,
-                      char ***seen, size_t *nseen, char *err, size_t errlen)
+                      char ***seen, size_t *nseen, struct buf *err)
 {
     char shown_v[160];
     if (!cJSON_IsArray(a))
-        return fail(err, errlen, name, "'%s' is not a list of slugs", key);
+        return fail(err, name, "'%s' is not a list of slugs", key);
     for (const cJSON *e = a->child; e; e = e->next) {
         if (!cJSON_IsString(e) || !slug_valid(e->valuestring))
-            return fail(err, errlen, name, "'%s': %s%s%s is not a slug", key,
+            return fail(err, name, "'%s': %s%s%s is not a slug", key,
                         cJSON_IsString(e) ? "'" : "an entry",
                         cJSON_IsString(e) ? shown(e->valuestring, shown_v) : "",
                         cJSON_IsString(e) ? "'" : "");
-        if (seen && fresh_slug(name, e->valuestring, seen, nseen, err, errlen) != 0)
+        if (seen && fresh_slug(name, e->valuestring, seen, nseen, err) != 0)
             return -1;
         if (push_str(v, n, e->valuestring) != 0)
-            return fail(err, errlen, name, "out of memory");
+            return fail(err, name, "out of memory");
     }
     return 0;
 }
 
 static int parse_entry(const char *name, const char *tier, const cJSON *o, struct index_slug *g,
-                       char ***seen, size_t *nseen, char *err, size_t errlen)
+                       char ***seen, size_t *nseen, struct buf *err)
 {
     static const char *const keys[] = {"slug", "timeout_s", "on_error", "requires", "legacy", NULL};
     if (!cJSON_IsObject(o))
-        return fail(err, errlen, name, "'%s': an entry is not an object {\"slug\": ...}", tier);
+        return fail(err, name, "'%s': an entry is not an object {\"slug\": ...}", tier);
     const cJSON *slug = cJSON_GetObjectItemCaseSensitive(o, "slug");
     char where[160];
     if (!cJSON_IsString(slug) || !slug_valid(slug->valuestring))
-        return fail(err, errlen, name, "'%s': an entry without a valid 'slug'", tier);
+        return fail(err, name, "'%s': an entry without a valid 'slug'", tier);
     snprintf(where, sizeof where, "%s slug '%s'", tier, slug->valuestring);
-    if (keys_known(name, where, o, keys, err, errlen) != 0 ||
-        fresh_slug(name, slug->valuestring, seen, nseen, err, errlen) != 0)
+    if (keys_known(name, where, o, keys, err) != 0 ||
+        fresh_slug(name, slug->valuestring, seen, nseen, err) != 0)
         return -1;
     if (!(g->slug = strdup(slug->valuestring)))
-        return fail(err, errlen, name, "out of memory");
+        return fail(err, name, "out of memory");
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(o, "timeout_s");
     const cJSON *oe = cJSON_GetObjectItemCaseSensitive(o, "on_error");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(o, "requires");
     if (!cJSON_IsNumber(timeout) || !(timeout->valuedouble > 0) ||
         timeout->valuedouble > 7 * 24 * 3600.0)
-        return fail(err, errlen, name, "%s: 'timeout_s' is not a number of seconds up to a week",
+        return fail(err, name, "%s: 'timeout_s' is not a number of seconds up to a week",
                     where);
     if (!cJSON_IsString(oe) ||
         (strcmp(oe->valuestring, "abort") != 0 && strcmp(oe->valuestring, "warn") != 0))
-        return fail(err, errlen, name, "%s: 'on_error' is not abort or warn", where);
+        return fail(err, name, "%s: 'on_error' is not abort or warn", where);
     g->timeout_s = timeout->valuedouble;
     g->on_error = strcmp(oe->valuestring, "abort") == 0 ? ON_ERROR_ABORT : ON_ERROR_WARN;
     const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(o, "legacy");
     if (legacy && (!cJSON_IsNumber(legacy) || legacy->valuedouble < 1 ||
                    legacy->valuedouble > LEGACY_NUMBER_MAX ||
                    legacy->valuedouble != (double)(long)legacy->valuedouble))
-        return fail(err, errlen, name, "%s: 'legacy' is not a legacy-map number (1 to %d)", where,
+        return fail(err, name, "%s: 'legacy' is not a legacy-map number (1 to %d)", where,
                     LEGACY_NUMBER_MAX);
     g->legacy = legacy ? (long)legacy->valuedouble : 0;
     if (!req)
-        return fail(err, errlen, name, "%s: 'requires' is missing", where);
+        return fail(err, name, "%s: 'requires' is missing", where);
     char key[200];
     snprintf(key, sizeof key, "%s: requires", where);
-    return slug_array(name, key, req, &g->requires, &g->nrequires, NULL, NULL, err, errlen);
+    return slug_array(name, key, req, &g->requires, &g->nrequires, NULL, NULL, err);
 }
 
 static int parse_tier(const char *name, const char *tier, const cJSON *a, struct index_slug **v,
-                      size_t *n, char ***seen, size_t *nseen, char *err, size_t errlen)
+                      size_t *n, char ***seen, size_t *nseen, struct buf *err)
 {
     if (!cJSON_IsArray(a))
-        return fail(err, errlen, name, "'%s' is not a list", tier);
+        return fail(err, name, "'%s' is not a list", tier);
     for (const cJSON *e = a->child; e; e = e->next) {
         struct index_slug *g = push_slug(v, n);
         if (!g)
-            return fail(err, errlen, name, "out of memory");
-        if (parse_entry(name, tier, e, g, seen, nseen, err, errlen) != 0)
+            return fail(err, name, "out of memory");
+        if (parse_entry(name, tier, e, g, seen, nseen, err) != 0)
             return -1;
     }
     return 0;
@@ -331,12 +330,11 @@ static int is_space(char c)
 
 /* The one JSON object text[0..len) holds, and nothing after it but white
  * space; NULL with err naming the byte offset where the text goes wrong. */
-static cJSON *one_object(const char *name, const char *text, size_t len, char *err,
-                         size_t errlen)
+static cJSON *one_object(const char *name, const char *text, size_t len, struct buf *err)
 {
     const char *nul = memchr(text, '\0', len);
     if (nul) {
-        fail(err, errlen, name, "a NUL byte at byte offset %zu: an index is one JSON object "
+        fail(err, name, "a NUL byte at byte offset %zu: an index is one JSON object "
              "and nothing after it", (size_t)(nul - text));
         return NULL;
     }
@@ -344,7 +342,7 @@ static cJSON *one_object(const char *name, const char *text, size_t len, char *e
     cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!o) {
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-        fail(err, errlen, name, "not a migrations index (a JSON object from 'cozy-migrate "
+        fail(err, name, "not a migrations index (a JSON object from 'cozy-migrate "
              "index'): the JSON goes wrong at byte offset %zu", at);
         return NULL;
     }
@@ -352,14 +350,14 @@ static cJSON *one_object(const char *name, const char *text, size_t len, char *e
     while (at < len && is_space(text[at]))
         at++;
     if (at < len) {
-        fail(err, errlen, name, "%s at byte offset %zu, after the index's object: an index is "
+        fail(err, name, "%s at byte offset %zu, after the index's object: an index is "
              "one JSON object and nothing after it", text[at] == '{' ? "a second object" :
              "trailing bytes", at);
         cJSON_Delete(o);
         return NULL;
     }
     if (!cJSON_IsObject(o)) {
-        fail(err, errlen, name, "not a migrations index (a JSON object from 'cozy-migrate "
+        fail(err, name, "not a migrations index (a JSON object from 'cozy-migrate "
              "index')");
         cJSON_Delete(o);
         return NULL;
@@ -367,40 +365,40 @@ static cJSON *one_object(const char *name, const char *text, size_t len, char *e
     return o;
 }
 
-int index_parse(const char *name, const char *text, size_t len, struct index *ix, char *err,
-                size_t errlen)
+int index_parse(const char *name, const char *text, size_t len, struct index *ix, struct buf *err)
 {
     static const char *const keys[] = {"version", "image", "pre-apply", "background", "revoked",
                                        NULL};
     memset(ix, 0, sizeof *ix);
     index_policy_default(&ix->pol);
-    cJSON *o = one_object(name, text, len, err, errlen);
+    cJSON *o = one_object(name, text, len, err);
     int rc = -1;
     char **seen = NULL;
     size_t nseen = 0;
     if (!o)
         goto out;
-    if (keys_known(name, "the index", o, keys, err, errlen) != 0)
+    if (keys_known(name, "the index", o, keys, err) != 0)
         goto out;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "version");
     if (!cJSON_IsNumber(v) || v->valuedouble != INDEX_VERSION) {
-        fail(err, errlen, name, "'version' is not %d (an index this cozy-migrate can read; "
+        fail(err, name, "'version' is not %d (an index this cozy-migrate can read; "
              "regenerate it with 'cozy-migrate index')", INDEX_VERSION);
         goto out;
     }
     const cJSON *img = cJSON_GetObjectItemCaseSensitive(o, "image");
     if (!img) {
-        fail(err, errlen, name, "'image' is missing (null when the chart's values name it)");
+        fail(err, name, "'image' is missing (null when the chart's values name it)");
         goto out;
     }
     if (!cJSON_IsNull(img)) {
-        char why[300];
-        if (!cJSON_IsString(img) || index_image_check(img->valuestring, 0, why, sizeof why) != 0) {
-            fail(err, errlen, name, "'image': %s", cJSON_IsString(img) ? why : "not a string");
+        if (!cJSON_IsString(img) || index_image_check(img->valuestring, 0, err) != 0) {
+            char *why = cJSON_IsString(img) ? buf_detach(err, NULL) : NULL;
+            fail(err, name, "'image': %s", why ? why : "not a string");
+            mem_free(why);
             goto out;
         }
         if (!(ix->image = strdup(img->valuestring))) {
-            fail(err, errlen, name, "out of memory");
+            fail(err, name, "out of memory");
             goto out;
         }
     }
@@ -408,16 +406,15 @@ int index_parse(const char *name, const char *text, size_t len, struct index *ix
     const cJSON *bg = cJSON_GetObjectItemCaseSensitive(o, "background");
     const cJSON *rev = cJSON_GetObjectItemCaseSensitive(o, "revoked");
     if (!pre || !bg || !rev) {
-        fail(err, errlen, name, "'%s' is missing", !pre ? "pre-apply" : !bg ? "background" : "revoked");
+        fail(err, name, "'%s' is missing", !pre ? "pre-apply" : !bg ? "background" : "revoked");
         goto out;
     }
-    if (parse_tier(name, "pre-apply", pre, &ix->pre, &ix->npre, &seen, &nseen, err, errlen) != 0 ||
-        parse_tier(name, "background", bg, &ix->bg, &ix->nbg, &seen, &nseen, err, errlen) != 0)
+    if (parse_tier(name, "pre-apply", pre, &ix->pre, &ix->npre, &seen, &nseen, err) != 0 ||
+        parse_tier(name, "background", bg, &ix->bg, &ix->nbg, &seen, &nseen, err) != 0)
         goto out;
     /* A revoked slug may be shipped still (it never runs), but never in a
      * tier list: the generator leaves it out of them. */
-    if (slug_array(name, "revoked", rev, &ix->revoked, &ix->nrevoked, &seen, &nseen, err,
-                   errlen) != 0)
+    if (slug_array(name, "revoked", rev, &ix->revoked, &ix->nrevoked, &seen, &nseen, err) != 0)
         goto out;
     rc = 0;
 out:
@@ -447,23 +444,22 @@ static void nul_value(void *ud, const char *key, size_t klen)
 
 /* The policy keys of data into ix->pol (the defaults stay for those
  * absent). 0, or -1 with err. */
-static int policy_keys(const char *name, const cJSON *data, struct index *ix, char *err,
-                       size_t errlen)
+static int policy_keys(const char *name, const cJSON *data, struct index *ix, struct buf *err)
 {
     char v1[160];
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(data, INDEX_KEY_ATTEMPTS);
     if (v && parse_decimal(v->valuestring, 1000, &ix->pol.max_attempts) != 0)
-        return fail(err, errlen, name, "key %s is \"%s\", not a number from 1 to 1000",
+        return fail(err, name, "key %s is \"%s\", not a number from 1 to 1000",
                     INDEX_KEY_ATTEMPTS, shown(v->valuestring, v1));
     if (v && ix->pol.max_attempts < 1)
-        return fail(err, errlen, name, "key %s is \"%s\", not a number from 1 to 1000",
+        return fail(err, name, "key %s is \"%s\", not a number from 1 to 1000",
                     INDEX_KEY_ATTEMPTS, shown(v->valuestring, v1));
     struct { const char *key; double *at; } durs[] = {
         {INDEX_KEY_BACKOFF, &ix->pol.backoff}, {INDEX_KEY_BACKOFF_MAX, &ix->pol.backoff_max}};
     for (size_t i = 0; i < 2; i++) {
         v = cJSON_GetObjectItemCaseSensitive(data, durs[i].key);
         if (v && (parse_duration(v->valuestring, durs[i].at) != 0 || *durs[i].at <= 0))
-            return fail(err, errlen, name, "key %s is \"%s\", not a duration like 10m",
+            return fail(err, name, "key %s is \"%s\", not a duration like 10m",
                         durs[i].key, shown(v->valuestring, v1));
     }
     return 0;
@@ -482,7 +478,7 @@ static int index_same_image(const char *a, const char *b)
 }
 
 int index_from_configmap(const char *name, const cJSON *cm, const char *raw, size_t rawlen,
-                         struct index *ix, char *err, size_t errlen)
+                         struct index *ix, struct buf *err)
 {
     static const char *const keys[] = {INDEX_KEY, INDEX_KEY_IMAGE, INDEX_KEY_ATTEMPTS,
                                        INDEX_KEY_BACKOFF, INDEX_KEY_BACKOFF_MAX, NULL};
@@ -490,41 +486,43 @@ int index_from_configmap(const char *name, const cJSON *cm, const char *raw, siz
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(cm, "data");
     const cJSON *bin = cJSON_GetObjectItemCaseSensitive(cm, "binaryData");
     if (bin && !cJSON_IsNull(bin) && (!cJSON_IsObject(bin) || bin->child))
-        return fail(err, errlen, name, "the ConfigMap has binaryData: an index is text (data "
+        return fail(err, name, "the ConfigMap has binaryData: an index is text (data "
                     "keys %s, %s and the retry policy alone)", INDEX_KEY, INDEX_KEY_IMAGE);
     if (!cJSON_IsObject(data))
-        return fail(err, errlen, name, "the ConfigMap has no data");
+        return fail(err, name, "the ConfigMap has no data");
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(data, INDEX_KEY);
     if (!text)
-        return fail(err, errlen, name, "the ConfigMap has no key %s (the chart renders it from "
+        return fail(err, name, "the ConfigMap has no key %s (the chart renders it from "
                     "files/cozy-migrate-index.json)", INDEX_KEY);
-    if (keys_known(name, "the ConfigMap's data", data, keys, err, errlen) != 0)
+    if (keys_known(name, "the ConfigMap's data", data, keys, err) != 0)
         return -1;
     for (const cJSON *k = data->child; k; k = k->next)
         if (!cJSON_IsString(k))
-            return fail(err, errlen, name, "key %s is not a string", k->string);
+            return fail(err, name, "key %s is not a string", k->string);
     struct nul_seen nul = {{0}, 0, 0};
     if (raw)
         configmap_nul_values(raw, rawlen, nul_value, &nul);
     if (nul.in_index)
         /* cJSON's string ends at the first NUL: that is where it was */
-        return fail(err, errlen, name, "key %s: a NUL byte at byte offset %zu: an index is one "
+        return fail(err, name, "key %s: a NUL byte at byte offset %zu: an index is one "
                     "JSON object and nothing after it", INDEX_KEY, strlen(text->valuestring));
     if (nul.any)
-        return fail(err, errlen, name, "key %s holds a NUL byte", nul.key);
+        return fail(err, name, "key %s holds a NUL byte", nul.key);
     char where[300];
     snprintf(where, sizeof where, "%s, key %s", name, INDEX_KEY);
-    if (index_parse(where, text->valuestring, strlen(text->valuestring), ix, err, errlen) != 0)
+    if (index_parse(where, text->valuestring, strlen(text->valuestring), ix, err) != 0)
         return -1;
     ix->configmap = 1;
     const cJSON *img = cJSON_GetObjectItemCaseSensitive(data, INDEX_KEY_IMAGE);
-    char why[300];
-    if (img && index_image_check(img->valuestring, 0, why, sizeof why) != 0) {
+    if (img && index_image_check(img->valuestring, 0, err) != 0) {
+        char *why = buf_detach(err, NULL);
         index_free(ix);
-        return fail(err, errlen, name, "key %s: %s", INDEX_KEY_IMAGE, why);
+        fail(err, name, "key %s: %s", INDEX_KEY_IMAGE, why ? why : "");
+        mem_free(why);
+        return -1;
     }
     if (img && ix->image && !index_same_image(ix->image, img->valuestring)) {
-        fail(err, errlen, name, "key %s names the image '%s', and its %s '%s': an index names "
+        fail(err, name, "key %s names the image '%s', and its %s '%s': an index names "
              "one image", INDEX_KEY_IMAGE, img->valuestring, INDEX_KEY, ix->image);
         index_free(ix);
         return -1;
@@ -533,53 +531,53 @@ int index_from_configmap(const char *name, const cJSON *cm, const char *raw, siz
         free(ix->image);
         if (!(ix->image = strdup(img->valuestring))) {
             index_free(ix);
-            return fail(err, errlen, name, "out of memory");
+            return fail(err, name, "out of memory");
         }
     }
-    if (policy_keys(name, data, ix, err, errlen) != 0) {
+    if (policy_keys(name, data, ix, err) != 0) {
         index_free(ix);
         return -1;
     }
     return 0;
 }
 
-int index_load_file(const char *file, struct index *ix, char *err, size_t errlen)
+int index_load_file(const char *file, struct index *ix, struct buf *err)
 {
     memset(ix, 0, sizeof *ix);
     size_t len = 0;
     char *text = util_read_file(file, &len);
     if (!text)
-        return fail(err, errlen, file, "cannot be read");
+        return fail(err, file, "cannot be read");
     int rc = -1;
     const char *nul = memchr(text, '\0', len);
     size_t at = 0;
     while (at < len && is_space(text[at]))
         at++;
     if (nul) {
-        fail(err, errlen, file, "a NUL byte at byte offset %zu: an index is one document and "
+        fail(err, file, "a NUL byte at byte offset %zu: an index is one document and "
              "nothing after it", (size_t)(nul - text));
     } else if (at < len && text[at] == '{') {
         /* JSON: the index file, or a ConfigMap as `kubectl get -o json` gives it */
-        cJSON *o = one_object(file, text, len, err, errlen);
+        cJSON *o = one_object(file, text, len, err);
         if (o && !cJSON_GetObjectItemCaseSensitive(o, "kind"))
-            rc = index_parse(file, text, len, ix, err, errlen);
+            rc = index_parse(file, text, len, ix, err);
         else if (o && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "kind")))
-            fail(err, errlen, file, "neither a migrations index nor a ConfigMap holding one");
+            fail(err, file, "neither a migrations index nor a ConfigMap holding one");
         else if (o && strcmp(cJSON_GetObjectItemCaseSensitive(o, "kind")->valuestring,
                              "ConfigMap") != 0)
-            fail(err, errlen, file, "neither a migrations index nor a ConfigMap holding one");
+            fail(err, file, "neither a migrations index nor a ConfigMap holding one");
         else if (o)
-            rc = index_from_configmap(file, o, text, len, ix, err, errlen);
+            rc = index_from_configmap(file, o, text, len, ix, err);
         cJSON_Delete(o);
     } else {
         struct yaml_doc doc;
         memset(&doc, 0, sizeof doc);
-        if (yaml_load_single(file, text, len, &doc, err, errlen) == 0) {
+        if (yaml_load_single(file, text, len, &doc, err) == 0) {
             const cJSON *kind = cJSON_GetObjectItemCaseSensitive(doc.root, "kind");
             if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "ConfigMap") != 0)
-                fail(err, errlen, file, "neither a migrations index nor a ConfigMap holding one");
+                fail(err, file, "neither a migrations index nor a ConfigMap holding one");
             else
-                rc = index_from_configmap(file, doc.root, NULL, 0, ix, err, errlen);
+                rc = index_from_configmap(file, doc.root, NULL, 0, ix, err);
         }
         yaml_doc_free(&doc);
     }
@@ -821,16 +819,16 @@ static int is_hex64(const char *s)
     return 1;
 }
 
-int index_image_check(const char *ref, int require_digest, char *err, size_t errlen)
+int index_image_check(const char *ref, int require_digest, struct buf *err)
 {
     size_t n = strlen(ref);
     if (!n || n > IMAGE_MAX) {
-        snprintf(err, errlen, "'%.80s' is not an image reference (1 to %d bytes)", ref, IMAGE_MAX);
+        buf_setf(err, "'%.80s' is not an image reference (1 to %d bytes)", ref, IMAGE_MAX);
         return -1;
     }
     for (const unsigned char *p = (const unsigned char *)ref; *p; p++)
         if (*p <= 0x20 || *p >= 0x7f) {
-            snprintf(err, errlen, "'%.80s' is not an image reference (a space or control "
+            buf_setf(err, "'%s' is not an image reference (a space or control "
                      "character)", ref);
             return -1;
         }
@@ -840,7 +838,7 @@ int index_image_check(const char *ref, int require_digest, char *err, size_t err
     int digest = 0;
     if (at) {
         if (strncmp(at, "@sha256:", 8) != 0 || !is_hex64(at + 8)) {
-            snprintf(err, errlen, "'%.80s': a digest is @sha256: and 64 lower-case hex digits", ref);
+            buf_setf(err, "'%s': a digest is @sha256: and 64 lower-case hex digits", ref);
             return -1;
         }
         *at = '\0';
@@ -851,21 +849,21 @@ int index_image_check(const char *ref, int require_digest, char *err, size_t err
     const char *colon = strchr(last, ':');
     const char *tag = colon ? colon + 1 : NULL;
     if (!*name || !*last || (colon && !*tag)) {
-        snprintf(err, errlen, "'%.80s' is not an image reference", ref);
+        buf_setf(err, "'%s' is not an image reference", ref);
         return -1;
     }
     if (tag && strcmp(tag, "latest") == 0) {
-        snprintf(err, errlen, "'%.80s': the tag latest names no fixed image; give a version tag "
+        buf_setf(err, "'%s': the tag latest names no fixed image; give a version tag "
                  "or a digest", ref);
         return -1;
     }
     if (!tag && !digest) {
-        snprintf(err, errlen, "'%.80s': give a tag or a digest (the ledger records which image "
+        buf_setf(err, "'%s': give a tag or a digest (the ledger records which image "
                  "ran)", ref);
         return -1;
     }
     if (require_digest && !digest) {
-        snprintf(err, errlen, "'%.80s' names the image by tag alone, and --require-digest asks "
+        buf_setf(err, "'%s' names the image by tag alone, and --require-digest asks "
                  "for a digest (repo@sha256:...): a release index pins the image that ran", ref);
         return -1;
     }

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
+#include "base/buf.h"
 #include "formats/header.h"
 #include "formats/tree.h"
 
@@ -89,8 +90,7 @@ char *index_format(const struct index *ix);
 /* Parses an index file's text text[0..len) (name for messages): one JSON
  * object and nothing but white space after it. 0, or -1 with "NAME: what
  * is wrong" in err (a byte offset where the text goes wrong). */
-int index_parse(const char *name, const char *text, size_t len, struct index *ix, char *err,
-                size_t errlen);
+int index_parse(const char *name, const char *text, size_t len, struct index *ix, struct buf *err);
 
 /* Reads the index out of a ConfigMap object: data keys INDEX_KEY (required)
  * and the optional INDEX_KEY_IMAGE and policy keys, nothing else (no
@@ -100,13 +100,13 @@ int index_parse(const char *name, const char *text, size_t len, struct index *ix
  * NULL for YAML (yamldoc refuses a NUL). An image key and the file's image
  * must name one image. 0, or -1 with err. */
 int index_from_configmap(const char *name, const cJSON *cm, const char *raw, size_t rawlen,
-                         struct index *ix, char *err, size_t errlen);
+                         struct index *ix, struct buf *err);
 
 /* Reads FILE: the index file (JSON), or a ConfigMap holding it (JSON or
  * YAML: the chart's rendering, `kubectl get -o yaml` of the live one); one
  * document, one object, no NUL byte. 0, or -1 with "FILE: what is wrong"
  * in err. */
-int index_load_file(const char *file, struct index *ix, char *err, size_t errlen);
+int index_load_file(const char *file, struct index *ix, struct buf *err);
 
 
 /* Compares got (an index read) with want (the tree's, as index_from_tree
@@ -127,5 +127,5 @@ int index_tree(const struct index *ix, struct tree *t);
 /* An image reference as a record names it: repo:tag, repo@sha256:<64 hex>
  * or both; never a bare name or the tag latest; with require_digest a
  * digest. 0, or -1 with why in err. */
-int index_image_check(const char *ref, int require_digest, char *err, size_t errlen);
+int index_image_check(const char *ref, int require_digest, struct buf *err);
 #endif

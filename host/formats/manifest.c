@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/util.h"
 
@@ -85,11 +86,11 @@ static char *next_line(struct lines *it, int allow_comment)
 }
 
 /* "PATH:LINE: line ..." when the line next_line returned cannot be read. */
-static int line_bad(const struct lines *it, const char *path, char *err, size_t errlen)
+static int line_bad(const struct lines *it, const char *path, struct buf *err)
 {
     if (!it->bad)
         return 0;
-    snprintf(err, errlen, "%s:%d: the line %s", path, it->line, it->bad);
+    buf_setf(err, "%s:%d: the line %s", path, it->line, it->bad);
     return -1;
 }
 
@@ -121,11 +122,11 @@ static int batch_name_valid(const char *name)
 }
 
 int manifest_parse_batch(const char *name, const char *path, const char *text, size_t len,
-                         struct batch *b, char *err, size_t errlen)
+                         struct batch *b, struct buf *err)
 {
     memset(b, 0, sizeof *b);
     if (!batch_name_valid(name)) {
-        snprintf(err, errlen, "%s: '%s' is not a batch name (NNNNN-<release>)", path, name);
+        buf_setf(err, "%s: '%s' is not a batch name (NNNNN-<release>)", path, name);
         return -1;
     }
     if (!(b->name = strdup(name)) || !(b->path = strdup(path)))
@@ -134,17 +135,16 @@ int manifest_parse_batch(const char *name, const char *path, const char *text, s
     char *s;
     while ((s = next_line(&it, 1))) {
         char *w[3];
-        if (line_bad(&it, path, err, errlen))
+        if (line_bad(&it, path, err))
             goto fail;
         int n = words(s, w);
         if (n < 1 || n > 2 || (n == 2 && strcmp(w[1], "retired") != 0)) {
-            snprintf(err, errlen,
-                     "%s:%d: malformed manifest line (expected '<slug>' or '<slug> retired')",
+            buf_setf(err, "%s:%d: malformed manifest line (expected '<slug>' or '<slug> retired')",
                      path, it.line);
             goto fail;
         }
         if (!slug_valid(w[0])) {
-            snprintf(err, errlen, "%s:%d: '%s' is not a valid slug", path, it.line, w[0]);
+            buf_setf(err, "%s:%d: '%s' is not a valid slug", path, it.line, w[0]);
             goto fail;
         }
         struct batch_entry *ne = mem_grow(b->e, b->n + 1, sizeof *ne);
@@ -159,7 +159,7 @@ int manifest_parse_batch(const char *name, const char *path, const char *text, s
     }
     return 0;
 oom:
-    snprintf(err, errlen, "%s: out of memory", path);
+    buf_setf(err, "%s: out of memory", path);
 fail:
     for (size_t i = 0; i < b->n; i++)
         free(b->e[i].slug);
@@ -170,26 +170,26 @@ fail:
     return -1;
 }
 
-int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
+int manifest_load(const char *dir, struct manifest *m, struct buf *err)
 {
     memset(m, 0, sizeof *m);
     char **names;
     size_t n;
     if (util_list_dir_all(dir, &names, &n) != 0) {
-        snprintf(err, errlen, "%s: %s (generate the manifest with 'cozy-migrate order')", dir,
+        buf_setf(err, "%s: %s (generate the manifest with 'cozy-migrate order')", dir,
                  strerror(errno));
         return -1;
     }
     int rc = 0;
     if (n && !(m->b = calloc(n, sizeof *m->b))) {
         rc = -1;
-        snprintf(err, errlen, "%s: out of memory", dir);
+        buf_setf(err, "%s: out of memory", dir);
     }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         if (names[i][0] == '.') {
-            snprintf(err, errlen, "%s: not a batch file (NNNNN-<release>): order.d/ holds "
+            buf_setf(err, "%s: not a batch file (NNNNN-<release>): order.d/ holds "
                      "nothing else, dotfiles included", path);
             rc = -1;
             break;
@@ -197,11 +197,11 @@ int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen)
         size_t len;
         char *text = util_read_file(path, &len);
         if (!text) {
-            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+            buf_setf(err, "%s: %s", path, strerror(errno));
             rc = -1;
             break;
         }
-        rc = manifest_parse_batch(names[i], path, text, len, &m->b[m->n], err, errlen);
+        rc = manifest_parse_batch(names[i], path, text, len, &m->b[m->n], err);
         free(text);
         if (rc == 0)
             m->n++;
@@ -235,32 +235,32 @@ void slug_list_free(struct slug_list *l)
 }
 
 int revoked_parse(const char *path, const char *text, size_t len, struct slug_list *l,
-                  char *err, size_t errlen)
+                  struct buf *err)
 {
     memset(l, 0, sizeof *l);
     struct lines it = {.p = text, .end = text + len};
     char *s;
     while ((s = next_line(&it, 1))) {
         char *w[3];
-        if (line_bad(&it, path, err, errlen)) {
+        if (line_bad(&it, path, err)) {
             slug_list_free(l);
             return -1;
         }
         int n = words(s, w);
         if (n != 1) {
-            snprintf(err, errlen, "%s:%d: expected one slug per line", path, it.line);
+            buf_setf(err, "%s:%d: expected one slug per line", path, it.line);
             slug_list_free(l);
             return -1;
         }
         if (!slug_valid(w[0])) {
-            snprintf(err, errlen, "%s:%d: '%.80s' is not a valid slug (lower-case letters, digits "
+            buf_setf(err, "%s:%d: '%s' is not a valid slug (lower-case letters, digits "
                      "and single dashes, at most %d characters)", path, it.line, w[0], SLUG_MAX);
             slug_list_free(l);
             return -1;
         }
         for (size_t i = 0; i < l->n; i++) {
             if (strcmp(l->slug[i], w[0]) == 0) {
-                snprintf(err, errlen, "%s:%d: '%s' is already revoked at line %d", path, it.line,
+                buf_setf(err, "%s:%d: '%s' is already revoked at line %d", path, it.line,
                          w[0], l->line[i]);
                 slug_list_free(l);
                 return -1;
@@ -273,7 +273,7 @@ int revoked_parse(const char *path, const char *text, size_t len, struct slug_li
         if (nl)
             l->line = nl;
         if (!ns || !nl || !(l->slug[l->n] = strdup(w[0]))) {
-            snprintf(err, errlen, "%s: out of memory", path);
+            buf_setf(err, "%s: out of memory", path);
             slug_list_free(l);
             return -1;
         }
@@ -283,33 +283,33 @@ int revoked_parse(const char *path, const char *text, size_t len, struct slug_li
 }
 
 /* Reads a whole optional file: 1 = read, 0 = absent, -1 = error. */
-static int read_optional(const char *path, char **text, size_t *len, char *err, size_t errlen)
+static int read_optional(const char *path, char **text, size_t *len, struct buf *err)
 {
     *text = util_read_file(path, len);
     if (*text)
         return 1;
     if (errno == ENOENT)
         return 0;
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    buf_setf(err, "%s: %s", path, strerror(errno));
     return -1;
 }
 
-int revoked_load(const char *path, struct slug_list *l, char *err, size_t errlen)
+int revoked_load(const char *path, struct slug_list *l, struct buf *err)
 {
     char *text;
     size_t len;
     memset(l, 0, sizeof *l);
-    int r = read_optional(path, &text, &len, err, errlen);
+    int r = read_optional(path, &text, &len, err);
     if (r < 0)
         return r;
     /* Absent is not "nothing revoked": a tree packaged without the list
      * would run the slugs it names. */
     if (r == 0) {
-        snprintf(err, errlen, "%s: missing: a packaged tree has this file (empty when nothing is "
+        buf_setf(err, "%s: missing: a packaged tree has this file (empty when nothing is "
                  "revoked; 'cozy-migrate new' creates it)", path);
         return -1;
     }
-    int rc = revoked_parse(path, text, len, l, err, errlen);
+    int rc = revoked_parse(path, text, len, l, err);
     free(text);
     return rc;
 }
@@ -323,41 +323,40 @@ void legacy_map_free(struct legacy_map *m)
 }
 
 int legacy_map_parse(const char *path, const char *text, size_t len, struct legacy_map *m,
-                     char *err, size_t errlen)
+                     struct buf *err)
 {
     memset(m, 0, sizeof *m);
     struct lines it = {.p = text, .end = text + len};
     char *s;
     while ((s = next_line(&it, 1))) {
         char *w[3];
-        if (line_bad(&it, path, err, errlen)) {
+        if (line_bad(&it, path, err)) {
             legacy_map_free(m);
             return -1;
         }
         int n = words(s, w);
         long num = 0;
         if (n != 2 || parse_decimal(w[0], LEGACY_NUMBER_MAX, &num) != 0 || num < 1) {
-            snprintf(err, errlen,
-                     "%s:%d: expected '<number> <slug>', the number decimal from 1 to %d",
+            buf_setf(err, "%s:%d: expected '<number> <slug>', the number decimal from 1 to %d",
                      path, it.line, LEGACY_NUMBER_MAX);
             legacy_map_free(m);
             return -1;
         }
         if (!slug_valid(w[1])) {
-            snprintf(err, errlen, "%s:%d: '%s' is not a valid slug", path, it.line, w[1]);
+            buf_setf(err, "%s:%d: '%s' is not a valid slug", path, it.line, w[1]);
             legacy_map_free(m);
             return -1;
         }
         for (size_t i = 0; i < m->n; i++) {
             if (strcmp(m->e[i].slug, w[1]) == 0 || m->e[i].number == num) {
-                snprintf(err, errlen, "%s:%d: %s repeats line %d", path, it.line,
+                buf_setf(err, "%s:%d: %s repeats line %d", path, it.line,
                          m->e[i].number == num ? "the number" : "the slug", m->e[i].line);
                 legacy_map_free(m);
                 return -1;
             }
         }
         if (m->n && num < m->e[m->n - 1].number) {
-            snprintf(err, errlen, "%s:%d: %ld comes after %ld: the map must be in order", path,
+            buf_setf(err, "%s:%d: %ld comes after %ld: the map must be in order", path,
                      it.line, num, m->e[m->n - 1].number);
             legacy_map_free(m);
             return -1;
@@ -366,7 +365,7 @@ int legacy_map_parse(const char *path, const char *text, size_t len, struct lega
         if (!ne || !(ne[m->n].slug = strdup(w[1]))) {
             if (ne)
                 m->e = ne;
-            snprintf(err, errlen, "%s: out of memory", path);
+            buf_setf(err, "%s: out of memory", path);
             legacy_map_free(m);
             return -1;
         }
@@ -378,15 +377,15 @@ int legacy_map_parse(const char *path, const char *text, size_t len, struct lega
     return 0;
 }
 
-int legacy_map_load(const char *path, struct legacy_map *m, char *err, size_t errlen)
+int legacy_map_load(const char *path, struct legacy_map *m, struct buf *err)
 {
     char *text;
     size_t len;
     memset(m, 0, sizeof *m);
-    int r = read_optional(path, &text, &len, err, errlen);
+    int r = read_optional(path, &text, &len, err);
     if (r <= 0)
         return r;
-    int rc = legacy_map_parse(path, text, len, m, err, errlen);
+    int rc = legacy_map_parse(path, text, len, m, err);
     free(text);
     return rc;
 }
@@ -427,20 +426,20 @@ static int digest_path_ok(const char *p)
 }
 
 int digest_list_parse(const char *path, const char *text, size_t len, struct digest_list *d,
-                      char *err, size_t errlen)
+                      struct buf *err)
 {
     memset(d, 0, sizeof *d);
     struct lines it = {.p = text, .end = text + len};
     int last = 0;
     char *s;
     while ((s = next_line(&it, 0))) {
-        if (line_bad(&it, path, err, errlen)) {
+        if (line_bad(&it, path, err)) {
             digest_list_free(d);
             return -1;
         }
         /* sha256sum writes no blank line: one here was put by hand */
         if (it.line != last + 1) {
-            snprintf(err, errlen, "%s:%d: a blank line: the list is sha256sum's output, one "
+            buf_setf(err, "%s:%d: a blank line: the list is sha256sum's output, one "
                      "'<sha256>  <path>' a line", path, last + 1);
             digest_list_free(d);
             return -1;
@@ -449,7 +448,7 @@ int digest_list_parse(const char *path, const char *text, size_t len, struct dig
         size_t hexn = strspn(s, "0123456789abcdef");
         const char *p = s + 64;
         if (hexn != 64 || p[0] != ' ' || (p[1] != ' ' && p[1] != '*') || !digest_path_ok(p + 2)) {
-            snprintf(err, errlen, "%s:%d: expected '<sha256>  <path>' (64 lower-case hex digits, "
+            buf_setf(err, "%s:%d: expected '<sha256>  <path>' (64 lower-case hex digits, "
                      "two spaces, a path inside legacy-sh/), as sha256sum writes it", path, it.line);
             digest_list_free(d);
             return -1;
@@ -457,7 +456,7 @@ int digest_list_parse(const char *path, const char *text, size_t len, struct dig
         p += 2;
         const struct digest_entry *dup = digest_list_find(d, p);
         if (dup) {
-            snprintf(err, errlen, "%s:%d: %s repeats line %d", path, it.line, p, dup->line);
+            buf_setf(err, "%s:%d: %s repeats line %d", path, it.line, p, dup->line);
             digest_list_free(d);
             return -1;
         }
@@ -465,7 +464,7 @@ int digest_list_parse(const char *path, const char *text, size_t len, struct dig
         if (!ne || !(ne[d->n].path = strdup(p))) {
             if (ne)
                 d->e = ne;
-            snprintf(err, errlen, "%s: out of memory", path);
+            buf_setf(err, "%s: out of memory", path);
             digest_list_free(d);
             return -1;
         }
@@ -478,17 +477,16 @@ int digest_list_parse(const char *path, const char *text, size_t len, struct dig
     return 0;
 }
 
-int digest_list_load(const char *path, struct digest_list *d, int *present, char *err,
-                     size_t errlen)
+int digest_list_load(const char *path, struct digest_list *d, int *present, struct buf *err)
 {
     char *text;
     size_t len;
     memset(d, 0, sizeof *d);
-    int r = read_optional(path, &text, &len, err, errlen);
+    int r = read_optional(path, &text, &len, err);
     *present = r > 0;
     if (r <= 0)
         return r;
-    int rc = digest_list_parse(path, text, len, d, err, errlen);
+    int rc = digest_list_parse(path, text, len, d, err);
     free(text);
     return rc;
 }

@@ -6,6 +6,8 @@
 #define COZY_MANIFEST_H
 #include <stddef.h>
 
+#include "base/buf.h"
+
 #define SLUG_MAX 60
 
 /* The batches the generator names itself: the legacy scripts, first, in
@@ -39,11 +41,11 @@ struct manifest {
  * one longer than 511 bytes before its comment, or a byte order mark is
  * refused, never cut. */
 int manifest_parse_batch(const char *name, const char *path, const char *text, size_t len,
-                         struct batch *b, char *err, size_t errlen);
+                         struct batch *b, struct buf *err);
 /* Reads every batch in DIR (order.d/) in file-name order. A missing DIR is an
  * error that says how to generate it; an entry that is not a batch file (a
  * dotfile too) is an error. */
-int manifest_load(const char *dir, struct manifest *m, char *err, size_t errlen);
+int manifest_load(const char *dir, struct manifest *m, struct buf *err);
 void manifest_free(struct manifest *m);
 
 struct slug_list {
@@ -54,8 +56,8 @@ struct slug_list {
 /* `revoked`: one slug a line, blank lines and # comments (also trailing).
  * revoked_load refuses a missing file: a packaged tree always has one. */
 int revoked_parse(const char *path, const char *text, size_t len, struct slug_list *l,
-                  char *err, size_t errlen);
-int revoked_load(const char *path, struct slug_list *l, char *err, size_t errlen);
+                  struct buf *err);
+int revoked_load(const char *path, struct slug_list *l, struct buf *err);
 void slug_list_free(struct slug_list *l);
 
 /* The largest number a legacy-map line may hold; the ledger's `version`
@@ -75,8 +77,8 @@ struct legacy_map {
  * LEGACY_NUMBER_MAX, unique and increasing, slugs unique. A missing file is
  * an empty map. */
 int legacy_map_parse(const char *path, const char *text, size_t len, struct legacy_map *m,
-                     char *err, size_t errlen);
-int legacy_map_load(const char *path, struct legacy_map *m, char *err, size_t errlen);
+                     struct buf *err);
+int legacy_map_load(const char *path, struct legacy_map *m, struct buf *err);
 void legacy_map_free(struct legacy_map *m);
 
 /* legacy-sh/LEGACY_DIGESTS: what `import-legacy` imported, so lint can prove
@@ -96,10 +98,9 @@ struct digest_list {
     size_t n;
 };
 int digest_list_parse(const char *path, const char *text, size_t len, struct digest_list *d,
-                      char *err, size_t errlen);
+                      struct buf *err);
 /* A missing file: 0 with *present 0 and an empty list. */
-int digest_list_load(const char *path, struct digest_list *d, int *present, char *err,
-                     size_t errlen);
+int digest_list_load(const char *path, struct digest_list *d, int *present, struct buf *err);
 const struct digest_entry *digest_list_find(const struct digest_list *d, const char *path);
 void digest_list_free(struct digest_list *d);
 #endif

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/paths.h"
 #include "base/util.h"
@@ -717,18 +718,23 @@ static int load(const char *root, const struct manifest *m, struct tree *t, int 
     if (load_scripts(root, t, partial, err, errlen) != 0)
         return -1;
     char path[4096];
+    /* manifest.h says why in a buffer; tree.h's callers still read a char[] */
+    struct buf why = BUF_INIT;
     int rc = m ? manifest_copy(&t->man, m) : manifest_load(tree_order_d(root, path, sizeof path),
-                                                          &t->man, err, errlen);
+                                                          &t->man, &why);
     if (rc != 0 && m)
-        snprintf(err, errlen, "out of memory");
+        buf_setf(&why, "out of memory");
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/migrations/revoked", root);
-        rc = revoked_load(path, &t->revoked, err, errlen);
+        rc = revoked_load(path, &t->revoked, &why);
     }
     if (rc == 0) {
         snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", root);
-        rc = legacy_map_load(path, &t->legacy, err, errlen);
+        rc = legacy_map_load(path, &t->legacy, &why);
     }
+    if (rc != 0)
+        snprintf(err, errlen, "%s", buf_str(&why));
+    buf_release(&why);
     if (rc == 0)
         rc = index_places(t) == 0 ? validate(t, err, errlen)
                                   : (snprintf(err, errlen, "out of memory"), -1);

@@ -98,20 +98,20 @@ struct frame {
     size_t items;
 };
 
-int yaml11_check(const char *text, size_t len, char *err, size_t errlen)
+int yaml11_check(const char *text, size_t len, struct buf *err)
 {
     yaml_parser_t p;
     yaml_event_t ev;
     struct frame st[YAML_MAX_DEPTH + 1];
     int depth = 0, rc = -1;
     if (!yaml_parser_initialize(&p)) {
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return -1;
     }
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
     for (;;) {
         if (!yaml_parser_parse(&p, &ev)) {
-            yaml_seterr(err, errlen, "line %d: %s", (int)p.problem_mark.line + 1,
+            yaml_seterr(err, "line %d: %s", (int)p.problem_mark.line + 1,
                         p.problem ? p.problem : "the text does not parse as YAML");
             break;
         }
@@ -148,7 +148,7 @@ int yaml11_check(const char *text, size_t len, char *err, size_t errlen)
             break;
         }
         if (why) {
-            yaml_seterr(err, errlen, "line %d: %s%.40s%s is %s", (int)ev.start_mark.line + 1,
+            yaml_seterr(err, "line %d: %s%.40s%s is %s", (int)ev.start_mark.line + 1,
                         shown ? "'" : "", shown ? shown : "", shown ? "'" : "", why);
             yaml_event_delete(&ev);
             break;
@@ -156,7 +156,7 @@ int yaml11_check(const char *text, size_t len, char *err, size_t errlen)
         int done = ev.type == YAML_STREAM_END_EVENT;
         if (ev.type == YAML_MAPPING_START_EVENT || ev.type == YAML_SEQUENCE_START_EVENT) {
             if (depth == YAML_MAX_DEPTH) {
-                yaml_seterr(err, errlen, "line %d: nested deeper than %d levels",
+                yaml_seterr(err, "line %d: nested deeper than %d levels",
                             (int)ev.start_mark.line + 1, YAML_MAX_DEPTH);
                 yaml_event_delete(&ev);
                 break;

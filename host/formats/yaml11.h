@@ -7,9 +7,11 @@
 #define COZY_YAML11_H
 #include <stddef.h>
 
+#include "base/buf.h"
+
 /* 0 when every node of text reads the same under both; -1 with one line in
  * err ("line N: what, and how to write it") naming the first that does not
  * (a merge key, an explicit tag, a 1.1 boolean or number spelling, a key
  * the apiserver would turn into other text), or the text does not parse. */
-int yaml11_check(const char *text, size_t len, char *err, size_t errlen);
+int yaml11_check(const char *text, size_t len, struct buf *err);
 #endif

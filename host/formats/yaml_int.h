@@ -5,6 +5,8 @@
 #define COZY_YAML_INT_H
 #include <stddef.h>
 
+#include "base/buf.h"
+
 /* cJSON_Delete, cJSON_Duplicate, the emitter and the Lua bridge all recurse. */
 #define YAML_MAX_DEPTH 512
 
@@ -14,5 +16,5 @@ enum scalar_kind { SK_STR, SK_NULL, SK_BOOL, SK_INT, SK_FLOAT };
  * value of SK_INT/SK_FLOAT, b of SK_BOOL. s is NUL-terminated at n. */
 enum scalar_kind yaml_resolve_plain(const char *s, size_t n, double *num, int *b);
 /* err = one line (control bytes made spaces); nothing when err is NULL. */
-void __attribute__((format(printf, 3, 4))) yaml_seterr(char *err, size_t errlen, const char *fmt, ...);
+void __attribute__((format(printf, 2, 3))) yaml_seterr(struct buf *err, const char *fmt, ...);
 #endif

@@ -21,6 +21,7 @@
 
 #include <yaml.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/util.h"
 
@@ -31,19 +32,25 @@
 
 #define TAG_PREFIX "tag:yaml.org,2002:"
 
-void __attribute__((format(printf, 3, 4)))
-yaml_seterr(char *err, size_t errlen, const char *fmt, ...)
+/* Callers print messages on one line; names and keys come from input. */
+static void one_line(struct buf *err)
+{
+    for (size_t i = 0; i < err->len; i++)
+        if ((unsigned char)err->p[i] < 0x20 || err->p[i] == 0x7f)
+            err->p[i] = ' ';
+}
+
+void __attribute__((format(printf, 2, 3)))
+yaml_seterr(struct buf *err, const char *fmt, ...)
 {
     va_list ap;
-    if (!err || errlen == 0)
+    if (!err)
         return;
+    buf_reset(err);
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    buf_vaddf(err, fmt, ap);
     va_end(ap);
-    /* Callers print messages on one line; names and keys come from input. */
-    for (char *p = err; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = ' ';
+    one_line(err);
 }
 
 /* ---------- core schema ---------- */
@@ -204,8 +211,7 @@ struct loader {
     struct anchor **buckets;
     size_t nbuckets, nanchors;
     size_t nodes, bytes;
-    char *err;
-    size_t errlen;
+    struct buf *err;
     int single;             /* yaml_load_single: nothing may follow the first document */
     int after;              /* past the first document's end */
 };
@@ -213,19 +219,20 @@ struct loader {
 static int __attribute__((format(printf, 3, 4)))
 lfail(struct loader *ld, const yaml_mark_t *m, const char *fmt, ...)
 {
-    char msg[384];
+    if (!ld->err)
+        return -1;
+    yaml_seterr(ld->err, "%s:%d:%d: ", ld->name, (int)m->line + 1, (int)m->column + 1);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    buf_vaddf(ld->err, fmt, ap);
     va_end(ap);
-    yaml_seterr(ld->err, ld->errlen, "%s:%d:%d: %s", ld->name, (int)m->line + 1,
-           (int)m->column + 1, msg);
+    one_line(ld->err);
     return -1;
 }
 
 static int oom(struct loader *ld)
 {
-    yaml_seterr(ld->err, ld->errlen, "%s: out of memory", ld->name);
+    yaml_seterr(ld->err, "%s: out of memory", ld->name);
     return -1;
 }
 
@@ -674,22 +681,22 @@ static int parser_fail(struct loader *ld, const yaml_parser_t *p)
     if (ld->after) {
         size_t at = p->error == YAML_READER_ERROR ? p->problem_offset : p->problem_mark.index;
         size_t col, line = offset_line(ld->text, ld->len, at, &col);
-        yaml_seterr(ld->err, ld->errlen, "%s:%zu:%zu: %s at byte offset %zu, after the first "
+        yaml_seterr(ld->err, "%s:%zu:%zu: %s at byte offset %zu, after the first "
                     "document (one document, and nothing after it)", ld->name, line, col,
                     p->problem, at);
         return -1;
     }
     if (p->error == YAML_READER_ERROR) {
         size_t col, line = offset_line(ld->text, ld->len, p->problem_offset, &col);
-        yaml_seterr(ld->err, ld->errlen, "%s:%zu:%zu: %s", ld->name, line, col, p->problem);
+        yaml_seterr(ld->err, "%s:%zu:%zu: %s", ld->name, line, col, p->problem);
         return -1;
     }
     if (p->context)
-        yaml_seterr(ld->err, ld->errlen, "%s:%d:%d: %s (%s at line %d)", ld->name,
+        yaml_seterr(ld->err, "%s:%d:%d: %s (%s at line %d)", ld->name,
                (int)p->problem_mark.line + 1, (int)p->problem_mark.column + 1, p->problem,
                p->context, (int)p->context_mark.line + 1);
     else
-        yaml_seterr(ld->err, ld->errlen, "%s:%d:%d: %s", ld->name, (int)p->problem_mark.line + 1,
+        yaml_seterr(ld->err, "%s:%d:%d: %s", ld->name, (int)p->problem_mark.line + 1,
                (int)p->problem_mark.column + 1, p->problem);
     return -1;
 }
@@ -713,7 +720,7 @@ void yaml_doc_free(struct yaml_doc *doc)
 }
 
 static int load(const char *name, const char *text, size_t len, struct yaml_doc *doc,
-                char *err, size_t errlen, int single)
+                struct buf *err, int single)
 {
     struct loader ld;
     yaml_parser_t p;
@@ -727,10 +734,9 @@ static int load(const char *name, const char *text, size_t len, struct yaml_doc 
     ld.len = text ? len : 0;
     ld.doc = doc;
     ld.err = err;
-    ld.errlen = errlen;
     ld.single = single;
-    if (err && errlen)
-        err[0] = '\0';
+    if (err)
+        buf_reset(err);
 
     if (!yaml_parser_initialize(&p))
         return oom(&ld);
@@ -757,7 +763,7 @@ static int load(const char *name, const char *text, size_t len, struct yaml_doc 
         case YAML_DOCUMENT_START_EVENT:
             if (ld.after) {
                 size_t col, line = offset_line(ld.text, ld.len, ev.start_mark.index, &col);
-                yaml_seterr(ld.err, ld.errlen, "%s:%zu:%zu: a second document begins at byte "
+                yaml_seterr(ld.err, "%s:%zu:%zu: a second document begins at byte "
                             "offset %zu (one document, and nothing after it)", ld.name, line,
                             col, (size_t)ev.start_mark.index);
                 r = -1;
@@ -808,28 +814,28 @@ out:
 }
 
 int yaml_load(const char *name, const char *text, size_t len, struct yaml_doc *doc,
-              char *err, size_t errlen)
+              struct buf *err)
 {
-    return load(name, text, len, doc, err, errlen, 0);
+    return load(name, text, len, doc, err, 0);
 }
 
 int yaml_load_single(const char *name, const char *text, size_t len, struct yaml_doc *doc,
-                     char *err, size_t errlen)
+                     struct buf *err)
 {
-    return load(name, text, len, doc, err, errlen, 1);
+    return load(name, text, len, doc, err, 1);
 }
 
-int yaml_load_file(const char *path, struct yaml_doc *doc, char *err, size_t errlen)
+int yaml_load_file(const char *path, struct yaml_doc *doc, struct buf *err)
 {
     size_t len;
     memset(doc, 0, sizeof *doc);
     char *buf = util_read_file(path, &len);
     if (!buf) {
-        yaml_seterr(err, errlen, "%s: %s", path, errno == ENOMEM ? "out of memory or too large"
+        yaml_seterr(err, "%s: %s", path, errno == ENOMEM ? "out of memory or too large"
                                                                   : strerror(errno));
         return -1;
     }
-    int rc = yaml_load(path, buf, len, doc, err, errlen);
+    int rc = yaml_load(path, buf, len, doc, err);
     free(buf);
     return rc;
 }

@@ -43,7 +43,7 @@ static void format_number(double d, char *buf, size_t n)
     }
 }
 
-static int emit_scalar(yaml_emitter_t *e, const char *s, int is_string, char *err, size_t errlen)
+static int emit_scalar(yaml_emitter_t *e, const char *s, int is_string, struct buf *err)
 {
     yaml_event_t ev;
     int plain_ok = 1;
@@ -60,43 +60,43 @@ static int emit_scalar(yaml_emitter_t *e, const char *s, int is_string, char *er
     if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s),
                                       plain_ok, is_string, style)) {
         /* It fails only on malformed UTF-8 (or memory). */
-        yaml_seterr(err, errlen, "a string is not valid UTF-8");
+        yaml_seterr(err, "a string is not valid UTF-8");
         return 0;
     }
     return yaml_emitter_emit(e, &ev);
 }
 
-static int emit_value(yaml_emitter_t *e, const cJSON *v, int depth, char *err, size_t errlen)
+static int emit_value(yaml_emitter_t *e, const cJSON *v, int depth, struct buf *err)
 {
     yaml_event_t ev;
     char num[64];
 
     if (depth > YAML_MAX_DEPTH) {
-        yaml_seterr(err, errlen, "value nested deeper than %d levels", YAML_MAX_DEPTH);
+        yaml_seterr(err, "value nested deeper than %d levels", YAML_MAX_DEPTH);
         return 0;
     }
     switch (v->type & 0xff) {
     case cJSON_NULL:
-        return emit_scalar(e, "null", 0, err, errlen);
+        return emit_scalar(e, "null", 0, err);
     case cJSON_True:
-        return emit_scalar(e, "true", 0, err, errlen);
+        return emit_scalar(e, "true", 0, err);
     case cJSON_False:
-        return emit_scalar(e, "false", 0, err, errlen);
+        return emit_scalar(e, "false", 0, err);
     case cJSON_Number:
         format_number(v->valuedouble, num, sizeof num);
-        return emit_scalar(e, num, 0, err, errlen);
+        return emit_scalar(e, num, 0, err);
     case cJSON_String:
         if (!v->valuestring) {
-            yaml_seterr(err, errlen, "string without a value");
+            yaml_seterr(err, "string without a value");
             return 0;
         }
-        return emit_scalar(e, v->valuestring, 1, err, errlen);
+        return emit_scalar(e, v->valuestring, 1, err);
     case cJSON_Array:
         if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_SEQUENCE_STYLE) ||
             !yaml_emitter_emit(e, &ev))
             return 0;
         for (const cJSON *c = v->child; c; c = c->next)
-            if (!emit_value(e, c, depth + 1, err, errlen))
+            if (!emit_value(e, c, depth + 1, err))
                 return 0;
         if (!yaml_sequence_end_event_initialize(&ev))
             return 0;
@@ -107,10 +107,10 @@ static int emit_value(yaml_emitter_t *e, const cJSON *v, int depth, char *err, s
             return 0;
         for (const cJSON *c = v->child; c; c = c->next) {
             if (!c->string) {
-                yaml_seterr(err, errlen, "object member without a key");
+                yaml_seterr(err, "object member without a key");
                 return 0;
             }
-            if (!emit_scalar(e, c->string, 1, err, errlen) || !emit_value(e, c, depth + 1, err, errlen))
+            if (!emit_scalar(e, c->string, 1, err) || !emit_value(e, c, depth + 1, err))
                 return 0;
         }
         if (!yaml_mapping_end_event_initialize(&ev))
@@ -123,42 +123,42 @@ static int emit_value(yaml_emitter_t *e, const cJSON *v, int depth, char *err, s
         double d;
         int b;
         if (!v->valuestring) {
-            yaml_seterr(err, errlen, "raw value without text");
+            yaml_seterr(err, "raw value without text");
             return 0;
         }
         enum scalar_kind k = yaml_resolve_plain(v->valuestring, strlen(v->valuestring), &d, &b);
         if (k == SK_INT || k == SK_FLOAT)
-            return emit_scalar(e, v->valuestring, 0, err, errlen);
+            return emit_scalar(e, v->valuestring, 0, err);
         cJSON *parsed = cJSON_Parse(v->valuestring);
         if (!parsed) {
-            yaml_seterr(err, errlen, "raw value is not JSON: %.40s", v->valuestring);
+            yaml_seterr(err, "raw value is not JSON: %.40s", v->valuestring);
             return 0;
         }
-        int ok = emit_value(e, parsed, depth + 1, err, errlen);
+        int ok = emit_value(e, parsed, depth + 1, err);
         cJSON_Delete(parsed);
         return ok;
     }
     default:
-        yaml_seterr(err, errlen, "cannot encode a cJSON value of type %d", v->type & 0xff);
+        yaml_seterr(err, "cannot encode a cJSON value of type %d", v->type & 0xff);
         return 0;
     }
 }
 
-char *yaml_emit_err(const cJSON *v, char *err, size_t errlen)
+char *yaml_emit_err(const cJSON *v, struct buf *err)
 {
     yaml_emitter_t e;
     yaml_event_t ev;
     struct buf o = BUF_INIT;
     int ok;
 
-    if (err && errlen)
-        err[0] = '\0';
+    if (err)
+        buf_reset(err);
     if (!v) {
-        yaml_seterr(err, errlen, "nothing to encode");
+        yaml_seterr(err, "nothing to encode");
         return NULL;
     }
     if (!yaml_emitter_initialize(&e)) {
-        yaml_seterr(err, errlen, "out of memory");
+        yaml_seterr(err, "out of memory");
         return NULL;
     }
     yaml_emitter_set_output(&e, write_out, &o);
@@ -168,14 +168,14 @@ char *yaml_emit_err(const cJSON *v, char *err, size_t errlen)
     yaml_emitter_set_break(&e, YAML_LN_BREAK);
     ok = yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING) && yaml_emitter_emit(&e, &ev) &&
          yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1) && yaml_emitter_emit(&e, &ev) &&
-         emit_value(&e, v, 0, err, errlen) &&
+         emit_value(&e, v, 0, err) &&
          yaml_document_end_event_initialize(&ev, 1) && yaml_emitter_emit(&e, &ev) &&
          yaml_stream_end_event_initialize(&ev) && yaml_emitter_emit(&e, &ev) &&
          yaml_emitter_flush(&e);
     ok = ok && !o.failed;
     if (!ok) {
-        if (err && errlen && !err[0])
-            yaml_seterr(err, errlen, "%s", o.failed ? "out of memory"
+        if (err && !err->len)
+            yaml_seterr(err, "%s", o.failed ? "out of memory"
                                  : e.problem ? e.problem : "cannot encode (invalid UTF-8?)");
         buf_release(&o);
     }
@@ -185,5 +185,5 @@ char *yaml_emit_err(const cJSON *v, char *err, size_t errlen)
 
 char *yaml_emit(const cJSON *v)
 {
-    return yaml_emit_err(v, NULL, 0);
+    return yaml_emit_err(v, NULL);
 }

@@ -110,11 +110,16 @@ int kubeconfig_private_gateway(int port, const char *token, const char *ca_pem, 
 /* Writes doc (taken over) as kp's file. */
 static int write_doc(cJSON *doc, struct kube_private *kp, char *err, size_t errlen)
 {
-    char yerr[256] = "";
-    char *text = doc ? yaml_emit_err(doc, yerr, sizeof yerr) : NULL;
+    struct buf yerr = BUF_INIT;
+    char *text = doc ? yaml_emit_err(doc, &yerr) : NULL;
     cJSON_Delete(doc);
-    if (!text)
-        return fail(err, errlen, "writing the child's kubeconfig: %s", *yerr ? yerr : "out of memory");
+    if (!text) {
+        fail(err, errlen, "writing the child's kubeconfig: %s",
+             yerr.len ? buf_str(&yerr) : "out of memory");
+        buf_release(&yerr);
+        return -1;
+    }
+    buf_release(&yerr);
     const char *tmp = paths_tmpdir();
     snprintf(kp->dir, sizeof kp->dir, "%s/cozy-migrate-XXXXXX", tmp);
     int rc = -1, fd = -1;

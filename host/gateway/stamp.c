@@ -28,8 +28,10 @@ static cJSON *parse_body(const char *body, size_t len, const char *ctype)
         return NULL;
     if (ctype && strstr(ctype, "yaml")) {
         struct yaml_doc doc;
-        char err[256];
-        if (yaml_load("body", body, len, &doc, err, sizeof err) != 0)
+        struct buf err = BUF_INIT; /* the reason is not read here: NULL says it */
+        int rc = yaml_load("body", body, len, &doc, &err);
+        buf_release(&err);
+        if (rc != 0)
             return NULL;
         cJSON *o = doc.root;
         doc.root = NULL;

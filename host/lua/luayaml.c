@@ -7,6 +7,7 @@
 #include <lauxlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "formats/yamldoc.h"
 #include "lua/luajson.h"
@@ -15,7 +16,7 @@
 
 /* C allocations live in a userdata while Lua code (which may raise) runs, so a
  * memory error in ljson_push or lua_pushstring cannot leak them. */
-struct box { struct yaml_doc doc; cJSON *value; char *text; };
+struct box { struct yaml_doc doc; cJSON *value; char *text; struct buf err; };
 
 static int box_gc(lua_State *L)
 {
@@ -23,6 +24,7 @@ static int box_gc(lua_State *L)
     yaml_doc_free(&b->doc);
     cJSON_Delete(b->value);
     mem_free(b->text);
+    buf_release(&b->err);
     b->value = NULL;
     b->text = NULL;
     return 0;
@@ -41,11 +43,10 @@ static int l_decode(lua_State *L)
     size_t len;
     const char *text = luaL_checklstring(L, 1, &len);
     const char *name = luaL_optstring(L, 2, "<yaml>");
-    char err[512];
     struct box *b = new_box(L);
-    if (yaml_load(name, text, len, &b->doc, err, sizeof err) < 0) {
+    if (yaml_load(name, text, len, &b->doc, &b->err) < 0) {
         luaL_pushfail(L);
-        lua_pushstring(L, err);
+        lua_pushstring(L, buf_str(&b->err));
         return 2;
     }
     ljson_push(L, b->doc.root);
@@ -64,10 +65,10 @@ static int l_encode(lua_State *L)
         lua_pushstring(L, err);
         return 2;
     }
-    b->text = yaml_emit_err(b->value, err, sizeof err);
+    b->text = yaml_emit_err(b->value, &b->err);
     if (!b->text) {
         luaL_pushfail(L);
-        lua_pushstring(L, err);
+        lua_pushstring(L, buf_str(&b->err));
         return 2;
     }
     lua_pushstring(L, b->text);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "formats/yamldoc.h"
@@ -85,8 +86,7 @@ static int has_content(const char *s, const char *e)
 /* One document: its problems added to *n, an index found counted in
  * *indexes. 0, or -1 with err (it does not parse). */
 static int check_doc(struct doc_at *d, const char *text, size_t len, const struct index *want,
-                     const char *ledger, const char *tree, long *n, int *indexes, char *err,
-                     size_t errlen)
+                     const char *ledger, const char *tree, long *n, int *indexes, struct buf *err)
 {
     const char *src = strstr(text, "# Source: ");
     if (src && (src == text || src[-1] == '\n'))
@@ -94,7 +94,7 @@ static int check_doc(struct doc_at *d, const char *text, size_t len, const struc
     char name[64];
     snprintf(name, sizeof name, "%s document %d", d->file, d->n);
     struct yaml_doc y;
-    if (yaml_load_single(name, text, len, &y, err, errlen) != 0)
+    if (yaml_load_single(name, text, len, &y, err) != 0)
         return -1;
     const cJSON *o = y.root;
     const char *kind = str_of(o, "kind");
@@ -112,7 +112,7 @@ static int check_doc(struct doc_at *d, const char *text, size_t len, const struc
                 "binding in migrations.replaces (docs/shipping.md, \"Replacing a numbered hook\")");
     if (kind && nm && strcmp(kind, "ConfigMap") == 0 && strcmp(nm, INDEX_NAME) == 0) {
         struct index got;
-        if (index_from_configmap(name, o, NULL, 0, &got, err, errlen) != 0) {
+        if (index_from_configmap(name, o, NULL, 0, &got, err) != 0) {
             yaml_doc_free(&y);
             return -1;
         }
@@ -125,16 +125,17 @@ static int check_doc(struct doc_at *d, const char *text, size_t len, const struc
 }
 
 long chart_check(const char *file, const struct index *want, const char *ledger, const char *tree,
-                 char *err, size_t errlen)
+                 struct buf *err)
 {
     size_t len;
     char *text = util_read_file(file, &len);
     if (!text) {
-        snprintf(err, errlen, "%s: cannot be read", file);
+        buf_setf(err, "%s: cannot be read", file);
         return -1;
     }
     if (memchr(text, '\0', len)) {
-        snprintf(err, errlen, "%s: a NUL byte at byte %zu", file, (size_t)((char *)memchr(text, '\0', len) - text));
+        buf_setf(err, "%s: a NUL byte at byte %zu", file,
+                 (size_t)((char *)memchr(text, '\0', len) - text));
         free(text);
         return -1;
     }
@@ -154,7 +155,7 @@ long chart_check(const char *file, const struct index *want, const char *ledger,
             char saved = *p;
             *p = '\0';
             struct doc_at d = {.file = file, .n = ++docno};
-            int rc = check_doc(&d, start, dlen, want, ledger, tree, &n, &indexes, err, errlen);
+            int rc = check_doc(&d, start, dlen, want, ledger, tree, &n, &indexes, err);
             *p = saved;
             if (rc != 0) {
                 free(text);

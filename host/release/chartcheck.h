@@ -13,5 +13,5 @@
  * ("FILE: document N (SOURCE): ..."). Returns the number of problems, or
  * -1 with err when FILE cannot be read or a document does not parse. */
 long chart_check(const char *file, const struct index *want, const char *ledger, const char *tree,
-                 char *err, size_t errlen);
+                 struct buf *err);
 #endif

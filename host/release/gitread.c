@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "release/tool.h"
 
@@ -68,7 +69,7 @@ int release_version_cmp(const struct release_version *a, const struct release_ve
 
 /* Runs git -C dir ARGS; 0 with the output in res, or -1 with err. */
 static int git(const struct git_repo *g, const char *dir, const char *const *args,
-               struct tool_result *res, char *err, size_t errlen)
+               struct tool_result *res, struct buf *err)
 {
     const char *argv[32];
     size_t n = 0;
@@ -82,13 +83,16 @@ static int git(const struct git_repo *g, const char *dir, const char *const *arg
         argv[n++] = args[i];
     argv[n] = NULL;
     if (tool_run(argv, NULL, res) != 0) {
-        snprintf(err, errlen, "%s", res->not_found ? "git is not installed" : "cannot run git");
+        buf_setf(err, "%s", res->not_found ? "git is not installed" : "cannot run git");
         return res->not_found ? GIT_MISSING : GIT_ERROR;
     }
     if (res->status != 0) {
-        char line[400];
-        tool_first_line(res->err, line, sizeof line);
-        snprintf(err, errlen, "git %s: %s", args[0], *line ? line : "failed");
+        /* git's own first line, whole */
+        int l = res->err ? (int)strcspn(res->err, "\n") : 0;
+        if (l)
+            buf_setf(err, "git %s: %.*s", args[0], l, res->err);
+        else
+            buf_setf(err, "git %s: failed", args[0]);
         tool_result_free(res);
         return GIT_ERROR;
     }
@@ -102,16 +106,16 @@ static void chomp(char *s)
         s[--n] = '\0';
 }
 
-int git_open(const char *dir, struct git_repo *g, char *err, size_t errlen)
+int git_open(const char *dir, struct git_repo *g, struct buf *err)
 {
     memset(g, 0, sizeof *g);
     struct tool_result res;
     static const char *const args[] = {"rev-parse", "--show-prefix", NULL};
-    int rc = git(NULL, dir, args, &res, err, errlen);
+    int rc = git(NULL, dir, args, &res, err);
     if (rc == GIT_MISSING)
         return rc;
     if (rc != GIT_OK) {
-        snprintf(err, errlen, "%s: not in a git repository", dir);
+        buf_setf(err, "%s: not in a git repository", dir);
         return GIT_NOT_REPO;
     }
     chomp(res.out);
@@ -120,7 +124,7 @@ int git_open(const char *dir, struct git_repo *g, char *err, size_t errlen)
     tool_result_free(&res);
     if (!g->dir || !g->prefix) {
         git_close(g);
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return GIT_ERROR;
     }
     return GIT_OK;
@@ -133,40 +137,39 @@ void git_close(struct git_repo *g)
     memset(g, 0, sizeof *g);
 }
 
-int git_is_shallow(const struct git_repo *g, char *err, size_t errlen)
+int git_is_shallow(const struct git_repo *g, struct buf *err)
 {
     struct tool_result res;
     static const char *const args[] = {"rev-parse", "--is-shallow-repository", NULL};
-    if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
+    if (git(g, NULL, args, &res, err) != GIT_OK)
         return -1;
     chomp(res.out);
     int r = strcmp(res.out, "true") == 0 ? 1 : strcmp(res.out, "false") == 0 ? 0 : -1;
     if (r < 0)
-        snprintf(err, errlen, "git rev-parse --is-shallow-repository: unexpected '%s'", res.out);
+        buf_setf(err, "git rev-parse --is-shallow-repository: unexpected '%s'", res.out);
     tool_result_free(&res);
     return r;
 }
 
-int git_has_remote(const struct git_repo *g, char *err, size_t errlen)
+int git_has_remote(const struct git_repo *g, struct buf *err)
 {
     struct tool_result res;
     static const char *const args[] = {"remote", NULL};
-    if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
+    if (git(g, NULL, args, &res, err) != GIT_OK)
         return -1;
     int r = res.out_len > 0 && res.out[0] != '\n';
     tool_result_free(&res);
     return r;
 }
 
-int git_commit_of(const struct git_repo *g, const char *rev, char oid[65], char *err,
-                  size_t errlen)
+int git_commit_of(const struct git_repo *g, const char *rev, char oid[65], struct buf *err)
 {
     char spec[512];
     snprintf(spec, sizeof spec, "%s^{commit}", rev);
     const char *args[] = {"rev-parse", "--verify", "--quiet", "--end-of-options", spec, NULL};
     struct tool_result res;
-    if (git(g, NULL, args, &res, err, errlen) != GIT_OK) {
-        snprintf(err, errlen, "%s: '%s' is not a commit in this repository", g->dir, rev);
+    if (git(g, NULL, args, &res, err) != GIT_OK) {
+        buf_setf(err, "%s: '%s' is not a commit in this repository", g->dir, rev);
         return -1;
     }
     chomp(res.out);
@@ -190,7 +193,7 @@ static int cmp_rtag(const void *a, const void *b)
 }
 
 int git_release_tags(const struct git_repo *g, const char *merged, const char *points_at,
-                     struct rtag **tags, size_t *n, char *err, size_t errlen)
+                     struct rtag **tags, size_t *n, struct buf *err)
 {
     *tags = NULL;
     *n = 0;
@@ -210,7 +213,7 @@ int git_release_tags(const struct git_repo *g, const char *merged, const char *p
     args[a++] = "refs/tags/";
     args[a] = NULL;
     struct tool_result res;
-    if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
+    if (git(g, NULL, args, &res, err) != GIT_OK)
         return -1;
     int rc = 0;
     char *save = NULL;
@@ -222,7 +225,7 @@ int git_release_tags(const struct git_repo *g, const char *merged, const char *p
         if (!nt || !(nt[*n].name = strdup(line))) {
             if (nt)
                 *tags = nt;
-            snprintf(err, errlen, "out of memory");
+            buf_setf(err, "out of memory");
             rc = -1;
             break;
         }
@@ -249,8 +252,7 @@ void git_entries_free(struct git_entry *e, size_t n)
     free(e);
 }
 
-int git_tree_parse(const char *buf, size_t len, struct git_entry **e, size_t *n, char *err,
-                   size_t errlen)
+int git_tree_parse(const char *buf, size_t len, struct git_entry **e, size_t *n, struct buf *err)
 {
     *e = NULL;
     *n = 0;
@@ -258,7 +260,7 @@ int git_tree_parse(const char *buf, size_t len, struct git_entry **e, size_t *n,
     while (p < end) {
         const char *z = memchr(p, '\0', (size_t)(end - p));
         if (!z) {
-            snprintf(err, errlen, "git ls-tree: an entry is not NUL-terminated");
+            buf_setf(err, "git ls-tree: an entry is not NUL-terminated");
             goto fail;
         }
         const char *tab = memchr(p, '\t', (size_t)(z - p));
@@ -266,23 +268,23 @@ int git_tree_parse(const char *buf, size_t len, struct git_entry **e, size_t *n,
         const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(tab - sp1 - 1)) : NULL;
         size_t oidlen = sp2 ? (size_t)(tab - sp2 - 1) : 0;
         if (!sp2 || tab == z - 1 || (oidlen != 40 && oidlen != 64)) {
-            snprintf(err, errlen, "git ls-tree: malformed entry");
+            buf_setf(err, "git ls-tree: malformed entry");
             goto fail;
         }
         for (const char *c = sp2 + 1; c < tab; c++)
             if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) {
-                snprintf(err, errlen, "git ls-tree: malformed object id");
+                buf_setf(err, "git ls-tree: malformed object id");
                 goto fail;
             }
         if ((size_t)(sp2 - sp1 - 1) == 4 && memcmp(sp1 + 1, "blob", 4) == 0) {
             struct git_entry *ne = mem_grow(*e, *n + 1, sizeof *ne);
             if (!ne) {
-                snprintf(err, errlen, "out of memory");
+                buf_setf(err, "out of memory");
                 goto fail;
             }
             *e = ne;
             if (!(ne[*n].path = strndup(tab + 1, (size_t)(z - tab - 1)))) {
-                snprintf(err, errlen, "out of memory");
+                buf_setf(err, "out of memory");
                 goto fail;
             }
             memcpy(ne[*n].oid, sp2 + 1, oidlen);
@@ -300,7 +302,7 @@ fail:
 }
 
 int git_ls_tree(const struct git_repo *g, const char *rev, const char *const *paths,
-                struct git_entry **e, size_t *n, char *err, size_t errlen)
+                struct git_entry **e, size_t *n, struct buf *err)
 {
     *e = NULL;
     *n = 0;
@@ -318,7 +320,7 @@ int git_ls_tree(const struct git_repo *g, const char *rev, const char *const *pa
     for (size_t i = 0; paths[i] && no < 24 && a < 30; i++) {
         size_t l = strlen(g->prefix) + strlen(paths[i]) + 1;
         if (!(owned[no] = malloc(l))) {
-            snprintf(err, errlen, "out of memory");
+            buf_setf(err, "out of memory");
             rc = -1;
             break;
         }
@@ -327,13 +329,13 @@ int git_ls_tree(const struct git_repo *g, const char *rev, const char *const *pa
     }
     args[a] = NULL;
     struct tool_result res;
-    if (rc == 0 && git(g, NULL, args, &res, err, errlen) != GIT_OK)
+    if (rc == 0 && git(g, NULL, args, &res, err) != GIT_OK)
         rc = -1;
     for (size_t i = 0; i < no; i++)
         free(owned[i]);
     if (rc != 0)
         return -1;
-    rc = git_tree_parse(res.out, res.out_len, e, n, err, errlen);
+    rc = git_tree_parse(res.out, res.out_len, e, n, err);
     tool_result_free(&res);
     if (rc != 0)
         return -1;
@@ -346,12 +348,11 @@ int git_ls_tree(const struct git_repo *g, const char *rev, const char *const *pa
     return 0;
 }
 
-int git_blob(const struct git_repo *g, const char *oid, char **text, size_t *len, char *err,
-             size_t errlen)
+int git_blob(const struct git_repo *g, const char *oid, char **text, size_t *len, struct buf *err)
 {
     const char *args[] = {"cat-file", "blob", oid, NULL};
     struct tool_result res;
-    if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
+    if (git(g, NULL, args, &res, err) != GIT_OK)
         return -1;
     *text = res.out;
     *len = res.out_len;
@@ -359,12 +360,11 @@ int git_blob(const struct git_repo *g, const char *oid, char **text, size_t *len
     return 0;
 }
 
-int git_tracked(const struct git_repo *g, const char *path, size_t *count, char *err,
-                size_t errlen)
+int git_tracked(const struct git_repo *g, const char *path, size_t *count, struct buf *err)
 {
     const char *args[] = {"ls-files", "-z", "--", path, NULL};
     struct tool_result res;
-    if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
+    if (git(g, NULL, args, &res, err) != GIT_OK)
         return -1;
     *count = 0;
     for (size_t i = 0; i < res.out_len; i++)
@@ -375,7 +375,7 @@ int git_tracked(const struct git_repo *g, const char *path, size_t *count, char 
 }
 
 int git_hash_files(const struct git_repo *g, const char *const *paths, size_t n, char (*oids)[65],
-                   char *err, size_t errlen)
+                   struct buf *err)
 {
     /* A batch at a time keeps argv bounded. */
     for (size_t at = 0; at < n; at += 20) {
@@ -388,12 +388,12 @@ int git_hash_files(const struct git_repo *g, const char *const *paths, size_t n,
             args[a++] = paths[at + i];
         args[a] = NULL;
         struct tool_result res;
-        if (git(g, NULL, args, &res, err, errlen) != GIT_OK)
+        if (git(g, NULL, args, &res, err) != GIT_OK)
             return -1;
         char *save = NULL, *line = strtok_r(res.out, "\n", &save);
         for (size_t i = 0; i < k; i++) {
             if (!line || (strlen(line) != 40 && strlen(line) != 64)) {
-                snprintf(err, errlen, "git hash-object: unexpected output");
+                buf_setf(err, "git hash-object: unexpected output");
                 tool_result_free(&res);
                 return -1;
             }

@@ -6,6 +6,8 @@
 #define COZY_GITREAD_H
 #include <stddef.h>
 
+#include "base/buf.h"
+
 /* vX.Y.Z or vX.Y.Z-rc.N (N >= 1); numbers without leading zeros. */
 struct release_version {
     long major, minor, patch;
@@ -24,15 +26,15 @@ struct git_repo {
 enum { GIT_OK = 0, GIT_NOT_REPO = -1, GIT_MISSING = -2, GIT_ERROR = -3 };
 /* GIT_OK, GIT_NOT_REPO (dir is in no git repository), GIT_MISSING (no git
  * binary), GIT_ERROR; err says which in one line. */
-int git_open(const char *dir, struct git_repo *g, char *err, size_t errlen);
+int git_open(const char *dir, struct git_repo *g, struct buf *err);
 void git_close(struct git_repo *g);
 
 /* 1 shallow, 0 complete, -1 error (err). */
-int git_is_shallow(const struct git_repo *g, char *err, size_t errlen);
+int git_is_shallow(const struct git_repo *g, struct buf *err);
 /* 1 when the repository has a remote to fetch from, 0 without, -1 error. */
-int git_has_remote(const struct git_repo *g, char *err, size_t errlen);
+int git_has_remote(const struct git_repo *g, struct buf *err);
 /* 0 when rev names a commit (its id in oid), -1 otherwise. */
-int git_commit_of(const struct git_repo *g, const char *rev, char oid[65], char *err, size_t errlen);
+int git_commit_of(const struct git_repo *g, const char *rev, char oid[65], struct buf *err);
 
 struct rtag {
     char *name;
@@ -41,7 +43,7 @@ struct rtag {
 /* Release tags, in version order: all of them, or only those reachable from
  * merged (--merged) or pointing at points_at. Other tag names are ignored. */
 int git_release_tags(const struct git_repo *g, const char *merged, const char *points_at,
-                     struct rtag **tags, size_t *n, char *err, size_t errlen);
+                     struct rtag **tags, size_t *n, struct buf *err);
 void git_release_tags_free(struct rtag *tags, size_t n);
 
 struct git_entry {
@@ -50,21 +52,18 @@ struct git_entry {
 };
 /* Parses `git ls-tree -r -z` output: "<mode> <type> <oid>\t<path>\0"...
  * Keeps blobs only. 0, or -1 with one line in err. */
-int git_tree_parse(const char *buf, size_t len, struct git_entry **e, size_t *n, char *err,
-                   size_t errlen);
+int git_tree_parse(const char *buf, size_t len, struct git_entry **e, size_t *n, struct buf *err);
 /* The blobs under paths (relative to the prefix) in rev's tree; a path
  * absent there is no error. Returned paths are relative to the prefix. */
 int git_ls_tree(const struct git_repo *g, const char *rev, const char *const *paths,
-                struct git_entry **e, size_t *n, char *err, size_t errlen);
+                struct git_entry **e, size_t *n, struct buf *err);
 void git_entries_free(struct git_entry *e, size_t n);
 /* The content of a blob (by id), NUL-terminated: the caller's, freed with
  * mem_free. */
-int git_blob(const struct git_repo *g, const char *oid, char **text, size_t *len, char *err,
-             size_t errlen);
+int git_blob(const struct git_repo *g, const char *oid, char **text, size_t *len, struct buf *err);
 /* How many files under path (relative to the prefix) the index tracks. */
-int git_tracked(const struct git_repo *g, const char *path, size_t *count, char *err,
-                size_t errlen);
+int git_tracked(const struct git_repo *g, const char *path, size_t *count, struct buf *err);
 /* The blob ids the working files at paths (relative to dir) would have. */
 int git_hash_files(const struct git_repo *g, const char *const *paths, size_t n, char (*oids)[65],
-                   char *err, size_t errlen);
+                   struct buf *err);
 #endif

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/fsutil.h"
 #include "base/util.h"
@@ -274,8 +275,10 @@ static int check_destination(struct import *im)
     if (rc != 0)
         return rc;
     struct legacy_map old;
-    if (legacy_map_load(im->map_path, &old, err, sizeof err) != 0) {
-        log_fatal("import-legacy: %s", err);
+    struct buf why = BUF_INIT;
+    if (legacy_map_load(im->map_path, &old, &why) != 0) {
+        log_fatal("import-legacy: %s", buf_str(&why));
+        buf_release(&why);
         return EXIT_PACKAGING;
     }
     if (old.n) {
@@ -384,12 +387,14 @@ static int write_digests(struct import *im)
     }
     struct digest_list back;
     int present = 0;
-    if (rc == 0 && (digest_list_load(path, &back, &present, err, sizeof err) != 0 ||
+    struct buf why = BUF_INIT;
+    if (rc == 0 && (digest_list_load(path, &back, &present, &why) != 0 ||
                     back.n != n)) {
         log_fatal("import-legacy: %s: reading it back failed: %s", path,
-                  present ? err : "it is not there");
+                  present ? buf_str(&why) : "it is not there");
         rc = EXIT_FAILED;
     }
+    buf_release(&why);
     if (rc == 0)
         digest_list_free(&back);
     free(text);
@@ -404,7 +409,6 @@ static int write_digests(struct import *im)
  * the runner requires, then legacy-map read back with the runner's parser. */
 static int write_import(struct import *im)
 {
-    char err[2048];
     if (fs_mkdirs(im->dest, 0755) != 0) {
         log_fatal("import-legacy: %s: %s", im->dest, strerror(errno));
         return EXIT_FAILED;
@@ -422,26 +426,33 @@ static int write_import(struct import *im)
         char src[4200], lib[4200];
         snprintf(src, sizeof src, "%s/lib", im->o->from);
         snprintf(lib, sizeof lib, "%s/lib", im->dest);
-        if (fs_copy_tree(src, lib, err, sizeof err) != 0) {
-            log_fatal("import-legacy: %s", err);
+        struct buf why = BUF_INIT;
+        int copied = fs_copy_tree(src, lib, &why);
+        if (copied != 0)
+            log_fatal("import-legacy: %s", buf_str(&why));
+        buf_release(&why);
+        if (copied != 0)
             return EXIT_FAILED;
-        }
     }
     int rc = write_map(im);
     if (rc == 0)
         rc = write_digests(im);
     if (rc != 0)
         return rc;
-    if (scaffold_revoked(im->o->dest, err, sizeof err) != 0 ||
-        scaffold_ignore_order_d(im->o->dest, err, sizeof err) < 0) {
-        log_fatal("import-legacy: %s", err);
+    struct buf why = BUF_INIT;
+    if (scaffold_revoked(im->o->dest, &why) != 0 ||
+        scaffold_ignore_order_d(im->o->dest, &why) < 0) {
+        log_fatal("import-legacy: %s", buf_str(&why));
+        buf_release(&why);
         return EXIT_FAILED;
     }
     struct legacy_map old;
-    if (legacy_map_load(im->map_path, &old, err, sizeof err) != 0) {
-        log_fatal("import-legacy: %s: reading it back failed: %s", im->map_path, err);
+    if (legacy_map_load(im->map_path, &old, &why) != 0) {
+        log_fatal("import-legacy: %s: reading it back failed: %s", im->map_path, buf_str(&why));
+        buf_release(&why);
         return EXIT_FAILED;
     }
+    buf_release(&why);
     size_t n = old.n;
     legacy_map_free(&old);
     if (n != (size_t)im->max) {
@@ -460,7 +471,7 @@ static int write_import(struct import *im)
 
 int import_legacy(const struct import_opts *o)
 {
-    char err[2048];
+    struct buf err = BUF_INIT;
     struct import im = {.o = o};
     size_t len;
     char *text = util_read_file(o->names, &len);
@@ -468,12 +479,13 @@ int import_legacy(const struct import_opts *o)
         log_fatal("import-legacy: %s: %s", o->names, strerror(errno));
         return EXIT_USAGE;
     }
-    int rc = legacy_map_parse(o->names, text, len, &im.names, err, sizeof err);
+    int rc = legacy_map_parse(o->names, text, len, &im.names, &err);
     free(text);
-    if (rc != 0) {
-        log_fatal("import-legacy: %s", err);
+    if (rc != 0)
+        log_fatal("import-legacy: %s", buf_str(&err));
+    buf_release(&err);
+    if (rc != 0)
         return EXIT_PACKAGING;
-    }
     snprintf(im.dest, sizeof im.dest, "%s/legacy-sh", o->dest);
     snprintf(im.map_path, sizeof im.map_path, "%s/legacy-map", im.dest);
     rc = scan_source(&im);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/defaults.h"
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -41,7 +42,7 @@ static int policy_data(cJSON *data, const struct index_policy *p)
  * image with the one expected), and the chart's shape. */
 static int check_chart(const struct index_opts *o, struct index *want)
 {
-    char err[ERRLINE_MAX];
+    struct buf err = BUF_INIT;
     want->configmap = 1;
     free(want->image);
     want->image = NULL;
@@ -50,12 +51,13 @@ static int check_chart(const struct index_opts *o, struct index *want)
         log_fatal("out of memory");
         return EXIT_FAILED;
     }
-    long n = chart_check(o->check_chart, want, o->ledger, o->dir, err, sizeof err);
+    long n = chart_check(o->check_chart, want, o->ledger, o->dir, &err);
     index_free(want);
-    if (n < 0) {
-        log_fatal("%s", err);
+    if (n < 0)
+        log_fatal("%s", buf_str(&err));
+    buf_release(&err);
+    if (n < 0)
         return EXIT_PACKAGING;
-    }
     if (n) {
         log_fatal("%s: the chart is not wired as the engine needs: %ld problem%s", o->check_chart, n,
                   n == 1 ? "" : "s");
@@ -69,8 +71,10 @@ static int check_chart(const struct index_opts *o, struct index *want)
 int index_cmd(const struct index_opts *o)
 {
     char err[ERRLINE_MAX];
-    if (o->image && index_image_check(o->image, o->require_digest, err, sizeof err) != 0) {
-        log_usage("index", "--image %s", err);
+    struct buf why = BUF_INIT;
+    if (o->image && index_image_check(o->image, o->require_digest, &why) != 0) {
+        log_usage("index", "--image %s", buf_str(&why));
+        buf_release(&why);
         return EXIT_USAGE;
     }
     struct tree t;
@@ -91,8 +95,9 @@ int index_cmd(const struct index_opts *o)
         return check_chart(o, &want);
     if (o->check) {
         struct index got;
-        if (index_load_file(o->check, &got, err, sizeof err) != 0) {
-            log_fatal("%s", err);
+        if (index_load_file(o->check, &got, &why) != 0) {
+            log_fatal("%s", buf_str(&why));
+            buf_release(&why);
             index_free(&want);
             return EXIT_PACKAGING;
         }
@@ -111,11 +116,12 @@ int index_cmd(const struct index_opts *o)
         }
         size_t n = index_compare(&got, &want, o->dir, say_line, (void *)o->check);
         if (o->require_digest &&
-            (!got.image || index_image_check(got.image, 1, err, sizeof err) != 0)) {
+            (!got.image || index_image_check(got.image, 1, &why) != 0)) {
             out_line("%s: the index does not name its image by digest (--require-digest): %s",
-                     o->check, got.image ? err : "it names no image");
+                     o->check, got.image ? buf_str(&why) : "it names no image");
             n++;
         }
+        buf_release(&why);
         if (n) {
             log_fatal("%s does not agree with the tree %s: %zu difference%s (regenerate it with "
                       "'cozy-migrate index --dir %s%s%s > FILE')", o->check, o->dir, n,

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -284,21 +285,23 @@ static int scan_scripts(struct lint *l)
 /* migrations/revoked and legacy-sh/legacy-map, with their own parsers. */
 static void read_lists(struct lint *l)
 {
-    char path[4200], shown[1024], err[2048];
+    char path[4200], shown[1024];
+    struct buf err = BUF_INIT;
     size_t len;
     display(l, "migrations/revoked", shown, sizeof shown);
     snprintf(path, sizeof path, "%s/migrations/revoked", l->o->dir);
     char *text = util_read_file(path, &len);
     l->revoked_missing = !text && errno == ENOENT;
-    if (text && revoked_parse(shown, text, len, &l->revoked, err, sizeof err) != 0)
-        snprintf(l->revoked_err, sizeof l->revoked_err, "%s", err);
+    if (text && revoked_parse(shown, text, len, &l->revoked, &err) != 0)
+        snprintf(l->revoked_err, sizeof l->revoked_err, "%s", buf_str(&err));
     free(text);
     display(l, "legacy-sh/legacy-map", shown, sizeof shown);
     snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", l->o->dir);
     text = util_read_file(path, &len);
-    if (text && legacy_map_parse(shown, text, len, &l->lm, err, sizeof err) != 0)
-        snprintf(l->legacy_err, sizeof l->legacy_err, "%s", err);
+    if (text && legacy_map_parse(shown, text, len, &l->lm, &err) != 0)
+        snprintf(l->legacy_err, sizeof l->legacy_err, "%s", buf_str(&err));
     free(text);
+    buf_release(&err);
     lint_read_frozen(l);
 }
 
@@ -308,16 +311,19 @@ static void read_lists(struct lint *l)
 static int read_order(struct lint *l)
 {
     const struct lint_opts *o = l->o;
-    char path[4200], err[2048];
+    char path[4200];
+    struct buf gerr = BUF_INIT;
     struct stat st;
-    int gr = git_open(o->dir, &l->g, err, sizeof err);
+    int gr = git_open(o->dir, &l->g, &gerr);
     if (gr == GIT_OK) {
         l->have_git = 1;
     } else if (gr == GIT_MISSING && (o->history || o->against)) {
         log_fatal("lint: git is not installed");
+        buf_release(&gerr);
         return EXIT_TOOL;
     } else if (o->history || o->against) {
-        log_fatal("lint: %s (--history and --against read git)", err);
+        log_fatal("lint: %s (--history and --against read git)", buf_str(&gerr));
+        buf_release(&gerr);
         return EXIT_HISTORY;
     } else {
         log_info("lint: %s is not in a git repository: order-d, batch by tag, history "
@@ -325,28 +331,31 @@ static int read_order(struct lint *l)
     }
     tree_order_d(o->dir, path, sizeof path);
     if (stat(path, &st) == 0) {
-        if (manifest_load(path, &l->man, err, sizeof err) == 0) {
+        if (manifest_load(path, &l->man, &gerr) == 0) {
             l->have_man = 1;
         } else {
-            char *colon = strstr(err, ": ");
-            snprintf(l->man_err, sizeof l->man_err, "%s", colon ? colon + 2 : err);
+            const char *colon = strstr(buf_str(&gerr), ": ");
+            snprintf(l->man_err, sizeof l->man_err, "%s", colon ? colon + 2 : buf_str(&gerr));
         }
     }
     if (l->have_git) {
-        if (git_tracked(&l->g, "migrations/order.d", &l->tracked_order_d, err, sizeof err) != 0) {
-            log_fatal("lint: %s", err);
+        if (git_tracked(&l->g, "migrations/order.d", &l->tracked_order_d, &gerr) != 0) {
+            log_fatal("lint: %s", buf_str(&gerr));
+            buf_release(&gerr);
             return EXIT_HISTORY;
         }
-        int wr = order_walk(&l->g, "HEAD", &l->w, err, sizeof err);
+        int wr = order_walk(&l->g, "HEAD", &l->w, &gerr);
         if (wr == 0) {
             l->have_walk = 1;
         } else if (o->history || o->against || wr != EXIT_HISTORY) {
-            log_fatal("lint: %s", err);
+            log_fatal("lint: %s", buf_str(&gerr));
+            buf_release(&gerr);
             return wr;
         } else {
-            log_info("lint: %s: batches by tag are not checked", err);
+            log_info("lint: %s: batches by tag are not checked", buf_str(&gerr));
         }
     }
+    buf_release(&gerr);
     /* Batch of each script: 0 legacy, then the manifest's order (or the
      * first tag that carries it), untagged last. */
     for (size_t i = 0; i < l->ns; i++) {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -23,15 +24,18 @@
 
 void lint_read_frozen(struct lint *l)
 {
-    char path[4200], err[2048];
+    char path[4200];
+    struct buf err = BUF_INIT;
     snprintf(path, sizeof path, "%s/" LIST_REL, l->o->dir);
-    if (digest_list_load(path, &l->digests, &l->have_digests, err, sizeof err) == 0)
+    if (digest_list_load(path, &l->digests, &l->have_digests, &err) == 0) {
+        buf_release(&err);
         return;
+    }
     l->have_digests = 1;
     /* "PATH:LINE: what" -> the finding's line and what */
-    const char *at = strstr(err, LIST_REL);
+    const char *at = strstr(buf_str(&err), LIST_REL);
     int line = 1;
-    const char *what = err;
+    const char *what = buf_str(&err);
     if (at) {
         char *end;
         at += strlen(LIST_REL);
@@ -42,6 +46,7 @@ void lint_read_frozen(struct lint *l)
     }
     snprintf(l->digests_err, sizeof l->digests_err, "%s", what);
     l->digests_err_line = line;
+    buf_release(&err);
 }
 
 void lint_frozen_free(struct lint *l)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -50,7 +51,7 @@ static int load_tags(struct lint *l, struct tagset *ts)
     if (ts->loaded)
         return ts->rc;
     ts->loaded = 1;
-    char err[2048];
+    struct buf err = BUF_INIT;
     const char **rels = calloc(l->ns ? l->ns : 1, sizeof *rels);
     ts->oids = calloc(l->ns ? l->ns : 1, sizeof *ts->oids);
     if (!rels || !ts->oids) {
@@ -60,10 +61,11 @@ static int load_tags(struct lint *l, struct tagset *ts)
     }
     for (size_t i = 0; i < l->ns; i++)
         rels[i] = l->s[i].rel;
-    if (git_hash_files(&l->g, rels, l->ns, ts->oids, err, sizeof err) != 0 ||
-        git_release_tags(&l->g, NULL, NULL, &ts->all, &ts->nall, err, sizeof err) != 0) {
+    if (git_hash_files(&l->g, rels, l->ns, ts->oids, &err) != 0 ||
+        git_release_tags(&l->g, NULL, NULL, &ts->all, &ts->nall, &err) != 0) {
         free(rels);
-        log_fatal("lint: %s", err);
+        log_fatal("lint: %s", buf_str(&err));
+        buf_release(&err);
         return ts->rc = EXIT_HISTORY;
     }
     free(rels);
@@ -73,19 +75,21 @@ static int load_tags(struct lint *l, struct tagset *ts)
     ts->nrs = calloc(n ? n : 1, sizeof *ts->nrs);
     if (!ts->rs || !ts->nrs) {
         l->oom = 1;
+        buf_release(&err);
         return ts->rc = EXIT_FAILED;
     }
     for (long t = ts->first; t < (long)ts->nall; t++) {
         size_t k = (size_t)(t - ts->first);
-        int r2 = order_scripts_at(&l->g, rev_name(l, ts, t), &ts->rs[k], &ts->nrs[k], err,
-                                  sizeof err);
+        int r2 = order_scripts_at(&l->g, rev_name(l, ts, t), &ts->rs[k], &ts->nrs[k], &err);
         if (r2 == EXIT_HISTORY) {
-            log_fatal("lint: %s", err);
+            log_fatal("lint: %s", buf_str(&err));
+            buf_release(&err);
             return ts->rc = EXIT_HISTORY;
         }
         if (r2 != 0) /* a broken tag is order's to report */
             ts->rs[k] = NULL;
     }
+    buf_release(&err);
     return ts->rc = 0;
 }
 
@@ -194,8 +198,9 @@ static void files_below(struct lint *l, const char *rel, char ***list, size_t *n
  * shipped one, and of REV with --against: no file changed, added or
  * removed. Findings under the rule `changed`. An exit code. */
 static int check_lib(struct lint *l, const struct git_repo *g, const struct rtag *tags,
-                     size_t ntags, const char *against, char *err, size_t errlen)
+                     size_t ntags, const char *against)
 {
+    struct buf err = BUF_INIT;
     static const char *const libdir[] = {"legacy-sh/lib", NULL};
     char **now = NULL;
     size_t nnow = 0;
@@ -205,8 +210,8 @@ static int check_lib(struct lint *l, const struct git_repo *g, const struct rtag
     int rc = 0;
     if (!oids || !reported) {
         l->oom = 1;
-    } else if (nnow && git_hash_files(g, (const char *const *)now, nnow, oids, err, errlen) != 0) {
-        log_fatal("lint: %s", err);
+    } else if (nnow && git_hash_files(g, (const char *const *)now, nnow, oids, &err) != 0) {
+        log_fatal("lint: %s", buf_str(&err));
         rc = EXIT_HISTORY;
     }
     int gone_reported = 0;
@@ -214,8 +219,8 @@ static int check_lib(struct lint *l, const struct git_repo *g, const struct rtag
         const char *rev = t < 0 ? against : tags[t].name;
         struct git_entry *e;
         size_t ne;
-        if (git_ls_tree(g, rev, libdir, &e, &ne, err, errlen) != 0) {
-            log_fatal("lint: %s", err);
+        if (git_ls_tree(g, rev, libdir, &e, &ne, &err) != 0) {
+            log_fatal("lint: %s", buf_str(&err));
             rc = EXIT_HISTORY;
             break;
         }
@@ -248,6 +253,7 @@ static int check_lib(struct lint *l, const struct git_repo *g, const struct rtag
     free(reported);
     free(oids);
     util_free_names(now, nnow);
+    buf_release(&err);
     return rc;
 }
 
@@ -282,6 +288,5 @@ int lint_rule_changed(struct lint *l)
         }
         free(changed);
     }
-    char err[2048];
-    return l->oom ? EXIT_FAILED : check_lib(l, &l->g, ts->all, ts->nall, l->o->against, err, sizeof err);
+    return l->oom ? EXIT_FAILED : check_lib(l, &l->g, ts->all, ts->nall, l->o->against);
 }

@@ -10,22 +10,19 @@
  * of a --local run (order_local), which is what `order` would write if the
  * working tree were committed, and is never written. Must never write
  * anything but the batch files of the directory it is given, and never
- * emit a manifest tree_load would refuse: it reads back what it writes.
- *
- * Unreferenced: order_check_prefix order_write (only order_cmd calls
- * them; static, GCC inlines them there and -Wformat-truncation fails the
- * build on paths of 4096 bytes into its 2048-byte err: they stay in
- * order.h until errors are carried in a buffer that grows). */
+ * emit a manifest tree_load would refuse: it reads back what it writes. */
 #include "release/order.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/fsutil.h"
 #include "base/log.h"
@@ -103,11 +100,19 @@ static struct node *add_node(struct gen *gn, const char *slug, int retired)
     return x;
 }
 
+/* formats/ still says why in a char[] of its own (its turn is to come):
+ * when rc says the call failed, fe's text goes whole into err. rc. */
+static int fixed_err(int rc, const char *fe, struct buf *err)
+{
+    if (rc != 0)
+        buf_setf(err, "%s", fe);
+    return rc;
+}
+
 /* Reads and parses the header of blob oid, labelled "rev:path"; an empty
  * oid is a working-tree file (worktree/path, labelled path). */
 static int load_header(const struct git_repo *g, struct gen *gn, struct node *x, const char *rev,
-                       const char *path, const char *oid, const char *worktree, char *err,
-                       size_t errlen)
+                       const char *path, const char *oid, const char *worktree, struct buf *err)
 {
     char **nl = mem_grow(gn->labels, gn->nlabels + 1, sizeof *nl);
     if (!nl)
@@ -127,13 +132,15 @@ static int load_header(const struct git_repo *g, struct gen *gn, struct node *x,
         char full[8400];
         snprintf(full, sizeof full, "%s/%s", worktree, path);
         if (!(text = util_read_file(full, &len))) {
-            snprintf(err, errlen, "%s: %s", full, strerror(errno));
+            buf_setf(err, "%s: %s", full, strerror(errno));
             return EXIT_PACKAGING;
         }
-    } else if (git_blob(g, oid, &text, &len, err, errlen) != 0) {
+    } else if (git_blob(g, oid, &text, &len, err) != 0) {
         return EXIT_HISTORY;
     }
-    int rc = header_parse(x->label, text, len, util_ends_with(path, ".lua"), &x->h, err, errlen);
+    char fe[2048];
+    int rc = fixed_err(header_parse(x->label, text, len, util_ends_with(path, ".lua"), &x->h, fe,
+                                    sizeof fe), fe, err);
     (*oid ? mem_free : free)(text); /* git_blob's text is mem_*'s, util_read_file's malloc's */
     if (rc != 0)
         return EXIT_PACKAGING;
@@ -159,8 +166,7 @@ static struct node *cycle_next(struct gen *gn, const struct node *x, size_t b)
 }
 
 /* Describes a cycle among the unplaced nodes of batch b. */
-static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, char *err,
-                           size_t errlen)
+static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, struct buf *err)
 {
     struct node *start = NULL;
     for (size_t i = from; i < to && !start; i++)
@@ -171,7 +177,7 @@ static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, cha
     for (size_t step = 0; x && step < gn->nn; step++)
         x = cycle_next(gn, x, b);
     if (!x) {
-        snprintf(err, errlen, "order.d/%s: requires form a cycle", gn->names[b]);
+        buf_setf(err, "order.d/%s: requires form a cycle", gn->names[b]);
         return;
     }
     /* Name the cycle from its alphabetically first member, so the message
@@ -183,15 +189,13 @@ static void describe_cycle(struct gen *gn, size_t from, size_t to, size_t b, cha
             first = y;
     } while (y && y != x);
     x = first;
-    char chain[1024];
-    size_t off = (size_t)snprintf(chain, sizeof chain, "%s", x->slug);
+    buf_setf(err, "%s: requires form a cycle: %s", x->label, x->slug);
     y = x;
     do {
         y = cycle_next(gn, y, b);
-        if (y && off < sizeof chain)
-            off += (size_t)snprintf(chain + off, sizeof chain - off, " -> %s", y->slug);
-    } while (y && y != x && off < sizeof chain);
-    snprintf(err, errlen, "%s: requires form a cycle: %s", x->label, chain);
+        if (y)
+            buf_addf(err, " -> %s", y->slug);
+    } while (y && y != x);
 }
 
 /* One generation: the history walked, the batches being built, the legacy
@@ -206,8 +210,7 @@ struct ordering {
     struct gen gn;
     struct legacy_map lm;
     size_t first_new;           /* nodes before it are 00000-legacy's */
-    char *err;
-    size_t errlen;
+    struct buf *err;
 };
 
 static int in_legacy_map(const struct legacy_map *lm, const char *slug)
@@ -231,19 +234,19 @@ static int legacy_batch(struct ordering *o)
     if (o->worktree) {
         char path[4200];
         snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", o->worktree);
-        if (legacy_map_load(path, &o->lm, o->err, o->errlen) != 0)
+        if (legacy_map_load(path, &o->lm, o->err) != 0)
             rc = EXIT_PACKAGING;
         snprintf(label, sizeof label, "%s", path);
-    } else if (git_ls_tree(o->g, o->rev, lm_path, &le, &nle, o->err, o->errlen) != 0) {
+    } else if (git_ls_tree(o->g, o->rev, lm_path, &le, &nle, o->err) != 0) {
         return EXIT_HISTORY;
     }
     if (nle == 1) {
         char *text;
         size_t len;
-        if (git_blob(o->g, le[0].oid, &text, &len, o->err, o->errlen) != 0) {
+        if (git_blob(o->g, le[0].oid, &text, &len, o->err) != 0) {
             rc = EXIT_HISTORY;
         } else {
-            if (legacy_map_parse(label, text, len, &o->lm, o->err, o->errlen) != 0)
+            if (legacy_map_parse(label, text, len, &o->lm, o->err) != 0)
                 rc = EXIT_PACKAGING;
             mem_free(text);
         }
@@ -256,20 +259,20 @@ static int legacy_batch(struct ordering *o)
     for (size_t i = 0; i < o->lm.n; i++) {
         const struct rev_script *s = order_rev_script_find(o->w.at, o->w.nat, o->lm.e[i].slug);
         if (s && strcmp(s->tier, "legacy") != 0) {
-            snprintf(o->err, o->errlen, "%s:%d: '%s' is a legacy slug, but %s is not a shell script",
+            buf_setf(o->err, "%s:%d: '%s' is a legacy slug, but %s is not a shell script",
                      label, o->lm.e[i].line, o->lm.e[i].slug, s->path);
             return EXIT_PACKAGING;
         }
         struct node *x = add_node(&o->gn, o->lm.e[i].slug, !s);
         if (!x)
             return OOM;
-        if (s && (rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->worktree, o->err,
-                                   o->errlen)) != 0)
+        if (s && (rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->worktree,
+                                   o->err)) != 0)
             return rc;
     }
     for (size_t i = 0; i < o->w.nat; i++) {
         if (strcmp(o->w.at[i].tier, "legacy") == 0 && !in_legacy_map(&o->lm, o->w.at[i].slug)) {
-            snprintf(o->err, o->errlen, "%s:%s: not in legacy-sh/legacy-map (every legacy script has "
+            buf_setf(o->err, "%s:%s: not in legacy-sh/legacy-map (every legacy script has "
                      "its old number there)", o->rev, o->w.at[i].path);
             return EXIT_PACKAGING;
         }
@@ -297,7 +300,7 @@ static int tag_batches(struct ordering *o)
             }
             const struct rev_script *now = order_rev_script_find(w->at, w->nat, ws->slug);
             if (now && strcmp(now->tier, "legacy") == 0) {
-                snprintf(o->err, o->errlen, "%s:%s: slug '%s' was shipped as %s in %s: a slug is "
+                buf_setf(o->err, "%s:%s: slug '%s' was shipped as %s in %s: a slug is "
                          "never reused", o->rev, now->path, ws->slug, ws->path, w->tags[t].name);
                 return EXIT_PACKAGING;
             }
@@ -305,7 +308,7 @@ static int tag_batches(struct ordering *o)
             if (!x)
                 return OOM;
             int rc = load_header(o->g, &o->gn, x, w->tags[t].name, ws->path, ws->oid, NULL,
-                                 o->err, o->errlen);
+                                 o->err);
             if (rc != 0)
                 return rc;
         }
@@ -324,7 +327,7 @@ static int untagged_batch(struct ordering *o)
             continue;
         if (o->w.rev_tagged) {
             /* The tag at rev carries every script rev holds. */
-            snprintf(o->err, o->errlen, "%s:%s: '%s' is in no release tag although %s is tagged",
+            buf_setf(o->err, "%s:%s: '%s' is in no release tag although %s is tagged",
                      o->rev, s->path, s->slug, o->rev);
             return EXIT_FAILED;
         }
@@ -336,8 +339,7 @@ static int untagged_batch(struct ordering *o)
         struct node *x = add_node(&o->gn, s->slug, 0);
         if (!x)
             return OOM;
-        int rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->worktree, o->err,
-                             o->errlen);
+        int rc = load_header(o->g, &o->gn, x, o->rev, s->path, s->oid, o->worktree, o->err);
         if (rc != 0)
             return rc;
     }
@@ -353,23 +355,23 @@ static int check_requires(struct ordering *o)
         for (size_t r = 0; x->has_header && r < x->h.nrequires; r++) {
             struct node *y = gen_find(gn, x->h.requires[r]);
             if (!y) {
-                snprintf(o->err, o->errlen, "%s: requires '%s', which no release carries and %s does "
+                buf_setf(o->err, "%s: requires '%s', which no release carries and %s does "
                          "not hold (dangling requires)", x->label, x->h.requires[r], o->rev);
                 return EXIT_PACKAGING;
             }
             if (y->batch > x->batch) {
-                snprintf(o->err, o->errlen, "%s: requires '%s', which first ships in a later batch "
+                buf_setf(o->err, "%s: requires '%s', which first ships in a later batch "
                          "(%s, after %s)", x->label, y->slug, gn->names[y->batch],
                          gn->names[x->batch]);
                 return EXIT_PACKAGING;
             }
             if (y == x) {
-                snprintf(o->err, o->errlen, "%s: requires form a cycle: %s -> %s", x->label,
+                buf_setf(o->err, "%s: requires form a cycle: %s -> %s", x->label,
                          x->slug, x->slug);
                 return EXIT_PACKAGING;
             }
             if (i < o->first_new && y > x) {
-                snprintf(o->err, o->errlen, "%s: requires '%s', which comes after it in legacy-map",
+                buf_setf(o->err, "%s: requires '%s', which comes after it in legacy-map",
                          x->label, y->slug);
                 return EXIT_PACKAGING;
             }
@@ -408,7 +410,7 @@ static int emit_batch(struct ordering *o, size_t b, size_t from, size_t to, stru
                 pick = x;
         }
         if (!pick) {
-            describe_cycle(gn, from, to, b, o->err, o->errlen);
+            describe_cycle(gn, from, to, b, o->err);
             return EXIT_PACKAGING;
         }
         pick->placed = 1;
@@ -441,19 +443,19 @@ static int emit_batches(struct ordering *o, struct manifest *m)
 /* Generates rev's manifest. An exit code (0, EXIT_PACKAGING for a cycle, a
  * dangling `requires`, a `requires` on a later batch, a bad header or
  * legacy-map; EXIT_HISTORY) with one line in err. */
-static int order_generate(const struct git_repo *g, const char *rev, struct manifest *m, char *err,
-                          size_t errlen)
+static int order_generate(const struct git_repo *g, const char *rev, struct manifest *m,
+                          struct buf *err)
 {
     memset(m, 0, sizeof *m);
-    struct ordering o = {.g = g, .rev = rev, .err = err, .errlen = errlen};
-    int rc = order_walk(g, rev, &o.w, err, errlen);
+    struct ordering o = {.g = g, .rev = rev, .err = err};
+    int rc = order_walk(g, rev, &o.w, err);
     if (rc != 0)
         return rc;
     if ((rc = legacy_batch(&o)) == 0 && (rc = tag_batches(&o)) == 0 &&
         (rc = untagged_batch(&o)) == 0 && (rc = check_requires(&o)) == 0)
         rc = emit_batches(&o, m);
     if (rc == OOM) {
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         rc = EXIT_FAILED;
     }
     if (rc != 0)
@@ -500,8 +502,7 @@ static int wt_entry(void *ud, const struct tree_entry *e)
 
 /* The working tree's scripts, as order_scripts_at gives a revision's (an
  * empty oid: read from the file). */
-static int worktree_scripts(const char *dir, struct rev_script **out, size_t *nout, char *err,
-                            size_t errlen)
+static int worktree_scripts(const char *dir, struct rev_script **out, size_t *nout, struct buf *err)
 {
     static const struct { const char *rel, *tier; int shell; } dirs[] = {
         {"migrations/pre-apply", "pre-apply", 0},
@@ -510,13 +511,15 @@ static int worktree_scripts(const char *dir, struct rev_script **out, size_t *no
     };
     struct wt_scan w = {0};
     int rc = 0;
+    char fe[2048];
     for (size_t i = 0; rc == 0 && i < sizeof dirs / sizeof dirs[0]; i++) {
         w.tier = dirs[i].tier;
-        if (tree_scan_dir(dir, dirs[i].rel, dirs[i].shell, wt_entry, &w, err, errlen) != 0)
+        if (fixed_err(tree_scan_dir(dir, dirs[i].rel, dirs[i].shell, wt_entry, &w, fe, sizeof fe),
+                      fe, err) != 0)
             rc = w.oom ? EXIT_FAILED : EXIT_PACKAGING;
     }
     if (w.oom)
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
     if (rc != 0) {
         order_rev_scripts_free(w.s, w.n);
         return rc;
@@ -550,17 +553,17 @@ static void name_slugs(char *buf, size_t len, const char *const *slugs, size_t n
  * that batch holds; an untagged entry whose script is gone is dropped (it
  * was never released). */
 static int local_from_order_d(const char *dir, struct manifest *m, char *note, size_t notelen,
-                              char *err, size_t errlen)
+                              struct buf *err)
 {
     char od[4200];
-    if (manifest_load(tree_order_d(dir, od, sizeof od), m, err, errlen) != 0)
+    if (manifest_load(tree_order_d(dir, od, sizeof od), m, err) != 0)
         return EXIT_PACKAGING;
     struct rev_script *wt;
     size_t nwt;
-    int rc = worktree_scripts(dir, &wt, &nwt, err, errlen);
+    int rc = worktree_scripts(dir, &wt, &nwt, err);
     if (rc != 0)
         return rc;
-    struct ordering o = {.rev = "worktree", .worktree = dir, .err = err, .errlen = errlen};
+    struct ordering o = {.rev = "worktree", .worktree = dir, .err = err};
     struct batch *ub = NULL;
     for (size_t b = 0; b < m->n; b++)
         if (strcmp(m->b[b].name, UNTAGGED_BATCH) == 0)
@@ -588,7 +591,7 @@ static int local_from_order_d(const char *dir, struct manifest *m, char *note, s
         if (!x)
             rc = OOM;
         else
-            rc = load_header(NULL, &o.gn, x, o.rev, wt[i].path, "", dir, err, errlen);
+            rc = load_header(NULL, &o.gn, x, o.rev, wt[i].path, "", dir, err);
         nadded += rc == 0;
     }
     struct batch nb;
@@ -642,7 +645,7 @@ static int local_from_order_d(const char *dir, struct manifest *m, char *note, s
                           "`cozy-migrate order`) run in " UNTAGGED_BATCH : "", gone);
     }
     if (rc == OOM) {
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         rc = EXIT_FAILED;
     }
     gen_free(&o.gn);
@@ -652,30 +655,30 @@ static int local_from_order_d(const char *dir, struct manifest *m, char *note, s
     return rc;
 }
 
-int order_local(const char *dir, struct manifest *m, char *note, size_t notelen, char *err,
-                size_t errlen)
+int order_local(const char *dir, struct manifest *m, char *note, size_t notelen, struct buf *err)
 {
     memset(m, 0, sizeof *m);
     *note = '\0';
     char od[4200];
     struct stat st;
     if (stat(tree_order_d(dir, od, sizeof od), &st) == 0)
-        return local_from_order_d(dir, m, note, notelen, err, errlen);
-    struct ordering o = {.rev = "worktree", .worktree = dir, .err = err, .errlen = errlen};
+        return local_from_order_d(dir, m, note, notelen, err);
+    struct ordering o = {.rev = "worktree", .worktree = dir, .err = err};
     struct git_repo g;
-    char oid[65], gerr[2048];
+    char oid[65];
     int rc = 0, have_git = 0;
-    int gr = git_open(dir, &g, gerr, sizeof gerr);
+    /* no repository, or no commit, is no error here: err is only read on one */
+    int gr = git_open(dir, &g, err);
     if (gr == GIT_MISSING) {
-        snprintf(err, errlen, "git is not installed: without migrations/order.d, a --local run "
+        buf_setf(err, "git is not installed: without migrations/order.d, a --local run "
                  "makes its manifest from the release tags");
         return EXIT_TOOL;
     }
     if (gr == GIT_OK) {
         have_git = 1;
         o.g = &g;
-        if (git_commit_of(&g, "HEAD", oid, gerr, sizeof gerr) == 0 &&
-            (rc = order_walk(&g, "HEAD", &o.w, err, errlen)) == 0) {
+        if (git_commit_of(&g, "HEAD", oid, err) == 0 &&
+            (rc = order_walk(&g, "HEAD", &o.w, err)) == 0) {
             /* the working tree in HEAD's place: its scripts, never tagged as such */
             order_rev_scripts_free(o.w.at, o.w.nat);
             o.w.at = NULL;
@@ -684,12 +687,12 @@ int order_local(const char *dir, struct manifest *m, char *note, size_t notelen,
         }
     }
     if (rc == 0)
-        rc = worktree_scripts(dir, &o.w.at, &o.w.nat, err, errlen);
+        rc = worktree_scripts(dir, &o.w.at, &o.w.nat, err);
     if (rc == 0 && (rc = legacy_batch(&o)) == 0 && (rc = tag_batches(&o)) == 0 &&
         (rc = untagged_batch(&o)) == 0 && (rc = check_requires(&o)) == 0)
         rc = emit_batches(&o, m);
     if (rc == OOM) {
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         rc = EXIT_FAILED;
     }
     if (rc == 0) {
@@ -730,11 +733,15 @@ static char *order_batch_text(const struct batch *b, size_t *len)
     return s;
 }
 
-int order_check_prefix(const struct git_repo *g, const char *rev, const struct manifest *m,
-                       char *note, size_t notelen, char *err, size_t errlen)
+/* Checks that the previous release's manifest (regenerated from its tag)
+ * is a prefix of m: the same batch files, byte for byte, except that a
+ * slug may since have been retired. 0 (note says what was compared),
+ * EXIT_RELEASED, or EXIT_HISTORY. */
+static int order_check_prefix(const struct git_repo *g, const char *rev, const struct manifest *m,
+                              char *note, size_t notelen, struct buf *err)
 {
     char oid[65];
-    if (git_commit_of(g, rev, oid, err, errlen) != 0)
+    if (git_commit_of(g, rev, oid, err) != 0)
         return EXIT_HISTORY;
     /* the walk's line: this line's tags from the engine's first release */
     struct walk line;
@@ -742,9 +749,9 @@ int order_check_prefix(const struct git_repo *g, const char *rev, const struct m
     struct rtag *here = NULL;
     size_t nhere = 0;
     int rc = 0;
-    if (git_release_tags(g, oid, NULL, &line.tags, &line.ntags, err, errlen) != 0 ||
-        git_release_tags(g, NULL, oid, &here, &nhere, err, errlen) != 0 ||
-        order_walk_drop_pre_engine(g, &line, err, errlen) != 0) {
+    if (git_release_tags(g, oid, NULL, &line.tags, &line.ntags, err) != 0 ||
+        git_release_tags(g, NULL, oid, &here, &nhere, err) != 0 ||
+        order_walk_drop_pre_engine(g, &line, err) != 0) {
         rc = EXIT_HISTORY;
         goto out;
     }
@@ -764,17 +771,17 @@ int order_check_prefix(const struct git_repo *g, const char *rev, const struct m
         goto out;
     }
     struct manifest pm;
-    if ((rc = order_generate(g, prev->name, &pm, err, errlen)) != 0) {
-        char tmp[2048];
-        snprintf(tmp, sizeof tmp, "regenerating %s's manifest: %s", prev->name, err);
-        snprintf(err, errlen, "%s", tmp);
+    if ((rc = order_generate(g, prev->name, &pm, err)) != 0) {
+        char *why = buf_detach(err, NULL);
+        buf_setf(err, "regenerating %s's manifest: %s", prev->name, why ? why : "");
+        mem_free(why);
         goto out;
     }
     for (size_t b = 0; b < pm.n && rc == 0; b++) {
         const struct batch *pb = &pm.b[b];
         const struct batch *cb = b < m->n ? &m->b[b] : NULL;
         if (!cb || strcmp(cb->name, pb->name) != 0) {
-            snprintf(err, errlen, "order.d/%s: %s's manifest has it as batch %zu, this one %s%s: "
+            buf_setf(err, "order.d/%s: %s's manifest has it as batch %zu, this one %s%s: "
                      "the manifest would rewrite a released one", pb->name, prev->name, b + 1,
                      cb ? "has " : "ends before it", cb ? cb->name : "");
             rc = EXIT_RELEASED;
@@ -788,7 +795,7 @@ int order_check_prefix(const struct git_repo *g, const char *rev, const struct m
             if (pe && ce && strcmp(pe->slug, ce->slug) == 0 && (pe->retired == ce->retired ||
                                                                   ce->retired))
                 continue;
-            snprintf(err, errlen, "order.d/%s:%zu: %s's manifest has %s%s%s here, this one %s%s%s: "
+            buf_setf(err, "order.d/%s:%zu: %s's manifest has %s%s%s here, this one %s%s%s: "
                      "the manifest would rewrite a released one", pb->name, i + 1, prev->name,
                      pe ? "'" : "nothing", pe ? pe->slug : "", pe ? (pe->retired ? " retired'" : "'") : "",
                      ce ? "'" : "nothing", ce ? ce->slug : "",
@@ -815,23 +822,27 @@ static int batch_like(const char *name)
     return name[5] == '-';
 }
 
-int order_write(const struct manifest *m, const char *dir, char *err, size_t errlen)
+/* Replaces the batch files in dir with m's, then reads them back with
+ * manifest_load and fails unless they are what was written. 0,
+ * EXIT_USAGE (dir is not a directory, or holds something other than batch
+ * files) or EXIT_FAILED (a write failed). */
+static int order_write(const struct manifest *m, const char *dir, struct buf *err)
 {
     /* A destination that is no directory of batches is a wrong --out (or
      * tree), said as usage; only a failing write is an I/O error. */
     struct stat dst;
     if (stat(dir, &dst) == 0 && !S_ISDIR(dst.st_mode)) {
-        snprintf(err, errlen, "%s: not a directory: the manifest is a directory of batch files "
+        buf_setf(err, "%s: not a directory: the manifest is a directory of batch files "
                  "(give --out a directory)", dir);
         return EXIT_USAGE;
     }
     if (fs_mkdirs(dir, 0755) != 0) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        buf_setf(err, "%s: %s", dir, strerror(errno));
         return errno == ENOTDIR || errno == EEXIST ? EXIT_USAGE : EXIT_FAILED;
     }
     DIR *d = opendir(dir);
     if (!d) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        buf_setf(err, "%s: %s", dir, strerror(errno));
         return EXIT_FAILED;
     }
     /* Stale batches from an earlier generation would change the order;
@@ -841,21 +852,18 @@ int order_write(const struct manifest *m, const char *dir, char *err, size_t err
     while (rc == 0 && (de = readdir(d))) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         struct stat st;
-        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || !batch_like(de->d_name)) {
-            snprintf(err, errlen, "%s: not a batch file; refusing to replace %s", path, dir);
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode) || !batch_like(de->d_name)) {
+            buf_setf(err, "%s/%s: not a batch file; refusing to replace %s", dir, de->d_name, dir);
             rc = EXIT_USAGE;
         }
     }
     closedir(d);
     if (rc == 0 && (d = opendir(dir))) {
         while (rc == 0 && (de = readdir(d))) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-            if (batch_like(de->d_name) && unlink(path) != 0) {
-                snprintf(err, errlen, "%s: %s", path, strerror(errno));
+            if (batch_like(de->d_name) && unlinkat(dirfd(d), de->d_name, 0) != 0) {
+                buf_setf(err, "%s/%s: %s", dir, de->d_name, strerror(errno));
                 rc = EXIT_FAILED;
             }
         }
@@ -867,7 +875,7 @@ int order_write(const struct manifest *m, const char *dir, char *err, size_t err
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, m->b[b].name);
         if (!text || fs_write(path, text, len, 0644) != 0) {
-            snprintf(err, errlen, "%s: %s", path, text ? strerror(errno) : "out of memory");
+            buf_setf(err, "%s: %s", path, text ? strerror(errno) : "out of memory");
             rc = EXIT_FAILED;
         }
         free(text);
@@ -876,7 +884,7 @@ int order_write(const struct manifest *m, const char *dir, char *err, size_t err
         return rc;
     /* The runner must read exactly what was written. */
     struct manifest back;
-    if (manifest_load(dir, &back, err, errlen) != 0)
+    if (manifest_load(dir, &back, err) != 0)
         return EXIT_FAILED;
     int same = back.n == m->n;
     for (size_t b = 0; same && b < m->n; b++) {
@@ -887,7 +895,7 @@ int order_write(const struct manifest *m, const char *dir, char *err, size_t err
     }
     manifest_free(&back);
     if (!same) {
-        snprintf(err, errlen, "%s: reading the written manifest back gave something else", dir);
+        buf_setf(err, "%s: reading the written manifest back gave something else", dir);
         return EXIT_FAILED;
     }
     return 0;
@@ -895,36 +903,27 @@ int order_write(const struct manifest *m, const char *dir, char *err, size_t err
 
 int order_cmd(const char *repo, const char *rev, const char *out, int check_prefix)
 {
-    char err[2048];
+    struct buf err = BUF_INIT;
     struct git_repo g;
-    int r = git_open(repo, &g, err, sizeof err);
+    int r = git_open(repo, &g, &err);
     if (r != GIT_OK) {
-        log_fatal("order: %s", err);
+        log_fatal("order: %s", buf_str(&err));
+        buf_release(&err);
         return r == GIT_MISSING ? EXIT_TOOL : EXIT_HISTORY;
     }
     struct manifest m;
-    int rc = order_generate(&g, rev, &m, err, sizeof err);
-    if (rc != 0) {
-        log_fatal("order: %s", err);
-        git_close(&g);
-        return rc;
-    }
-    char note[512] = "";
-    if (check_prefix && (rc = order_check_prefix(&g, rev, &m, note, sizeof note, err,
-                                                  sizeof err)) != 0) {
-        log_fatal("order: %s", err);
-        manifest_free(&m);
-        git_close(&g);
-        return rc;
-    }
-    char dir[4096];
+    char note[512] = "", dir[4096];
     if (out)
         snprintf(dir, sizeof dir, "%s", out);
     else
         tree_order_d(repo, dir, sizeof dir);
-    rc = order_write(&m, dir, err, sizeof err);
+    int rc = order_generate(&g, rev, &m, &err);
+    if (rc == 0 && check_prefix)
+        rc = order_check_prefix(&g, rev, &m, note, sizeof note, &err);
+    if (rc == 0)
+        rc = order_write(&m, dir, &err);
     if (rc != 0) {
-        log_fatal("order: %s", err);
+        log_fatal("order: %s", buf_str(&err));
     } else {
         size_t slugs = 0, retired = 0;
         for (size_t b = 0; b < m.n; b++)
@@ -934,6 +933,7 @@ int order_cmd(const char *repo, const char *rev, const char *out, int check_pref
                m.n == 1 ? "" : "es", slugs, slugs == 1 ? "" : "s", retired, dir,
                *note ? "; " : "", note);
     }
+    buf_release(&err);
     manifest_free(&m);
     git_close(&g);
     return rc;

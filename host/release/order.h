@@ -18,7 +18,7 @@ struct rev_script {
 /* The scripts of rev's tree; an exit code (0, EXIT_PACKAGING for a file
  * that is no migration, EXIT_HISTORY when git fails) with err. */
 int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_script **s,
-                     size_t *n, char *err, size_t errlen);
+                     size_t *n, struct buf *err);
 void order_rev_scripts_free(struct rev_script *s, size_t n);
 const struct rev_script *order_rev_script_find(const struct rev_script *s, size_t n, const char *slug);
 
@@ -47,14 +47,13 @@ struct walk {
 };
 /* An exit code with err: EXIT_HISTORY for a shallow clone or a git
  * failure, EXIT_PACKAGING for a bad file at a tag. */
-int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *err,
-               size_t errlen);
+int order_walk(const struct git_repo *g, const char *rev, struct walk *w, struct buf *err);
 void order_walk_free(struct walk *w);
 const struct walk_slug *order_walk_find(const struct walk *w, const char *slug);
 /* Drops w's tags older than the first whose tree has the engine's layout
  * (the line both the walk and the prefix check start from). 0, or
  * EXIT_HISTORY with err. */
-int order_walk_drop_pre_engine(const struct git_repo *g, struct walk *w, char *err, size_t errlen);
+int order_walk_drop_pre_engine(const struct git_repo *g, struct walk *w, struct buf *err);
 
 /* The manifest of a --local run against a development cluster: what
  * `order` would write if dir's working tree were committed, so an edited or
@@ -69,20 +68,8 @@ int order_walk_drop_pre_engine(const struct git_repo *g, struct walk *w, char *e
  * line ("" when order.d was used as it is). An exit code with err:
  * EXIT_PACKAGING (a cycle, a dangling or later requires, a bad header or
  * legacy-map), EXIT_HISTORY (a shallow clone, a git failure), EXIT_TOOL. */
-int order_local(const char *dir, struct manifest *m, char *note, size_t notelen, char *err,
-                size_t errlen);
+int order_local(const char *dir, struct manifest *m, char *note, size_t notelen, struct buf *err);
 
-/* Checks that the previous release's manifest (regenerated from its tag)
- * is a prefix of m: the same batch files, byte for byte, except that a
- * slug may since have been retired. 0 (note says what was compared),
- * EXIT_RELEASED, or EXIT_HISTORY. */
-int order_check_prefix(const struct git_repo *g, const char *rev, const struct manifest *m,
-                       char *note, size_t notelen, char *err, size_t errlen);
-/* Replaces the batch files in dir with m's, then reads them back with
- * manifest_load and fails unless they are what was written. 0,
- * EXIT_USAGE (dir is not a directory, or holds something other than batch
- * files) or EXIT_FAILED (a write failed). */
-int order_write(const struct manifest *m, const char *dir, char *err, size_t errlen);
 
 /* `cozy-migrate order`. */
 int order_cmd(const char *repo, const char *rev, const char *out, int check_prefix);

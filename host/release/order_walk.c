@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -40,13 +41,13 @@ const struct rev_script *order_rev_script_find(const struct rev_script *s, size_
 }
 
 int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_script **out,
-                     size_t *nout, char *err, size_t errlen)
+                     size_t *nout, struct buf *err)
 {
     *out = NULL;
     *nout = 0;
     struct git_entry *e;
     size_t n;
-    if (git_ls_tree(g, rev, script_dirs, &e, &n, err, errlen) != 0)
+    if (git_ls_tree(g, rev, script_dirs, &e, &n, err) != 0)
         return EXIT_HISTORY;
     int rc = 0;
     struct rev_script *s = NULL;
@@ -68,15 +69,14 @@ int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_scrip
         if (!util_ends_with(name, ext)) {
             if (strcmp(tier, "legacy") == 0)
                 continue;
-            snprintf(err, errlen, "%s:%s: not a migration (expected <slug>%s)", rev, path, ext);
+            buf_setf(err, "%s:%s: not a migration (expected <slug>%s)", rev, path, ext);
             rc = EXIT_PACKAGING;
             break;
         }
         char slug[256];
         snprintf(slug, sizeof slug, "%.*s", (int)(strlen(name) - strlen(ext)), name);
         if (!slug_valid(slug)) {
-            snprintf(err, errlen,
-                     "%s:%s: '%s' is not a valid slug (lower-case letters, digits and single "
+            buf_setf(err, "%s:%s: '%s' is not a valid slug (lower-case letters, digits and single "
                      "dashes, at most %d characters)",
                      rev, path, slug, SLUG_MAX);
             rc = EXIT_PACKAGING;
@@ -84,7 +84,7 @@ int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_scrip
         }
         const struct rev_script *dup = order_rev_script_find(s, ns, slug);
         if (dup) {
-            snprintf(err, errlen, "%s: slug '%s' is shipped twice: %s and %s", rev, slug,
+            buf_setf(err, "%s: slug '%s' is shipped twice: %s and %s", rev, slug,
                      dup->path, path);
             rc = EXIT_PACKAGING;
             break;
@@ -92,7 +92,7 @@ int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_scrip
         struct rev_script *nsn = mem_grow(s, ns + 1, sizeof *nsn);
         if (!nsn) {
             rc = EXIT_FAILED;
-            snprintf(err, errlen, "out of memory");
+            buf_setf(err, "out of memory");
             break;
         }
         s = nsn;
@@ -103,7 +103,7 @@ int order_scripts_at(const struct git_repo *g, const char *rev, struct rev_scrip
         ns++;
         if (!s[ns - 1].slug || !s[ns - 1].path) {
             rc = EXIT_FAILED;
-            snprintf(err, errlen, "out of memory");
+            buf_setf(err, "out of memory");
         }
     }
     git_entries_free(e, n);
@@ -160,11 +160,11 @@ static const char *const layout_paths[] = {"migrations/revoked", "migrations/pre
                                            "migrations/background", "legacy-sh/legacy-map", NULL};
 
 /* 1 when rev's tree has the engine's layout, 0 when not, -1 (err) when git fails. */
-static int has_layout(const struct git_repo *g, const char *rev, char *err, size_t errlen)
+static int has_layout(const struct git_repo *g, const char *rev, struct buf *err)
 {
     struct git_entry *e;
     size_t n;
-    if (git_ls_tree(g, rev, layout_paths, &e, &n, err, errlen) != 0)
+    if (git_ls_tree(g, rev, layout_paths, &e, &n, err) != 0)
         return -1;
     git_entries_free(e, n);
     return n > 0;
@@ -174,11 +174,11 @@ static int has_layout(const struct git_repo *g, const char *rev, char *err, size
  * layout: releases from before the engine (years of a platform's history)
  * play no part, so their gaps and branches do not either, and the first
  * engine release is batch 00001 wherever the tree was added. */
-int order_walk_drop_pre_engine(const struct git_repo *g, struct walk *w, char *err, size_t errlen)
+int order_walk_drop_pre_engine(const struct git_repo *g, struct walk *w, struct buf *err)
 {
     size_t first = 0;
     int yes = 0;
-    while (first < w->ntags && (yes = has_layout(g, w->tags[first].name, err, errlen)) == 0)
+    while (first < w->ntags && (yes = has_layout(g, w->tags[first].name, err)) == 0)
         first++;
     if (yes < 0)
         return EXIT_HISTORY;
@@ -219,7 +219,7 @@ static int predecessor(const struct release_version *v, struct release_version *
  * clone). Only then is there a warning, with the hint to fetch every tag:
  * the clone cannot tell an unfetched tag from a skipped number. */
 static int check_gaps(const struct git_repo *g, const char *rev, const struct rtag *line,
-                      size_t n, char *err, size_t errlen)
+                      size_t n, struct buf *err)
 {
     struct rtag *all = NULL;
     size_t nall = 0;
@@ -232,12 +232,12 @@ static int check_gaps(const struct git_repo *g, const char *rev, const struct rt
         const struct release_version *p = &line[i - 1].v, *v = &line[i].v;
         if (v->rc == 0 && p->major == v->major && p->minor == v->minor && p->patch == v->patch)
             continue;
-        if (!loaded && git_release_tags(g, NULL, NULL, &all, &nall, err, errlen) != 0)
+        if (!loaded && git_release_tags(g, NULL, NULL, &all, &nall, err) != 0)
             return EXIT_HISTORY;
         loaded = 1;
         if (find_version(all, nall, &want))
             continue; /* another line's tag */
-        if (remote == -2 && (remote = git_has_remote(g, err, errlen)) < 0) {
+        if (remote == -2 && (remote = git_has_remote(g, err)) < 0) {
             git_release_tags_free(all, nall);
             return EXIT_HISTORY;
         }
@@ -253,50 +253,46 @@ static int check_gaps(const struct git_repo *g, const char *rev, const struct rt
     return 0;
 }
 
-int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *err,
-               size_t errlen)
+int order_walk(const struct git_repo *g, const char *rev, struct walk *w, struct buf *err)
 {
     memset(w, 0, sizeof *w);
-    int sh = git_is_shallow(g, err, errlen);
+    int sh = git_is_shallow(g, err);
     if (sh < 0)
         return EXIT_HISTORY;
     if (sh) {
-        snprintf(err, errlen,
-                 "%s: shallow clone: the manifest needs every release tag's tree (git fetch "
+        buf_setf(err, "%s: shallow clone: the manifest needs every release tag's tree (git fetch "
                  "--unshallow --tags)",
                  g->dir);
         return EXIT_HISTORY;
     }
     char oid[65];
-    if (git_commit_of(g, rev, oid, err, errlen) != 0)
+    if (git_commit_of(g, rev, oid, err) != 0)
         return EXIT_HISTORY;
     struct rtag *at_rev = NULL;
     size_t nat_rev = 0;
-    if (git_release_tags(g, oid, NULL, &w->tags, &w->ntags, err, errlen) != 0 ||
-        git_release_tags(g, NULL, oid, &at_rev, &nat_rev, err, errlen) != 0) {
+    if (git_release_tags(g, oid, NULL, &w->tags, &w->ntags, err) != 0 ||
+        git_release_tags(g, NULL, oid, &at_rev, &nat_rev, err) != 0) {
         order_walk_free(w);
         return EXIT_HISTORY;
     }
     w->rev_tagged = nat_rev > 0;
     git_release_tags_free(at_rev, nat_rev);
-    int rc = order_walk_drop_pre_engine(g, w, err, errlen);
+    int rc = order_walk_drop_pre_engine(g, w, err);
     if (rc == 0)
-        rc = check_gaps(g, rev, w->tags, w->ntags, err, errlen);
+        rc = check_gaps(g, rev, w->tags, w->ntags, err);
     if (rc == 0)
-        rc = order_scripts_at(g, oid, &w->at, &w->nat, err, errlen);
+        rc = order_scripts_at(g, oid, &w->at, &w->nat, err);
     if (rc == EXIT_PACKAGING) {
         /* Name the revision as the user did, not by its id. */
-        char *colon = strchr(err, ':');
-        if (colon) {
-            char tmp[2048];
-            snprintf(tmp, sizeof tmp, "%s%s", rev, colon);
-            snprintf(err, errlen, "%s", tmp);
-        }
+        char *was = buf_detach(err, NULL);
+        const char *colon = was ? strchr(was, ':') : NULL;
+        buf_setf(err, "%s%s", colon ? rev : "", colon ? colon : was ? was : "");
+        mem_free(was);
     }
     for (size_t t = 0; rc == 0 && t < w->ntags; t++) {
         struct rev_script *s;
         size_t ns;
-        if ((rc = order_scripts_at(g, w->tags[t].name, &s, &ns, err, errlen)) != 0)
+        if ((rc = order_scripts_at(g, w->tags[t].name, &s, &ns, err)) != 0)
             break;
         for (size_t i = 0; rc == 0 && i < ns; i++) {
             if (strcmp(s[i].tier, "legacy") == 0)
@@ -309,7 +305,7 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
             }
             struct walk_slug *nw = mem_grow(w->s, w->n + 1, sizeof *nw);
             if (!nw) {
-                snprintf(err, errlen, "out of memory");
+                buf_setf(err, "out of memory");
                 rc = EXIT_FAILED;
                 break;
             }
@@ -323,7 +319,7 @@ int order_walk(const struct git_repo *g, const char *rev, struct walk *w, char *
             ws->count = 1;
             snprintf(ws->oid, sizeof ws->oid, "%s", s[i].oid);
             if (!ws->slug || !ws->path) {
-                snprintf(err, errlen, "out of memory");
+                buf_setf(err, "out of memory");
                 rc = EXIT_FAILED;
             }
         }

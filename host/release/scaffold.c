@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/fsutil.h"
 #include "base/util.h"
@@ -108,6 +109,56 @@ static int in_list(const struct slug_list *l, const char *slug)
     return 0;
 }
 
+/* Whether a release tag ever shipped o's slug: 0, or an exit code said. */
+static int shipped_before(const struct scaffold_opts *o)
+{
+    struct buf err = BUF_INIT;
+    struct git_repo g;
+    int gr = git_open(o->dir, &g, &err);
+    if (gr == GIT_MISSING) {
+        log_fatal("new: git is not installed (needed to check the slug "
+                "against release history)");
+        buf_release(&err);
+        return EXIT_TOOL;
+    }
+    if (gr != GIT_OK) {
+        buf_release(&err);
+        return 0; /* no history to reuse a slug from */
+    }
+    struct rtag *tags;
+    size_t n;
+    int rc = 0;
+    if (git_release_tags(&g, NULL, NULL, &tags, &n, &err) != 0) {
+        log_fatal("new: %s", buf_str(&err));
+        buf_release(&err);
+        git_close(&g);
+        return EXIT_HISTORY;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct rev_script *s;
+        size_t ns;
+        int r = order_scripts_at(&g, tags[i].name, &s, &ns, &err);
+        if (r == EXIT_HISTORY) {
+            log_fatal("new: %s", buf_str(&err));
+            rc = EXIT_HISTORY;
+            break;
+        }
+        if (r != 0)
+            continue; /* a broken tag is order's and lint's to report */
+        const struct rev_script *x = order_rev_script_find(s, ns, o->slug);
+        if (x) {
+            log_fatal("new: slug '%s' was shipped in %s as %s: a slug is "
+                    "never reused", o->slug, tags[i].name, x->path);
+            rc = EXIT_RELEASED;
+        }
+        order_rev_scripts_free(s, ns);
+    }
+    git_release_tags_free(tags, n);
+    git_close(&g);
+    buf_release(&err);
+    return rc;
+}
+
 static int taken(const struct scaffold_opts *o)
 {
     char err[2048], path[4200];
@@ -127,8 +178,10 @@ static int taken(const struct scaffold_opts *o)
     memset(&rv, 0, sizeof rv);
     snprintf(path, sizeof path, "%s/migrations/revoked", o->dir);
     /* A tree without the list yet gets an empty one below. */
-    if (fs_exists(path) && revoked_load(path, &rv, err, sizeof err) != 0) {
-        log_fatal("new: %s", err);
+    struct buf why = BUF_INIT;
+    if (fs_exists(path) && revoked_load(path, &rv, &why) != 0) {
+        log_fatal("new: %s", buf_str(&why));
+        buf_release(&why);
         return EXIT_PACKAGING;
     }
     int line = in_list(&rv, o->slug);
@@ -140,10 +193,12 @@ static int taken(const struct scaffold_opts *o)
     }
     struct legacy_map lm;
     snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", o->dir);
-    if (legacy_map_load(path, &lm, err, sizeof err) != 0) {
-        log_fatal("new: %s", err);
+    int lr = legacy_map_load(path, &lm, &why);
+    if (lr != 0)
+        log_fatal("new: %s", buf_str(&why));
+    buf_release(&why);
+    if (lr != 0)
         return EXIT_PACKAGING;
-    }
     for (size_t i = 0; i < lm.n; i++) {
         if (strcmp(lm.e[i].slug, o->slug) == 0) {
             log_fatal("new: %s:%d: slug '%s' is a legacy migration's", path,
@@ -158,45 +213,7 @@ static int taken(const struct scaffold_opts *o)
         log_fatal("new: %s already exists", path);
         return EXIT_RELEASED;
     }
-    struct git_repo g;
-    int gr = git_open(o->dir, &g, err, sizeof err);
-    if (gr == GIT_MISSING) {
-        log_fatal("new: git is not installed (needed to check the slug "
-                "against release history)");
-        return EXIT_TOOL;
-    }
-    if (gr != GIT_OK)
-        return 0; /* no history to reuse a slug from */
-    struct rtag *tags;
-    size_t n;
-    int rc = 0;
-    if (git_release_tags(&g, NULL, NULL, &tags, &n, err, sizeof err) != 0) {
-        log_fatal("new: %s", err);
-        git_close(&g);
-        return EXIT_HISTORY;
-    }
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        struct rev_script *s;
-        size_t ns;
-        int r = order_scripts_at(&g, tags[i].name, &s, &ns, err, sizeof err);
-        if (r == EXIT_HISTORY) {
-            log_fatal("new: %s", err);
-            rc = EXIT_HISTORY;
-            break;
-        }
-        if (r != 0)
-            continue; /* a broken tag is order's and lint's to report */
-        const struct rev_script *x = order_rev_script_find(s, ns, o->slug);
-        if (x) {
-            log_fatal("new: slug '%s' was shipped in %s as %s: a slug is "
-                    "never reused", o->slug, tags[i].name, x->path);
-            rc = EXIT_RELEASED;
-        }
-        order_rev_scripts_free(s, ns);
-    }
-    git_release_tags_free(tags, n);
-    git_close(&g);
-    return rc;
+    return shipped_before(o);
 }
 
 static int write_new(const char *path, const char *text)
@@ -217,7 +234,7 @@ static int write_new(const char *path, const char *text)
     return 0;
 }
 
-int scaffold_revoked(const char *dir, char *err, size_t errlen)
+int scaffold_revoked(const char *dir, struct buf *err)
 {
     static const char text[] =
         "# Slugs that must never run, one per line (a shipped script never changes:\n"
@@ -228,7 +245,7 @@ int scaffold_revoked(const char *dir, char *err, size_t errlen)
     if (fs_exists(path))
         return 0;
     if (fs_mkdirs(sub, 0755) != 0 || fs_write(path, text, strlen(text), 0644) != 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        buf_setf(err, "%s: %s", path, strerror(errno));
         return -1;
     }
     return 0;
@@ -236,7 +253,7 @@ int scaffold_revoked(const char *dir, char *err, size_t errlen)
 
 /* Writes path (and its directory) when it is missing: 1 written, 0 there
  * already, -1 with err. */
-static int write_missing(const char *path, const char *text, char *err, size_t errlen)
+static int write_missing(const char *path, const char *text, struct buf *err)
 {
     if (fs_exists(path))
         return 0;
@@ -246,21 +263,21 @@ static int write_missing(const char *path, const char *text, char *err, size_t e
     if (slash)
         *slash = '\0';
     if ((slash && fs_mkdirs(dir, 0755) != 0) || fs_write(path, text, strlen(text), 0644) != 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        buf_setf(err, "%s: %s", path, strerror(errno));
         return -1;
     }
     return 1;
 }
 
 /* The .gitignore holds GITIGNORE_LINE (added at its end when missing). */
-int scaffold_ignore_order_d(const char *dir, char *err, size_t errlen)
+int scaffold_ignore_order_d(const char *dir, struct buf *err)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/.gitignore", dir);
     size_t len;
     char *text = util_read_file(path, &len);
     if (!text)
-        return write_missing(path, GITIGNORE_TEXT, err, errlen);
+        return write_missing(path, GITIGNORE_TEXT, err);
     int has = 0;
     for (char *l = text; l && *l && !has;) {
         size_t n = strcspn(l, "\n");
@@ -277,7 +294,7 @@ int scaffold_ignore_order_d(const char *dir, char *err, size_t errlen)
         if (f && fclose(f) != 0)
             bad = 1;
         if (bad) {
-            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+            buf_setf(err, "%s: %s", path, strerror(errno));
             rc = -1;
         } else {
             rc = 1;
@@ -287,42 +304,41 @@ int scaffold_ignore_order_d(const char *dir, char *err, size_t errlen)
     return rc;
 }
 
-int scaffold_editor(const char *dir, const struct editor_files *e, int refresh, char *err,
-                    size_t errlen)
+int scaffold_editor(const char *dir, const struct editor_files *e, int refresh, struct buf *err)
 {
     char path[4200];
     for (size_t i = 0; i < e->n; i++) {
         snprintf(path, sizeof path, "%s/" META_DIR "/%s.lua", dir, e->modules[i]);
         if (refresh && fs_exists(path)) {
             if (fs_write(path, e->stubs[i], strlen(e->stubs[i]), 0644) != 0) {
-                snprintf(err, errlen, "%s: %s", path, strerror(errno));
+                buf_setf(err, "%s: %s", path, strerror(errno));
                 return -1;
             }
             out_line("stubs: wrote %s", path);
             continue;
         }
-        int w = write_missing(path, e->stubs[i], err, errlen);
+        int w = write_missing(path, e->stubs[i], err);
         if (w < 0)
             return -1;
         if (w)
             out_line("stubs: wrote %s", path);
     }
     snprintf(path, sizeof path, "%s/.luarc.json", dir);
-    int w = write_missing(path, LUARC_TEXT, err, errlen);
+    int w = write_missing(path, LUARC_TEXT, err);
     if (w < 0)
         return -1;
     if (w)
         out_line("stubs: wrote %s", path);
     char *rc_text = malloc(strlen(LUACHECK_HEAD) + strlen(e->luacheck_std) + strlen(LUACHECK_TAIL) + 1);
     if (!rc_text) {
-        snprintf(err, errlen, "out of memory");
+        buf_setf(err, "out of memory");
         return -1;
     }
     strcpy(rc_text, LUACHECK_HEAD);
     strcat(rc_text, e->luacheck_std);
     strcat(rc_text, LUACHECK_TAIL);
     snprintf(path, sizeof path, "%s/.luacheckrc", dir);
-    w = write_missing(path, rc_text, err, errlen);
+    w = write_missing(path, rc_text, err);
     free(rc_text);
     if (w < 0)
         return -1;
@@ -359,15 +375,18 @@ int scaffold_new(const struct scaffold_opts *o)
         return rc;
     if ((rc = write_new(tpath, spec)) != 0)
         return rc;
-    char err[4400], path[4200];
+    char path[4200];
+    struct buf err = BUF_INIT;
     snprintf(path, sizeof path, "%s/legacy-sh/legacy-map", o->dir);
-    if (scaffold_revoked(o->dir, err, sizeof err) != 0 ||
-        write_missing(path, LEGACY_MAP_TEXT, err, sizeof err) < 0 ||
-        scaffold_ignore_order_d(o->dir, err, sizeof err) < 0 ||
-        (o->editor && scaffold_editor(o->dir, o->editor, 0, err, sizeof err) != 0)) {
-        log_fatal("new: %s", err);
+    if (scaffold_revoked(o->dir, &err) != 0 ||
+        write_missing(path, LEGACY_MAP_TEXT, &err) < 0 ||
+        scaffold_ignore_order_d(o->dir, &err) < 0 ||
+        (o->editor && scaffold_editor(o->dir, o->editor, 0, &err) != 0)) {
+        log_fatal("new: %s", buf_str(&err));
+        buf_release(&err);
         return EXIT_FAILED;
     }
+    buf_release(&err);
     out_line("new: wrote %s and %s", spath, tpath);
     return 0;
 }

@@ -2,6 +2,9 @@
  * filled in. */
 #ifndef COZY_SCAFFOLD_H
 #define COZY_SCAFFOLD_H
+#include <stddef.h>
+
+#include "base/buf.h"
 
 /* What an editor and luacheck read, handed down by the CLI (release/
  * cannot see the sandbox): each module's LuaLS stub (lua/modapi.h) and the
@@ -33,17 +36,16 @@ int scaffold_new(const struct scaffold_opts *o);
 /* Creates DIR/migrations/revoked (a comment, no slug) when it is missing:
  * a packaged tree must have one (tree.c refuses a tree without). 0, or -1
  * with "PATH: why" in err. */
-int scaffold_revoked(const char *dir, char *err, size_t errlen);
+int scaffold_revoked(const char *dir, struct buf *err);
 /* Adds the line ignoring the generated migrations/order.d/ to DIR/.gitignore
  * (creating it) unless it has one. 0 (present), 1 (added), or -1 with
  * "PATH: why" in err. */
-int scaffold_ignore_order_d(const char *dir, char *err, size_t errlen);
+int scaffold_ignore_order_d(const char *dir, struct buf *err);
 /* The editor files: DIR/.cozy-migrate/meta/<module>.lua for each stub
  * (replaced when refresh, else only written when missing), and, when
  * missing, DIR/.luarc.json (LuaLS: Lua 5.4, the stubs as its library,
  * busted's globals) and DIR/.luacheckrc (migrations: the sandbox's
  * globals; spec/: busted's). Prints each file it wrote. 0, or -1 with
  * "PATH: why" in err. */
-int scaffold_editor(const char *dir, const struct editor_files *e, int refresh, char *err,
-                    size_t errlen);
+int scaffold_editor(const char *dir, const struct editor_files *e, int refresh, struct buf *err);
 #endif

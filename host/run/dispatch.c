@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/defaults.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
@@ -119,8 +120,9 @@ static int read_index(struct ctx *c)
     char name[300];
     snprintf(name, sizeof name, "ConfigMap %s/%s", c->ns, INDEX_NAME);
     int rc = 0;
-    if (index_from_configmap(name, r.json, r.body, r.len, &c->ix, err, sizeof err) != 0) {
-        say_fatal(c, err);
+    struct buf why = BUF_INIT;
+    if (index_from_configmap(name, r.json, r.body, r.len, &c->ix, &why) != 0) {
+        say_fatal(c, buf_str(&why));
         rc = EXIT_PACKAGING;
     } else {
         c->have_ix = 1;
@@ -133,6 +135,7 @@ static int read_index(struct ctx *c)
         if (c->pol.backoff_max < c->pol.backoff)
             c->pol.backoff_max = c->pol.backoff;
     }
+    buf_release(&why);
     rest_result_free(&r);
     return rc;
 }
@@ -798,8 +801,10 @@ int dispatch_run(const struct runner_opts *o, const struct dispatch_opts *d)
         return EXIT_USAGE;
     }
     char err[ERRLINE_MAX];
-    if (index_image_check(o->image, 0, err, sizeof err) != 0) {
-        log_usage("dispatch", "MIGRATIONS_IMAGE %s", err);
+    struct buf why = BUF_INIT;
+    if (index_image_check(o->image, 0, &why) != 0) {
+        log_usage("dispatch", "MIGRATIONS_IMAGE %s", buf_str(&why));
+        buf_release(&why);
         return EXIT_USAGE;
     }
     struct rest_client *rest = runner_connect(o);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "formats/indexdoc.h"
@@ -49,8 +50,10 @@ int runner_index_check_release(struct runner_ctx *c)
         return 0;
     char err[ERRLINE_MAX];
     struct index got, want;
-    if (index_parse(INDEX_ENV, text, strlen(text), &got, err, sizeof err) != 0) {
-        log_fatal("%s (the index the chart gives the hook; nothing ran)", err);
+    struct buf why = BUF_INIT;
+    if (index_parse(INDEX_ENV, text, strlen(text), &got, &why) != 0) {
+        log_fatal("%s (the index the chart gives the hook; nothing ran)", buf_str(&why));
+        buf_release(&why);
         return EXIT_PACKAGING;
     }
     if (index_from_tree(&c->t, o->image, &want) != 0) {

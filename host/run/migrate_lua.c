@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/defaults.h"
 #include "door/guard.h"
 #include "client/pace.h"
@@ -26,6 +27,15 @@ static int fail(lua_State *L, const char *err)
 {
     lua_pushnil(L);
     lua_pushstring(L, err);
+    return 2;
+}
+
+/* fail, with a parser's buffer released */
+static int fail_buf(lua_State *L, struct buf *err)
+{
+    lua_pushnil(L);
+    lua_pushstring(L, buf_str(err));
+    buf_release(err);
     return 2;
 }
 
@@ -64,10 +74,11 @@ static int l_batch(lua_State *L)
     size_t len;
     const char *text = luaL_checklstring(L, 2, &len);
     struct batch b;
-    char err[512], path[300];
+    char path[300];
+    struct buf err = BUF_INIT;
     snprintf(path, sizeof path, "order.d/%s", name);
-    if (manifest_parse_batch(name, path, text, len, &b, err, sizeof err) != 0)
-        return fail(L, err);
+    if (manifest_parse_batch(name, path, text, len, &b, &err) != 0)
+        return fail_buf(L, &err);
     lua_createtable(L, (int)b.n, 0);
     for (size_t i = 0; i < b.n; i++) {
         lua_createtable(L, 0, 3);
@@ -93,9 +104,9 @@ static int l_revoked(lua_State *L)
     size_t len;
     const char *text = luaL_checklstring(L, 1, &len);
     struct slug_list sl;
-    char err[512];
-    if (revoked_parse("revoked", text, len, &sl, err, sizeof err) != 0)
-        return fail(L, err);
+    struct buf err = BUF_INIT;
+    if (revoked_parse("revoked", text, len, &sl, &err) != 0)
+        return fail_buf(L, &err);
     lua_createtable(L, (int)sl.n, 0);
     for (size_t i = 0; i < sl.n; i++) {
         lua_pushstring(L, sl.slug[i]);
@@ -111,9 +122,9 @@ static int l_legacy_map(lua_State *L)
     size_t len;
     const char *text = luaL_checklstring(L, 1, &len);
     struct legacy_map m;
-    char err[512];
-    if (legacy_map_parse("legacy-map", text, len, &m, err, sizeof err) != 0)
-        return fail(L, err);
+    struct buf err = BUF_INIT;
+    if (legacy_map_parse("legacy-map", text, len, &m, &err) != 0)
+        return fail_buf(L, &err);
     lua_createtable(L, (int)m.n, 0);
     for (size_t i = 0; i < m.n; i++) {
         lua_createtable(L, 0, 2);

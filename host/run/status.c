@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/exitcodes.h"
 #include "base/log.h"
 #include "client/kubeconfig.h"
@@ -86,10 +87,12 @@ int runner_status(const struct runner_opts *o)
         char dir[4200] = "";
         if (o->dir) /* none: an install without a tree, quietly the ledger alone */
             tree_order_d(o->dir, dir, sizeof dir);
-        if (*dir && access(dir, F_OK) == 0 && manifest_load(dir, &man, err, sizeof err) == 0) {
+        struct buf merr = BUF_INIT; /* an unreadable manifest: ordered by time instead */
+        if (*dir && access(dir, F_OK) == 0 && manifest_load(dir, &man, &merr) == 0) {
             have_man = 1;
             v.man = &man;
         }
+        buf_release(&merr);
         if (c.l.version_bad) {
             snprintf(vp, sizeof vp, "key 'version' is \"%s\", not a plain decimal", c.l.version_raw);
             version_problem[v.nproblems++] = vp;

@@ -159,6 +159,14 @@ describe('cozy-migrate index', function()
     assert.are.equal(2, res.code)
   end)
 
+  it('names a long image reference whole when it refuses it, not its first 80 bytes (exit 2)', function()
+    local ref = 'registry.example/' .. string.rep('deep/', 30) .. 'engine:latest'
+    assert.is_true(#ref > 80 and #ref <= 255)
+    local res = index(dir, '--image', ref)
+    assert.are.equal(2, res.code)
+    assert.matches("'" .. ref .. "': the tag latest names no fixed image", res.err, 1, true)
+  end)
+
   it('--check passes a copy that agrees and names every slug of one that does not (exit 9)', function()
     local same = h.write(os.tmpname() .. '.json', h.must(index(dir)).out)
     local ok = h.must(index(dir, '--check', same))

@@ -401,6 +401,17 @@ describe('order', function()
       fails(s:order(), 3, 'requires form a cycle: self -> self')
     end)
 
+    it('names a long cycle whole, past the 1,024 bytes its chain was once cut at (3)', function()
+      local r, names = gitrepo.new(), {}
+      for i = 1, 30 do names[i] = ('link-%02d-'):format(i) .. ('x'):rep(45) end
+      for i = 1, 30 do r:lua(names[i], { requires = names[i % 30 + 1] }) end
+      r:commit()
+      local chain = table.concat(names, ' -> ') .. ' -> ' .. names[1]
+      assert.is_true(#chain > 1024)
+      local msg = fails(r:order(), 3, 'requires form a cycle: ' .. chain)
+      assert.are.equal(chain, msg:sub(-#chain))
+    end)
+
     it('on a dangling requires (3)', function()
       local r = gitrepo.new()
       r:lua('a', { requires = 'nowhere' }):commit()
