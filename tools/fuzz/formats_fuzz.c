@@ -1,4 +1,4 @@
-// sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/base/util.c host/base/mem.c
+// sources: host/formats/header.c host/formats/manifest.c host/formats/record.c host/formats/journaldoc.c host/base/util.c host/base/mem.c host/base/buf.c
 /* formats_fuzz.c: libFuzzer target for the runner's line formats: script
  * headers, order.d batches, `revoked`, `legacy-map`, the legacy set's digest
  * list and ledger records. Owns
@@ -19,6 +19,7 @@
 #include "formats/journaldoc.h"
 #include "formats/manifest.h"
 #include "formats/record.h"
+#include "withbuf.h"
 
 static void one_line(const char *err, const char *name)
 {
@@ -52,8 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 2: {
         struct batch b;
-        if (manifest_parse_batch("00001-v1", "order.d/00001-v1", text, len, &b, err,
-                                 sizeof err) == 0) {
+        if (WITH_BUF(manifest_parse_batch("00001-v1", "order.d/00001-v1", text, len, &b, &eb_)) == 0) {
             for (size_t i = 0; i < b.n; i++) {
                 if (!slug_valid(b.e[i].slug))
                     abort();
@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 3: {
         struct slug_list l;
-        if (revoked_parse("revoked", text, len, &l, err, sizeof err) == 0)
+        if (WITH_BUF(revoked_parse("revoked", text, len, &l, &eb_)) == 0)
             slug_list_free(&l);
         else
             one_line(err, "revoked");
@@ -77,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 4: {
         struct legacy_map m;
-        if (legacy_map_parse("legacy-map", text, len, &m, err, sizeof err) == 0) {
+        if (WITH_BUF(legacy_map_parse("legacy-map", text, len, &m, &eb_)) == 0) {
             for (size_t i = 1; i < m.n; i++)
                 if (m.e[i].number <= m.e[i - 1].number)
                     abort();
@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 5: {
         struct digest_list d;
-        if (digest_list_parse("legacy-sha256sums", text, len, &d, err, sizeof err) == 0) {
+        if (WITH_BUF(digest_list_parse("legacy-sha256sums", text, len, &d, &eb_)) == 0) {
             for (size_t i = 0; i < d.n; i++)
                 if (strlen(d.e[i].sha256) != 64 || !d.e[i].path[0] || d.e[i].path[0] == '/' ||
                     strcmp(d.e[i].path, "..") == 0 || strncmp(d.e[i].path, "../", 3) == 0 ||

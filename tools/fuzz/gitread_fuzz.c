@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "release/gitread.h"
+#include "withbuf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -43,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct git_entry *e;
     size_t n;
     char err[512] = "";
-    if (git_tree_parse(text, len, &e, &n, err, sizeof err) == 0) {
+    if (WITH_BUF(git_tree_parse(text, len, &e, &n, &eb_)) == 0) {
         for (size_t i = 0; i < n; i++)
             if (!e[i].path || (strlen(e[i].oid) != 40 && strlen(e[i].oid) != 64))
                 abort();

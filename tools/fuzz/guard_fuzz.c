@@ -1,4 +1,4 @@
-// sources: host/door/guard.c host/door/k8sproto.c host/formats/yamldoc.c host/formats/yaml11.c host/base/mem.c host/base/util.c
+// sources: host/door/guard.c host/door/k8sproto.c host/formats/yamldoc.c host/formats/yaml11.c host/base/mem.c host/base/util.c host/base/buf.c
 /* guard_fuzz.c: libFuzzer target for the ledger guard (host/door/guard.c), which
  * decides on every request a migration sends. Owns checking that any
  * method, path, body and content type gets a verdict, with one non-empty

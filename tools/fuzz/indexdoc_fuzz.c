@@ -16,6 +16,7 @@
 
 #include "formats/indexdoc.h"
 #include "formats/tree.h"
+#include "withbuf.h"
 
 /* A refusal names the file first. It may quote the input's own bytes, a
  * newline included: base/log.c escapes control bytes in every line it
@@ -41,7 +42,7 @@ static void round_trip(const struct index *ix)
         return; /* out of memory */
     struct index again;
     char err[1024] = "";
-    if (index_parse("again", text, strlen(text), &again, err, sizeof err) != 0) {
+    if (WITH_BUF(index_parse("again", text, strlen(text), &again, &eb_)) != 0) {
         fprintf(stderr, "re-parse refused: %s\n---\n%s\n", err, text);
         abort();
     }
@@ -71,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[1024] = "";
     struct index ix;
     if (data[0] % 2 == 0) {
-        if (index_parse("index.json", text, len, &ix, err, sizeof err) == 0) {
+        if (WITH_BUF(index_parse("index.json", text, len, &ix, &eb_)) == 0) {
             round_trip(&ix);
             index_free(&ix);
         } else {
@@ -82,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cJSON *cm = cJSON_ParseWithLength(text, len);
     if (!cm)
         return 0;
-    if (index_from_configmap("cm.json", cm, text, len, &ix, err, sizeof err) == 0) {
+    if (WITH_BUF(index_from_configmap("cm.json", cm, text, len, &ix, &eb_)) == 0) {
         round_trip(&ix);
         index_free(&ix);
     } else {

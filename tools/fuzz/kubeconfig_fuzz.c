@@ -1,4 +1,4 @@
-// sources: host/client/kubeconfig.c host/client/kubeconfig_fields.c host/formats/yamldoc.c host/base/mem.c host/base/util.c
+// sources: host/client/kubeconfig.c host/client/kubeconfig_fields.c host/formats/yamldoc.c host/base/mem.c host/base/util.c host/base/buf.c
 /* kubeconfig_fuzz.c: libFuzzer target for host/client/kubeconfig.c through
  * kubeconfig_resolve_buffer. Owns checking that any input resolves or fails
  * with one non-empty line, and that a resolved config describes itself and

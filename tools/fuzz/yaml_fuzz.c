@@ -8,9 +8,11 @@
 #include "formats/yamldoc.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "withbuf.h"
 
 /* cJSON_Compare treats NaN as unequal to itself and compares with an
  * epsilon; the round trip must be exact, NaN included. */
@@ -56,26 +58,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* One document exactly: what yaml_load_single takes, yaml_load reads
      * the same; what it refuses, it says in one line. */
-    if (yaml_load_single("fuzz", (const char *)data, size, &doc, err, sizeof err) < 0) {
+    if (WITH_BUF(yaml_load_single("fuzz", (const char *)data, size, &doc, &eb_)) < 0) {
         if (!err[0] || strchr(err, '\n') || strncmp(err, "fuzz", 4))
             abort();
     } else {
-        if (yaml_load("fuzz", (const char *)data, size, &again, err, sizeof err) < 0 ||
+        if (WITH_BUF(yaml_load("fuzz", (const char *)data, size, &again, &eb_)) < 0 ||
             !same(doc.root, again.root))
             abort();
         yaml_doc_free(&again);
         yaml_doc_free(&doc);
     }
-    if (yaml_load("fuzz", (const char *)data, size, &doc, err, sizeof err) < 0) {
+    if (WITH_BUF(yaml_load("fuzz", (const char *)data, size, &doc, &eb_)) < 0) {
         if (!err[0] || strchr(err, '\n') || strncmp(err, "fuzz", 4))
             abort();
         return 0;
     }
     all_marked(&doc, doc.root);
-    char *text = yaml_emit_err(doc.root, err, sizeof err);
+    char *text = WITH_BUF(yaml_emit_err(doc.root, &eb_));
     if (!text)
         abort();    /* anything the loader produced must be writable */
-    if (yaml_load("emitted", text, strlen(text), &again, err, sizeof err) < 0)
+    if (WITH_BUF(yaml_load("emitted", text, strlen(text), &again, &eb_)) < 0)
         abort();
     if (!same(doc.root, again.root))
         abort();
